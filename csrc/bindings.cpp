@@ -1,0 +1,181 @@
+// The Python face of the scheduler core: engine._core. Metadata leaves as read-only numpy
+// views of the plan's own buffers (no per-element Python objects); schedule() runs with
+// the GIL released unless the caller asks to hold it.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "scheduler.hpp"
+
+namespace py = pybind11;
+using namespace steptrace;
+
+namespace {
+
+template <typename T>
+py::array_t<T> view(const T* data, std::vector<py::ssize_t> shape, py::handle base) {
+  std::vector<py::ssize_t> strides(shape.size(), sizeof(T));
+  if (shape.size() == 2) strides[0] = shape[1] * static_cast<py::ssize_t>(sizeof(T));
+  py::array_t<T> a(shape, strides, data, base);
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+template <typename T>
+py::array_t<T> view(const std::vector<T>& v, py::handle base) {
+  return view(v.data(), {static_cast<py::ssize_t>(v.size())}, base);
+}
+
+SchedulerConfig to_config(const py::handle& c) {
+  auto get_int = [&](const char* name, int32_t none_value) {
+    py::object v = c.attr(name);
+    return v.is_none() ? none_value : v.cast<int32_t>();
+  };
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = get_int("max_num_batched_tokens", 0);
+  cfg.max_num_seqs = get_int("max_num_seqs", 0);
+  cfg.num_kv_blocks = get_int("num_kv_blocks", 0);
+  cfg.block_size = get_int("block_size", 0);
+  cfg.cp_size = get_int("cp_size", 0);
+  cfg.dp_size = get_int("dp_size", 0);
+  cfg.num_mtp = get_int("num_mtp", 0);
+  cfg.overlap = c.attr("overlap").cast<bool>();
+  cfg.engine_type = parse_engine_type(c.attr("engine_type").cast<std::string>());
+  cfg.preempt_order = parse_preempt_order(c.attr("preempt_order").cast<std::string>());
+  cfg.dp_assign = parse_dp_assign(c.attr("dp_assign").cast<std::string>());
+  cfg.lookahead_slots = get_int("lookahead_slots", -1);
+  cfg.max_prefill_chunk = get_int("max_prefill_chunk", -1);
+  return cfg;
+}
+
+std::vector<int64_t> to_vector(const py::handle& obj) {
+  auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);
+  if (!a) throw py::value_error("accepted must be None, a flat sequence of ints, or one per rank");
+  return std::vector<int64_t>(a.data(), a.data() + a.size());
+}
+
+// accepted: None, a flat sequence in rank-then-batch order, or one sequence per rank.
+std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc, const ScheduleOutput& plan) {
+  if (acc.is_none()) return std::nullopt;
+  if (py::isinstance<py::array>(acc) || !py::isinstance<py::sequence>(acc) ||
+      py::isinstance<py::str>(acc))
+    return to_vector(acc);
+  py::sequence items = py::reinterpret_borrow<py::sequence>(acc);
+  bool per_rank = false;
+  if (items.size() == plan.batches.size())
+    for (py::handle x : items)
+      per_rank |= py::isinstance<py::array>(x) ? x.attr("ndim").cast<int>() == 1
+                                                : py::isinstance<py::sequence>(x);
+  if (!per_rank) return to_vector(acc);
+  std::vector<int64_t> flat;
+  for (size_t r = 0; r < plan.batches.size(); ++r) {
+    std::vector<int64_t> part = to_vector(items[r]);
+    if (part.size() != plan.batches[r].rows())
+      throw py::value_error("accepted[" + std::to_string(r) + "] has " +
+                            std::to_string(part.size()) + " values; rank " + std::to_string(r) +
+                            " scheduled " + std::to_string(plan.batches[r].rows()));
+    flat.insert(flat.end(), part.begin(), part.end());
+  }
+  return flat;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "steptrace scheduler core (C++17)";
+
+  py::class_<Sequence>(m, "Sequence")
+      .def_readonly("seq_id", &Sequence::seq_id)
+      .def_readonly("prompt_len", &Sequence::prompt_len)
+      .def_readonly("max_new_tokens", &Sequence::max_new_tokens)
+      .def_readonly("arrival_time", &Sequence::arrival_time)
+      .def_readonly("dp_rank", &Sequence::dp_rank)
+      .def_readonly("num_tokens", &Sequence::num_tokens)
+      .def_readonly("num_cached", &Sequence::num_cached)
+      .def_readonly("num_inflight", &Sequence::num_inflight)
+      .def_readonly("prefill_target", &Sequence::prefill_target)
+      .def_readonly("footprint", &Sequence::footprint)
+      .def_readonly("blocks", &Sequence::blocks)
+      .def_readonly("num_preemptions", &Sequence::num_preemptions)
+      .def_readonly("recomputed_tokens", &Sequence::recomputed_tokens)
+      .def_readonly("reason", &Sequence::reason)
+      .def_property_readonly("output_len", &Sequence::output_len)
+      .def_property_readonly("status", [](const Sequence& s) { return status_name(s.status); })
+      .def("__repr__", [](const Sequence& s) {
+        return "<Sequence " + std::to_string(s.seq_id) + " " + status_name(s.status) +
+               " tokens=" + std::to_string(s.num_tokens) + " cached=" +
+               std::to_string(s.num_cached) + " inflight=" + std::to_string(s.num_inflight) + ">";
+      });
+
+  py::class_<Batch>(m, "Batch")
+      .def_readonly("rank", &Batch::rank)
+      .def_property_readonly("seq_ids", [](py::handle self) { return view(self.cast<const Batch&>().seq_ids, self); })
+      .def_property_readonly("seqlen_q", [](py::handle self) { return view(self.cast<const Batch&>().seqlen_q, self); })
+      .def_property_readonly("seqlen_k", [](py::handle self) { return view(self.cast<const Batch&>().seqlen_k, self); })
+      .def_property_readonly("padded_q", [](py::handle self) { return view(self.cast<const Batch&>().padded_q, self); })
+      .def_property_readonly("kind", [](py::handle self) { return view(self.cast<const Batch&>().kind, self); })
+      .def_property_readonly("block_tables", [](py::handle self) {
+        const Batch& b = self.cast<const Batch&>();
+        return view(b.block_tables.get(),
+                    {static_cast<py::ssize_t>(b.rows()), static_cast<py::ssize_t>(b.table_width)}, self);
+      })
+      .def_property_readonly("empty", &Batch::empty)
+      .def_readonly("num_free_blocks", &Batch::num_free_blocks)
+      .def_readonly("num_waiting", &Batch::num_waiting)
+      .def_readonly("num_running", &Batch::num_running)
+      .def("__len__", &Batch::rows)
+      .def("__repr__", [](const Batch& b) {
+        return "<Batch rank=" + std::to_string(b.rank) + " rows=" + std::to_string(b.rows()) + ">";
+      });
+
+  py::class_<ScheduleOutput, std::shared_ptr<ScheduleOutput>>(m, "Plan")
+      .def_readonly("step", &ScheduleOutput::step)
+      .def_property_readonly("phase", [](const ScheduleOutput& p) {
+        return p.phase == Phase::kPrompt ? "prompt" : "decode";
+      })
+      .def_property_readonly("batches", [](py::handle self) {
+        ScheduleOutput& p = self.cast<ScheduleOutput&>();
+        py::list out;
+        for (Batch& b : p.batches) out.append(py::cast(&b, py::return_value_policy::reference_internal, self));
+        return out;
+      })
+      .def_property_readonly("preempted", [](py::handle self) { return view(self.cast<const ScheduleOutput&>().preempted, self); })
+      .def_property_readonly("rejected", [](py::handle self) { return view(self.cast<const ScheduleOutput&>().rejected, self); })
+      .def_readonly("sched_start_ns", &ScheduleOutput::sched_start_ns)
+      .def_readonly("sched_ns", &ScheduleOutput::sched_ns)
+      .def("__repr__", [](const ScheduleOutput& p) {
+        return "<Plan step=" + std::to_string(p.step) +
+               (p.phase == Phase::kPrompt ? " prompt>" : " decode>");
+      });
+
+  py::class_<PostprocessOutput>(m, "PostprocessResult")
+      .def_property_readonly("finished", [](py::handle self) { return view(self.cast<const PostprocessOutput&>().finished, self); })
+      .def_readonly("discarded_tokens", &PostprocessOutput::discarded_tokens);
+
+  py::class_<Scheduler>(m, "Scheduler")
+      .def(py::init([](const py::object& config) { return std::make_unique<Scheduler>(to_config(config)); }),
+           py::arg("config"))
+      .def("add_sequence", &Scheduler::add_sequence, py::arg("seq_id"), py::arg("prompt_len"),
+           py::arg("max_new_tokens"), py::arg("arrival_time") = 0.0)
+      .def("schedule",
+           [](Scheduler& s, bool release_gil) {
+             if (!release_gil) return s.schedule();
+             py::gil_scoped_release nogil;
+             return s.schedule();
+           },
+           py::arg("release_gil") = true,
+           "Plan the next step. The GIL is released inside C++ unless release_gil=False.")
+      .def("postprocess",
+           [](Scheduler& s, const ScheduleOutput& plan, const py::object& accepted) {
+             std::optional<std::vector<int64_t>> flat = parse_accepted(accepted, plan);
+             return s.postprocess(plan, flat ? &*flat : nullptr);
+           },
+           py::arg("plan"), py::arg("accepted") = py::none())
+      .def("seq", &Scheduler::seq, py::arg("seq_id"))
+      .def("num_free_blocks", &Scheduler::num_free_blocks, py::arg("rank") = 0)
+      .def("is_finished", &Scheduler::is_finished)
+      .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans);
+}

@@ -1,0 +1,433 @@
+#include "scheduler.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace steptrace {
+
+namespace {
+
+std::atomic<uint64_t> next_scheduler_id{1};
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+[[noreturn]] void bad_arg(const std::string& message) { throw std::invalid_argument(message); }
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_(config), lookahead_(config.lookahead()), id_(next_scheduler_id++) {
+  config_.validate();
+  ranks_.reserve(config_.dp_size);
+  for (int32_t r = 0; r < config_.dp_size; ++r) ranks_.emplace_back(config_.num_kv_blocks);
+}
+
+// ---- requests ---------------------------------------------------------------------------
+
+void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+                             double arrival_time) {
+  if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
+  if (max_new_tokens < 1)
+    bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
+  if (prompt_len + max_new_tokens > std::numeric_limits<int32_t>::max() / 2)
+    bad_arg("prompt_len + max_new_tokens is too large: " +
+            std::to_string(prompt_len + max_new_tokens));
+  if (index_.count(seq_id)) bad_arg("duplicate seq_id " + std::to_string(seq_id));
+
+  const bool completion = config_.engine_type == EngineType::kCompletion;
+  Sequence s;
+  s.seq_id = seq_id;
+  s.prompt_len = static_cast<int32_t>(prompt_len);
+  s.max_new_tokens = static_cast<int32_t>(max_new_tokens);
+  s.arrival_time = arrival_time;
+  s.order = static_cast<int32_t>(seqs_.size());
+  s.dp_rank = assign_rank(s.order);
+  s.footprint = config_.engine_type == EngineType::kPrompt
+                    ? s.prompt_len
+                    : s.prompt_len + std::max(s.max_new_tokens, lookahead_);
+  s.num_tokens = s.prompt_len + (completion ? 1 : 0);
+  s.num_cached = completion ? s.prompt_len : 0;
+  s.prefill_target = s.prompt_len;
+
+  const int32_t need = blocks_for(s.footprint);
+  const int32_t idx = s.order;
+  if (need > config_.num_kv_blocks) {
+    s.status = SeqStatus::kRejected;
+    s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
+               " tokens (block_size " + std::to_string(config_.block_size) +
+               ") but a rank has " + std::to_string(config_.num_kv_blocks);
+    pending_rejected_.push_back(seq_id);
+  } else if (completion && s.output_len() >= s.max_new_tokens) {
+    s.status = SeqStatus::kFinished;  // arrived with its only token already generated
+  } else {
+    Rank& rank = ranks_[s.dp_rank];
+    rank.waiting.push_back(idx);
+    s.member_pos = static_cast<int32_t>(rank.members.size());
+    rank.members.push_back(idx);
+    ++num_unfinished_;
+  }
+  seqs_.push_back(std::move(s));
+  index_.emplace(seq_id, idx);
+}
+
+int32_t Scheduler::assign_rank(int32_t order) const {
+  if (config_.dp_assign == DpAssign::kRoundRobin) return order % config_.dp_size;
+  int32_t best = 0;
+  int64_t best_load = std::numeric_limits<int64_t>::max();
+  for (int32_t r = 0; r < config_.dp_size; ++r) {
+    int64_t load = 0;
+    for (int32_t idx : ranks_[r].members) {
+      const Sequence& s = seqs_[idx];
+      load += std::max(0, s.prefill_target - s.num_cached) + s.max_new_tokens - s.output_len();
+    }
+    if (load < best_load) {
+      best = r;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+// ---- schedule ---------------------------------------------------------------------------
+
+std::shared_ptr<ScheduleOutput> Scheduler::schedule() {
+  const int64_t start = steady_now_ns();
+  auto plan = std::make_shared<ScheduleOutput>();
+  plan->owner = id_;
+  plan->step = next_step_++;
+  plan->sched_start_ns = start;
+
+  bool prompt = config_.engine_type == EngineType::kPrompt;
+  if (config_.engine_type == EngineType::kNormal)
+    prompt = std::any_of(ranks_.begin(), ranks_.end(),
+                         [this](const Rank& r) { return would_prefill(r); });
+  plan->phase = prompt ? Phase::kPrompt : Phase::kDecode;
+
+  plan->batches.resize(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    Rank& rank = ranks_[r];
+    Batch& batch = plan->batches[r];
+    batch.rank = static_cast<int32_t>(r);
+    if (prompt)
+      prompt_round(rank, batch);
+    else
+      decode_round(rank, batch, plan->preempted);
+    fill_block_tables(batch, rank);
+  }
+  plan->rejected.swap(pending_rejected_);
+  plan->sched_ns = steady_now_ns() - start;
+  return plan;
+}
+
+bool Scheduler::would_prefill(const Rank& rank) const {
+  int32_t idx;
+  if (!rank.prefilling.empty()) {
+    idx = rank.prefilling.front();
+  } else if (!rank.waiting.empty()) {
+    if (rank.num_running >= config_.max_num_seqs) return false;
+    idx = rank.waiting.front();
+  } else {
+    return false;
+  }
+  return next_chunk(rank, seqs_[idx], config_.max_num_batched_tokens).has_value();
+}
+
+void Scheduler::prompt_round(Rank& rank, Batch& batch) {
+  int32_t budget = config_.max_num_batched_tokens;
+  candidates_.assign(rank.prefilling.begin(), rank.prefilling.end());
+  size_t next_partial = 0;
+  while (true) {
+    int32_t idx;
+    if (next_partial < candidates_.size()) {
+      idx = candidates_[next_partial++];
+    } else if (!rank.waiting.empty()) {
+      if (rank.num_running >= config_.max_num_seqs) return;
+      idx = rank.waiting.front();
+    } else {
+      return;
+    }
+    if (budget == 0) return;
+    Sequence& s = seqs_[idx];
+    const std::optional<Chunk> chunk = next_chunk(rank, s, budget);
+    if (!chunk) return;
+
+    rank.pool.allocate(chunk->new_blocks, s.blocks);
+    add_row(batch, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
+            chunk->final ? kFinalChunk : kPrefillChunk);
+    s.num_inflight += chunk->q;
+    if (s.status == SeqStatus::kWaiting) {
+      rank.waiting.pop_front();
+      s.status = SeqStatus::kRunning;
+      ++rank.num_running;
+      if (!chunk->final) {  // keep prefilling in add order
+        auto pos = std::upper_bound(rank.prefilling.begin(), rank.prefilling.end(), idx);
+        rank.prefilling.insert(pos, idx);
+      }
+    } else if (chunk->final) {
+      rank.prefilling.erase(std::find(rank.prefilling.begin(), rank.prefilling.end(), idx));
+    }
+    if (chunk->final) {
+      ++s.inflight_samples;
+      if (config_.engine_type != EngineType::kPrompt) rank.decoding.push_back(idx);
+    }
+    budget -= chunk->padded;
+  }
+}
+
+std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Sequence& s,
+                                                      int32_t budget) const {
+  const int32_t done = s.num_cached + s.num_inflight;
+  const int32_t remaining = s.prefill_target - done;
+  int32_t q = std::min(remaining, budget);
+  if (config_.max_prefill_chunk > 0) q = std::min(q, config_.max_prefill_chunk);
+  int32_t padded = q;
+  if (config_.cp_size > 1) {
+    const int32_t align = 2 * config_.cp_size;
+    if (q == remaining) {
+      padded = (q + align - 1) / align * align;
+      if (padded > budget) q = padded = q / align * align;  // largest aligned non-final chunk
+    } else {
+      q = padded = q / align * align;
+    }
+  }
+  if (q == 0) return std::nullopt;
+  const bool final = q == remaining;
+  const int32_t tokens = std::min(done + q + (final ? lookahead_ : 0), s.footprint);
+  const int32_t need = new_blocks(s, tokens);
+  if (need > rank.pool.num_free()) return std::nullopt;
+  if (s.status == SeqStatus::kWaiting) {
+    // Admission reserves what the rank's partial prefills still need to finish, so partial
+    // prefills can never hold the pool between them and deadlock.
+    int32_t reserved = 0;
+    for (int32_t p : rank.prefilling)
+      reserved += prefill_blocks(seqs_[p]) - static_cast<int32_t>(seqs_[p].blocks.size());
+    if (prefill_blocks(s) > rank.pool.num_free() - reserved) return std::nullopt;
+  }
+  return Chunk{q, padded, need, final};
+}
+
+int32_t Scheduler::prefill_blocks(const Sequence& s) const {
+  return blocks_for(std::min(s.prefill_target + lookahead_, s.footprint));
+}
+
+void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
+  if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
+  order_for_decode(rank.decoding);
+  candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
+  reserve_rows(batch, candidates_.size());
+
+  victims_.clear();
+  int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
+  while (left <= right) {
+    const int32_t idx = candidates_[right];
+    Sequence& s = seqs_[idx];
+    const int32_t q = decode_q(s);
+    if (q == 0) {  // waits for in-flight samples; as a victim it would be passed over too
+      --right;
+      continue;
+    }
+    const int32_t seqlen_k = s.num_cached + s.num_inflight + q;
+    const int32_t need = new_blocks(s, std::min(seqlen_k, s.footprint));
+    if (need <= rank.pool.num_free()) {
+      if (need > 0) rank.pool.allocate(need, s.blocks);
+      add_row(batch, idx, q, q, seqlen_k, kDecodeStep);
+      s.num_inflight += q;
+      ++s.inflight_samples;
+      --right;
+      continue;
+    }
+    const int32_t victim = candidates_[left++];
+    if (seqs_[victim].num_inflight == 0) {  // a victim with work in flight is passed over
+      preempt(rank, victim);
+      victims_.push_back(victim);
+    }
+  }
+  // Preempted sequences go to the front of the queue as a group, in preemption order.
+  for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
+  for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
+}
+
+int32_t Scheduler::decode_q(const Sequence& s) const {
+  if (s.output_len() + s.inflight_samples >= s.max_new_tokens) return 0;
+  return 1 + config_.num_mtp;
+}
+
+// Running sequences in decode order; stable insertion sort, since the order barely changes
+// from one round to the next (every decoding sequence gains about one token).
+// One pass drops the sequences that finished since the last round.
+void Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
+  const bool longest_first = config_.preempt_order == PreemptOrder::kLongestOutput;
+  auto before = [&](int32_t a, int32_t b) {
+    const int32_t oa = seqs_[a].output_len(), ob = seqs_[b].output_len();
+    if (oa != ob) return longest_first ? oa > ob : oa < ob;
+    return seqs_[a].order < seqs_[b].order;
+  };
+  size_t kept = 0;
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    const int32_t x = decoding[i];
+    if (seqs_[x].status != SeqStatus::kRunning) continue;
+    size_t j = kept++;
+    for (; j > 0 && before(x, decoding[j - 1]); --j) decoding[j] = decoding[j - 1];
+    decoding[j] = x;
+  }
+  decoding.resize(kept);
+}
+
+void Scheduler::admit_prefilled(Rank& rank) {
+  while (!rank.waiting.empty() && rank.num_running < config_.max_num_seqs) {
+    const int32_t idx = rank.waiting.front();
+    Sequence& s = seqs_[idx];
+    const int32_t tokens = std::min(s.num_cached + lookahead_, s.footprint);
+    const int32_t need = new_blocks(s, tokens);
+    if (need > rank.pool.num_free()) return;
+    rank.pool.allocate(need, s.blocks);
+    rank.waiting.pop_front();
+    s.status = SeqStatus::kRunning;
+    ++rank.num_running;
+    rank.decoding.push_back(idx);
+  }
+}
+
+void Scheduler::preempt(Rank& rank, int32_t idx) {
+  Sequence& s = seqs_[idx];
+  rank.decoding.erase(std::find(rank.decoding.begin(), rank.decoding.end(), idx));
+  --rank.num_running;
+  s.status = SeqStatus::kWaiting;
+  ++s.num_preemptions;
+  s.recomputed_tokens += s.num_cached;
+  if (config_.engine_type != EngineType::kCompletion) {  // completion: KV is supplied again
+    s.num_cached = 0;
+    s.prefill_target = s.num_tokens;
+  }
+  rank.pool.release(s.blocks);
+}
+
+// ---- postprocess ------------------------------------------------------------------------
+
+PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
+                                         const std::vector<int64_t>* accepted) {
+  if (plan.owner != id_) bad_arg("plan was not made by this scheduler");
+  if (plan.step < next_postprocess_)
+    bad_arg("plan " + std::to_string(plan.step) + " was already post-processed");
+  if (plan.step > next_postprocess_)
+    bad_arg("plan " + std::to_string(plan.step) +
+            " is not the oldest outstanding plan; post-process plan " +
+                  std::to_string(next_postprocess_) + " first");
+  if (accepted) {
+    const std::vector<int64_t> limits = flat_limits(plan);
+    if (accepted->size() != limits.size())
+      bad_arg("accepted has " + std::to_string(accepted->size()) +
+                    " values; the plan scheduled " + std::to_string(limits.size()) +
+                    " sequences");
+    for (size_t i = 0; i < limits.size(); ++i)
+      if ((*accepted)[i] < 0 || (*accepted)[i] > limits[i])
+        bad_arg("accepted[" + std::to_string(i) + "] = " + std::to_string((*accepted)[i]) +
+                      " is outside 0.." + std::to_string(limits[i]) +
+                      " (drafts of that scheduled sequence)");
+  }
+
+  PostprocessOutput out;
+  size_t row = 0;
+  for (const Batch& batch : plan.batches) {
+    Rank& rank = ranks_[batch.rank];
+    for (size_t j = 0; j < batch.rows(); ++j, ++row) {
+      const int32_t idx = batch.seq_index[j];
+      Sequence& s = seqs_[idx];
+      const int32_t q = batch.seqlen_q[j];
+      s.num_inflight -= q;
+      if (s.status == SeqStatus::kFinished) {  // finished while this work was in flight
+        out.discarded_tokens += q;
+        if (s.num_inflight == 0) rank.pool.release(s.blocks);
+        continue;
+      }
+      if (batch.kind[j] == kPrefillChunk) {
+        s.num_cached += q;
+        continue;
+      }
+      --s.inflight_samples;
+      const int32_t cap = s.prompt_len + s.max_new_tokens;
+      const int32_t gained = 1 + (accepted ? static_cast<int32_t>((*accepted)[row]) : 0);
+      s.num_cached = std::min(s.num_cached + (batch.kind[j] == kFinalChunk ? q : gained), cap);
+      s.num_tokens = std::min(s.num_tokens + gained, cap);
+      if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
+        finish(rank, idx);
+        out.finished.push_back(s.seq_id);
+      }
+    }
+  }
+  ++next_postprocess_;
+  return out;
+}
+
+std::vector<int64_t> Scheduler::flat_limits(const ScheduleOutput& plan) const {
+  std::vector<int64_t> limits;
+  for (const Batch& batch : plan.batches)
+    for (size_t j = 0; j < batch.rows(); ++j)
+      limits.push_back(batch.kind[j] == kDecodeStep ? batch.seqlen_q[j] - 1 : 0);
+  return limits;
+}
+
+void Scheduler::finish(Rank& rank, int32_t idx) {
+  Sequence& s = seqs_[idx];
+  --rank.num_running;
+  // Swap-remove from the rank's unfinished members; finished sequences leave `decoding`
+  // at the next decode round.
+  const int32_t last = rank.members.back();
+  rank.members[s.member_pos] = last;
+  seqs_[last].member_pos = s.member_pos;
+  rank.members.pop_back();
+  s.member_pos = -1;
+  --num_unfinished_;
+  s.status = SeqStatus::kFinished;
+  if (s.num_inflight == 0) rank.pool.release(s.blocks);
+}
+
+// ---- metadata and queries ---------------------------------------------------------------
+
+void Scheduler::reserve_rows(Batch& batch, size_t n) {
+  batch.seq_ids.reserve(n);
+  batch.seqlen_q.reserve(n);
+  batch.seqlen_k.reserve(n);
+  batch.padded_q.reserve(n);
+  batch.kind.reserve(n);
+  batch.seq_index.reserve(n);
+}
+
+void Scheduler::fill_block_tables(Batch& batch, const Rank& rank) const {
+  const size_t width = batch.table_width;
+  batch.block_tables.reset(new int32_t[batch.rows() * width]);  // every entry written below
+  int32_t* row = batch.block_tables.get();
+  for (int32_t idx : batch.seq_index) {
+    const std::vector<int32_t>& blocks = seqs_[idx].blocks;
+    std::memcpy(row, blocks.data(), blocks.size() * sizeof(int32_t));
+    std::fill(row + blocks.size(), row + width, -1);
+    row += width;
+  }
+  batch.num_free_blocks = rank.pool.num_free();
+  batch.num_waiting = static_cast<int32_t>(rank.waiting.size());
+  batch.num_running = rank.num_running;
+}
+
+const Sequence& Scheduler::seq(int64_t seq_id) const {
+  auto it = index_.find(seq_id);
+  if (it == index_.end()) bad_arg("unknown seq_id " + std::to_string(seq_id));
+  return seqs_[it->second];
+}
+
+int32_t Scheduler::num_free_blocks(int32_t rank) const {
+  if (rank < 0 || rank >= config_.dp_size)
+    bad_arg("rank " + std::to_string(rank) + " is outside 0.." +
+            std::to_string(config_.dp_size - 1));
+  return ranks_[rank].pool.num_free();
+}
+
+}  // namespace steptrace

@@ -1,0 +1,109 @@
+// The DeepSeek-style engine scheduler (SCHEDULING.md; docs/scheduling.md).
+//
+// Invariants, after every schedule() and postprocess():
+//  * on every rank, free blocks + blocks owned == num_kv_blocks; no block has two owners.
+//  * seqlen_k == num_cached + num_inflight + seqlen_q (derived in exactly one place,
+//    with the counters as they were when the plan was made).
+//  * a sequence never owns more than blocks_for(footprint) blocks and footprint fits a
+//    rank's pool (else it was rejected when added), so a lone sequence always progresses.
+//    Draft positions past the footprint (MTP at the very end) get no KV slot: they could
+//    only produce tokens beyond max_new_tokens, which are discarded.
+//  * a prompt round charges at most max_num_batched_tokens; a rank runs at most
+//    max_num_seqs sequences; each sequence is in exactly one status.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "block_pool.hpp"
+#include "config.hpp"
+#include "schedule_output.hpp"
+#include "sequence.hpp"
+
+namespace steptrace {
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  void add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+                    double arrival_time);
+  std::shared_ptr<ScheduleOutput> schedule();
+  // accepted: drafts accepted per scheduled row (rank-then-batch order), or nullptr.
+  PostprocessOutput postprocess(const ScheduleOutput& plan, const std::vector<int64_t>* accepted);
+
+  const Sequence& seq(int64_t seq_id) const;
+  int32_t num_free_blocks(int32_t rank) const;
+  bool is_finished() const { return num_unfinished_ == 0 && pending_rejected_.empty(); }
+  int64_t num_outstanding_plans() const { return next_step_ - next_postprocess_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  struct Rank {
+    explicit Rank(int32_t num_blocks) : pool(num_blocks) {}
+    BlockPool pool;
+    std::deque<int32_t> waiting;      // queue order; preempted sequences go to the front
+    std::vector<int32_t> prefilling;  // part-way through a prefill, add order
+    std::vector<int32_t> decoding;    // prefill fully scheduled, still generating
+    std::vector<int32_t> members;     // unfinished sequences (least_loaded)
+    int32_t num_running = 0;
+  };
+  struct Chunk {
+    int32_t q, padded, new_blocks;
+    bool final;
+  };
+
+  int32_t assign_rank(int32_t order) const;
+  bool would_prefill(const Rank& rank) const;
+  void prompt_round(Rank& rank, Batch& batch);
+  std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
+  int32_t prefill_blocks(const Sequence& s) const;
+  void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
+  int32_t decode_q(const Sequence& s) const;
+  void admit_prefilled(Rank& rank);
+  void order_for_decode(std::vector<int32_t>& decoding) const;
+  void preempt(Rank& rank, int32_t idx);
+  void finish(Rank& rank, int32_t idx);
+  void add_row(Batch& batch, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
+               RowKind kind) const {
+    const Sequence& s = seqs_[idx];
+    batch.seq_ids.push_back(s.seq_id);
+    batch.seqlen_q.push_back(q);
+    batch.seqlen_k.push_back(seqlen_k);
+    batch.padded_q.push_back(padded);
+    batch.kind.push_back(kind);
+    batch.seq_index.push_back(idx);
+    batch.table_width = std::max(batch.table_width, static_cast<int32_t>(s.blocks.size()));
+  }
+  static void reserve_rows(Batch& batch, size_t n);
+  void fill_block_tables(Batch& batch, const Rank& rank) const;
+  std::vector<int64_t> flat_limits(const ScheduleOutput& plan) const;
+  int32_t blocks_for(int32_t tokens) const {
+    return (tokens + config_.block_size - 1) / config_.block_size;
+  }
+  // Blocks s must add to cover `tokens`; the common "already covered" case avoids a division.
+  int32_t new_blocks(const Sequence& s, int32_t tokens) const {
+    const int32_t have = static_cast<int32_t>(s.blocks.size());
+    return tokens <= have * config_.block_size ? 0 : blocks_for(tokens) - have;
+  }
+
+  SchedulerConfig config_;
+  int32_t lookahead_;
+  uint64_t id_;
+  std::vector<Rank> ranks_;
+  std::vector<Sequence> seqs_;
+  std::unordered_map<int64_t, int32_t> index_;
+  std::vector<int64_t> pending_rejected_;
+  int64_t num_unfinished_ = 0;
+  int64_t next_step_ = 0;
+  int64_t next_postprocess_ = 0;
+  std::vector<int32_t> candidates_;  // scratch, reused across rounds
+  std::vector<int32_t> victims_;     // scratch
+};
+
+}  // namespace steptrace

@@ -1,0 +1,68 @@
+"""Type stub for the C++ scheduler core (csrc/bindings.cpp)."""
+
+from typing import Optional, Sequence as Seq, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from .config import SchedulerConfig
+
+class Sequence:
+    seq_id: int
+    prompt_len: int
+    max_new_tokens: int
+    arrival_time: float
+    dp_rank: int
+    num_tokens: int
+    num_cached: int
+    num_inflight: int
+    prefill_target: int
+    footprint: int
+    blocks: list[int]
+    num_preemptions: int
+    recomputed_tokens: int
+    reason: str
+    @property
+    def output_len(self) -> int: ...
+    @property
+    def status(self) -> str: ...  # "waiting" | "running" | "finished" | "rejected"
+
+class Batch:
+    rank: int
+    seq_ids: npt.NDArray[np.int64]
+    seqlen_q: npt.NDArray[np.int32]
+    seqlen_k: npt.NDArray[np.int32]
+    padded_q: npt.NDArray[np.int32]
+    kind: npt.NDArray[np.int8]
+    block_tables: npt.NDArray[np.int32]
+    empty: bool
+    num_free_blocks: int
+    num_waiting: int
+    num_running: int
+    def __len__(self) -> int: ...
+
+class Plan:
+    step: int
+    phase: str  # "prompt" | "decode"
+    batches: list[Batch]
+    preempted: npt.NDArray[np.int64]
+    rejected: npt.NDArray[np.int64]
+    sched_start_ns: int
+    sched_ns: int
+
+class PostprocessResult:
+    finished: npt.NDArray[np.int64]
+    discarded_tokens: int
+
+class Scheduler:
+    num_outstanding_plans: int
+    def __init__(self, config: SchedulerConfig) -> None: ...
+    def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
+                     arrival_time: float = 0.0) -> None: ...
+    def schedule(self, release_gil: bool = True) -> Plan: ...
+    def postprocess(self, plan: Plan,
+                    accepted: Optional[Union[Seq[int], Seq[Seq[int]], np.ndarray]] = None
+                    ) -> PostprocessResult: ...
+    def seq(self, seq_id: int) -> Sequence: ...
+    def num_free_blocks(self, rank: int = 0) -> int: ...
+    def is_finished(self) -> bool: ...

@@ -1,0 +1,86 @@
+"""The schedule output contract, as the reference scheduler returns it.
+
+The C++ core returns objects with exactly these attribute names and dtypes (bound in
+csrc/bindings.cpp); tests compare the two field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List
+
+import numpy as np
+
+# Batch.kind values: what a scheduled row computes.
+KIND_CHUNK = 0  # a prefill chunk that does not finish the prefill (no sampled token)
+KIND_FINAL = 1  # the chunk that finishes the prefill (samples the first token)
+KIND_DECODE = 2  # a decode step of q = 1 + num_mtp positions
+KIND_NAMES = ("prefill_chunk", "final_chunk", "decode")
+
+
+@dataclass
+class Batch:
+    rank: int
+    seq_ids: np.ndarray  # int64
+    seqlen_q: np.ndarray  # int32, real tokens computed
+    seqlen_k: np.ndarray  # int32, num_cached + num_inflight + seqlen_q
+    padded_q: np.ndarray  # int32, seqlen_q padded for context-parallel alignment
+    kind: np.ndarray  # int8, KIND_*
+    block_tables: np.ndarray  # int32 [num_seqs, max_blocks], -1 padded
+    num_free_blocks: int  # after this round
+    num_waiting: int
+    num_running: int
+
+    @property
+    def empty(self) -> bool:
+        return len(self.seq_ids) == 0
+
+
+@dataclass
+class Plan:
+    step: int
+    phase: str  # "prompt" or "decode"
+    batches: List[Batch]  # one per DP rank
+    preempted: np.ndarray  # int64 seq ids, in preemption order
+    rejected: np.ndarray  # int64 seq ids rejected since the previous plan
+    sched_start_ns: int  # steady clock (CLOCK_MONOTONIC) at entry
+    owner: int
+    sched_ns: int = 0  # time spent inside schedule()
+
+
+@dataclass
+class PostprocessResult:
+    finished: np.ndarray  # int64 seq ids that finished (or were handed off) in this call
+    discarded_tokens: int  # in-flight work of already finished sequences
+
+
+def flat_accepted(plan, accepted) -> np.ndarray:
+    """Drafts accepted per scheduled row, rank-then-batch order, validated against the plan.
+
+    `accepted` is None (no drafts accepted), a flat sequence with one value per scheduled
+    row, or one sequence per rank.
+    """
+    sizes = [len(b.seq_ids) for b in plan.batches]
+    total = sum(sizes)
+    if accepted is None:
+        return np.zeros(total, dtype=np.int64)
+    items = list(accepted)
+    per_rank = len(items) == len(sizes) and any(np.ndim(x) == 1 for x in items)
+    if per_rank:
+        for r, (x, n) in enumerate(zip(items, sizes)):
+            if len(x) != n:
+                raise ValueError(f"accepted[{r}] has {len(x)} values; rank {r} scheduled {n}")
+        flat = np.concatenate([np.asarray(x, dtype=np.int64).reshape(-1) for x in items]) \
+            if items else np.zeros(0, dtype=np.int64)
+    else:
+        flat = np.asarray(items, dtype=np.int64).reshape(-1)
+        if len(flat) != total:
+            raise ValueError(f"accepted has {len(flat)} values; the plan scheduled {total} sequences")
+    limits = np.concatenate([np.where(b.kind == KIND_DECODE, b.seqlen_q.astype(np.int64) - 1, 0)
+                             for b in plan.batches]) if total else np.zeros(0, dtype=np.int64)
+    bad = np.flatnonzero((flat < 0) | (flat > limits))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"accepted[{i}] = {int(flat[i])} is outside 0..{int(limits[i])} "
+                         f"(drafts of that scheduled sequence)")
+    return flat

@@ -1,0 +1,405 @@
+"""The pure-Python reference scheduler: the same contract and the same decisions as the
+C++ core (csrc/scheduler.cpp), written for clarity. It is the oracle of the differential
+tests and the side-by-side speed baseline. docs/scheduling.md is the contract both follow.
+
+Invariants (checked by the property tests after every call):
+  * free blocks + blocks owned == num_kv_blocks on every rank; no block has two owners.
+  * seqlen_k == num_cached + num_inflight + seqlen_q for every scheduled sequence.
+  * a sequence never owns more than blocks_for(footprint) blocks, and footprint fits the
+    pool (else it was rejected at add time), so a lone sequence always makes progress.
+    Draft positions past the footprint (MTP at the very end) get no KV slot: they could
+    only produce tokens beyond max_new_tokens, which are discarded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, List, Optional
+
+import numpy as np
+
+from .config import SchedulerConfig, check_int
+from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL, Batch, Plan, PostprocessResult, flat_accepted
+
+
+@dataclass(eq=False)
+class RefSequence:
+    seq_id: int
+    prompt_len: int
+    max_new_tokens: int
+    arrival_time: float
+    dp_rank: int
+    order: int  # position in add order: the queue and tie-break order
+    footprint: int  # most tokens whose KV this sequence can ever hold
+    num_tokens: int
+    num_cached: int
+    prefill_target: int
+    num_inflight: int = 0
+    inflight_samples: int = 0  # in-flight steps that will sample (final chunks, decodes)
+    status: str = "waiting"
+    blocks: List[int] = field(default_factory=list)
+    num_preemptions: int = 0
+    recomputed_tokens: int = 0
+    reason: str = ""
+
+    @property
+    def output_len(self) -> int:
+        return self.num_tokens - self.prompt_len
+
+
+class _Rank:
+    def __init__(self, num_blocks: int) -> None:
+        self.free: List[int] = list(range(num_blocks - 1, -1, -1))  # pop() -> lowest id first
+        self.waiting: Deque[RefSequence] = deque()
+        self.prefilling: List[RefSequence] = []  # part-way through a prefill, add order
+        self.decoding: List[RefSequence] = []  # prefill fully scheduled, still generating
+        self.members: set = set()  # unfinished sequences, for least_loaded
+        self.num_running = 0
+
+
+class ReferenceScheduler:
+    def __init__(self, config: SchedulerConfig) -> None:
+        if not isinstance(config, SchedulerConfig):
+            raise ValueError(f"config must be a SchedulerConfig, got {type(config).__name__}")
+        self.config = config
+        self._lookahead = config.lookahead
+        self._ranks = [_Rank(config.num_kv_blocks) for _ in range(config.dp_size)]
+        self._seqs: dict = {}
+        self._pending_rejected: List[int] = []
+        self._num_unfinished = 0
+        self._next_step = 0  # index of the next plan
+        self._next_postprocess = 0  # index of the oldest plan not yet post-processed
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
+                     arrival_time: float = 0.0) -> None:
+        check_int("seq_id", seq_id, -(2**63))
+        check_int("prompt_len", prompt_len, 1)
+        check_int("max_new_tokens", max_new_tokens, 1)
+        if prompt_len + max_new_tokens > (2**31 - 1) // 2:
+            raise ValueError(f"prompt_len + max_new_tokens is too large: {prompt_len + max_new_tokens}")
+        if seq_id in self._seqs:
+            raise ValueError(f"duplicate seq_id {seq_id}")
+        cfg = self.config
+        order = len(self._seqs)
+        rank_id = self._assign_rank(order)
+        completion = cfg.engine_type == "completion"
+        if cfg.engine_type == "prompt":
+            footprint = prompt_len
+        else:
+            footprint = prompt_len + max(max_new_tokens, self._lookahead)
+        seq = RefSequence(seq_id, prompt_len, max_new_tokens, float(arrival_time), rank_id, order,
+                          footprint, num_tokens=prompt_len + completion,
+                          num_cached=prompt_len if completion else 0, prefill_target=prompt_len)
+        self._seqs[seq_id] = seq
+        need = self._blocks_for(footprint)
+        if need > cfg.num_kv_blocks:
+            seq.status = "rejected"
+            seq.reason = (f"needs {need} KV blocks for {footprint} tokens (block_size "
+                          f"{cfg.block_size}) but a rank has {cfg.num_kv_blocks}")
+            self._pending_rejected.append(seq_id)
+        elif completion and seq.output_len >= max_new_tokens:
+            seq.status = "finished"  # arrived with its only token already generated
+        else:
+            rank = self._ranks[rank_id]
+            rank.waiting.append(seq)
+            rank.members.add(seq)
+            self._num_unfinished += 1
+
+    def _assign_rank(self, order: int) -> int:
+        if self.config.dp_assign == "round_robin":
+            return order % self.config.dp_size
+        loads = [sum(max(0, s.prefill_target - s.num_cached) + s.max_new_tokens - s.output_len
+                     for s in rank.members) for rank in self._ranks]
+        return loads.index(min(loads))
+
+    # -- schedule ---------------------------------------------------------------------------
+
+    def schedule(self, release_gil: bool = True) -> Plan:
+        start = time.perf_counter_ns()
+        engine_type = self.config.engine_type
+        if engine_type == "normal":
+            prompt = any(self._would_prefill(rank) for rank in self._ranks)
+        else:
+            prompt = engine_type == "prompt"
+        preempted: List[int] = []
+        batches = []
+        for rank_id, rank in enumerate(self._ranks):
+            builder = _BatchBuilder(rank_id)
+            if prompt:
+                self._prompt_round(rank, builder)
+            else:
+                self._decode_round(rank, builder, preempted)
+            batches.append(builder.build(rank))
+        plan = Plan(step=self._next_step, phase="prompt" if prompt else "decode", batches=batches,
+                    preempted=np.array(preempted, dtype=np.int64),
+                    rejected=np.array(self._pending_rejected, dtype=np.int64),
+                    sched_start_ns=start, owner=id(self))
+        self._pending_rejected = []
+        self._next_step += 1
+        plan.sched_ns = time.perf_counter_ns() - start
+        return plan
+
+    def _would_prefill(self, rank: _Rank) -> bool:
+        if rank.prefilling:
+            seq = rank.prefilling[0]
+        elif rank.waiting:
+            seq = rank.waiting[0]
+            if rank.num_running >= self.config.max_num_seqs:
+                return False
+        else:
+            return False
+        return self._next_chunk(rank, seq, self.config.max_num_batched_tokens) is not None
+
+    def _prompt_round(self, rank: _Rank, builder: "_BatchBuilder") -> None:
+        budget = self.config.max_num_batched_tokens
+        candidates = list(rank.prefilling)
+        while True:
+            if candidates:
+                seq = candidates.pop(0)
+            elif rank.waiting:
+                seq = rank.waiting[0]
+                if rank.num_running >= self.config.max_num_seqs:
+                    return
+            else:
+                return
+            if budget == 0:
+                return
+            chunk = self._next_chunk(rank, seq, budget)
+            if chunk is None:
+                return
+            q, padded, final, need = chunk
+            self._allocate(rank, seq, need)
+            builder.add(seq, q, padded, seq.num_cached + seq.num_inflight + q,
+                        KIND_FINAL if final else KIND_CHUNK)
+            seq.num_inflight += q
+            if seq.status == "waiting":
+                rank.waiting.popleft()
+                seq.status = "running"
+                rank.num_running += 1
+                if not final:
+                    _insert_by_order(rank.prefilling, seq)
+            elif final:
+                rank.prefilling.remove(seq)
+            if final:
+                seq.inflight_samples += 1
+                if self.config.engine_type != "prompt":
+                    rank.decoding.append(seq)
+            budget -= padded
+
+    def _next_chunk(self, rank: _Rank, seq: RefSequence, budget: int):
+        """(seqlen_q, padded_q, is_final, new_blocks) of seq's next chunk, or None to stop."""
+        cfg = self.config
+        done = seq.num_cached + seq.num_inflight
+        remaining = seq.prefill_target - done
+        q = min(remaining, budget, cfg.max_prefill_chunk or remaining)
+        padded = q
+        if cfg.cp_size > 1:
+            align = 2 * cfg.cp_size
+            if q == remaining:
+                padded = -(-q // align) * align
+                if padded > budget:
+                    q = padded = q // align * align
+            else:
+                q = padded = q // align * align
+        if q == 0:
+            return None
+        final = q == remaining
+        tokens = min(done + q + (self._lookahead if final else 0), seq.footprint)
+        need = self._blocks_for(tokens) - len(seq.blocks)
+        if need > len(rank.free):
+            return None
+        if seq.status == "waiting":
+            # Admission reserves what the rank's partial prefills still need to finish, so
+            # partial prefills can never hold the pool between them and deadlock.
+            reserved = sum(self._prefill_blocks(s) - len(s.blocks) for s in rank.prefilling)
+            if self._prefill_blocks(seq) > len(rank.free) - reserved:
+                return None
+        return q, padded, final, need
+
+    def _prefill_blocks(self, seq: RefSequence) -> int:
+        return self._blocks_for(min(seq.prefill_target + self._lookahead, seq.footprint))
+
+    def _decode_round(self, rank: _Rank, builder: "_BatchBuilder", preempted: List[int]) -> None:
+        if self.config.engine_type == "completion":
+            self._admit_prefilled(rank)
+        longest_first = self.config.preempt_order == "longest_output"
+        ordered = sorted(rank.decoding, key=lambda s: (-s.output_len if longest_first
+                                                       else s.output_len, s.order))
+        victims = []
+        left, right = 0, len(ordered) - 1
+        while left <= right:
+            seq = ordered[right]
+            q = self._decode_q(seq)
+            if q == 0:  # waits for in-flight samples; as a victim it would be passed over too
+                right -= 1
+                continue
+            seqlen_k = seq.num_cached + seq.num_inflight + q
+            need = self._blocks_for(min(seqlen_k, seq.footprint)) - len(seq.blocks)
+            if need <= len(rank.free):
+                self._allocate(rank, seq, need)
+                builder.add(seq, q, q, seqlen_k, KIND_DECODE)
+                seq.num_inflight += q
+                seq.inflight_samples += 1
+                right -= 1
+                continue
+            victim = ordered[left]
+            left += 1
+            if victim.num_inflight == 0:  # a victim with work in flight is passed over
+                self._preempt(rank, victim)
+                victims.append(victim)
+        rank.waiting.extendleft(reversed(victims))
+        preempted.extend(v.seq_id for v in victims)
+
+    def _decode_q(self, seq: RefSequence) -> int:
+        """Positions seq computes in its next decode step; 0 once its committed output plus
+        one token per in-flight sampling step reaches max_new_tokens."""
+        if seq.output_len + seq.inflight_samples >= seq.max_new_tokens:
+            return 0
+        return 1 + self.config.num_mtp
+
+    def _admit_prefilled(self, rank: _Rank) -> None:
+        while rank.waiting and rank.num_running < self.config.max_num_seqs:
+            seq = rank.waiting[0]
+            tokens = min(seq.num_cached + self._lookahead, seq.footprint)
+            need = self._blocks_for(tokens) - len(seq.blocks)
+            if need > len(rank.free):
+                return
+            self._allocate(rank, seq, need)
+            rank.waiting.popleft()
+            seq.status = "running"
+            rank.num_running += 1
+            rank.decoding.append(seq)
+
+    def _preempt(self, rank: _Rank, seq: RefSequence) -> None:
+        rank.decoding.remove(seq)
+        rank.num_running -= 1
+        seq.status = "waiting"
+        seq.num_preemptions += 1
+        seq.recomputed_tokens += seq.num_cached
+        if self.config.engine_type != "completion":  # completion: KV is supplied again
+            seq.num_cached = 0
+            seq.prefill_target = seq.num_tokens
+        self._release(rank, seq)
+
+    # -- postprocess ------------------------------------------------------------------------
+
+    def postprocess(self, plan: Plan, accepted=None) -> PostprocessResult:
+        if not isinstance(plan, Plan) or plan.owner != id(self):
+            raise ValueError("plan was not made by this scheduler")
+        if plan.step < self._next_postprocess:
+            raise ValueError(f"plan {plan.step} was already post-processed")
+        if plan.step > self._next_postprocess:
+            raise ValueError(f"plan {plan.step} is not the oldest outstanding plan; "
+                             f"post-process plan {self._next_postprocess} first")
+        drafts = flat_accepted(plan, accepted)
+        finished: List[int] = []
+        discarded = 0
+        i = 0
+        for batch in plan.batches:
+            rank = self._ranks[batch.rank]
+            for seq_id, q, kind in zip(batch.seq_ids.tolist(), batch.seqlen_q.tolist(),
+                                       batch.kind.tolist()):
+                a = int(drafts[i])
+                i += 1
+                seq = self._seqs[seq_id]
+                seq.num_inflight -= q
+                if seq.status == "finished":  # finished while this work was in flight
+                    discarded += q
+                    if seq.num_inflight == 0:
+                        self._release(rank, seq)
+                    continue
+                if kind == KIND_CHUNK:
+                    seq.num_cached += q
+                    continue
+                seq.inflight_samples -= 1
+                cap = seq.prompt_len + seq.max_new_tokens
+                gained = 1 + a
+                seq.num_cached = min(seq.num_cached + (q if kind == KIND_FINAL else gained), cap)
+                seq.num_tokens = min(seq.num_tokens + gained, cap)
+                if self.config.engine_type == "prompt" or seq.output_len >= seq.max_new_tokens:
+                    self._finish(rank, seq)
+                    finished.append(seq_id)
+        self._next_postprocess += 1
+        return PostprocessResult(np.array(finished, dtype=np.int64), discarded)
+
+    def _finish(self, rank: _Rank, seq: RefSequence) -> None:
+        if seq in rank.decoding:
+            rank.decoding.remove(seq)
+        rank.num_running -= 1
+        rank.members.discard(seq)
+        self._num_unfinished -= 1
+        seq.status = "finished"
+        if seq.num_inflight == 0:
+            self._release(rank, seq)
+
+    # -- blocks and queries -----------------------------------------------------------------
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.config.block_size)
+
+    @staticmethod
+    def _allocate(rank: _Rank, seq: RefSequence, n: int) -> None:
+        for _ in range(n):
+            seq.blocks.append(rank.free.pop())
+
+    @staticmethod
+    def _release(rank: _Rank, seq: RefSequence) -> None:
+        rank.free.extend(seq.blocks)
+        seq.blocks = []
+
+    def seq(self, seq_id: int) -> RefSequence:
+        if seq_id not in self._seqs:
+            raise ValueError(f"unknown seq_id {seq_id}")
+        return self._seqs[seq_id]
+
+    def num_free_blocks(self, rank: int = 0) -> int:
+        return len(self._ranks[rank].free)
+
+    def is_finished(self) -> bool:
+        """Every sequence finished or rejected, and every rejection reported in a plan.
+
+        Plans may still be outstanding (overlap): post-process them before reading the
+        final block counts."""
+        return self._num_unfinished == 0 and not self._pending_rejected
+
+    @property
+    def num_outstanding_plans(self) -> int:
+        return self._next_step - self._next_postprocess
+
+
+class _BatchBuilder:
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.rows: list = []
+
+    def add(self, seq: RefSequence, q: int, padded: int, seqlen_k: int, kind: int) -> None:
+        self.rows.append((seq.seq_id, q, seqlen_k, padded, kind, list(seq.blocks)))
+
+    def build(self, rank: _Rank) -> Batch:
+        n = len(self.rows)
+        width = max((len(r[5]) for r in self.rows), default=0)
+        tables = np.full((n, width), -1, dtype=np.int32)
+        for i, row in enumerate(self.rows):
+            tables[i, :len(row[5])] = row[5]
+        cols = list(zip(*self.rows)) if self.rows else [()] * 5
+        return Batch(rank=self.rank,
+                     seq_ids=np.array(cols[0], dtype=np.int64),
+                     seqlen_q=np.array(cols[1], dtype=np.int32),
+                     seqlen_k=np.array(cols[2], dtype=np.int32),
+                     padded_q=np.array(cols[3], dtype=np.int32),
+                     kind=np.array(cols[4], dtype=np.int8),
+                     block_tables=tables,
+                     num_free_blocks=len(rank.free), num_waiting=len(rank.waiting),
+                     num_running=rank.num_running)
+
+
+def _insert_by_order(seqs: List[RefSequence], seq: RefSequence) -> None:
+    i = len(seqs)
+    while i > 0 and seqs[i - 1].order > seq.order:
+        i -= 1
+    seqs.insert(i, seq)
+

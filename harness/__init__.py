@@ -1,0 +1,1 @@
+"""The harness: workloads, traces, replay, recorders, tables and the steptrace CLI."""

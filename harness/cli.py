@@ -1,0 +1,94 @@
+"""The steptrace command line. Exit codes: 0 ok, 1 the run failed, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import engine
+from engine import SchedulerConfig
+
+from .sched_replay import read_tidy_csv, replay
+
+DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "workloads" / "traces" / "synthetic_small.csv"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="steptrace", description="Trace-driven benchmarking harness for a DeepSeek-style "
+                                      "LLM inference engine.")
+    parser.add_argument("--version", action="version", version=f"steptrace {engine.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("replay-scheduler", help="replay a trace's arrivals through the C++ "
+                         "scheduler and the Python reference, side by side")
+    rep.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE,
+                     help="tidy CSV: arrival_s,prompt_len,output_len (default: the bundled "
+                          "synthetic trace)")
+    rep.add_argument("--step-ms", type=float, default=20.0,
+                     help="virtual duration of one engine step (default 20)")
+    rep.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                     help="a SchedulerConfig field, e.g. --set num_kv_blocks=2048")
+    args = parser.parse_args(argv)
+    try:
+        trace = read_tidy_csv(args.trace)
+        config = _config(args.set)
+    except (OSError, ValueError) as e:
+        print(f"steptrace: error: {e}", file=sys.stderr)
+        return 2
+    return _replay_scheduler(args.trace, trace, config, args.step_ms / 1e3)
+
+
+def _config(assignments) -> SchedulerConfig:
+    fields = dict(max_num_batched_tokens=2048, max_num_seqs=64, num_kv_blocks=2048)
+    for item in assignments:
+        name, sep, value = item.partition("=")
+        if not sep or name not in SchedulerConfig.__dataclass_fields__:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with a SchedulerConfig field")
+        fields[name] = _parse(value)
+    return SchedulerConfig(**fields)
+
+
+def _parse(value: str):
+    if value in ("true", "false"):
+        return value == "true"
+    if value == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _replay_scheduler(path, trace, config, step_s) -> int:
+    cpp = replay(trace, config, step_s, "cpp")
+    ref = replay(trace, config, step_s, "reference")
+    same = cpp.plans == ref.plans
+    us = {k: np.array(r.call_ns) / 1e3 for k, r in (("cpp", cpp), ("ref", ref))}
+    print(f"steptrace replay-scheduler: {path.name}, {len(trace)} requests over "
+          f"{trace.arrival_s[-1]:.1f} s, one step = {step_s * 1e3:g} ms")
+    print(f"config: budget {config.max_num_batched_tokens} tokens, max_num_seqs "
+          f"{config.max_num_seqs}, {config.num_kv_blocks} KV blocks x {config.block_size}, "
+          f"engine {config.engine_type}, overlap {config.overlap}, num_mtp {config.num_mtp}")
+    rows = [
+        ("steps (prompt rounds)", f"{cpp.steps} ({cpp.prompt_rounds})",
+         f"{ref.steps} ({ref.prompt_rounds})"),
+        ("preemptions", cpp.preemptions, ref.preemptions),
+        ("finished / rejected", f"{cpp.finished} / {cpp.rejected}", f"{ref.finished} / {ref.rejected}"),
+        ("schedule() p50 us", f"{np.median(us['cpp']):.1f}", f"{np.median(us['ref']):.1f}"),
+        ("schedule() p99 us", f"{np.percentile(us['cpp'], 99):.1f}",
+         f"{np.percentile(us['ref'], 99):.1f}"),
+    ]
+    print(f"{'':24}{'C++':>14}{'reference':>14}")
+    for name, a, b in rows:
+        print(f"{name:24}{a!s:>14}{b!s:>14}")
+    speedup = np.median(us["ref"]) / np.median(us["cpp"])
+    print(f"plans identical: {'yes' if same else 'NO'}; C++ is {speedup:.0f}x faster per "
+          f"schedule() call (median)")
+    return 0 if same and cpp.finished + cpp.rejected == len(trace) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""SCHEDULING.md section 8, checked through the public API after every schedule() and
+postprocess() call. Works on any scheduler with the reference's API (C++ or Python)."""
+
+from engine import KIND_CHUNK, KIND_DECODE, KIND_FINAL
+
+STATUSES = ("waiting", "running", "finished", "rejected")
+
+
+def blocks_for(cfg, tokens):
+    return -(-tokens // cfg.block_size)
+
+
+def footprint(cfg, prompt_len, max_new_tokens):
+    """Most tokens whose KV a sequence can ever hold (sections 9.1, 9.8): a prompt engine
+    never decodes; MTP drafts past the footprint get no KV slot (their tokens would be
+    beyond max_new_tokens)."""
+    if cfg.engine_type == "prompt":
+        return prompt_len
+    return prompt_len + max(max_new_tokens, cfg.lookahead)
+
+
+def check_invariants(sched, cfg, seq_ids, plan=None):
+    """Assert the state invariants over `seq_ids` (every sequence added so far) of a
+    scheduler built from SchedulerConfig `cfg` (the C++ Scheduler does not expose its
+    config); with `plan`, which must be the plan schedule() just returned, also the plan's."""
+    seqs = {i: sched.seq(i) for i in seq_ids}
+    owned = [[] for _ in range(cfg.dp_size)]
+    for i, s in seqs.items():
+        blocks = list(s.blocks)
+        where = f"seq {i} ({s.status})"
+        assert s.status in STATUSES, where
+        assert 0 <= s.dp_rank < cfg.dp_size, f"{where}: dp_rank {s.dp_rank}"
+        if s.status == "rejected":
+            assert s.reason, f"{where}: no reason"
+            assert not blocks, f"{where}: owns blocks {blocks}"
+        if s.status == "waiting":
+            # Preemption passes over victims with work in flight, so waiting means idle.
+            assert not blocks, f"{where}: owns blocks {blocks}"
+            assert s.num_inflight == 0, f"{where}: num_inflight {s.num_inflight}"
+        assert s.num_inflight >= 0, f"{where}: num_inflight {s.num_inflight}"
+        assert s.num_cached <= s.num_tokens, f"{where}: cached {s.num_cached} > tokens {s.num_tokens}"
+        assert s.output_len == s.num_tokens - s.prompt_len, f"{where}: output_len {s.output_len}"
+        assert 0 <= s.output_len <= s.max_new_tokens, f"{where}: output_len {s.output_len}"
+        limit = blocks_for(cfg, footprint(cfg, s.prompt_len, s.max_new_tokens))
+        assert len(blocks) <= limit, f"{where}: {len(blocks)} blocks > footprint's {limit}"
+        owned[s.dp_rank].extend(blocks)
+    for rank, blocks in enumerate(owned):
+        free = sched.num_free_blocks(rank)
+        assert free + len(blocks) == cfg.num_kv_blocks, \
+            f"rank {rank}: {free} free + {len(blocks)} owned != {cfg.num_kv_blocks}"
+        assert len(set(blocks)) == len(blocks), f"rank {rank}: a block has two owners"
+        assert all(0 <= b < cfg.num_kv_blocks for b in blocks), f"rank {rank}: block id out of range"
+    if plan is not None:
+        _check_plan(sched, cfg, seqs, plan)
+
+
+def _check_plan(sched, cfg, seqs, plan):
+    assert plan.phase in ("prompt", "decode"), plan.phase
+    prompt = plan.phase == "prompt"
+    assert [b.rank for b in plan.batches] == list(range(cfg.dp_size))
+    align = 2 * cfg.cp_size
+    scheduled = []
+    for b in plan.batches:
+        n = len(b.seq_ids)
+        where = f"step {plan.step} rank {b.rank}"
+        assert b.empty == (n == 0), where
+        assert n <= cfg.max_num_seqs, f"{where}: {n} rows > max_num_seqs"
+        assert len(b.seqlen_q) == len(b.seqlen_k) == len(b.padded_q) == len(b.kind) == n, where
+        assert b.block_tables.shape[0] == n, f"{where}: {b.block_tables.shape[0]} table rows"
+        assert (b.seqlen_q >= 1).all() and (b.padded_q >= b.seqlen_q).all(), where
+        if prompt:
+            assert set(b.kind.tolist()) <= {KIND_CHUNK, KIND_FINAL}, f"{where}: decode row"
+            assert b.padded_q.sum() <= cfg.max_num_batched_tokens, f"{where}: over budget"
+            if cfg.cp_size > 1:
+                assert (b.padded_q % align == 0).all(), f"{where}: padded_q not aligned"
+                chunks = b.seqlen_q[b.kind == KIND_CHUNK]
+                assert (chunks % align == 0).all(), f"{where}: non-final chunk not aligned"
+        else:
+            assert (b.kind == KIND_DECODE).all(), f"{where}: prefill row in a decode step"
+            assert (b.seqlen_q <= 1 + cfg.num_mtp).all(), f"{where}: seqlen_q {b.seqlen_q}"
+        for row, seq_id in enumerate(b.seq_ids.tolist()):
+            s = seqs[seq_id]
+            blocks = list(s.blocks)
+            table = b.block_tables[row].tolist()
+            at = f"{where} seq {seq_id}"
+            assert s.dp_rank == b.rank, f"{at}: seq is on rank {s.dp_rank}"
+            assert s.status == "running", f"{at}: scheduled while {s.status}"
+            assert table == blocks + [-1] * (len(table) - len(blocks)), f"{at}: table {table} != {blocks}"
+            # MTP drafts past the footprint have no KV slot (see footprint()).
+            covered = min(int(b.seqlen_k[row]), footprint(cfg, s.prompt_len, s.max_new_tokens))
+            assert blocks_for(cfg, covered) <= len(blocks), \
+                f"{at}: {len(blocks)} blocks for seqlen_k {b.seqlen_k[row]}"
+        scheduled += b.seq_ids.tolist()
+        on_rank = [s.status for s in seqs.values() if s.dp_rank == b.rank]
+        assert b.num_free_blocks == sched.num_free_blocks(b.rank), where
+        assert b.num_waiting == on_rank.count("waiting"), f"{where}: num_waiting {b.num_waiting}"
+        assert b.num_running == on_rank.count("running"), f"{where}: num_running {b.num_running}"
+        assert b.num_running <= cfg.max_num_seqs, f"{where}: num_running {b.num_running}"
+    assert len(set(scheduled)) == len(scheduled), f"step {plan.step}: a sequence appears twice"
+    assert all(seqs[i].status == "waiting" for i in plan.preempted.tolist()), plan.preempted
+    assert all(seqs[i].status == "rejected" for i in plan.rejected.tolist()), plan.rejected
+
+
+def snapshot(sched, seq_ids):
+    """(num_cached, num_inflight) per sequence; take it just before schedule()."""
+    return {i: (sched.seq(i).num_cached, sched.seq(i).num_inflight) for i in seq_ids}
+
+
+def check_seqlen_k(plan, before):
+    """seqlen_k == num_cached + num_inflight + seqlen_q, counters as of `before`."""
+    for b in plan.batches:
+        for seq_id, q, k in zip(b.seq_ids.tolist(), b.seqlen_q.tolist(), b.seqlen_k.tolist()):
+            cached, inflight = before[seq_id]
+            assert k == cached + inflight + q, \
+                f"step {plan.step} seq {seq_id}: seqlen_k {k} != {cached} + {inflight} + {q}"

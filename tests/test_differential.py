@@ -1,0 +1,131 @@
+"""Differential test: the C++ Scheduler and the ReferenceScheduler (the oracle), driven in
+lockstep with identical inputs, make identical decisions after every call."""
+
+import numpy as np
+import pytest
+
+from engine import SchedulerConfig
+from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
+from tests.helpers import make_scheduler
+from tests.invariants import blocks_for, footprint
+from tests.test_properties import draw_accepted
+
+NUM_SCENARIOS = 1000
+PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
+BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
+                "empty", "num_free_blocks", "num_waiting", "num_running")
+SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
+              "num_preemptions", "recomputed_tokens", "dp_rank")
+
+
+def random_scenario(rng):
+    """(config, requests, depth): the ranges of the property tests, plus `depth`, how many
+    plans stay outstanding before the oldest is post-processed (legal at any depth, 9.2)."""
+    cp_size = int(rng.integers(1, 4))
+    config = dict(
+        engine_type=str(rng.choice(ENGINE_TYPES)),
+        preempt_order=str(rng.choice(PREEMPT_ORDERS)),
+        dp_assign=str(rng.choice(DP_ASSIGNS)),
+        dp_size=int(rng.integers(1, 4)),
+        cp_size=cp_size,
+        num_mtp=int(rng.integers(0, 3)),
+        overlap=bool(rng.integers(0, 2)),
+        block_size=int(rng.choice([1, 2, 4, 16])),
+        max_num_batched_tokens=int(rng.integers(2 * cp_size, 65)),
+        max_num_seqs=int(rng.integers(1, 9)),
+        max_prefill_chunk=None if rng.random() < 0.5 else int(rng.integers(2 * cp_size, 33)),
+        lookahead_slots=None if rng.random() < 0.5 else int(rng.integers(0, 5)),
+    )
+    max_arrival = int(rng.choice([0, 2, 20]))
+    reqs = [(int(rng.integers(0, max_arrival + 1)), int(rng.integers(1, 61)), int(rng.integers(1, 21)))
+            for _ in range(int(rng.integers(1, 13)))]
+    cfg = SchedulerConfig(**config, num_kv_blocks=1)
+    needs = [blocks_for(cfg, footprint(cfg, p, m)) for _, p, m in reqs]
+    # Most pools lie between the largest request and half a rank's share of all.
+    high = max(2, max(needs), sum(needs) // (2 * cfg.dp_size))
+    config["num_kv_blocks"] = int(rng.integers(2, 65) if rng.random() < 0.25
+                                  else rng.integers(max(2, max(needs) - 1), high + 1))
+    return config, reqs, int(rng.integers(0, 3))
+
+
+def assert_same(where, field, got, want):
+    if isinstance(want, np.ndarray):
+        same = (isinstance(got, np.ndarray) and got.dtype == want.dtype
+                and got.shape == want.shape and np.array_equal(got, want))
+    else:
+        same = got == want
+    assert same, f"{where}: {field}: cpp {got!r} != reference {want!r}"
+
+
+class Lockstep:
+    def __init__(self, seed):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        config, self.reqs, self.depth = random_scenario(self.rng)
+        self.dp_size = config["dp_size"]
+        self.cpp = make_scheduler("cpp", **config)
+        self.ref = make_scheduler("reference", **config)
+        self.ids = []
+        self.outstanding = []  # (cpp plan, reference plan), oldest first
+
+    def compare_state(self, where):
+        for i in self.ids:
+            got, want = self.cpp.seq(i), self.ref.seq(i)
+            for f in SEQ_FIELDS:
+                g, w = getattr(got, f), getattr(want, f)
+                if f == "blocks":
+                    g, w = [int(b) for b in g], list(w)
+                assert_same(where, f"seq({i}).{f}", g, w)
+        for r in range(self.dp_size):
+            assert_same(where, f"num_free_blocks({r})", self.cpp.num_free_blocks(r),
+                        self.ref.num_free_blocks(r))
+        assert_same(where, "is_finished()", self.cpp.is_finished(), self.ref.is_finished())
+
+    def add_arrivals(self, step):
+        for i, (arrival, prompt_len, max_new_tokens) in enumerate(self.reqs):
+            if arrival == step:
+                for sched in (self.cpp, self.ref):
+                    sched.add_sequence(seq_id=i, prompt_len=prompt_len,
+                                       max_new_tokens=max_new_tokens, arrival_time=float(step))
+                self.ids.append(i)
+        self.compare_state(f"seed {self.seed} step {step} after add_sequence")
+
+    def schedule(self, step):
+        where = f"seed {self.seed} step {step} schedule"
+        got, want = self.cpp.schedule(), self.ref.schedule()
+        for f in PLAN_FIELDS:
+            assert_same(where, f"plan.{f}", getattr(got, f), getattr(want, f))
+        assert_same(where, "len(plan.batches)", len(got.batches), len(want.batches))
+        for r, (g, w) in enumerate(zip(got.batches, want.batches)):
+            for f in BATCH_FIELDS:
+                assert_same(where, f"batches[{r}].{f}", getattr(g, f), getattr(w, f))
+        self.compare_state(where)
+        self.outstanding.append((got, want))
+
+    def postprocess_oldest(self, step):
+        got_plan, want_plan = self.outstanding.pop(0)
+        where = f"seed {self.seed} step {step} postprocess of plan {want_plan.step}"
+        accepted = draw_accepted(self.rng, want_plan)
+        got = self.cpp.postprocess(got_plan, accepted)
+        want = self.ref.postprocess(want_plan, accepted)
+        assert_same(where, "finished", got.finished, want.finished)
+        assert_same(where, "discarded_tokens", got.discarded_tokens, want.discarded_tokens)
+        self.compare_state(where)
+
+    def run(self):
+        last_arrival = max(r[0] for r in self.reqs)
+        # No drain assertion here (the property tests make it): only a bound on the work.
+        for step in range(10 * sum(p + m for _, p, m in self.reqs) + 100):
+            self.add_arrivals(step)
+            if step >= last_arrival and self.ref.is_finished():
+                break
+            self.schedule(step)
+            while len(self.outstanding) > self.depth:
+                self.postprocess_oldest(step)
+        while self.outstanding:
+            self.postprocess_oldest(step)
+
+
+@pytest.mark.parametrize("seed", range(NUM_SCENARIOS))
+def test_cpp_matches_reference(seed):
+    Lockstep(seed).run()

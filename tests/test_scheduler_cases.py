@@ -1,0 +1,257 @@
+"""Hand-computed cases for each rule of SCHEDULING.md sections 4-9, on both schedulers."""
+
+import pytest
+
+from engine import KIND_CHUNK, KIND_DECODE, KIND_FINAL
+from tests.helpers import IMPLS, make_requests, make_scheduler, rows
+
+pytestmark = pytest.mark.parametrize("impl", IMPLS)
+
+
+def run_step(s, accepted=None):
+    plan = s.schedule()
+    result = s.postprocess(plan, accepted)
+    return plan, result
+
+
+def test_chunked_prefill_resumes_from_checkpoints(impl):
+    s = make_scheduler(impl)  # budget 16
+    a, b = make_requests(s, (40, 2), (4, 2))
+    p0, _ = run_step(s)
+    assert rows(p0) == [(a, 16, 16)]  # A takes the whole budget; B waits (FCFS)
+    assert p0.batches[0].kind.tolist() == [KIND_CHUNK]
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens) == (16, 40)  # no token sampled
+    p1, _ = run_step(s)
+    assert rows(p1) == [(a, 16, 32)]
+    p2, _ = run_step(s)
+    assert rows(p2) == [(a, 8, 40), (b, 4, 4)]  # A's final chunk, then B in the rest
+    assert p2.batches[0].kind.tolist() == [KIND_FINAL, KIND_FINAL]
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens) == (40, 41)
+
+
+def test_max_prefill_chunk_caps_one_sequence(impl):
+    s = make_scheduler(impl, max_prefill_chunk=10)
+    a, b = make_requests(s, (25, 1), (3, 1))
+    p0, _ = run_step(s)
+    assert rows(p0) == [(a, 10, 10), (b, 3, 3)]
+    p1, _ = run_step(s)
+    assert rows(p1) == [(a, 10, 20)]
+    p2, r2 = run_step(s)
+    assert rows(p2) == [(a, 5, 25)]
+    assert r2.finished.tolist() == [a]
+
+
+def test_context_parallel_alignment(impl):
+    s = make_scheduler(impl, cp_size=2)  # align to 4, budget 16
+    a, b = make_requests(s, (10, 1), (6, 1))
+    p0, _ = run_step(s)
+    # A's final chunk 10 is charged padded to 12; B gets 4 left, a non-final aligned chunk.
+    assert rows(p0) == [(a, 10, 10), (b, 4, 4)]
+    assert p0.batches[0].padded_q.tolist() == [12, 4]
+    p1, _ = run_step(s)
+    assert rows(p1) == [(b, 2, 6)]
+    assert p1.batches[0].padded_q.tolist() == [4]
+
+
+def test_padded_final_chunk_falls_back_to_aligned_chunk(impl):
+    s = make_scheduler(impl, cp_size=2, max_num_batched_tokens=10)
+    (a,) = make_requests(s, (9, 1))
+    p0, _ = run_step(s)
+    # Final chunk 9 would be charged 12 > 10: fall back to the largest aligned chunk, 8.
+    assert rows(p0) == [(a, 8, 8)] and p0.batches[0].kind.tolist() == [KIND_CHUNK]
+    p1, _ = run_step(s)
+    assert rows(p1) == [(a, 1, 9)] and p1.batches[0].padded_q.tolist() == [4]
+
+
+@pytest.mark.parametrize("overrides, blocks", [
+    ({}, 3),                                # 8 + lookahead 1 = 9 tokens
+    ({"lookahead_slots": 0}, 2),            # 8 tokens
+    ({"overlap": True}, 3),                 # 8 + 2 = 10
+    ({"overlap": True, "num_mtp": 1}, 3),   # 8 + (1 + 1) * 2 = 12
+    ({"overlap": True, "num_mtp": 2}, 4),   # 8 + 3 * 2 = 14
+])
+def test_lookahead_reserved_by_the_final_chunk(impl, overrides, blocks):
+    s = make_scheduler(impl, block_size=4, **overrides)
+    (a,) = make_requests(s, (8, 20))
+    plan = s.schedule()
+    assert len(s.seq(a).blocks) == blocks
+    assert (plan.batches[0].block_tables[0] >= 0).sum() == blocks
+
+
+def test_kv_capacity_stops_admission_first_come_first_served(impl):
+    s = make_scheduler(impl, block_size=4, num_kv_blocks=4)
+    a, b, c = make_requests(s, (8, 4), (8, 4), (1, 2))
+    p0 = s.schedule()
+    # A takes 3 blocks (8 + lookahead 1); B needs 3 more but 1 is free: admission stops,
+    # and C, which would fit, is not let ahead of B.
+    assert rows(p0) == [(a, 8, 8)]
+    assert p0.batches[0].num_waiting == 2
+
+
+def test_never_fitting_request_is_rejected_and_does_not_block(impl):
+    s = make_scheduler(impl, block_size=4, num_kv_blocks=4)  # 16 tokens per rank
+    big, small = make_requests(s, (10, 7), (4, 4))  # big needs 17 tokens: 5 blocks
+    assert s.seq(big).status == "rejected"
+    assert "5 KV blocks" in s.seq(big).reason and "has 4" in s.seq(big).reason
+    p0, _ = run_step(s)
+    assert p0.rejected.tolist() == [big]
+    assert rows(p0) == [(small, 4, 4)]
+    p1 = s.schedule()
+    assert p1.rejected.tolist() == []  # reported once
+
+
+def test_rejection_alone_is_not_prompt_work(impl):
+    s = make_scheduler(impl, num_kv_blocks=1)
+    (big,) = make_requests(s, (40, 1))
+    assert not s.is_finished()  # the rejection is not reported yet
+    plan = s.schedule()
+    assert plan.phase == "decode" and plan.batches[0].empty
+    assert plan.rejected.tolist() == [big]
+    s.postprocess(plan)
+    assert s.is_finished()
+
+
+def test_max_num_seqs_bounds_running_and_admitted(impl):
+    s = make_scheduler(impl, max_num_seqs=2)
+    a, b, c = make_requests(s, (2, 3), (2, 3), (2, 3))
+    p0, _ = run_step(s)
+    assert rows(p0) == [(a, 2, 2), (b, 2, 2)]
+    p1, _ = run_step(s)
+    assert p1.phase == "decode"  # C cannot be admitted: no prompt work anywhere
+    assert p1.batches[0].seq_ids.tolist() == [b, a]
+
+
+def test_prompt_engine_hands_off_after_first_token(impl):
+    s = make_scheduler(impl, engine_type="prompt", block_size=4, num_kv_blocks=8)
+    a, b = make_requests(s, (6, 50), (3, 50))  # M is irrelevant: footprint is the prompt
+    p0, r0 = run_step(s)
+    assert p0.phase == "prompt" and rows(p0) == [(a, 6, 6), (b, 3, 3)]
+    assert len(p0.batches[0].block_tables[0][p0.batches[0].block_tables[0] >= 0]) == 2  # no lookahead
+    assert r0.finished.tolist() == [a, b]
+    assert [s.seq(i).status for i in (a, b)] == ["finished", "finished"]
+    assert s.seq(a).output_len == 1
+    assert s.num_free_blocks() == 8
+    assert s.schedule().phase == "prompt"  # never decodes
+
+
+def test_completion_engine_admits_prefilled_and_decodes_same_step(impl):
+    s = make_scheduler(impl, engine_type="completion")
+    a, single = make_requests(s, (6, 3), (5, 1))
+    assert (s.seq(a).num_tokens, s.seq(a).num_cached) == (7, 6)  # arrives prefilled
+    assert s.seq(single).status == "finished"  # its only token came with it
+    p0, _ = run_step(s)
+    assert p0.phase == "decode" and rows(p0) == [(a, 1, 7)]
+    p1, r1 = run_step(s)
+    assert rows(p1) == [(a, 1, 8)]
+    assert r1.finished.tolist() == [a] and s.seq(a).output_len == 3
+
+
+def test_completion_preemption_keeps_kv_as_resupplied(impl):
+    s = make_scheduler(impl, engine_type="completion", block_size=1, num_kv_blocks=6)
+    a, b = make_requests(s, (2, 4), (2, 4))
+    p0, _ = run_step(s)  # both admitted with 2 + 1 blocks, both decode
+    assert sorted(p0.batches[0].seq_ids.tolist()) == [a, b]
+    p1 = s.schedule()  # each needs a 4th block, none free: B (shorter? tie -> later) first
+    assert p1.preempted.tolist() == [a]
+    assert rows(p1) == [(b, 1, 4)]
+    seq_a = s.seq(a)
+    assert (seq_a.status, seq_a.num_tokens, seq_a.num_cached) == ("waiting", 4, 3)
+    assert seq_a.recomputed_tokens == 3 and seq_a.num_preemptions == 1
+
+
+def test_preempted_sequence_recomputes_its_tokens(impl):
+    s = make_scheduler(impl, block_size=1, num_kv_blocks=6)
+    a, b = make_requests(s, (2, 4), (2, 4))
+    run_step(s)  # prompt: 3 blocks each (2 + lookahead 1)
+    p1 = s.schedule()  # decode: seqlen_k 3, no new block
+    assert rows(p1) == [(b, 1, 3), (a, 1, 3)]
+    s.postprocess(p1)
+    p2 = s.schedule()  # seqlen_k 4: one more block each, none free: A (tie: earlier) is victim
+    assert p2.preempted.tolist() == [a] and rows(p2) == [(b, 1, 4)]
+    assert (s.seq(a).num_cached, s.seq(a).prefill_target, s.seq(a).num_tokens) == (0, 4, 4)
+    s.postprocess(p2)
+    p3, r3 = run_step(s)  # A needs 4 + 1 blocks to come back, 2 are free: B finishes first
+    assert rows(p3) == [(b, 1, 5)] and r3.finished.tolist() == [b]
+    p4 = s.schedule()  # A, at the front of the queue, recomputes its 4 tokens
+    assert p4.phase == "prompt" and rows(p4) == [(a, 4, 4)]
+
+
+def test_dp_vote_empty_prompt_and_decode_steps(impl):
+    s = make_scheduler(impl, dp_size=2)
+    s.add_sequence(seq_id=10, prompt_len=6, max_new_tokens=5)  # rank 0 (round robin)
+    p0, _ = run_step(s)
+    assert p0.phase == "prompt"
+    assert not p0.batches[0].empty and p0.batches[1].empty  # rank 1: empty prompt step
+    p1, _ = run_step(s)
+    assert p1.phase == "decode" and p1.batches[1].empty  # rank 1: empty decode step
+    s.add_sequence(seq_id=11, prompt_len=3, max_new_tokens=5)  # rank 1
+    p2, _ = run_step(s)
+    # Rank 1's prefill wins the vote: rank 0's decode stalls for an empty prompt step.
+    assert p2.phase == "prompt"
+    assert p2.batches[0].empty and rows(p2, 1) == [(11, 3, 3)]
+    p3, _ = run_step(s)
+    assert p3.phase == "decode" and rows(p3, 0) == [(10, 1, 8)] and rows(p3, 1) == [(11, 1, 4)]
+
+
+def test_least_loaded_assignment(impl):
+    s = make_scheduler(impl, dp_size=3, dp_assign="least_loaded")
+    s.add_sequence(seq_id=0, prompt_len=100, max_new_tokens=10)  # loads 0,0,0 -> rank 0
+    s.add_sequence(seq_id=1, prompt_len=5, max_new_tokens=5)  # 110,0,0 -> rank 1
+    s.add_sequence(seq_id=2, prompt_len=50, max_new_tokens=5)  # 110,10,0 -> rank 2
+    s.add_sequence(seq_id=3, prompt_len=1, max_new_tokens=1)  # 110,10,55 -> rank 1
+    assert [s.seq(i).dp_rank for i in range(4)] == [0, 1, 2, 1]
+
+
+def test_mtp_accepted_drafts(impl):
+    s = make_scheduler(impl, num_mtp=2)
+    (a,) = make_requests(s, (4, 10))
+    run_step(s)
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens) == (4, 5)
+    p1, _ = run_step(s, accepted=[2])
+    assert rows(p1) == [(a, 3, 7)] and p1.batches[0].kind.tolist() == [KIND_DECODE]
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens) == (7, 8)
+    p2, _ = run_step(s, accepted=[[1]])  # one sequence per rank is accepted too
+    assert rows(p2) == [(a, 3, 10)]
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens) == (9, 10)
+    p3, r3 = run_step(s, accepted=[2])
+    assert rows(p3) == [(a, 3, 12)]
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens, s.seq(a).output_len) == (12, 13, 9)
+    p4, r4 = run_step(s, accepted=[2])  # needs one token, all drafts accepted: capped at P + M
+    assert rows(p4) == [(a, 3, 15)]
+    assert (s.seq(a).num_cached, s.seq(a).num_tokens) == (14, 14)
+    assert r4.finished.tolist() == [a]
+
+
+def test_overlap_mtp_discards_work_of_a_finished_sequence(impl):
+    s = make_scheduler(impl, num_mtp=1, overlap=True)
+    (a,) = make_requests(s, (2, 3))
+    p0 = s.schedule()  # prompt: 2 tokens in flight, one sample to come
+    p1 = s.schedule()  # 0 + 1 in-flight sample < 3: decode q = 2, seqlen_k 0 + 2 + 2
+    assert rows(p1) == [(a, 2, 4)]
+    s.postprocess(p0)  # output 1
+    p2 = s.schedule()  # 1 + 1 < 3: scheduled again, seqlen_k 2 + 2 + 2
+    assert rows(p2) == [(a, 2, 6)]
+    r1 = s.postprocess(p1, accepted=[1])  # 1 + 2 = 3: finished early by the accepted draft
+    assert r1.finished.tolist() == [a] and s.seq(a).status == "finished"
+    assert len(s.seq(a).blocks) > 0  # kept while p2 is in flight
+    r2 = s.postprocess(p2, accepted=[1])
+    assert r2.discarded_tokens == 2 and r2.finished.tolist() == []
+    assert len(s.seq(a).blocks) == 0 and s.num_free_blocks() == 1024
+    assert s.seq(a).output_len == 3
+
+
+def test_victim_with_work_in_flight_is_passed_over(impl):
+    # Overlap: each victim's KV is being written by the forward in flight: never freed.
+    s = make_scheduler(impl, overlap=True, block_size=1, num_kv_blocks=8)
+    a, b = make_requests(s, (1, 7), (1, 7))  # footprint 1 + 7 tokens: fits the 8 blocks
+    p0 = s.schedule()  # prompt: 1 + lookahead 2 = 3 blocks each; 2 free
+    p1 = s.schedule()  # decode seqlen_k 0 + 1 + 1 = 2: no new blocks
+    s.postprocess(p0)
+    p2 = s.schedule()  # seqlen_k 1 + 1 + 1 = 3: still none
+    s.postprocess(p1)
+    p3 = s.schedule()  # seqlen_k 2 + 1 + 1 = 4: one block each, 2 free
+    s.postprocess(p2)
+    assert s.num_free_blocks() == 0
+    p4 = s.schedule()  # seqlen_k 5: none free; A (the victim) has p3 in flight: passed over
+    assert p4.preempted.tolist() == [] and p4.batches[0].empty
+    assert [x.phase for x in (p0, p1, p2, p3)] == ["prompt", "decode", "decode", "decode"]

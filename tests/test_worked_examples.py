@@ -1,0 +1,85 @@
+"""SCHEDULING.md's worked examples, verbatim, on both schedulers."""
+
+import pytest
+
+from tests.helpers import IMPLS, make_requests, make_scheduler, rows
+
+A, B = 0, 1
+
+
+def counters(sched, *ids):
+    return [(sched.seq(i).num_tokens, sched.seq(i).num_cached) for i in ids]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_baseline_two_prompts_then_decode(impl):
+    # Section 3: no MTP, no overlap, one DP rank, cp_size 1, KV ample, budget 16.
+    s = make_scheduler(impl)
+    make_requests(s, (6, 10), (3, 10))  # A: 6-token prompt, B: 3-token prompt
+
+    step0 = s.schedule()
+    assert step0.phase == "prompt"
+    assert rows(step0) == [(A, 6, 6), (B, 3, 3)]
+    s.postprocess(step0)
+    assert counters(s, A, B) == [(7, 6), (4, 3)]  # one token sampled each
+
+    step1 = s.schedule()
+    assert step1.phase == "decode"
+    assert rows(step1) == [(B, 1, 4), (A, 1, 7)]  # the decode batch of step 1 is [B, A]
+    s.postprocess(step1)
+    assert counters(s, A, B) == [(8, 7), (5, 4)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_overlap_sees_previous_step_as_inflight(impl):
+    # Section 7: at step 1, A has num_cached 0, num_inflight 6, seqlen_q 1, so seqlen_k = 7,
+    # the same as without overlap.
+    s = make_scheduler(impl, overlap=True)
+    make_requests(s, (6, 10), (3, 10))
+    step0 = s.schedule()  # schedule(0); forward(0) is launched
+    assert (s.seq(A).num_cached, s.seq(A).num_inflight) == (0, 6)
+    step1 = s.schedule()  # schedule(1) before postprocess(0)
+    assert step1.phase == "decode"
+    assert rows(step1) == [(B, 1, 4), (A, 1, 7)]
+    s.postprocess(step0)
+    s.postprocess(step1)
+    assert counters(s, A, B) == [(8, 7), (5, 4)]  # as in the baseline
+
+
+def _outputs_2_7_5(impl, preempt_order):
+    """Three running sequences X, Y, Z with output lengths [2, 7, 5] and no free block.
+
+    MTP acceptance makes the outputs diverge while the add order stays X, Y, Z:
+    block_size 1, prompts of 1 token, q = 6, lookahead 6 -> 7 blocks each after prefill.
+    """
+    s = make_scheduler(impl, num_mtp=5, block_size=1, num_kv_blocks=21,
+                       preempt_order=preempt_order)
+    x, y, z = make_requests(s, (1, 20), (1, 20), (1, 20))
+    s.postprocess(s.schedule())  # prompt round: each samples its first token
+    step1 = s.schedule()
+    assert rows(step1) == [(z, 6, 7), (y, 6, 7), (x, 6, 7)]
+    s.postprocess(step1, accepted=[3, 5, 0])  # rows z, y, x
+    assert [s.seq(i).output_len for i in (x, y, z)] == [2, 7, 5]
+    assert s.num_free_blocks() == 0
+    return s, (x, y, z)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_victim_order_longest_output(impl):
+    # Section 5: [2, 7, 5] sorts to [7, 5, 2]; the sequence with 2 is tried first; capacity
+    # runs short, so the victim is the one with 7.
+    s, (x, y, z) = _outputs_2_7_5(impl, "longest_output")
+    step2 = s.schedule()
+    assert step2.preempted.tolist() == [y]
+    assert step2.batches[0].seq_ids.tolist() == [x, z]  # in the order they were accepted
+    assert s.seq(y).status == "waiting" and len(s.seq(y).blocks) == 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_victim_order_shortest_output(impl):
+    # Section 9.5, the mirror: ascending [2, 5, 7]; the 7 is tried first, victims from the left.
+    s, (x, y, z) = _outputs_2_7_5(impl, "shortest_output")
+    step2 = s.schedule()
+    assert step2.batches[0].seq_ids.tolist() == [y]
+    assert step2.preempted.tolist() == [x, z]
+    assert step2.batches[0].num_waiting == 2
