@@ -53,7 +53,8 @@ SchedulerConfig to_config(const py::handle& c) {
 
 std::vector<int64_t> to_vector(const py::handle& obj) {
   auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);
-  if (!a) throw py::value_error("accepted must be None, a flat sequence of ints, or one per rank");
+  if (!a) throw py::value_error("expected None or a sequence of integers, got " +
+                          py::repr(obj).cast<std::string>());
   return std::vector<int64_t>(a.data(), a.data() + a.size());
 }
 
@@ -102,6 +103,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("num_preemptions", &Sequence::num_preemptions)
       .def_readonly("recomputed_tokens", &Sequence::recomputed_tokens)
       .def_readonly("reason", &Sequence::reason)
+      .def_readonly("prefix_hit_tokens", &Sequence::prefix_hit_tokens)
       .def_property_readonly("output_len", &Sequence::output_len)
       .def_property_readonly("status", [](const Sequence& s) { return status_name(s.status); })
       .def("__repr__", [](const Sequence& s) {
@@ -158,8 +160,14 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Scheduler>(m, "Scheduler")
       .def(py::init([](const py::object& config) { return std::make_unique<Scheduler>(to_config(config)); }),
            py::arg("config"))
-      .def("add_sequence", &Scheduler::add_sequence, py::arg("seq_id"), py::arg("prompt_len"),
-           py::arg("max_new_tokens"), py::arg("arrival_time") = 0.0)
+      .def("add_sequence",
+           [](Scheduler& s, int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+              double arrival_time, const py::object& hash_ids) {
+             s.add_sequence(seq_id, prompt_len, max_new_tokens, arrival_time,
+                            hash_ids.is_none() ? std::vector<int64_t>{} : to_vector(hash_ids));
+           },
+           py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
+           py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none())
       .def("schedule",
            [](Scheduler& s, bool release_gil) {
              if (!release_gil) return s.schedule();
@@ -176,6 +184,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("plan"), py::arg("accepted") = py::none())
       .def("seq", &Scheduler::seq, py::arg("seq_id"))
       .def("num_free_blocks", &Scheduler::num_free_blocks, py::arg("rank") = 0)
+      .def("refcount", &Scheduler::refcount, py::arg("block"), py::arg("rank") = 0)
       .def("is_finished", &Scheduler::is_finished)
       .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans);
 }

@@ -29,6 +29,31 @@ struct Batch {
 
   bool empty() const { return seq_ids.empty(); }
   size_t rows() const { return seq_ids.size(); }
+
+  // Rows are written by index into columns sized for an upper bound, then cut to size:
+  // cheaper than six push_backs per row on a 1024-row decode batch.
+  void open_rows(size_t bound) {
+    seq_ids.resize(bound);
+    seqlen_q.resize(bound);
+    seqlen_k.resize(bound);
+    padded_q.resize(bound);
+    kind.resize(bound);
+    seq_index.resize(bound);
+  }
+  void add_row(int64_t seq_id, int32_t index, int32_t q, int32_t padded, int32_t k,
+               RowKind row_kind) {
+    seq_ids[written] = seq_id;
+    seqlen_q[written] = q;
+    seqlen_k[written] = k;
+    padded_q[written] = padded;
+    seq_index[written] = index;
+    kind[written] = row_kind;
+    ++written;
+  }
+  void close_rows() { open_rows(written); }
+
+ private:
+  size_t written = 0;
 };
 
 struct ScheduleOutput {

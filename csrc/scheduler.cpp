@@ -34,7 +34,7 @@ Scheduler::Scheduler(const SchedulerConfig& config)
 // ---- requests ---------------------------------------------------------------------------
 
 void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                             double arrival_time) {
+                             double arrival_time, std::vector<int64_t> hash_ids) {
   if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
   if (max_new_tokens < 1)
     bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
@@ -42,6 +42,11 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
     bad_arg("prompt_len + max_new_tokens is too large: " +
             std::to_string(prompt_len + max_new_tokens));
   if (index_.count(seq_id)) bad_arg("duplicate seq_id " + std::to_string(seq_id));
+  const int64_t most_blocks = (prompt_len + config_.block_size - 1) / config_.block_size;
+  if (static_cast<int64_t>(hash_ids.size()) > most_blocks)
+    bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
+            std::to_string(prompt_len) + "-token prompt has at most " +
+            std::to_string(most_blocks) + " blocks of " + std::to_string(config_.block_size));
 
   const bool completion = config_.engine_type == EngineType::kCompletion;
   Sequence s;
@@ -57,6 +62,7 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
   s.num_tokens = s.prompt_len + (completion ? 1 : 0);
   s.num_cached = completion ? s.prompt_len : 0;
   s.prefill_target = s.prompt_len;
+  s.hash_ids = std::move(hash_ids);
 
   const int32_t need = blocks_for(s.footprint);
   const int32_t idx = s.order;
@@ -121,6 +127,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule() {
       prompt_round(rank, batch);
     else
       decode_round(rank, batch, plan->preempted);
+    batch.close_rows();
     fill_block_tables(batch, rank);
   }
   plan->rejected.swap(pending_rejected_);
@@ -144,6 +151,8 @@ bool Scheduler::would_prefill(const Rank& rank) const {
 void Scheduler::prompt_round(Rank& rank, Batch& batch) {
   int32_t budget = config_.max_num_batched_tokens;
   candidates_.assign(rank.prefilling.begin(), rank.prefilling.end());
+  // Partial prefills are running and new admissions stop at max_num_seqs running.
+  batch.open_rows(std::min<size_t>(config_.max_num_seqs, candidates_.size() + rank.waiting.size()));
   size_t next_partial = 0;
   while (true) {
     int32_t idx;
@@ -160,6 +169,12 @@ void Scheduler::prompt_round(Rank& rank, Batch& batch) {
     const std::optional<Chunk> chunk = next_chunk(rank, s, budget);
     if (!chunk) return;
 
+    if (s.status == SeqStatus::kWaiting) {  // admission: shared prefix blocks come first
+      for (int32_t i = 0; i < chunk->shared_blocks; ++i)
+        rank.pool.share(*rank.pool.lookup(s.hash_ids[i]), s.blocks);
+      s.num_cached = chunk->done;
+      s.prefix_hit_tokens += chunk->done;
+    }
     rank.pool.allocate(chunk->new_blocks, s.blocks);
     add_row(batch, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
             chunk->final ? kFinalChunk : kPrefillChunk);
@@ -183,9 +198,15 @@ void Scheduler::prompt_round(Rank& rank, Batch& batch) {
   }
 }
 
+// A sequence being admitted starts after the prompt blocks it can share, always leaving one
+// token to compute.
 std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Sequence& s,
                                                       int32_t budget) const {
-  const int32_t done = s.num_cached + s.num_inflight;
+  const bool admit = s.status == SeqStatus::kWaiting;
+  const int32_t shared = admit ? prefix_hit(rank, s) : 0;
+  const int32_t have = admit ? shared : static_cast<int32_t>(s.blocks.size());
+  const int32_t done = admit ? std::min(shared * config_.block_size, s.prefill_target - 1)
+                             : s.num_cached + s.num_inflight;
   const int32_t remaining = s.prefill_target - done;
   int32_t q = std::min(remaining, budget);
   if (config_.max_prefill_chunk > 0) q = std::min(q, config_.max_prefill_chunk);
@@ -202,17 +223,33 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
   if (q == 0) return std::nullopt;
   const bool final = q == remaining;
   const int32_t tokens = std::min(done + q + (final ? lookahead_ : 0), s.footprint);
-  const int32_t need = new_blocks(s, tokens);
+  const int32_t need = new_blocks(have, tokens);
   if (need > rank.pool.num_free()) return std::nullopt;
-  if (s.status == SeqStatus::kWaiting) {
+  if (admit) {
     // Admission reserves what the rank's partial prefills still need to finish, so partial
     // prefills can never hold the pool between them and deadlock.
     int32_t reserved = 0;
     for (int32_t p : rank.prefilling)
       reserved += prefill_blocks(seqs_[p]) - static_cast<int32_t>(seqs_[p].blocks.size());
-    if (prefill_blocks(s) > rank.pool.num_free() - reserved) return std::nullopt;
+    if (prefill_blocks(s) - have > rank.pool.num_free() - reserved) return std::nullopt;
   }
-  return Chunk{q, padded, need, final};
+  return Chunk{q, padded, need, final, shared, done};
+}
+
+int32_t Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
+  const size_t full =
+      std::min(s.hash_ids.size(), static_cast<size_t>(s.prompt_len / config_.block_size));
+  int32_t n = 0;
+  while (static_cast<size_t>(n) < full && rank.pool.lookup(s.hash_ids[n])) ++n;
+  return n;
+}
+
+void Scheduler::index_prompt_blocks(Rank& rank, Sequence& s) const {
+  const int32_t bs = config_.block_size;
+  const int32_t full = std::min({static_cast<int32_t>(s.hash_ids.size()), s.prompt_len / bs,
+                                 s.num_cached / bs});
+  for (int32_t i = s.num_indexed; i < full; ++i) rank.pool.index(s.blocks[i], s.hash_ids[i]);
+  s.num_indexed = std::max(s.num_indexed, full);
 }
 
 int32_t Scheduler::prefill_blocks(const Sequence& s) const {
@@ -223,7 +260,7 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
   if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
   order_for_decode(rank.decoding);
   candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
-  reserve_rows(batch, candidates_.size());
+  batch.open_rows(candidates_.size());
 
   victims_.clear();
   int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
@@ -236,7 +273,8 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
       continue;
     }
     const int32_t seqlen_k = s.num_cached + s.num_inflight + q;
-    const int32_t need = new_blocks(s, std::min(seqlen_k, s.footprint));
+    const int32_t need =
+        new_blocks(static_cast<int32_t>(s.blocks.size()), std::min(seqlen_k, s.footprint));
     if (need <= rank.pool.num_free()) {
       if (need > 0) rank.pool.allocate(need, s.blocks);
       add_row(batch, idx, q, q, seqlen_k, kDecodeStep);
@@ -287,7 +325,7 @@ void Scheduler::admit_prefilled(Rank& rank) {
     const int32_t idx = rank.waiting.front();
     Sequence& s = seqs_[idx];
     const int32_t tokens = std::min(s.num_cached + lookahead_, s.footprint);
-    const int32_t need = new_blocks(s, tokens);
+    const int32_t need = new_blocks(static_cast<int32_t>(s.blocks.size()), tokens);
     if (need > rank.pool.num_free()) return;
     rank.pool.allocate(need, s.blocks);
     rank.waiting.pop_front();
@@ -307,6 +345,7 @@ void Scheduler::preempt(Rank& rank, int32_t idx) {
   if (config_.engine_type != EngineType::kCompletion) {  // completion: KV is supplied again
     s.num_cached = 0;
     s.prefill_target = s.num_tokens;
+    s.num_indexed = 0;
   }
   rank.pool.release(s.blocks);
 }
@@ -351,6 +390,7 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
       }
       if (batch.kind[j] == kPrefillChunk) {
         s.num_cached += q;
+        if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
         continue;
       }
       --s.inflight_samples;
@@ -358,6 +398,7 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
       const int32_t gained = 1 + (accepted ? static_cast<int32_t>((*accepted)[row]) : 0);
       s.num_cached = std::min(s.num_cached + (batch.kind[j] == kFinalChunk ? q : gained), cap);
       s.num_tokens = std::min(s.num_tokens + gained, cap);
+      if (batch.kind[j] == kFinalChunk && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
       if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
         finish(rank, idx);
         out.finished.push_back(s.seq_id);
@@ -393,15 +434,6 @@ void Scheduler::finish(Rank& rank, int32_t idx) {
 
 // ---- metadata and queries ---------------------------------------------------------------
 
-void Scheduler::reserve_rows(Batch& batch, size_t n) {
-  batch.seq_ids.reserve(n);
-  batch.seqlen_q.reserve(n);
-  batch.seqlen_k.reserve(n);
-  batch.padded_q.reserve(n);
-  batch.kind.reserve(n);
-  batch.seq_index.reserve(n);
-}
-
 void Scheduler::fill_block_tables(Batch& batch, const Rank& rank) const {
   const size_t width = batch.table_width;
   batch.block_tables.reset(new int32_t[batch.rows() * width]);  // every entry written below
@@ -423,11 +455,20 @@ const Sequence& Scheduler::seq(int64_t seq_id) const {
   return seqs_[it->second];
 }
 
-int32_t Scheduler::num_free_blocks(int32_t rank) const {
+int32_t Scheduler::refcount(int32_t block, int32_t rank) const {
+  if (block < 0 || block >= config_.num_kv_blocks)
+    bad_arg("block " + std::to_string(block) + " is outside 0.." +
+            std::to_string(config_.num_kv_blocks - 1));
+  return rank_at(rank).pool.refcount(block);
+}
+
+int32_t Scheduler::num_free_blocks(int32_t rank) const { return rank_at(rank).pool.num_free(); }
+
+const Scheduler::Rank& Scheduler::rank_at(int32_t rank) const {
   if (rank < 0 || rank >= config_.dp_size)
     bad_arg("rank " + std::to_string(rank) + " is outside 0.." +
             std::to_string(config_.dp_size - 1));
-  return ranks_[rank].pool.num_free();
+  return ranks_[rank];
 }
 
 }  // namespace steptrace

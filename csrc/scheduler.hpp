@@ -1,7 +1,9 @@
 // The DeepSeek-style engine scheduler (SCHEDULING.md; docs/scheduling.md).
 //
 // Invariants, after every schedule() and postprocess():
-//  * on every rank, free blocks + blocks owned == num_kv_blocks; no block has two owners.
+//  * on every rank, free blocks + distinct blocks owned == num_kv_blocks; a block with k
+//    owners has reference count k, and only prompt blocks with a common hash prefix are
+//    shared.
 //  * seqlen_k == num_cached + num_inflight + seqlen_q (derived in exactly one place,
 //    with the counters as they were when the plan was made).
 //  * a sequence never owns more than blocks_for(footprint) blocks and footprint fits a
@@ -31,14 +33,16 @@ class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);
 
+  // hash_ids[i] identifies the prompt's first i + 1 blocks (prefix caching); may be empty.
   void add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                    double arrival_time);
+                    double arrival_time, std::vector<int64_t> hash_ids = {});
   std::shared_ptr<ScheduleOutput> schedule();
   // accepted: drafts accepted per scheduled row (rank-then-batch order), or nullptr.
   PostprocessOutput postprocess(const ScheduleOutput& plan, const std::vector<int64_t>* accepted);
 
   const Sequence& seq(int64_t seq_id) const;
   int32_t num_free_blocks(int32_t rank) const;
+  int32_t refcount(int32_t block, int32_t rank) const;
   bool is_finished() const { return num_unfinished_ == 0 && pending_rejected_.empty(); }
   int64_t num_outstanding_plans() const { return next_step_ - next_postprocess_; }
   const SchedulerConfig& config() const { return config_; }
@@ -56,13 +60,18 @@ class Scheduler {
   struct Chunk {
     int32_t q, padded, new_blocks;
     bool final;
+    int32_t shared_blocks;  // admission: leading prompt blocks found in the prefix index
+    int32_t done;           // prefill tokens before this chunk
   };
 
+  const Rank& rank_at(int32_t rank) const;  // validated
   int32_t assign_rank(int32_t order) const;
   bool would_prefill(const Rank& rank) const;
   void prompt_round(Rank& rank, Batch& batch);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
   int32_t prefill_blocks(const Sequence& s) const;
+  int32_t prefix_hit(const Rank& rank, const Sequence& s) const;
+  void index_prompt_blocks(Rank& rank, Sequence& s) const;
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
   int32_t decode_q(const Sequence& s) const;
   void admit_prefilled(Rank& rank);
@@ -72,23 +81,16 @@ class Scheduler {
   void add_row(Batch& batch, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
                RowKind kind) const {
     const Sequence& s = seqs_[idx];
-    batch.seq_ids.push_back(s.seq_id);
-    batch.seqlen_q.push_back(q);
-    batch.seqlen_k.push_back(seqlen_k);
-    batch.padded_q.push_back(padded);
-    batch.kind.push_back(kind);
-    batch.seq_index.push_back(idx);
+    batch.add_row(s.seq_id, idx, q, padded, seqlen_k, kind);
     batch.table_width = std::max(batch.table_width, static_cast<int32_t>(s.blocks.size()));
   }
-  static void reserve_rows(Batch& batch, size_t n);
   void fill_block_tables(Batch& batch, const Rank& rank) const;
   std::vector<int64_t> flat_limits(const ScheduleOutput& plan) const;
   int32_t blocks_for(int32_t tokens) const {
     return (tokens + config_.block_size - 1) / config_.block_size;
   }
-  // Blocks s must add to cover `tokens`; the common "already covered" case avoids a division.
-  int32_t new_blocks(const Sequence& s, int32_t tokens) const {
-    const int32_t have = static_cast<int32_t>(s.blocks.size());
+  // Blocks to add to `have` to cover `tokens`; the common "covered" case avoids a division.
+  int32_t new_blocks(int32_t have, int32_t tokens) const {
     return tokens <= have * config_.block_size ? 0 : blocks_for(tokens) - have;
   }
 

@@ -30,6 +30,9 @@ struct alignas(64) Sequence {
   int64_t recomputed_tokens = 0;
   int32_t member_pos = -1;      // index in its rank's unfinished list, -1 when finished
   std::string reason;           // why it was rejected
+  std::vector<int64_t> hash_ids;  // hash_ids[i] identifies the prompt's first i + 1 blocks
+  int32_t num_indexed = 0;        // leading prompt blocks offered to the prefix index
+  int32_t prefix_hit_tokens = 0;  // prompt tokens whose KV came from shared blocks
 
   int32_t output_len() const { return num_tokens - prompt_len; }
 };

@@ -3,7 +3,8 @@ C++ core (csrc/scheduler.cpp), written for clarity. It is the oracle of the diff
 tests and the side-by-side speed baseline. docs/scheduling.md is the contract both follow.
 
 Invariants (checked by the property tests after every call):
-  * free blocks + blocks owned == num_kv_blocks on every rank; no block has two owners.
+  * free blocks + distinct blocks owned == num_kv_blocks on every rank; a block with k owners
+    has reference count k, and only prompt blocks with a common hash prefix are shared.
   * seqlen_k == num_cached + num_inflight + seqlen_q for every scheduled sequence.
   * a sequence never owns more than blocks_for(footprint) blocks, and footprint fits the
     pool (else it was rejected at add time), so a lone sequence always makes progress.
@@ -22,6 +23,7 @@ import numpy as np
 
 from .config import SchedulerConfig, check_int
 from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL, Batch, Plan, PostprocessResult, flat_accepted
+from .reference_block_pool import RefBlockPool
 
 
 @dataclass(eq=False)
@@ -43,6 +45,9 @@ class RefSequence:
     num_preemptions: int = 0
     recomputed_tokens: int = 0
     reason: str = ""
+    hash_ids: tuple = ()  # hash_ids[i] identifies the prompt's first (i + 1) blocks
+    num_indexed: int = 0  # leading prompt blocks offered to the prefix index
+    prefix_hit_tokens: int = 0  # prompt tokens whose KV came from shared blocks
 
     @property
     def output_len(self) -> int:
@@ -51,7 +56,7 @@ class RefSequence:
 
 class _Rank:
     def __init__(self, num_blocks: int) -> None:
-        self.free: List[int] = list(range(num_blocks - 1, -1, -1))  # pop() -> lowest id first
+        self.pool = RefBlockPool(num_blocks)
         self.waiting: Deque[RefSequence] = deque()
         self.prefilling: List[RefSequence] = []  # part-way through a prefill, add order
         self.decoding: List[RefSequence] = []  # prefill fully scheduled, still generating
@@ -75,10 +80,15 @@ class ReferenceScheduler:
     # -- requests ---------------------------------------------------------------------------
 
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
-                     arrival_time: float = 0.0) -> None:
+                     arrival_time: float = 0.0, hash_ids=None) -> None:
         check_int("seq_id", seq_id, -(2**63))
         check_int("prompt_len", prompt_len, 1)
         check_int("max_new_tokens", max_new_tokens, 1)
+        hashes = tuple(int(h) for h in hash_ids) if hash_ids is not None else ()
+        most = self._blocks_for(prompt_len)
+        if len(hashes) > most:
+            raise ValueError(f"hash_ids has {len(hashes)} entries; a {prompt_len}-token prompt "
+                             f"has at most {most} blocks of {self.config.block_size}")
         if prompt_len + max_new_tokens > (2**31 - 1) // 2:
             raise ValueError(f"prompt_len + max_new_tokens is too large: {prompt_len + max_new_tokens}")
         if seq_id in self._seqs:
@@ -93,7 +103,8 @@ class ReferenceScheduler:
             footprint = prompt_len + max(max_new_tokens, self._lookahead)
         seq = RefSequence(seq_id, prompt_len, max_new_tokens, float(arrival_time), rank_id, order,
                           footprint, num_tokens=prompt_len + completion,
-                          num_cached=prompt_len if completion else 0, prefill_target=prompt_len)
+                          num_cached=prompt_len if completion else 0, prefill_target=prompt_len,
+                          hash_ids=hashes)
         self._seqs[seq_id] = seq
         need = self._blocks_for(footprint)
         if need > cfg.num_kv_blocks:
@@ -171,8 +182,13 @@ class ReferenceScheduler:
             chunk = self._next_chunk(rank, seq, budget)
             if chunk is None:
                 return
-            q, padded, final, need = chunk
-            self._allocate(rank, seq, need)
+            q, padded, final, need, shared, done = chunk
+            if seq.status == "waiting":  # admission: shared prefix blocks come first
+                for block in shared:
+                    rank.pool.share(block, seq.blocks)
+                seq.num_cached = done
+                seq.prefix_hit_tokens += done
+            rank.pool.allocate(need, seq.blocks)
             builder.add(seq, q, padded, seq.num_cached + seq.num_inflight + q,
                         KIND_FINAL if final else KIND_CHUNK)
             seq.num_inflight += q
@@ -191,9 +207,18 @@ class ReferenceScheduler:
             budget -= padded
 
     def _next_chunk(self, rank: _Rank, seq: RefSequence, budget: int):
-        """(seqlen_q, padded_q, is_final, new_blocks) of seq's next chunk, or None to stop."""
+        """seq's next chunk as (seqlen_q, padded_q, is_final, new_blocks, shared_blocks,
+        tokens_done), or None to stop. A sequence being admitted starts after the prompt
+        blocks it can share (always leaving one token to compute)."""
         cfg = self.config
-        done = seq.num_cached + seq.num_inflight
+        if seq.status == "waiting":
+            shared = self._prefix_hit(rank, seq)
+            done = min(len(shared) * cfg.block_size, seq.prefill_target - 1)
+            have = len(shared)
+        else:
+            shared = []
+            done = seq.num_cached + seq.num_inflight
+            have = len(seq.blocks)
         remaining = seq.prefill_target - done
         q = min(remaining, budget, cfg.max_prefill_chunk or remaining)
         padded = q
@@ -209,16 +234,35 @@ class ReferenceScheduler:
             return None
         final = q == remaining
         tokens = min(done + q + (self._lookahead if final else 0), seq.footprint)
-        need = self._blocks_for(tokens) - len(seq.blocks)
-        if need > len(rank.free):
+        need = max(0, self._blocks_for(tokens) - have)
+        if need > rank.pool.num_free:
             return None
         if seq.status == "waiting":
             # Admission reserves what the rank's partial prefills still need to finish, so
             # partial prefills can never hold the pool between them and deadlock.
             reserved = sum(self._prefill_blocks(s) - len(s.blocks) for s in rank.prefilling)
-            if self._prefill_blocks(seq) > len(rank.free) - reserved:
+            if self._prefill_blocks(seq) - have > rank.pool.num_free - reserved:
                 return None
-        return q, padded, final, need
+        return q, padded, final, need, shared, done
+
+    def _prefix_hit(self, rank: _Rank, seq: RefSequence) -> List[int]:
+        """Indexed blocks holding seq's leading full prompt blocks."""
+        full = min(len(seq.hash_ids), seq.prompt_len // self.config.block_size)
+        shared = []
+        for block_hash in seq.hash_ids[:full]:
+            block = rank.pool.lookup(block_hash)
+            if block is None:
+                break
+            shared.append(block)
+        return shared
+
+    def _index_prompt_blocks(self, rank: _Rank, seq: RefSequence) -> None:
+        """Offer seq's committed full prompt blocks to the prefix index."""
+        bs = self.config.block_size
+        full = min(len(seq.hash_ids), seq.prompt_len // bs, seq.num_cached // bs)
+        for i in range(seq.num_indexed, full):
+            rank.pool.index(seq.blocks[i], seq.hash_ids[i])
+        seq.num_indexed = max(seq.num_indexed, full)
 
     def _prefill_blocks(self, seq: RefSequence) -> int:
         return self._blocks_for(min(seq.prefill_target + self._lookahead, seq.footprint))
@@ -239,8 +283,8 @@ class ReferenceScheduler:
                 continue
             seqlen_k = seq.num_cached + seq.num_inflight + q
             need = self._blocks_for(min(seqlen_k, seq.footprint)) - len(seq.blocks)
-            if need <= len(rank.free):
-                self._allocate(rank, seq, need)
+            if need <= rank.pool.num_free:
+                rank.pool.allocate(need, seq.blocks)
                 builder.add(seq, q, q, seqlen_k, KIND_DECODE)
                 seq.num_inflight += q
                 seq.inflight_samples += 1
@@ -266,9 +310,9 @@ class ReferenceScheduler:
             seq = rank.waiting[0]
             tokens = min(seq.num_cached + self._lookahead, seq.footprint)
             need = self._blocks_for(tokens) - len(seq.blocks)
-            if need > len(rank.free):
+            if need > rank.pool.num_free:
                 return
-            self._allocate(rank, seq, need)
+            rank.pool.allocate(need, seq.blocks)
             rank.waiting.popleft()
             seq.status = "running"
             rank.num_running += 1
@@ -283,7 +327,8 @@ class ReferenceScheduler:
         if self.config.engine_type != "completion":  # completion: KV is supplied again
             seq.num_cached = 0
             seq.prefill_target = seq.num_tokens
-        self._release(rank, seq)
+            seq.num_indexed = 0
+        rank.pool.release(seq.blocks)
 
     # -- postprocess ------------------------------------------------------------------------
 
@@ -310,16 +355,20 @@ class ReferenceScheduler:
                 if seq.status == "finished":  # finished while this work was in flight
                     discarded += q
                     if seq.num_inflight == 0:
-                        self._release(rank, seq)
+                        rank.pool.release(seq.blocks)
                     continue
                 if kind == KIND_CHUNK:
                     seq.num_cached += q
+                    if seq.hash_ids:
+                        self._index_prompt_blocks(rank, seq)
                     continue
                 seq.inflight_samples -= 1
                 cap = seq.prompt_len + seq.max_new_tokens
                 gained = 1 + a
                 seq.num_cached = min(seq.num_cached + (q if kind == KIND_FINAL else gained), cap)
                 seq.num_tokens = min(seq.num_tokens + gained, cap)
+                if kind == KIND_FINAL and seq.hash_ids:
+                    self._index_prompt_blocks(rank, seq)
                 if self.config.engine_type == "prompt" or seq.output_len >= seq.max_new_tokens:
                     self._finish(rank, seq)
                     finished.append(seq_id)
@@ -334,22 +383,12 @@ class ReferenceScheduler:
         self._num_unfinished -= 1
         seq.status = "finished"
         if seq.num_inflight == 0:
-            self._release(rank, seq)
+            rank.pool.release(seq.blocks)
 
     # -- blocks and queries -----------------------------------------------------------------
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.config.block_size)
-
-    @staticmethod
-    def _allocate(rank: _Rank, seq: RefSequence, n: int) -> None:
-        for _ in range(n):
-            seq.blocks.append(rank.free.pop())
-
-    @staticmethod
-    def _release(rank: _Rank, seq: RefSequence) -> None:
-        rank.free.extend(seq.blocks)
-        seq.blocks = []
 
     def seq(self, seq_id: int) -> RefSequence:
         if seq_id not in self._seqs:
@@ -357,7 +396,10 @@ class ReferenceScheduler:
         return self._seqs[seq_id]
 
     def num_free_blocks(self, rank: int = 0) -> int:
-        return len(self._ranks[rank].free)
+        return self._ranks[rank].pool.num_free
+
+    def refcount(self, block: int, rank: int = 0) -> int:
+        return self._ranks[rank].pool.refcount(block)
 
     def is_finished(self) -> bool:
         """Every sequence finished or rejected, and every rejection reported in a plan.
@@ -393,7 +435,7 @@ class _BatchBuilder:
                      padded_q=np.array(cols[3], dtype=np.int32),
                      kind=np.array(cols[4], dtype=np.int8),
                      block_tables=tables,
-                     num_free_blocks=len(rank.free), num_waiting=len(rank.waiting),
+                     num_free_blocks=rank.pool.num_free, num_waiting=len(rank.waiting),
                      num_running=rank.num_running)
 
 

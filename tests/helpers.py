@@ -2,6 +2,8 @@
 
 from engine import ReferenceScheduler, Scheduler, SchedulerConfig
 
+FAMILIES = 2  # prompt-prefix families that random requests share
+
 IMPLS = ("cpp", "reference")
 
 # The worked examples' configuration (SCHEDULING.md section 3): KV ample, budget 16.
@@ -25,3 +27,16 @@ def rows(plan, rank=0):
     """(seq_id, seqlen_q, seqlen_k) per scheduled row of one rank, in batch order."""
     b = plan.batches[rank]
     return list(zip(b.seq_ids.tolist(), b.seqlen_q.tolist(), b.seqlen_k.tolist()))
+
+
+def prefix_hash_ids(rng, prompt_len, block_size):
+    """Random prefix-cache hash ids, or None: a request joins one of a few families and
+    shares that family's chain of block hashes up to a random point, then goes its own way.
+    hash_ids[i] identifies the first i + 1 blocks, so a common hash means a common prefix."""
+    if rng.random() < 0.4:
+        return None
+    count = int(rng.integers(0, -(-prompt_len // block_size) + 1))
+    family = int(rng.integers(0, FAMILIES))
+    common = count if rng.random() < 0.5 else int(rng.integers(0, count + 1))
+    return ([family * 1_000_000 + i for i in range(common)]
+            + [int(h) for h in rng.integers(2**40, 2**62, count - common)])

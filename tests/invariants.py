@@ -1,6 +1,8 @@
 """SCHEDULING.md section 8, checked through the public API after every schedule() and
 postprocess() call. Works on any scheduler with the reference's API (C++ or Python)."""
 
+from collections import Counter
+
 from engine import KIND_CHUNK, KIND_DECODE, KIND_FINAL
 
 STATUSES = ("waiting", "running", "finished", "rejected")
@@ -46,9 +48,11 @@ def check_invariants(sched, cfg, seq_ids, plan=None):
         owned[s.dp_rank].extend(blocks)
     for rank, blocks in enumerate(owned):
         free = sched.num_free_blocks(rank)
-        assert free + len(blocks) == cfg.num_kv_blocks, \
-            f"rank {rank}: {free} free + {len(blocks)} owned != {cfg.num_kv_blocks}"
-        assert len(set(blocks)) == len(blocks), f"rank {rank}: a block has two owners"
+        for block, owners in Counter(blocks).items():
+            assert sched.refcount(block, rank) == owners, \
+                f"rank {rank}: block {block} has {owners} owners, refcount {sched.refcount(block, rank)}"
+        assert free + len(set(blocks)) == cfg.num_kv_blocks, \
+            f"rank {rank}: {free} free + {len(set(blocks))} owned != {cfg.num_kv_blocks}"
         assert all(0 <= b < cfg.num_kv_blocks for b in blocks), f"rank {rank}: block id out of range"
     if plan is not None:
         _check_plan(sched, cfg, seqs, plan)
@@ -106,10 +110,17 @@ def snapshot(sched, seq_ids):
     return {i: (sched.seq(i).num_cached, sched.seq(i).num_inflight) for i in seq_ids}
 
 
-def check_seqlen_k(plan, before):
-    """seqlen_k == num_cached + num_inflight + seqlen_q, counters as of `before`."""
+def check_seqlen_k(sched, plan, before):
+    """seqlen_k == num_cached + num_inflight + seqlen_q, with the counters as the plan made
+    them: num_inflight as of `before` (the plan adds seqlen_q), num_cached as of now (equal
+    to `before` but for an admission that starts after shared prefix blocks)."""
     for b in plan.batches:
         for seq_id, q, k in zip(b.seq_ids.tolist(), b.seqlen_q.tolist(), b.seqlen_k.tolist()):
             cached, inflight = before[seq_id]
-            assert k == cached + inflight + q, \
-                f"step {plan.step} seq {seq_id}: seqlen_k {k} != {cached} + {inflight} + {q}"
+            now = sched.seq(seq_id)
+            assert now.num_inflight == inflight + q, \
+                f"step {plan.step} seq {seq_id}: num_inflight {inflight} -> {now.num_inflight} for q {q}"
+            assert now.num_cached == cached or (cached == 0 and now.prefix_hit_tokens > 0), \
+                f"step {plan.step} seq {seq_id}: num_cached {cached} -> {now.num_cached}"
+            assert k == now.num_cached + inflight + q, \
+                f"step {plan.step} seq {seq_id}: seqlen_k {k} != {now.num_cached} + {inflight} + {q}"

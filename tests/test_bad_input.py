@@ -101,3 +101,11 @@ def test_accepted_for_a_prefill_row_must_be_zero(impl):
     make_requests(s, (4, 10))
     with pytest.raises(ValueError, match=r"accepted\[0\] = 1 is outside 0..0"):
         s.postprocess(s.schedule(), [1])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_too_many_hash_ids(impl):
+    s = make_scheduler(impl, block_size=4)
+    with pytest.raises(ValueError, match="hash_ids has 3 entries; a 8-token prompt has at most 2 blocks of 4"):
+        s.add_sequence(seq_id=0, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2, 3])
+    assert s.is_finished()

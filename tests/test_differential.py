@@ -6,7 +6,7 @@ import pytest
 
 from engine import SchedulerConfig
 from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
-from tests.helpers import make_scheduler
+from tests.helpers import make_scheduler, prefix_hash_ids
 from tests.invariants import blocks_for, footprint
 from tests.test_properties import draw_accepted
 
@@ -15,7 +15,7 @@ PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
                 "empty", "num_free_blocks", "num_waiting", "num_running")
 SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
-              "num_preemptions", "recomputed_tokens", "dp_rank")
+              "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens")
 
 
 def random_scenario(rng):
@@ -62,6 +62,7 @@ class Lockstep:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         config, self.reqs, self.depth = random_scenario(self.rng)
+        self.hash_ids = [prefix_hash_ids(self.rng, p, config["block_size"]) for _, p, _ in self.reqs]
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -86,7 +87,8 @@ class Lockstep:
             if arrival == step:
                 for sched in (self.cpp, self.ref):
                     sched.add_sequence(seq_id=i, prompt_len=prompt_len,
-                                       max_new_tokens=max_new_tokens, arrival_time=float(step))
+                                       max_new_tokens=max_new_tokens, arrival_time=float(step),
+                                       hash_ids=self.hash_ids[i])
                 self.ids.append(i)
         self.compare_state(f"seed {self.seed} step {step} after add_sequence")
 

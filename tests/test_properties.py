@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine import KIND_DECODE, SchedulerConfig
 from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
-from tests.helpers import IMPLS, make_scheduler
+from tests.helpers import IMPLS, make_scheduler, prefix_hash_ids
 from tests.invariants import blocks_for, check_invariants, check_seqlen_k, footprint, snapshot
 
 
@@ -60,6 +60,7 @@ class Engine:
         self.sched = make_scheduler(impl, **config)
         self.reqs = reqs
         self.rng = np.random.default_rng(seed)
+        self.hash_ids = [prefix_hash_ids(self.rng, p, self.cfg.block_size) for _, p, _ in reqs]
         self.ids = []
         self.plans = []
         self.finished = []  # every id postprocess returned, in order
@@ -70,7 +71,8 @@ class Engine:
             if arrival != step:
                 continue
             self.sched.add_sequence(seq_id=i, prompt_len=prompt_len,
-                                    max_new_tokens=max_new_tokens, arrival_time=float(step))
+                                    max_new_tokens=max_new_tokens, arrival_time=float(step),
+                                    hash_ids=self.hash_ids[i])
             self.ids.append(i)
             seq = self.sched.seq(i)
             completion = self.cfg.engine_type == "completion"
@@ -89,7 +91,7 @@ class Engine:
         before = snapshot(self.sched, self.ids)
         plan = self.sched.schedule()
         check_invariants(self.sched, self.cfg, self.ids, plan)
-        check_seqlen_k(plan, before)
+        check_seqlen_k(self.sched, plan, before)
         self.plans.append(plan)
         return plan
 

@@ -255,3 +255,33 @@ def test_victim_with_work_in_flight_is_passed_over(impl):
     p4 = s.schedule()  # seqlen_k 5: none free; A (the victim) has p3 in flight: passed over
     assert p4.preempted.tolist() == [] and p4.batches[0].empty
     assert [x.phase for x in (p0, p1, p2, p3)] == ["prompt", "decode", "decode", "decode"]
+
+
+def test_prefix_caching_shares_committed_prompt_blocks(impl):
+    s = make_scheduler(impl, block_size=4)
+    s.add_sequence(seq_id=0, prompt_len=10, max_new_tokens=5, hash_ids=[1, 2, 3])
+    run_step(s)  # A's prompt is committed: its two full blocks join the prefix index
+    a_blocks = list(s.seq(0).blocks)
+    s.add_sequence(seq_id=1, prompt_len=9, max_new_tokens=5, hash_ids=[1, 2, 7])
+    s.add_sequence(seq_id=2, prompt_len=8, max_new_tokens=5, hash_ids=[1, 2])
+    s.add_sequence(seq_id=3, prompt_len=8, max_new_tokens=5, hash_ids=[9, 2])
+    p1 = s.schedule()
+    # B shares blocks 0-1 and computes its 9th token; C's whole prompt is cached, so its
+    # last token is computed again to produce logits; D's first hash differs: no sharing.
+    assert rows(p1) == [(1, 1, 9), (2, 1, 8), (3, 8, 8)]
+    assert list(s.seq(1).blocks[:2]) == a_blocks[:2] == list(s.seq(2).blocks[:2])
+    assert s.refcount(a_blocks[0]) == 3 and s.refcount(a_blocks[2]) == 1
+    assert [s.seq(i).prefix_hit_tokens for i in (1, 2, 3)] == [8, 7, 0]
+    assert (s.seq(1).num_cached, s.seq(1).num_inflight) == (8, 1)
+    s.postprocess(p1)
+    while not s.is_finished():
+        run_step(s)
+    assert s.num_free_blocks() == 1024 and s.refcount(a_blocks[0]) == 0
+
+
+def test_prefix_index_forgets_freed_blocks(impl):
+    s = make_scheduler(impl, block_size=4, engine_type="prompt")
+    s.add_sequence(seq_id=0, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
+    run_step(s)  # handed off: its blocks are freed and leave the index
+    s.add_sequence(seq_id=1, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
+    assert rows(s.schedule()) == [(1, 8, 8)] and s.seq(1).prefix_hit_tokens == 0

@@ -1,0 +1,54 @@
+"""A DP rank's pool of paged KV blocks, in Python: the mirror of csrc/block_pool.cpp.
+
+Blocks carry reference counts so that sequences with a common prompt prefix share the
+blocks that hold it (prefix caching). A full prompt block is indexed by its hash once its
+KV is committed; it leaves the index when its last owner lets it go.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+
+class RefBlockPool:
+    def __init__(self, num_blocks: int) -> None:
+        self.num_total = num_blocks
+        self._free: List[int] = list(range(num_blocks - 1, -1, -1))  # pop() -> lowest id first
+        self._refs = [0] * num_blocks
+        self._by_hash: Dict[int, int] = {}
+        self._hash_of: Dict[int, int] = {}
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def allocate(self, n: int, owner: List[int]) -> None:
+        for _ in range(n):
+            block = self._free.pop()
+            self._refs[block] = 1
+            owner.append(block)
+
+    def share(self, block: int, owner: List[int]) -> None:
+        self._refs[block] += 1
+        owner.append(block)
+
+    def release(self, owner: List[int]) -> None:
+        for block in owner:
+            self._refs[block] -= 1
+            if self._refs[block] == 0:
+                if block in self._hash_of:
+                    del self._by_hash[self._hash_of.pop(block)]
+                self._free.append(block)
+        owner.clear()
+
+    def lookup(self, block_hash: int) -> Optional[int]:
+        return self._by_hash.get(block_hash)
+
+    def index(self, block: int, block_hash: int) -> None:
+        """Make a committed full block findable by its hash (first writer wins)."""
+        if block_hash not in self._by_hash and block not in self._hash_of:
+            self._by_hash[block_hash] = block
+            self._hash_of[block] = block_hash
+
+    def refcount(self, block: int) -> int:
+        return self._refs[block]
