@@ -1,4 +1,4 @@
-// The DeepSeek-style engine scheduler (SCHEDULING.md; docs/scheduling.md).
+// The DeepSeek-style engine scheduler; docs/scheduling.md is its contract.
 //
 // Invariants, after every schedule() and postprocess():
 //  * on every rank, free blocks + distinct blocks owned == num_kv_blocks; a block with k

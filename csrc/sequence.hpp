@@ -1,4 +1,4 @@
-// One request's counters (SCHEDULING.md section 2).
+// One request's counters (docs/scheduling.md).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,8 @@ from engine import SchedulerConfig
 
 from .sched_replay import read_tidy_csv, replay
 
-DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "workloads" / "traces" / "synthetic_small.csv"
+# The bundled trace, relative to the repository root (where the README's commands run).
+DEFAULT_TRACE = Path("workloads") / "traces" / "synthetic_small.csv"
 
 
 def main(argv=None) -> int:
@@ -24,21 +25,27 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("replay-scheduler", help="replay a trace's arrivals through the C++ "
                          "scheduler and the Python reference, side by side")
-    rep.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE,
+    rep.add_argument("trace", nargs="?", type=Path,
                      help="tidy CSV: arrival_s,prompt_len,output_len (default: the bundled "
-                          "synthetic trace)")
+                          f"{DEFAULT_TRACE}, from the repository root)")
     rep.add_argument("--step-ms", type=float, default=20.0,
                      help="virtual duration of one engine step (default 20)")
     rep.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="a SchedulerConfig field, e.g. --set num_kv_blocks=2048")
     args = parser.parse_args(argv)
     try:
-        trace = read_tidy_csv(args.trace)
         config = _config(args.set)
+        if args.step_ms <= 0:
+            raise ValueError(f"--step-ms must be > 0, got {args.step_ms:g}")
+        if args.trace is None and not DEFAULT_TRACE.is_file():
+            raise ValueError(f"no trace given, and the bundled {DEFAULT_TRACE} is not under the "
+                             f"current directory: run from the repository root or name a trace")
+        path = args.trace or DEFAULT_TRACE
+        trace = read_tidy_csv(path)
     except (OSError, ValueError) as e:
         print(f"steptrace: error: {e}", file=sys.stderr)
         return 2
-    return _replay_scheduler(args.trace, trace, config, args.step_ms / 1e3)
+    return _replay_scheduler(path, trace, config, args.step_ms / 1e3)
 
 
 def _config(assignments) -> SchedulerConfig:
@@ -46,15 +53,16 @@ def _config(assignments) -> SchedulerConfig:
     for item in assignments:
         name, sep, value = item.partition("=")
         if not sep or name not in SchedulerConfig.__dataclass_fields__:
-            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with a SchedulerConfig field")
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of "
+                             f"{', '.join(SchedulerConfig.__dataclass_fields__)}")
         fields[name] = _parse(value)
     return SchedulerConfig(**fields)
 
 
 def _parse(value: str):
-    if value in ("true", "false"):
-        return value == "true"
-    if value == "none":
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if value.lower() == "none":
         return None
     try:
         return int(value)

@@ -6,7 +6,7 @@ FAMILIES = 2  # prompt-prefix families that random requests share
 
 IMPLS = ("cpp", "reference")
 
-# The worked examples' configuration (SCHEDULING.md section 3): KV ample, budget 16.
+# The worked examples' configuration (docs/scheduling.md): KV ample, budget 16.
 BASE = dict(max_num_batched_tokens=16, max_num_seqs=256, num_kv_blocks=1024, block_size=16)
 
 

@@ -1,4 +1,4 @@
-"""SCHEDULING.md section 8, checked through the public API after every schedule() and
+"""The invariants of docs/scheduling.md, checked through the public API after every schedule() and
 postprocess() call. Works on any scheduler with the reference's API (C++ or Python)."""
 
 from collections import Counter

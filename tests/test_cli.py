@@ -1,9 +1,13 @@
 """steptrace's command line: the scheduler replay and its bad-input errors."""
 
+from pathlib import Path
+
 import pytest
 
-from harness.cli import main
+from harness.cli import DEFAULT_TRACE, main
 from harness.sched_replay import read_tidy_csv
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def write(tmp_path, text):
@@ -12,7 +16,8 @@ def write(tmp_path, text):
     return path
 
 
-def test_replay_scheduler_on_the_bundled_trace(capsys):
+def test_replay_scheduler_on_the_bundled_trace(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)  # the README's commands run from the repository root
     assert main(["replay-scheduler", "--set", "overlap=true", "--set", "num_mtp=1"]) == 0
     out = capsys.readouterr().out
     assert "400 requests" in out
@@ -39,9 +44,15 @@ def test_bad_trace_names_file_and_line(tmp_path, text, words):
         read_tidy_csv(write(tmp_path, text))
 
 
-def test_bad_input_exits_2(tmp_path, capsys):
+def test_bad_input_exits_2(tmp_path, capsys, monkeypatch):
     assert main(["replay-scheduler", str(tmp_path / "missing.csv")]) == 2
     assert "No such file" in capsys.readouterr().err
     assert main(["replay-scheduler", "--set", "block_size=0"]) == 2
     assert "block_size must be >= 1, got 0" in capsys.readouterr().err
     assert main(["replay-scheduler", "--set", "nonsense"]) == 2
+    assert "FIELD one of max_num_batched_tokens, max_num_seqs" in capsys.readouterr().err
+    assert main(["replay-scheduler", "--step-ms", "0"]) == 2
+    assert "--step-ms must be > 0, got 0" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay-scheduler"]) == 2
+    assert f"the bundled {DEFAULT_TRACE} is not under the current directory" in capsys.readouterr().err

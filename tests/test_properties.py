@@ -1,5 +1,5 @@
 """Property tests: random configs and arrivals driven through an engine loop, with the
-section 8 invariants checked after every call (SCHEDULING.md)."""
+invariants of docs/scheduling.md checked after every call."""
 
 from collections import Counter
 

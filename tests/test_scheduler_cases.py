@@ -1,4 +1,4 @@
-"""Hand-computed cases for each rule of SCHEDULING.md sections 4-9, on both schedulers."""
+"""Hand-computed cases for each rule of docs/scheduling.md, on both schedulers."""
 
 import pytest
 

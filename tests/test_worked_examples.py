@@ -1,4 +1,4 @@
-"""SCHEDULING.md's worked examples, verbatim, on both schedulers."""
+"""The design's worked examples (docs/scheduling.md), verbatim, on both schedulers."""
 
 import pytest
 
