@@ -83,6 +83,12 @@ std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc, const 
   return flat;
 }
 
+Phase parse_phase(const std::string& name) {
+  if (name == "prompt") return Phase::kPrompt;
+  if (name == "decode") return Phase::kDecode;
+  throw py::value_error("phase must be prompt or decode, got '" + name + "'");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -169,13 +175,17 @@ PYBIND11_MODULE(_core, m) {
            py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
            py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none())
       .def("schedule",
-           [](Scheduler& s, bool release_gil) {
-             if (!release_gil) return s.schedule();
+           [](Scheduler& s, bool release_gil, const py::object& phase) {
+             std::optional<Phase> vote;
+             if (!phase.is_none()) vote = parse_phase(phase.cast<std::string>());
+             if (!release_gil) return s.schedule(vote);
              py::gil_scoped_release nogil;
-             return s.schedule();
+             return s.schedule(vote);
            },
-           py::arg("release_gil") = true,
-           "Plan the next step. The GIL is released inside C++ unless release_gil=False.")
+           py::arg("release_gil") = true, py::arg("phase") = py::none(),
+           "Plan the next step. The GIL is released inside C++ unless release_gil=False; "
+           "phase forces the round a DP vote across processes agreed on.")
+      .def("has_prompt_work", &Scheduler::has_prompt_work)
       .def("postprocess",
            [](Scheduler& s, const ScheduleOutput& plan, const py::object& accepted) {
              std::optional<std::vector<int64_t>> flat = parse_accepted(accepted, plan);

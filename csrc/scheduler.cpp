@@ -110,17 +110,23 @@ int32_t Scheduler::assign_rank(int32_t order) const {
 
 // ---- schedule ---------------------------------------------------------------------------
 
-std::shared_ptr<ScheduleOutput> Scheduler::schedule() {
+bool Scheduler::has_prompt_work() const {
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [this](const Rank& r) { return would_prefill(r); });
+}
+
+std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   const int64_t start = steady_now_ns();
+  bool prompt = config_.engine_type == EngineType::kPrompt;
+  if (config_.engine_type == EngineType::kNormal)
+    prompt = vote ? *vote == Phase::kPrompt : has_prompt_work();
+  else if (vote && (*vote == Phase::kPrompt) != prompt)
+    bad_arg(std::string("a ") + (prompt ? "prompt" : "completion") + " engine cannot run a " +
+            (prompt ? "decode" : "prompt") + " round");
   auto plan = std::make_shared<ScheduleOutput>();
   plan->owner = id_;
   plan->step = next_step_++;
   plan->sched_start_ns = start;
-
-  bool prompt = config_.engine_type == EngineType::kPrompt;
-  if (config_.engine_type == EngineType::kNormal)
-    prompt = std::any_of(ranks_.begin(), ranks_.end(),
-                         [this](const Rank& r) { return would_prefill(r); });
   plan->phase = prompt ? Phase::kPrompt : Phase::kDecode;
 
   plan->batches.resize(ranks_.size());

@@ -36,7 +36,11 @@ class Scheduler {
   // hash_ids[i] identifies the prompt's first i + 1 blocks (prefix caching); may be empty.
   void add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
                     double arrival_time, std::vector<int64_t> hash_ids = {});
-  std::shared_ptr<ScheduleOutput> schedule();
+  // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
+  // the ranks of this scheduler vote among themselves.
+  std::shared_ptr<ScheduleOutput> schedule(std::optional<Phase> vote = std::nullopt);
+  // This scheduler's vote: would any of its ranks' prompt pass schedule a token?
+  bool has_prompt_work() const;
   // accepted: drafts accepted per scheduled row (rank-then-batch order), or nullptr.
   PostprocessOutput postprocess(const ScheduleOutput& plan, const std::vector<int64_t>* accepted);
 

@@ -10,6 +10,8 @@ import numpy as np
 ENGINE_TYPES = ("normal", "prompt", "completion")
 PREEMPT_ORDERS = ("longest_output", "shortest_output")
 DP_ASSIGNS = ("round_robin", "least_loaded")
+DEVICES = ("auto", "cpu", "cuda", "npu")
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,30 @@ def check_int(name: str, value: object, minimum: int) -> None:
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The engine around the scheduler: model, device, executor, sampling."""
+
+    scheduler: SchedulerConfig = SchedulerConfig()
+    model: str = "tiny"  # a bundled model name (engine/models/) or a YAML path
+    device: str = "auto"  # auto | cpu | cuda | npu
+    executor: str = "torch"  # torch (a real forward) | modeled:<device profile>
+    dtype: str = "float32"  # weights and KV cache of the torch forward
+    seed: int = 0  # weights, synthetic prompts and the MTP acceptance model
+    mtp_acceptance: Optional[float] = 0.8  # per-draft acceptance; None: verify with the model
+    release_gil: bool = True  # schedule() with the GIL released (False: held)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheduler, SchedulerConfig):
+            raise ValueError(f"scheduler must be a SchedulerConfig, got {self.scheduler!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
+        if self.executor != "torch" and not self.executor.startswith("modeled:"):
+            raise ValueError(f"executor must be torch or modeled:<profile>; got {self.executor!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        check_int("seed", self.seed, 0)
+        if self.mtp_acceptance is not None and not 0.0 <= self.mtp_acceptance <= 1.0:
+            raise ValueError(f"mtp_acceptance must be within 0..1 (or None), got {self.mtp_acceptance}")

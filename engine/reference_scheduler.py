@@ -129,13 +129,20 @@ class ReferenceScheduler:
 
     # -- schedule ---------------------------------------------------------------------------
 
-    def schedule(self, release_gil: bool = True) -> Plan:
+    def has_prompt_work(self) -> bool:
+        return any(self._would_prefill(rank) for rank in self._ranks)
+
+    def schedule(self, release_gil: bool = True, phase: Optional[str] = None) -> Plan:
         start = time.perf_counter_ns()
         engine_type = self.config.engine_type
+        if phase not in (None, "prompt", "decode"):
+            raise ValueError(f"phase must be prompt or decode, got {phase!r}")
         if engine_type == "normal":
-            prompt = any(self._would_prefill(rank) for rank in self._ranks)
+            prompt = phase == "prompt" if phase else self.has_prompt_work()
         else:
             prompt = engine_type == "prompt"
+            if phase and (phase == "prompt") != prompt:
+                raise ValueError(f"a {engine_type} engine cannot run a {phase} round")
         preempted: List[int] = []
         batches = []
         for rank_id, rank in enumerate(self._ranks):

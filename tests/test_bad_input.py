@@ -109,3 +109,13 @@ def test_too_many_hash_ids(impl):
     with pytest.raises(ValueError, match="hash_ids has 3 entries; a 8-token prompt has at most 2 blocks of 4"):
         s.add_sequence(seq_id=0, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2, 3])
     assert s.is_finished()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bad_phase(impl):
+    with pytest.raises(ValueError, match="phase must be prompt or decode, got 'both'"):
+        make_scheduler(impl).schedule(phase="both")
+    with pytest.raises(ValueError, match="a prompt engine cannot run a decode round"):
+        make_scheduler(impl, engine_type="prompt").schedule(phase="decode")
+    with pytest.raises(ValueError, match="a completion engine cannot run a prompt round"):
+        make_scheduler(impl, engine_type="completion").schedule(phase="prompt")

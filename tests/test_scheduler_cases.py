@@ -8,8 +8,8 @@ from tests.helpers import IMPLS, make_requests, make_scheduler, rows
 pytestmark = pytest.mark.parametrize("impl", IMPLS)
 
 
-def run_step(s, accepted=None):
-    plan = s.schedule()
+def run_step(s, accepted=None, phase=None):
+    plan = s.schedule(phase=phase)
     result = s.postprocess(plan, accepted)
     return plan, result
 
@@ -285,3 +285,19 @@ def test_prefix_index_forgets_freed_blocks(impl):
     run_step(s)  # handed off: its blocks are freed and leave the index
     s.add_sequence(seq_id=1, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
     assert rows(s.schedule()) == [(1, 8, 8)] and s.seq(1).prefix_hit_tokens == 0
+
+
+def test_phase_agreed_by_a_cross_process_vote(impl):
+    # One DP rank per process: each reports has_prompt_work(), an all-reduce decides, and
+    # every process schedules the agreed phase.
+    s = make_scheduler(impl)
+    (a,) = make_requests(s, (6, 4))
+    assert s.has_prompt_work()
+    p0, _ = run_step(s, phase="decode")  # the vote went to decode: nothing to decode here
+    assert p0.phase == "decode" and p0.batches[0].empty
+    p1, _ = run_step(s)
+    assert p1.phase == "prompt" and rows(p1) == [(a, 6, 6)]
+    assert not s.has_prompt_work()
+    p2, _ = run_step(s)
+    p3 = s.schedule(phase="prompt")  # another rank prefills: this one runs an empty prompt step
+    assert p3.phase == "prompt" and p3.batches[0].empty

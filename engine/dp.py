@@ -1,0 +1,84 @@
+"""DP ranks over torch.distributed: one process per rank, each with its own scheduler,
+block pool and Worker; one all-reduce per step carries the vote.
+
+The vote (normal engine): if any rank's prompt pass would schedule a token, every rank runs
+a prompt round, and a rank with nothing to prefill runs an empty prompt step that still
+joins the collectives; else every rank decodes. The same all-reduce tells whether any rank
+still has work, so idle ranks keep stepping (empty steps) until all are done.
+Requests are assigned round robin by request id; every process sees every request.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import replace
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from .config import EngineConfig
+from .llm_engine import LLMEngine, StepRecord
+
+BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+
+
+class DPEngine:
+    def __init__(self, config: EngineConfig, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
+        self.engine = LLMEngine(replace(config, scheduler=replace(config.scheduler, dp_size=1)))
+
+    def add_request(self, request_id: int, **kwargs) -> None:
+        if request_id % self.world_size == self.rank:
+            self.engine.add_request(request_id, **kwargs)
+
+    def step(self) -> Tuple[bool, Optional[StepRecord]]:
+        """(any rank still has work, this rank's record); one all-reduce."""
+        vote = torch.tensor([int(self.engine.scheduler.has_prompt_work()),
+                             int(not self.engine.scheduler.is_finished())])
+        dist.all_reduce(vote, op=dist.ReduceOp.MAX)
+        if not vote[1]:
+            return False, None
+        return True, self.engine.step(phase="prompt" if vote[0] else "decode")
+
+    def run(self) -> List[StepRecord]:
+        records = []
+        while True:
+            busy, record = self.step()
+            if not busy:
+                last = self.engine.drain()
+                return records + ([last] if last is not None else [])
+            if record is not None:
+                records.append(record)
+
+
+def run_dp(config: EngineConfig, world_size: int, requests: Sequence[dict],
+           summarize: Callable[[List[StepRecord]], object]) -> list:
+    """Replay `requests` (add_request keyword dicts with request_id) on world_size processes;
+    returns summarize(records) of each rank, in rank order."""
+    port = _free_port()
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_rank_main, args=(world_size, port, config, requests, summarize, queue),
+             nprocs=world_size, join=True)
+    results = dict(queue.get() for _ in range(world_size))
+    return [results[r] for r in range(world_size)]
+
+
+def _rank_main(rank, world_size, port, config, requests, summarize, queue) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dp = DPEngine(config, rank, world_size)
+    dist.init_process_group(BACKENDS[dp.engine.device.backend], rank=rank, world_size=world_size)
+    try:
+        for request in requests:
+            dp.add_request(**request)
+        queue.put((rank, summarize(dp.run())))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

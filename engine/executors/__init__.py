@@ -1,0 +1,6 @@
+"""Executors run a plan's batches: `torch` (a real forward), `modeled` (a roofline)."""
+
+from .base import ExecutorOutput
+from .torch_executor import TorchExecutor
+
+__all__ = ["ExecutorOutput", "TorchExecutor"]

@@ -1,0 +1,38 @@
+"""The real forward: one DeepSeek-style model, one Worker (and KV cache) per DP rank."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..config import EngineConfig
+from ..model import DeepSeekModel
+from ..model_config import ModelConfig
+from ..worker import Worker
+from .base import ExecutorOutput
+
+
+class TorchExecutor:
+    def __init__(self, config: EngineConfig, model_config: ModelConfig, device: torch.device) -> None:
+        sched = config.scheduler
+        self.device = device
+        self.model = DeepSeekModel(model_config, seed=config.seed).to(
+            device=device, dtype=getattr(torch, config.dtype)).eval()
+        self.workers = [Worker(self.model, sched.num_kv_blocks, sched.block_size, sched.num_mtp,
+                               config.mtp_acceptance, seed=config.seed + rank, device=device)
+                        for rank in range(sched.dp_size)]
+
+    def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
+        self.workers[rank].add(seq_id, prompt_token_ids)
+
+    def drop(self, rank: int, seq_id: int) -> None:
+        self.workers[rank].drop(seq_id)
+
+    def tokens(self, rank: int, seq_id: int):
+        return self.workers[rank].tokens[seq_id]
+
+    def execute(self, plan) -> ExecutorOutput:
+        outs = [w.execute(b) for w, b in zip(self.workers, plan.batches)]
+        return ExecutorOutput(accepted=[o.accepted for o in outs],
+                              forward_ns=sum(o.forward_ns for o in outs),
+                              sample_ns=sum(o.sample_ns for o in outs), modeled=False)

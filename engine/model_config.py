@@ -1,0 +1,161 @@
+"""Model geometry: one dataclass, loaded from the YAML files in engine/models/.
+
+Field names follow the checkpoints' config.json (DeepSeek-V3 naming). `architecture`
+says which block the geometry describes: `deepseek_v3` (MLA + MoE, the block the torch
+model implements; with index_* fields, V3.2's DSA indexer) or `deepseek_v4` (hybrid
+compressed attention; FLOPs and modeled devices only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Optional, Tuple, Union
+
+import yaml
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+ARCHITECTURES = ("deepseek_v3", "deepseek_v4")
+COMPRESS_RATIOS = (0, 4, 128)  # V4: 0 sliding window only, 4 CSA (indexed), 128 HCA
+MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim")
+V4_FIELDS = ("head_dim", "o_lora_rank", "o_groups", "sliding_window")
+INDEX_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    architecture: str  # deepseek_v3 | deepseek_v4
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    vocab_size: int
+    q_lora_rank: Optional[int]  # None: q projected from the hidden state directly
+    qk_rope_head_dim: int
+    # FFN: the first first_k_dense_replace layers are dense, the rest MoE
+    first_k_dense_replace: int
+    moe_intermediate_size: int
+    n_routed_experts: int
+    n_shared_experts: int
+    num_experts_per_tok: int
+    intermediate_size: Optional[int] = None  # dense FFN; needed if first_k_dense_replace > 0
+    # MLA (deepseek_v3 only): low-rank latent KV, decoupled RoPE dims
+    kv_lora_rank: Optional[int] = None
+    qk_nope_head_dim: Optional[int] = None
+    v_head_dim: Optional[int] = None
+    num_nextn_predict_layers: int = 1  # MTP modules
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-6
+    routed_scaling_factor: float = 1.0
+    max_position_embeddings: int = 163840
+    # Lightning indexer: DSA on every layer (deepseek_v3, i.e. V3.2); CSA layers (V4)
+    index_n_heads: Optional[int] = None
+    index_head_dim: Optional[int] = None
+    index_topk: Optional[int] = None
+    # deepseek_v4 only: one latent KV head of head_dim (rope included), grouped low-rank
+    # output, per-layer KV compression. compress_ratios follows config.json: one entry per
+    # layer, then one per MTP layer.
+    head_dim: Optional[int] = None
+    o_lora_rank: Optional[int] = None
+    o_groups: Optional[int] = None
+    sliding_window: Optional[int] = None
+    compress_ratios: Tuple[int, ...] = ()
+    num_hash_layers: int = 0  # the first layers route by token hash (no router GEMM)
+    source: str = ""  # where the geometry comes from
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compress_ratios", tuple(self.compress_ratios))
+        if self.architecture not in ARCHITECTURES:
+            self._fail(f"architecture must be one of {', '.join(ARCHITECTURES)}, "
+                       f"got {self.architecture!r}")
+        if not 0 <= self.first_k_dense_replace <= self.num_hidden_layers:
+            self._fail(f"first_k_dense_replace {self.first_k_dense_replace} is outside "
+                       f"0..{self.num_hidden_layers}")
+        if self.first_k_dense_replace > 0 and self.intermediate_size is None:
+            self._fail("intermediate_size is required when first_k_dense_replace > 0")
+        if self.num_experts_per_tok > self.n_routed_experts:
+            self._fail(f"num_experts_per_tok {self.num_experts_per_tok} > "
+                       f"n_routed_experts {self.n_routed_experts}")
+        if len({getattr(self, f) is None for f in INDEX_FIELDS}) > 1:
+            self._fail(f"set all or none of {', '.join(INDEX_FIELDS)}")
+        if self.has_indexer and self.q_lora_rank is None:
+            self._fail("the indexer projects its queries from the q latent: set q_lora_rank")
+        if self.architecture == "deepseek_v3":
+            self._require(MLA_FIELDS, present=True)
+            self._require(V4_FIELDS + ("compress_ratios",), present=False)
+        else:
+            self._check_v4()
+
+    def _check_v4(self) -> None:
+        self._require(V4_FIELDS + ("q_lora_rank",), present=True)
+        self._require(MLA_FIELDS, present=False)
+        expected = self.num_hidden_layers + self.num_nextn_predict_layers
+        if len(self.compress_ratios) != expected:
+            self._fail(f"compress_ratios has {len(self.compress_ratios)} entries; expected "
+                       f"{expected} (num_hidden_layers + num_nextn_predict_layers)")
+        bad = sorted(set(self.compress_ratios) - set(COMPRESS_RATIOS))
+        if bad:
+            self._fail(f"compress_ratios values must be in {COMPRESS_RATIOS}, got {bad}")
+        if 4 in self.compress_ratios and not self.has_indexer:
+            self._fail(f"CSA layers (compress ratio 4) need {', '.join(INDEX_FIELDS)}")
+        if self.num_attention_heads % self.o_groups:
+            self._fail(f"o_groups {self.o_groups} does not divide num_attention_heads "
+                       f"{self.num_attention_heads}")
+
+    def _require(self, names, present: bool) -> None:
+        wrong = [n for n in names if bool(getattr(self, n) not in (None, ())) != present]
+        if wrong:
+            verb = "needs" if present else "must not set"
+            self._fail(f"{self.architecture} {verb} {', '.join(wrong)}")
+
+    def _fail(self, message: str) -> None:
+        raise ValueError(f"model {self.name}: {message}")
+
+    @property
+    def has_indexer(self) -> bool:
+        return self.index_topk is not None
+
+    @property
+    def qk_head_dim(self) -> int:
+        if self.architecture == "deepseek_v4":
+            return self.head_dim
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def kv_cache_dim(self) -> int:
+        """Elements of one cached KV entry in one layer (MLA: kv_lora_rank + rope;
+        V4: one head_dim latent, raw in the window or compressed)."""
+        if self.architecture == "deepseek_v4":
+            return self.head_dim
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def layer_compress_ratios(self) -> Tuple[int, ...]:
+        return self.compress_ratios[:self.num_hidden_layers]
+
+    @property
+    def mtp_compress_ratios(self) -> Tuple[int, ...]:
+        return self.compress_ratios[self.num_hidden_layers:]
+
+
+def load_model_config(name_or_path: Union[str, Path]) -> ModelConfig:
+    """A bundled model by name (engine/models/NAME.yaml) or a YAML file by path."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = MODELS_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in MODELS_DIR.glob("*.yaml")))
+            raise ValueError(f"unknown model {name_or_path!r}; bundled models: {known}")
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of model fields")
+    names = {f.name for f in fields(ModelConfig)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{path}: unknown model field(s) {', '.join(unknown)}")
+    data.setdefault("name", path.stem)
+    try:
+        return ModelConfig(**data)
+    except TypeError as e:
+        raise ValueError(f"{path}: {e}") from None

@@ -1,0 +1,145 @@
+"""The Worker of one DP rank: turns a scheduled batch into a real forward over the paged
+KV cache, samples greedily, and (with MTP) verifies and proposes draft tokens.
+
+It owns the token ids of its sequences: the prompt, then every committed token. Trace
+replay forces lengths, so sampling ignores EOS; the scheduler decides when a sequence ends.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+from .model import DeepSeekModel, ForwardBatch
+from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL
+
+
+@dataclass
+class WorkerOutput:
+    accepted: np.ndarray  # drafts accepted per row (0 for prefill rows)
+    forward_ns: int
+    sample_ns: int
+
+
+class Worker:
+    def __init__(self, model: DeepSeekModel, num_kv_blocks: int, block_size: int, num_mtp: int,
+                 mtp_acceptance: Optional[float], seed: int, device: torch.device) -> None:
+        if num_mtp > model.cfg.num_nextn_predict_layers:
+            raise ValueError(f"num_mtp {num_mtp} needs {num_mtp} MTP modules; model "
+                             f"{model.cfg.name} has {model.cfg.num_nextn_predict_layers}")
+        self.model = model
+        self.block_size = block_size
+        self.num_mtp = num_mtp
+        self.mtp_acceptance = mtp_acceptance  # None: verify drafts against the model
+        self.device = device
+        self.kv_cache = model.new_kv_cache(num_kv_blocks, block_size)
+        self.tokens: Dict[int, List[int]] = {}
+        self.drafts: Dict[int, List[int]] = {}
+        self._rng = np.random.default_rng(seed)
+
+    def add(self, seq_id: int, prompt_token_ids: List[int]) -> None:
+        self.tokens[seq_id] = list(prompt_token_ids)
+        self.drafts[seq_id] = []
+
+    def drop(self, seq_id: int) -> None:
+        self.tokens.pop(seq_id, None)
+        self.drafts.pop(seq_id, None)
+
+    @torch.inference_mode()
+    def execute(self, batch) -> WorkerOutput:
+        """Forward, sample and commit one rank's batch of a plan."""
+        rows = len(batch.seq_ids)
+        if rows == 0:
+            return WorkerOutput(np.zeros(0, dtype=np.int64), 0, 0)
+        start = time.perf_counter_ns()
+        fb, logit_rows = self._forward_batch(batch)
+        hidden = self.model(fb, self.kv_cache)
+        logit_index = torch.tensor([i for r in logit_rows for i in r], device=self.device)
+        greedy = self.model.logits(hidden[logit_index]).argmax(-1).tolist()
+        mtp_greedy = None
+        if self.num_mtp:
+            next_ids = self._next_ids(batch, fb, logit_rows, greedy)
+            mtp_greedy = self.model.mtp_logits(hidden, next_ids, fb, self.kv_cache).argmax(-1)
+            mtp_greedy = mtp_greedy.tolist()
+        self._sync()
+        forward_done = time.perf_counter_ns()
+        accepted = self._commit(batch, fb, logit_rows, greedy, mtp_greedy)
+        return WorkerOutput(accepted, forward_done - start, time.perf_counter_ns() - forward_done)
+
+    def _forward_batch(self, batch):
+        """Packed inputs of the rows; logit_rows[b] lists row b's packed logit positions."""
+        bs = self.block_size
+        ids, positions, slots, query_start, logit_rows = [], [], [], [0], []
+        tables = batch.block_tables
+        for b, (seq_id, q, k, kind) in enumerate(zip(batch.seq_ids.tolist(), batch.seqlen_q.tolist(),
+                                                     batch.seqlen_k.tolist(), batch.kind.tolist())):
+            context = k - q
+            tokens = self.tokens[seq_id]
+            if kind == KIND_DECODE:  # the last committed token, then this step's drafts
+                ids += [tokens[-1]] + (self.drafts[seq_id] + [tokens[-1]] * q)[:q - 1]
+            else:
+                ids += tokens[context:k]
+            pos = np.arange(context, k)
+            block = tables[b, pos // bs].astype(np.int64)
+            slots.append(np.where(block >= 0, block * bs + pos % bs, -1))
+            positions.append(pos)
+            start = query_start[-1]
+            logit_rows.append(list(range(start, start + q)) if kind == KIND_DECODE
+                              else [start + q - 1] if kind == KIND_FINAL else [])
+            query_start.append(start + q)
+        to = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64), device=self.device)
+        fb = ForwardBatch(input_ids=to(ids), positions=to(np.concatenate(positions)),
+                          slot_mapping=to(np.concatenate(slots)), query_start=query_start,
+                          seqlen_k=batch.seqlen_k.tolist(), block_tables=to(tables),
+                          decode=[k == KIND_DECODE for k in batch.kind.tolist()])
+        return fb, logit_rows
+
+    def _next_ids(self, batch, fb, logit_rows, greedy):
+        """For MTP: the token that follows each packed token (the model's own output where
+        it computed logits, the next prompt token elsewhere)."""
+        nxt = torch.roll(fb.input_ids, -1)
+        g = 0
+        for b, (seq_id, k) in enumerate(zip(batch.seq_ids.tolist(), batch.seqlen_k.tolist())):
+            end = fb.query_start[b + 1] - 1
+            if batch.kind[b] == KIND_CHUNK:
+                nxt[end] = self.tokens[seq_id][k]
+            for i in logit_rows[b]:
+                nxt[i] = greedy[g]
+                g += 1
+        return nxt
+
+    def _commit(self, batch, fb, logit_rows, greedy, mtp_greedy) -> np.ndarray:
+        accepted = np.zeros(len(batch.seq_ids), dtype=np.int64)
+        g = 0
+        for b, (seq_id, kind) in enumerate(zip(batch.seq_ids.tolist(), batch.kind.tolist())):
+            outs = greedy[g:g + len(logit_rows[b])]
+            g += len(logit_rows[b])
+            if kind == KIND_CHUNK:
+                continue
+            a = 0
+            if kind == KIND_DECODE:
+                drafts = self.drafts[seq_id][:len(outs) - 1]
+                a = self._accept(drafts, outs)
+            self.tokens[seq_id] += outs[:a + 1]
+            accepted[b] = a
+            if mtp_greedy is not None:
+                self.drafts[seq_id] = [mtp_greedy[logit_rows[b][a]]]
+        return accepted
+
+    def _accept(self, drafts, outs) -> int:
+        """Leading drafts accepted: by the seeded acceptance model, or by verification."""
+        if self.mtp_acceptance is not None:
+            hits = self._rng.random(len(drafts)) < self.mtp_acceptance
+            return int(np.argmin(hits)) if not hits.all() else len(drafts)
+        a = 0
+        while a < len(drafts) and drafts[a] == outs[a]:
+            a += 1
+        return a
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

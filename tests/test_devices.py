@@ -1,0 +1,93 @@
+"""Device profiles: the doc's figures, their labels, and the loader's errors."""
+
+import pytest
+import yaml
+
+from engine.devices import PRECISIONS, known_devices, load_device_profile
+from engine.devices.profile import DEVICES_DIR
+
+# HARDWARE_AND_MODELS.md §1: bf16, fp8, fp4 TFLOP/s; HBM GB, TB/s; interconnect GB/s; TDP W
+DOC = {
+    "H100": (989, 1979, None, 80, 3.35, 900, 700),
+    "H200": (989, 1979, None, 141, 4.8, 900, 700),
+    "B200": (2250, 4500, 9000, 180, 8, 1800, 1000),
+    "GB200": (2500, 5000, 10000, 186, 8, 1800, 1200),
+    "B300": (2250, 4500, 13500, 288, 8, 1800, 1100),
+    "Ascend 910B": (320, None, None, 64, 1.6, 392, 400),
+    "Ascend 910C": (752, None, None, 128, 3.2, 784, None),
+    "Ascend 950PR": (None, 1000, 2000, 128, 1.6, 2000, 600),
+    "Ascend 950DT": (None, 1000, 2000, 144, 4, 2000, None),
+}
+
+
+def value(figure):
+    return None if figure is None else figure.value
+
+
+def test_every_device_is_bundled():
+    assert sorted(load_device_profile(n).name for n in known_devices()) == sorted(DOC)
+
+
+@pytest.mark.parametrize("name", sorted(DOC))
+def test_profile_matches_doc(name):
+    p = load_device_profile(name)
+    got = tuple(value(p.peak_tflops[x]) for x in PRECISIONS) + tuple(
+        value(getattr(p, f)) for f in ("hbm_gb", "hbm_tb_s", "interconnect_gb_s", "tdp_w"))
+    assert got == DOC[name]
+    for f in ("step_overhead_us", "compute_efficiency", "memory_efficiency"):
+        assert getattr(p, f).kind == "assumption"
+
+
+@pytest.mark.parametrize("name", sorted(DOC))
+def test_peak_of_an_unpublished_precision_raises(name):
+    p = load_device_profile(name)
+    for precision in PRECISIONS:
+        if p.peak_tflops[precision] is None:
+            with pytest.raises(ValueError, match=f"{name}: no published dense {precision}"):
+                p.peak(precision)
+        else:
+            assert p.peak(precision) == p.peak_tflops[precision].value
+
+
+def test_chip_labels_match_detect_device():
+    chips = {n: load_device_profile(n).chip for n in DOC}
+    assert {chips[n] for n in ("H100", "H200")} == {"SM90"}
+    assert {chips[n] for n in ("B200", "GB200", "B300")} == {"SM100"}
+    assert chips["Ascend 950PR"] == chips["Ascend 950DT"] == "Ascend 950"
+
+
+def test_names_are_forgiving():
+    assert load_device_profile("ascend_950pr").name == load_device_profile("Ascend 950PR").name
+    assert load_device_profile("h200").name == "H200"
+
+
+def test_unknown_precision_and_device():
+    with pytest.raises(ValueError, match="unknown precision 'int4'"):
+        load_device_profile("H200").peak("int4")
+    with pytest.raises(ValueError, match="unknown device 'A100'.*ascend-910b"):
+        load_device_profile("A100")
+
+
+def edited(tmp_path, change):
+    data = yaml.safe_load((DEVICES_DIR / "h200.yaml").read_text())
+    change(data)
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d.update(sm_count=132), r"unknown field\(s\) \['sm_count'\]"),
+    (lambda d: d.pop("tdp_w"), r"missing field\(s\) \['tdp_w'\]"),
+    (lambda d: d["peak_tflops"].pop("fp4"), "must give each of bf16, fp8, fp4"),
+    (lambda d: d["hbm_gb"].update(kind="guess"), "hbm_gb.kind must be one of"),
+    (lambda d: d["hbm_gb"].update(kind="assumption"), "hbm_gb.kind must be one of"),
+    (lambda d: d["compute_efficiency"].update(kind="vendor"), "must be one of assumption"),
+    (lambda d: d.update(step_overhead_us=None), "step_overhead_us must be"),
+    (lambda d: d["hbm_tb_s"].update(source=""), "hbm_tb_s.source is empty"),
+    (lambda d: d["tdp_w"].update(value=-1), "positive number"),
+    (lambda d: d.update(backend="rocm"), "backend must be one of"),
+])
+def test_bad_profile_names_the_field(tmp_path, change, match):
+    with pytest.raises(ValueError, match=match):
+        load_device_profile(edited(tmp_path, change))
