@@ -7,6 +7,8 @@ from typing import Optional
 
 import numpy as np
 
+from .devices.profile import PRECISIONS
+
 ENGINE_TYPES = ("normal", "prompt", "completion")
 PREEMPT_ORDERS = ("longest_output", "shortest_output")
 DP_ASSIGNS = ("round_robin", "least_loaded")
@@ -81,6 +83,7 @@ class EngineConfig:
     device: str = "auto"  # auto | cpu | cuda | npu
     executor: str = "torch"  # torch (a real forward) | modeled:<device profile>
     dtype: str = "float32"  # weights and KV cache of the torch forward
+    precision: str = "bf16"  # peak used for MFU and the modeled executor: bf16 | fp8 | fp4
     seed: int = 0  # weights, synthetic prompts and the MTP acceptance model
     mtp_acceptance: Optional[float] = 0.8  # per-draft acceptance; None: verify with the model
     release_gil: bool = True  # schedule() with the GIL released (False: held)
@@ -94,6 +97,8 @@ class EngineConfig:
             raise ValueError(f"executor must be torch or modeled:<profile>; got {self.executor!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
         check_int("seed", self.seed, 0)
         if self.mtp_acceptance is not None and not 0.0 <= self.mtp_acceptance <= 1.0:
             raise ValueError(f"mtp_acceptance must be within 0..1 (or None), got {self.mtp_acceptance}")

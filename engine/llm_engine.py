@@ -17,8 +17,8 @@ import numpy as np
 
 from . import _core
 from .config import EngineConfig
-from .devices.detect import detect_device
-from .executors import ExecutorOutput, TorchExecutor
+from .devices import detect_device, load_device_profile
+from .executors import ExecutorOutput, ModeledExecutor, TorchExecutor
 from .flops import FlopsEstimator
 from .model_config import load_model_config
 
@@ -59,10 +59,15 @@ class LLMEngine:
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
         self.config = config
         self.model_config = load_model_config(config.model)
-        self.device = detect_device(config.device)
         self.scheduler = _core.Scheduler(config.scheduler)
-        self.executor = TorchExecutor(config, self.model_config, self.device.torch_device)
         self.flops = FlopsEstimator(self.model_config)  # metrics only: never picks batches
+        if config.executor.startswith("modeled:"):
+            self.device = detect_device("cpu")  # the host; the modeled device is the profile
+            self.executor = ModeledExecutor(config, self.flops,
+                                            load_device_profile(config.executor[len("modeled:"):]))
+        else:
+            self.device = detect_device(config.device)
+            self.executor = TorchExecutor(config, self.model_config, self.device.torch_device)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._prompt_rng = np.random.default_rng(config.seed)
         self._thread = ThreadPoolExecutor(1, "forward") if config.scheduler.overlap else None

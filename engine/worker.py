@@ -7,6 +7,7 @@ replay forces lengths, so sampling ignores EOS; the scheduler decides when a seq
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -37,6 +38,9 @@ class Worker:
         self.mtp_acceptance = mtp_acceptance  # None: verify drafts against the model
         self.device = device
         self.kv_cache = model.new_kv_cache(num_kv_blocks, block_size)
+        # On CUDA the forward runs on a stream of its own, so that (with overlap) it queues
+        # behind the previous step's kernels while the host schedules the next step.
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.tokens: Dict[int, List[int]] = {}
         self.drafts: Dict[int, List[int]] = {}
         self._rng = np.random.default_rng(seed)
@@ -56,6 +60,10 @@ class Worker:
         if rows == 0:
             return WorkerOutput(np.zeros(0, dtype=np.int64), 0, 0)
         start = time.perf_counter_ns()
+        with torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext():
+            return self._execute(batch, start)
+
+    def _execute(self, batch, start: int) -> WorkerOutput:
         fb, logit_rows = self._forward_batch(batch)
         hidden = self.model(fb, self.kv_cache)
         logit_index = torch.tensor([i for r in logit_rows for i in r], device=self.device)
@@ -141,5 +149,5 @@ class Worker:
         return a
 
     def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.stream is not None:
+            self.stream.synchronize()

@@ -1,0 +1,70 @@
+"""The modeled executor: no forward. A step lasts what a roofline of its FLOPs and bytes
+on a device profile says, so a run needs no such device:
+
+    step = overhead + max(executed_flops / (peak * compute_eff), bytes / (hbm_bw * memory_eff))
+
+DP ranks run side by side on their own devices: the step lasts as long as the slowest rank.
+Accepted MTP drafts come from the seeded acceptance model. Everything it reports is
+labelled modeled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import EngineConfig
+from ..devices import DeviceProfile
+from ..flops import FlopsEstimator
+from ..plan import KIND_DECODE
+from .base import ExecutorOutput
+
+
+class ModeledExecutor:
+    def __init__(self, config: EngineConfig, estimator: FlopsEstimator,
+                 profile: DeviceProfile) -> None:
+        if config.scheduler.num_mtp and config.mtp_acceptance is None:
+            raise ValueError("the modeled executor has no model to verify MTP drafts with: "
+                             "set mtp_acceptance")
+        self.profile = profile
+        self.estimator = estimator
+        self.flops_per_s = profile.peak(config.precision) * 1e12 * profile.compute_efficiency.value
+        self.bytes_per_s = profile.hbm_tb_s.value * 1e12 * profile.memory_efficiency.value
+        self.overhead_s = profile.step_overhead_us.value * 1e-6
+        self.mtp = config.scheduler.num_mtp > 0
+        self.acceptance = config.mtp_acceptance
+        self._rng = np.random.default_rng(config.seed)
+
+    def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
+        pass  # no tokens: only lengths matter to a roofline
+
+    def drop(self, rank: int, seq_id: int) -> None:
+        pass
+
+    def tokens(self, rank: int, seq_id: int):
+        raise ValueError("the modeled executor generates no tokens")
+
+    def execute(self, plan) -> ExecutorOutput:
+        accepted, seconds = [], 0.0
+        for batch in plan.batches:
+            drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
+            a = self._accept(drafts)
+            accepted.append(a)
+            if len(batch.seq_ids):
+                seconds = max(seconds, self.step_seconds(batch, a))
+        return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
+                              sample_ns=0, modeled=True)
+
+    def step_seconds(self, batch, accepted: np.ndarray) -> float:
+        f = self.estimator.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
+                                      padded_q=batch.padded_q, accepted=accepted,
+                                      mtp_q=batch.seqlen_q if self.mtp else None)
+        return self.overhead_s + max(f.executed_flops / self.flops_per_s,
+                                     f.bytes / self.bytes_per_s)
+
+    def _accept(self, drafts: np.ndarray) -> np.ndarray:
+        """Leading drafts accepted, each with probability `acceptance`."""
+        if not drafts.any():
+            return np.zeros(len(drafts), dtype=np.int64)
+        hits = self._rng.random((len(drafts), int(drafts.max()))) < self.acceptance
+        leading = np.cumprod(hits, axis=1).sum(axis=1)
+        return np.minimum(leading, drafts).astype(np.int64)
