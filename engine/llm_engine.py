@@ -139,11 +139,19 @@ class LLMEngine:
         start = time.perf_counter_ns()
         result = self.scheduler.postprocess(plan, out.accepted)
         postprocess_ns = time.perf_counter_ns() - start
-        for seq_id in np.concatenate((result.finished, plan.rejected)).tolist():
-            self.executor.drop(self.scheduler.seq(seq_id).dp_rank, seq_id)
+        done = [(self.scheduler.seq(i).dp_rank, i)
+                for i in np.concatenate((result.finished, plan.rejected)).tolist()]
+        if self._thread is None:
+            self._drop(done)
+        else:  # the forward in flight may still hold (discarded) work of these sequences
+            self._thread.submit(self._drop, done)
         record = self._log_stats(launched, out, result, postprocess_ns)
         self._step += 1
         return record
+
+    def _drop(self, done) -> None:
+        for rank, seq_id in done:
+            self.executor.drop(rank, seq_id)
 
     def _log_stats(self, launched, out, result, postprocess_ns) -> StepRecord:
         plan = launched.plan

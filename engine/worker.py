@@ -82,7 +82,11 @@ class Worker:
         """Packed inputs of the rows; logit_rows[b] lists row b's packed logit positions."""
         bs = self.block_size
         ids, positions, slots, query_start, logit_rows = [], [], [], [0], []
-        tables = batch.block_tables
+        # MTP draft positions past a sequence's footprint have no block: pad the tables with
+        # -1 so every visible position has an entry (slot -1: no KV written or trusted).
+        width = max(-(-max(batch.seqlen_k.tolist()) // bs), batch.block_tables.shape[1])
+        tables = np.full((len(batch.seq_ids), width), -1, dtype=np.int64)
+        tables[:, :batch.block_tables.shape[1]] = batch.block_tables
         for b, (seq_id, q, k, kind) in enumerate(zip(batch.seq_ids.tolist(), batch.seqlen_q.tolist(),
                                                      batch.seqlen_k.tolist(), batch.kind.tolist())):
             context = k - q
@@ -92,7 +96,7 @@ class Worker:
             else:
                 ids += tokens[context:k]
             pos = np.arange(context, k)
-            block = tables[b, pos // bs].astype(np.int64)
+            block = tables[b, pos // bs]
             slots.append(np.where(block >= 0, block * bs + pos % bs, -1))
             positions.append(pos)
             start = query_start[-1]

@@ -67,3 +67,11 @@ def test_request_needs_ids_or_length():
         engine.add_request(0, max_new_tokens=3)
     with pytest.raises(ValueError, match="exactly one of"):
         engine.add_request(0, prompt_token_ids=[1], prompt_len=1, max_new_tokens=3)
+
+
+def test_overlap_mtp_sequences_finishing_with_work_in_flight():
+    # Accepted drafts finish sequences early while their next step is in flight: that work
+    # is discarded, and the Worker keeps their tokens until the forward holding it is done.
+    engine, lengths, records = replay(n=60, overlap=True, num_mtp=1)
+    assert sum(r.discarded_tokens for r in records) > 0
+    assert all(engine.scheduler.seq(i).output_len == m for i, (_, m) in enumerate(lengths))
