@@ -209,15 +209,13 @@ void Scheduler::prompt_round(Rank& rank, Batch& batch) {
   }
 }
 
-// A sequence being admitted starts after the prompt blocks it can share, always leaving one
-// token to compute.
+// A sequence being admitted starts after the prompt blocks it can share.
 std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Sequence& s,
                                                       int32_t budget) const {
   const bool admit = s.status == SeqStatus::kWaiting;
   const int32_t shared = admit ? prefix_hit(rank, s) : 0;
   const int32_t have = admit ? shared : static_cast<int32_t>(s.blocks.size());
-  const int32_t done = admit ? std::min(shared * config_.block_size, s.prefill_target - 1)
-                             : s.num_cached + s.num_inflight;
+  const int32_t done = admit ? shared * config_.block_size : s.num_cached + s.num_inflight;
   const int32_t remaining = s.prefill_target - done;
   int32_t q = std::min(remaining, budget);
   if (config_.max_prefill_chunk > 0) q = std::min(q, config_.max_prefill_chunk);
@@ -247,9 +245,12 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
   return Chunk{q, padded, need, final, shared, done};
 }
 
+// A hit never covers the whole prefill: the last block is then computed again, in a block of
+// its own, to produce the logits (writing into a shared block would overwrite its owners' KV).
 int32_t Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
-  const size_t full =
-      std::min(s.hash_ids.size(), static_cast<size_t>(s.prompt_len / config_.block_size));
+  const int32_t bs = config_.block_size;
+  const size_t full = std::min(
+      s.hash_ids.size(), static_cast<size_t>(std::min(s.prompt_len / bs, (s.prefill_target - 1) / bs)));
   int32_t n = 0;
   while (static_cast<size_t>(n) < full && rank.pool.lookup(s.hash_ids[n])) ++n;
   return n;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+from queue import Empty
 from dataclasses import replace
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -29,6 +30,9 @@ class DPEngine:
     def __init__(self, config: EngineConfig, rank: int, world_size: int) -> None:
         self.rank, self.world_size = rank, world_size
         self.engine = LLMEngine(replace(config, scheduler=replace(config.scheduler, dp_size=1)))
+        # nccl and hccl reduce device tensors; gloo host ones
+        device = self.engine.device
+        self._vote_device = "cpu" if device.backend == "cpu" else device.torch_device
 
     def add_request(self, request_id: int, **kwargs) -> None:
         if request_id % self.world_size == self.rank:
@@ -37,7 +41,8 @@ class DPEngine:
     def step(self) -> Tuple[bool, Optional[StepRecord]]:
         """(any rank still has work, this rank's record); one all-reduce."""
         vote = torch.tensor([int(self.engine.scheduler.has_prompt_work()),
-                             int(not self.engine.scheduler.is_finished())])
+                             int(not self.engine.scheduler.is_finished())],
+                            device=self._vote_device)
         dist.all_reduce(vote, op=dist.ReduceOp.MAX)
         if not vote[1]:
             return False, None
@@ -57,17 +62,27 @@ class DPEngine:
 def run_dp(config: EngineConfig, world_size: int, requests: Sequence[dict],
            summarize: Callable[[List[StepRecord]], object]) -> list:
     """Replay `requests` (add_request keyword dicts with request_id) on world_size processes;
-    returns summarize(records) of each rank, in rank order."""
+    returns summarize(records) of each rank, in rank order. A rank that fails raises here."""
     port = _free_port()
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_rank_main, args=(world_size, port, config, requests, summarize, queue),
-             nprocs=world_size, join=True)
-    results = dict(queue.get() for _ in range(world_size))
+    queue = mp.get_context("spawn").Queue()
+    processes = mp.spawn(_rank_main, args=(world_size, port, config, requests, summarize, queue),
+                         nprocs=world_size, join=False)
+    results = {}
+    while len(results) < world_size:  # drain before joining: a child blocks on a full pipe
+        try:
+            rank, result = queue.get(timeout=0.5)
+            results[rank] = result
+        except Empty:
+            processes.join(timeout=0)  # raises if a rank died
+    while not processes.join():
+        pass
     return [results[r] for r in range(world_size)]
 
 
 def _rank_main(rank, world_size, port, config, requests, summarize, queue) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if config.device in ("auto", "cuda") and torch.cuda.is_available():
+        torch.cuda.set_device(rank % torch.cuda.device_count())  # one device per rank
     dp = DPEngine(config, rank, world_size)
     dist.init_process_group(BACKENDS[dp.engine.device.backend], rank=rank, world_size=world_size)
     try:

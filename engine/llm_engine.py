@@ -17,6 +17,9 @@ import numpy as np
 
 from . import _core
 from .config import EngineConfig
+
+DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 from .devices import detect_device, load_device_profile
 from .executors import ExecutorOutput, ModeledExecutor, TorchExecutor
 from .flops import FlopsEstimator
@@ -60,7 +63,13 @@ class LLMEngine:
         self.config = config
         self.model_config = load_model_config(config.model)
         self.scheduler = _core.Scheduler(config.scheduler)
-        self.flops = FlopsEstimator(self.model_config)  # metrics only: never picks batches
+        # Metrics only: it never picks batches. Weights and KV at the bytes the run moves.
+        if config.executor.startswith("modeled:"):
+            weight_bytes, kv_bytes = PRECISION_BYTES[config.precision], 2.0  # BF16 KV
+        else:
+            weight_bytes = kv_bytes = DTYPE_BYTES[config.dtype]
+        self.flops = FlopsEstimator(self.model_config, weight_bytes=weight_bytes,
+                                    kv_bytes=kv_bytes)
         if config.executor.startswith("modeled:"):
             self.device = detect_device("cpu")  # the host; the modeled device is the profile
             self.executor = ModeledExecutor(config, self.flops,
@@ -89,7 +98,10 @@ class LLMEngine:
                                     hash_ids=hash_ids)
         seq = self.scheduler.seq(request_id)
         if seq.status in ("waiting", "running"):
-            self.executor.add(seq.dp_rank, request_id, prompt_token_ids)
+            tokens = list(prompt_token_ids)
+            if self.config.scheduler.engine_type == "completion":  # arrives with its first token
+                tokens.append(int(self._prompt_rng.integers(0, self.model_config.vocab_size)))
+            self.executor.add(seq.dp_rank, request_id, tokens)
 
     def has_unfinished(self) -> bool:
         return not self.scheduler.is_finished() or self._inflight is not None
@@ -156,13 +168,15 @@ class LLMEngine:
     def _log_stats(self, launched, out, result, postprocess_ns) -> StepRecord:
         plan = launched.plan
         batches = plan.batches
-        flops = self.flops.calc_flops(
-            seqlen_q=np.concatenate([b.seqlen_q for b in batches]),
-            seqlen_k=np.concatenate([b.seqlen_k for b in batches]),
-            kind=np.concatenate([b.kind for b in batches]),
-            padded_q=np.concatenate([b.padded_q for b in batches]),
-            accepted=np.concatenate(out.accepted) if out.accepted else None,
-            mtp_q=np.concatenate([b.seqlen_q for b in batches]) if self._mtp else None)
+        model_flops = executed_flops = moved = 0.0
+        for batch, accepted in zip(batches, out.accepted):  # each rank is a device of its own
+            if len(batch.seq_ids):
+                f = self.flops.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
+                                          padded_q=batch.padded_q, accepted=accepted,
+                                          mtp_q=batch.seqlen_q if self._mtp else None)
+                model_flops += f.model_flops
+                executed_flops += f.executed_flops
+                moved += f.bytes
         return StepRecord(
             step=plan.step, phase=plan.phase, batches=batches, preempted=plan.preempted,
             rejected=plan.rejected, finished=result.finished,
@@ -170,5 +184,5 @@ class LLMEngine:
             sched_cpp_ns=plan.sched_ns, sched_call_ns=launched.sched_call_ns,
             forward_ns=out.forward_ns, sample_ns=out.sample_ns, postprocess_ns=postprocess_ns,
             step_ns=time.perf_counter_ns() - launched.start_ns,
-            model_flops=flops.model_flops, executed_flops=flops.executed_flops,
-            bytes=flops.bytes, modeled=out.modeled)
+            model_flops=model_flops, executed_flops=executed_flops, bytes=moved,
+            modeled=out.modeled)

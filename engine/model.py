@@ -238,7 +238,7 @@ class DeepSeekModel(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.norm(hidden))
 
-    def mtp_logits(self, hidden, next_ids, batch, kv_cache, depth: int = 0):
-        """Draft logits of MTP module `depth` at every packed token; writes its KV layer."""
-        h = self.mtp[depth](hidden, self.embed(next_ids), batch, kv_cache)
-        return self.lm_head(h)
+    def mtp_hidden(self, hidden, next_ids, batch, kv_cache, depth: int = 0):
+        """MTP module `depth` at every packed token (writing its KV layer); the shared
+        lm_head on a row of the result gives that position's draft logits."""
+        return self.mtp[depth](hidden, self.embed(next_ids), batch, kv_cache)

@@ -216,11 +216,11 @@ class ReferenceScheduler:
     def _next_chunk(self, rank: _Rank, seq: RefSequence, budget: int):
         """seq's next chunk as (seqlen_q, padded_q, is_final, new_blocks, shared_blocks,
         tokens_done), or None to stop. A sequence being admitted starts after the prompt
-        blocks it can share (always leaving one token to compute)."""
+        blocks it can share."""
         cfg = self.config
         if seq.status == "waiting":
             shared = self._prefix_hit(rank, seq)
-            done = min(len(shared) * cfg.block_size, seq.prefill_target - 1)
+            done = len(shared) * cfg.block_size
             have = len(shared)
         else:
             shared = []
@@ -253,8 +253,11 @@ class ReferenceScheduler:
         return q, padded, final, need, shared, done
 
     def _prefix_hit(self, rank: _Rank, seq: RefSequence) -> List[int]:
-        """Indexed blocks holding seq's leading full prompt blocks."""
-        full = min(len(seq.hash_ids), seq.prompt_len // self.config.block_size)
+        """Indexed blocks holding seq's leading full prompt blocks. A hit never covers the
+        whole prefill: the last block is then computed again, in a block of its own, to
+        produce the logits (writing into a shared block would overwrite its owners' KV)."""
+        bs = self.config.block_size
+        full = min(len(seq.hash_ids), seq.prompt_len // bs, (seq.prefill_target - 1) // bs)
         shared = []
         for block_hash in seq.hash_ids[:full]:
             block = rank.pool.lookup(block_hash)

@@ -66,16 +66,17 @@ class Worker:
     def _execute(self, batch, start: int) -> WorkerOutput:
         fb, logit_rows = self._forward_batch(batch)
         hidden = self.model(fb, self.kv_cache)
-        logit_index = torch.tensor([i for r in logit_rows for i in r], device=self.device)
+        logit_index = torch.tensor([i for r in logit_rows for i in r], dtype=torch.long,
+                                   device=self.device)
         greedy = self.model.logits(hidden[logit_index]).argmax(-1).tolist()
-        mtp_greedy = None
+        accepted, committed = self._verify(batch, logit_rows, greedy)
         if self.num_mtp:
             next_ids = self._next_ids(batch, fb, logit_rows, greedy)
-            mtp_greedy = self.model.mtp_logits(hidden, next_ids, fb, self.kv_cache).argmax(-1)
-            mtp_greedy = mtp_greedy.tolist()
+            self._propose(batch, hidden, next_ids, fb, logit_rows, accepted)
         self._sync()
         forward_done = time.perf_counter_ns()
-        accepted = self._commit(batch, fb, logit_rows, greedy, mtp_greedy)
+        for seq_id, tokens in committed:
+            self.tokens[seq_id] += tokens
         return WorkerOutput(accepted, forward_done - start, time.perf_counter_ns() - forward_done)
 
     def _forward_batch(self, batch):
@@ -124,23 +125,30 @@ class Worker:
                 g += 1
         return nxt
 
-    def _commit(self, batch, fb, logit_rows, greedy, mtp_greedy) -> np.ndarray:
+    def _verify(self, batch, logit_rows, greedy):
+        """Drafts accepted per row, and the tokens each sampling row commits."""
         accepted = np.zeros(len(batch.seq_ids), dtype=np.int64)
-        g = 0
+        committed, g = [], 0
         for b, (seq_id, kind) in enumerate(zip(batch.seq_ids.tolist(), batch.kind.tolist())):
             outs = greedy[g:g + len(logit_rows[b])]
             g += len(logit_rows[b])
             if kind == KIND_CHUNK:
                 continue
-            a = 0
             if kind == KIND_DECODE:
-                drafts = self.drafts[seq_id][:len(outs) - 1]
-                a = self._accept(drafts, outs)
-            self.tokens[seq_id] += outs[:a + 1]
-            accepted[b] = a
-            if mtp_greedy is not None:
-                self.drafts[seq_id] = [mtp_greedy[logit_rows[b][a]]]
-        return accepted
+                accepted[b] = self._accept(self.drafts[seq_id][:len(outs) - 1], outs)
+            committed.append((seq_id, outs[:accepted[b] + 1]))
+        return accepted, committed
+
+    def _propose(self, batch, hidden, next_ids, fb, logit_rows, accepted) -> None:
+        """Run the MTP module on every packed token (its KV layer needs them all) and draft
+        from the last committed position of each sampling row."""
+        h = self.model.mtp_hidden(hidden, next_ids, fb, self.kv_cache)
+        rows = [b for b in range(len(logit_rows)) if logit_rows[b]]
+        last = torch.tensor([logit_rows[b][accepted[b]] for b in rows], dtype=torch.long,
+                            device=self.device)
+        drafts = self.model.lm_head(h[last]).argmax(-1).tolist()
+        for b, draft in zip(rows, drafts):
+            self.drafts[int(batch.seq_ids[b])] = [draft]
 
     def _accept(self, drafts, outs) -> int:
         """Leading drafts accepted: by the seeded acceptance model, or by verification."""

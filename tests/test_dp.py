@@ -20,3 +20,14 @@ def test_two_ranks_vote_and_the_idle_rank_runs_empty_steps():
     assert steps0[0] == ("prompt", 3) and steps1[0] == ("prompt", 0)  # an empty prompt step
     assert all(rows == 0 for _, rows in steps1)
     assert ("decode", 0) in steps1  # and empty decode steps while rank 0 decodes
+
+
+def records_as_they_are(records):
+    return [(r.phase, r.sched_cpp_ns, r.forward_ns) for r in records] * 200  # a large summary
+
+
+def test_large_results_come_back():
+    config = EngineConfig(scheduler=SchedulerConfig(num_kv_blocks=64), model="tiny", device="cpu")
+    requests = [dict(request_id=i, prompt_len=6, max_new_tokens=20) for i in range(4)]
+    per_rank = run_dp(config, 2, requests, records_as_they_are)
+    assert all(len(r) >= 20 * 200 for r in per_rank)

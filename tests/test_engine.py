@@ -75,3 +75,21 @@ def test_overlap_mtp_sequences_finishing_with_work_in_flight():
     engine, lengths, records = replay(n=60, overlap=True, num_mtp=1)
     assert sum(r.discarded_tokens for r in records) > 0
     assert all(engine.scheduler.seq(i).output_len == m for i, (_, m) in enumerate(lengths))
+
+
+def test_prompt_longer_than_the_budget_is_prefilled_in_chunks():
+    engine = LLMEngine(EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=16,
+                                                              max_prefill_chunk=8),
+                                    model="tiny", device="cpu"))
+    engine.add_request(0, prompt_len=40, max_new_tokens=2)  # chunks with no logits at all
+    records = engine.run()
+    assert [r.phase for r in records] == ["prompt"] * 5 + ["decode"]
+    assert engine.scheduler.seq(0).output_len == 2
+
+
+def test_completion_engine_decodes_after_the_supplied_first_token():
+    engine = LLMEngine(EngineConfig(scheduler=SchedulerConfig(engine_type="completion"),
+                                    model="tiny", device="cpu"))
+    engine.add_request(0, prompt_token_ids=[1, 2, 3], max_new_tokens=4)
+    engine.step()
+    assert len(engine.tokens(0)) == engine.scheduler.seq(0).num_tokens == 5
