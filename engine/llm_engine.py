@@ -63,25 +63,23 @@ class LLMEngine:
         self.config = config
         self.model_config = load_model_config(config.model)
         self.scheduler = _core.Scheduler(config.scheduler)
-        # Metrics only: it never picks batches. Weights and KV at the bytes the run moves.
+        # The estimator is for metrics only: it never picks batches. It counts weights and
+        # KV at the bytes the run moves (the modeled executor times steps with it too).
         if config.executor.startswith("modeled:"):
-            weight_bytes, kv_bytes = PRECISION_BYTES[config.precision], 2.0  # BF16 KV
-        else:
-            weight_bytes = kv_bytes = DTYPE_BYTES[config.dtype]
-        self.flops = FlopsEstimator(self.model_config, weight_bytes=weight_bytes,
-                                    kv_bytes=kv_bytes)
-        if config.executor.startswith("modeled:"):
+            self.flops = FlopsEstimator(self.model_config, kv_bytes=2.0,  # BF16 KV
+                                        weight_bytes=PRECISION_BYTES[config.precision])
             self.device = detect_device("cpu")  # the host; the modeled device is the profile
             self.executor = ModeledExecutor(config, self.flops,
                                             load_device_profile(config.executor[len("modeled:"):]))
         else:
+            element = DTYPE_BYTES[config.dtype]
+            self.flops = FlopsEstimator(self.model_config, weight_bytes=element, kv_bytes=element)
             self.device = detect_device(config.device)
             self.executor = TorchExecutor(config, self.model_config, self.device.torch_device)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._prompt_rng = np.random.default_rng(config.seed)
         self._thread = ThreadPoolExecutor(1, "forward") if config.scheduler.overlap else None
         self._inflight: Optional[_Launched] = None
-        self._step = 0
 
     def add_request(self, request_id: int, prompt_token_ids: Optional[Sequence[int]] = None,
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
@@ -157,9 +155,7 @@ class LLMEngine:
             self._drop(done)
         else:  # the forward in flight may still hold (discarded) work of these sequences
             self._thread.submit(self._drop, done)
-        record = self._log_stats(launched, out, result, postprocess_ns)
-        self._step += 1
-        return record
+        return self._log_stats(launched, out, result, postprocess_ns)
 
     def _drop(self, done) -> None:
         for rank, seq_id in done:
