@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -455,8 +454,10 @@ void Scheduler::fill_block_tables(Batch& batch, const Rank& rank) const {
   int32_t* row = batch.block_tables.get();
   for (int32_t idx : batch.seq_index) {
     const std::vector<int32_t>& blocks = seqs_[idx].blocks;
-    std::memcpy(row, blocks.data(), blocks.size() * sizeof(int32_t));
-    std::fill(row + blocks.size(), row + width, -1);
+    const size_t n = blocks.size();
+    const int32_t* src = blocks.data();
+    for (size_t k = 0; k < n; ++k) row[k] = src[k];  // rows are short: no library calls
+    for (size_t k = n; k < width; ++k) row[k] = -1;
     row += width;
   }
   batch.num_free_blocks = rank.pool.num_free();

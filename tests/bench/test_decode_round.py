@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import IMPLS, make_scheduler
 
 PROMPT_LEN = 1024
-ROUNDS = {"cpp": 2000, "reference": 50}
+ROUNDS = {"cpp": 500, "reference": 50}
 
 
 def decode_ready(impl, n):
