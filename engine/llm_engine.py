@@ -37,6 +37,7 @@ class StepRecord:
     rejected: np.ndarray
     finished: np.ndarray
     discarded_tokens: int
+    accepted: list  # MTP drafts accepted per row, one array per DP rank
     start_ns: int  # perf_counter_ns when the step's schedule() was called
     sched_cpp_ns: int  # inside C++
     sched_call_ns: int  # the call as Python sees it, GIL reacquire included
@@ -44,9 +45,9 @@ class StepRecord:
     sample_ns: int
     postprocess_ns: int
     step_ns: int  # schedule() start to postprocess() end
-    model_flops: float
-    executed_flops: float
-    bytes: float
+    model_flops: np.ndarray  # per DP rank
+    executed_flops: np.ndarray
+    bytes: np.ndarray
     modeled: bool  # forward and sample durations come from a device model
 
 
@@ -164,19 +165,18 @@ class LLMEngine:
     def _log_stats(self, launched, out, result, postprocess_ns) -> StepRecord:
         plan = launched.plan
         batches = plan.batches
-        model_flops = executed_flops = moved = 0.0
-        for batch, accepted in zip(batches, out.accepted):  # each rank is a device of its own
+        model_flops, executed_flops, moved = (np.zeros(len(batches)) for _ in range(3))
+        for r, (batch, accepted) in enumerate(zip(batches, out.accepted)):  # a device each
             if len(batch.seq_ids):
                 f = self.flops.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
                                           padded_q=batch.padded_q, accepted=accepted,
                                           mtp_q=batch.seqlen_q if self._mtp else None)
-                model_flops += f.model_flops
-                executed_flops += f.executed_flops
-                moved += f.bytes
+                model_flops[r], executed_flops[r], moved[r] = f.model_flops, f.executed_flops, f.bytes
         return StepRecord(
             step=plan.step, phase=plan.phase, batches=batches, preempted=plan.preempted,
             rejected=plan.rejected, finished=result.finished,
-            discarded_tokens=result.discarded_tokens, start_ns=launched.start_ns,
+            discarded_tokens=result.discarded_tokens, accepted=out.accepted,
+            start_ns=launched.start_ns,
             sched_cpp_ns=plan.sched_ns, sched_call_ns=launched.sched_call_ns,
             forward_ns=out.forward_ns, sample_ns=out.sample_ns, postprocess_ns=postprocess_ns,
             step_ns=time.perf_counter_ns() - launched.start_ns,

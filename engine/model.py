@@ -74,7 +74,7 @@ class MLAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, kv_cache: torch.Tensor) -> torch.Tensor:
         cfg = self.cfg
-        n, nope, r = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim
+        n, nope = cfg.num_attention_heads, cfg.qk_nope_head_dim
         q = self.wq_b(self.q_norm(self.wq_a(x))) if cfg.q_lora_rank else self.wq(x)
         q = q.view(-1, n, cfg.qk_head_dim)
         q_nope, q_rope = q[..., :nope], rope(q[..., nope:], batch.positions, cfg.rope_theta)

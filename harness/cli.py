@@ -11,7 +11,10 @@ import numpy as np
 import engine
 from engine import SchedulerConfig
 
-from .sched_replay import read_tidy_csv, replay
+from . import run_commands
+from .trace_cli import add_trace_commands, run_trace_command
+from .sched_replay import replay
+from .traces import read_trace
 
 # The bundled trace, relative to the repository root (where the README's commands run).
 DEFAULT_TRACE = Path("workloads") / "traces" / "synthetic_small.csv"
@@ -26,13 +29,27 @@ def main(argv=None) -> int:
     rep = sub.add_parser("replay-scheduler", help="replay a trace's arrivals through the C++ "
                          "scheduler and the Python reference, side by side")
     rep.add_argument("trace", nargs="?", type=Path,
-                     help="tidy CSV: arrival_s,prompt_len,output_len (default: the bundled "
+                     help="a trace in any readable format (default: the bundled "
                           f"{DEFAULT_TRACE}, from the repository root)")
     rep.add_argument("--step-ms", type=float, default=20.0,
                      help="virtual duration of one engine step (default 20)")
     rep.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="a SchedulerConfig field, e.g. --set num_kv_blocks=2048")
+    run = sub.add_parser("run", help="replay a workload into the engine, write its tables")
+    run.add_argument("workload", type=Path)
+    run.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                     help="override a workload key, e.g. --set engine.num_mtp=1")
+    check = sub.add_parser("validate", help="check a workload without running it")
+    check.add_argument("workload", type=Path)
+    check.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
+    show = sub.add_parser("show", help="print a run's summary table")
+    show.add_argument("run_dir", type=Path)
+    add_trace_commands(sub)
     args = parser.parse_args(argv)
+    if args.command in ("run", "validate", "show"):
+        return run_commands.main(args)
+    if args.command == "trace":
+        return run_trace_command(args)
     try:
         config = _config(args.set)
         if args.step_ms <= 0:
@@ -41,7 +58,7 @@ def main(argv=None) -> int:
             raise ValueError(f"no trace given, and the bundled {DEFAULT_TRACE} is not under the "
                              f"current directory: run from the repository root or name a trace")
         path = args.trace or DEFAULT_TRACE
-        trace = read_tidy_csv(path)
+        trace = read_trace(path).df
     except (OSError, ValueError) as e:
         print(f"steptrace: error: {e}", file=sys.stderr)
         return 2
@@ -76,7 +93,7 @@ def _replay_scheduler(path, trace, config, step_s) -> int:
     same = cpp.plans == ref.plans
     us = {k: np.array(r.call_ns) / 1e3 for k, r in (("cpp", cpp), ("ref", ref))}
     print(f"steptrace replay-scheduler: {path.name}, {len(trace)} requests over "
-          f"{trace.arrival_s[-1]:.1f} s, one step = {step_s * 1e3:g} ms")
+          f"{trace['arrival_s'].iloc[-1]:.1f} s, one step = {step_s * 1e3:g} ms")
     print(f"config: budget {config.max_num_batched_tokens} tokens, max_num_seqs "
           f"{config.max_num_seqs}, {config.num_kv_blocks} KV blocks x {config.block_size}, "
           f"engine {config.engine_type}, overlap {config.overlap}, num_mtp {config.num_mtp}")

@@ -8,7 +8,6 @@ with it released the ticker keeps running beside the call.
 import threading
 import time
 
-import pytest
 
 from tests.helpers import make_scheduler
 

@@ -1,0 +1,217 @@
+"""Latency and throughput metrics from per-request records, each defined once.
+
+Definitions, formulas and units: docs/metrics.md, "Latency and throughput". Everything
+here is vectorised over requests and tokens (no per-request Python loops).
+
+Inputs, as the recorder keeps them (times in seconds on the run's clock):
+
+- `requests`: a DataFrame, one row per request, with the columns of REQUEST_COLUMNS:
+  `arrival_s` (intended enqueue time), `enqueue_s` (actual enqueue time),
+  `first_scheduled_s` (NaN if never scheduled), `prompt_len`, `output_len`, `status`
+  (one of STATUSES).
+- `token_times` (float64) and `token_offsets` (int64, length n + 1): a CSR layout; the
+  commit times of request i's output tokens are
+  `token_times[token_offsets[i]:token_offsets[i + 1]]`, non-decreasing, and there are
+  exactly `output_len[i]` of them.
+- `warmup`: a boolean mask over requests; warm-up requests are left out of everything
+  but their own count.
+
+Invariant: for every request with at least two tokens, the mean of its ITL gaps equals
+its TPOT (both are (last token - first token) / (output_len - 1)).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import numpy as np
+import pandas as pd
+
+REQUEST_COLUMNS = ("arrival_s", "enqueue_s", "first_scheduled_s", "prompt_len",
+                   "output_len", "status")
+STATUSES = ("finished", "handed_off", "rejected", "unfinished")
+COMPLETED = ("finished", "handed_off")  # the engine did all it was asked: latency counts
+PERCENTILES = (50, 90, 95, 99)          # numpy's default method, 'linear'
+SLO_METRICS = ("ttft", "tpot", "e2e")
+SUMMARY_COLUMNS = ("metric", "stat", "value", "unit")
+
+
+def check_tokens(token_times, token_offsets, n: Optional[int] = None):
+    """The CSR arrays as numpy, after checking their shape and per-request order."""
+    times = np.asarray(token_times, dtype=np.float64)
+    offsets = np.asarray(token_offsets, dtype=np.int64)
+    if offsets.ndim != 1 or len(offsets) < 1 or (n is not None and len(offsets) != n + 1):
+        want = "n + 1" if n is None else f"{n + 1}"
+        raise ValueError(f"token_offsets must be 1-D with {want} entries, "
+                         f"got shape {offsets.shape}")
+    if offsets[0] != 0 or offsets[-1] != len(times) or np.any(np.diff(offsets) < 0):
+        raise ValueError(f"token_offsets must rise from 0 to len(token_times) = {len(times)}, "
+                         f"got {offsets[0]} .. {offsets[-1]} (or a decrease)")
+    if not np.all(np.isfinite(times)):
+        raise ValueError("token_times holds a NaN or infinite time")
+    gaps, owner = _gaps(times, offsets)
+    if np.any(gaps < 0):
+        i = int(owner[np.argmax(gaps < 0)])
+        raise ValueError(f"request {i}: token times go backwards "
+                         f"({times[offsets[i]:offsets[i + 1]].tolist()})")
+    return times, offsets
+
+
+def token_bounds(token_times, token_offsets):
+    """(first, last) token commit time per request; NaN where a request has no tokens."""
+    return _bounds(*check_tokens(token_times, token_offsets))
+
+
+def _bounds(times, offsets):
+    has = np.diff(offsets) > 0
+    first = np.full(len(offsets) - 1, np.nan)
+    last = first.copy()
+    first[has] = times[offsets[:-1][has]]
+    last[has] = times[offsets[1:][has] - 1]
+    return first, last
+
+
+def itl(token_times, token_offsets, keep=None):
+    """Inter-token latencies: (gaps, request index of each gap), in token order.
+
+    A gap lies between two consecutive tokens of one request: never from arrival to the
+    first token (that is TTFT), never across two requests. Tokens committed at the same
+    instant (MTP) give zero gaps, which are real samples. `keep` (a boolean mask over
+    requests) selects whose gaps to return.
+    """
+    times, offsets = check_tokens(token_times, token_offsets)
+    gaps, owner = _gaps(times, offsets)
+    if keep is not None:
+        sel = np.asarray(keep, dtype=bool)[owner]
+        gaps, owner = gaps[sel], owner[sel]
+    return gaps, owner
+
+
+def _gaps(times, offsets):
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    same = owner[1:] == owner[:-1]  # drops each diff that crosses into another request
+    return np.diff(times)[same], owner[1:][same]
+
+
+def per_request(requests: pd.DataFrame, token_times, token_offsets) -> pd.DataFrame:
+    """The requests with ttft_s, tpot_s, e2e_s, queueing_delay_s, schedule_fidelity_s,
+    first_token_s and last_token_s added (NaN where undefined), for every status."""
+    _check_requests(requests)
+    n = len(requests)
+    times, offsets = check_tokens(token_times, token_offsets, n)
+    output_len = requests["output_len"].to_numpy(dtype=np.int64)
+    bad = np.flatnonzero(np.diff(offsets) != output_len)
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"request {i}: output_len {output_len[i]} but "
+                         f"{offsets[i + 1] - offsets[i]} token times")
+    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
+    first, last = _bounds(times, offsets)
+    ttft = first - arrival
+    e2e = last - arrival
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output_len > 1, (e2e - ttft) / (output_len - 1), np.nan)
+    return requests.assign(
+        first_token_s=first, last_token_s=last, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
+        queueing_delay_s=requests["first_scheduled_s"].to_numpy(np.float64) - arrival,
+        schedule_fidelity_s=requests["enqueue_s"].to_numpy(np.float64) - arrival)
+
+
+def _check_requests(requests):
+    missing = [c for c in REQUEST_COLUMNS if c not in requests.columns]
+    if missing:
+        raise ValueError(f"requests lacks the columns {missing}")
+    bad = np.flatnonzero(~np.isfinite(requests["arrival_s"].to_numpy(np.float64)))
+    if len(bad):
+        raise ValueError(f"request {bad[0]}: arrival_s is {requests['arrival_s'].iloc[bad[0]]}")
+    unknown = sorted(set(requests["status"].astype(str)) - set(STATUSES))
+    if unknown:
+        raise ValueError(f"unknown status {unknown}; expected one of {STATUSES}")
+
+
+def measured_window(arrival_s, last_token_s, measured) -> float:
+    """Seconds from the first measured arrival to the last measured token (any status);
+    NaN when no measured request emitted a token."""
+    measured = np.asarray(measured, dtype=bool)
+    last = np.asarray(last_token_s, dtype=np.float64)[measured]
+    if not measured.any() or np.all(np.isnan(last)):
+        return float("nan")
+    return float(np.nanmax(last) - np.min(np.asarray(arrival_s, dtype=np.float64)[measured]))
+
+
+def meets_slo(ttft_s, tpot_s, e2e_s, slo: Mapping[str, float]):
+    """Boolean per request: meets every SLO given (seconds; value <= limit). A request
+    with one output token has no TPOT (NaN) and meets any TPOT limit; a NaN TTFT or E2E
+    (no token) meets none."""
+    unknown = set(slo) - set(SLO_METRICS)
+    if unknown:
+        raise ValueError(f"unknown SLO {sorted(unknown)}; expected some of {SLO_METRICS}")
+    values = dict(ttft=ttft_s, tpot=tpot_s, e2e=e2e_s)
+    ok = np.ones(len(np.asarray(ttft_s)), dtype=bool)
+    for name, limit in slo.items():
+        v = np.asarray(values[name], dtype=np.float64)
+        met = v <= limit  # NaN compares False
+        if name == "tpot":
+            met |= np.isnan(v)
+        ok &= met
+    return ok
+
+
+def describe(values) -> dict:
+    """count, mean, min, p50, p90, p95, p99, max of the values, NaN ones left out;
+    percentiles by numpy's default 'linear' method. All NaN when nothing is left."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    if len(v) == 0:
+        return dict(count=0, mean=np.nan, min=np.nan,
+                    **{f"p{p}": np.nan for p in PERCENTILES}, max=np.nan)
+    pct = np.percentile(v, PERCENTILES)  # method="linear"
+    return dict(count=len(v), mean=v.mean(), min=v.min(),
+                **{f"p{p}": x for p, x in zip(PERCENTILES, pct)}, max=v.max())
+
+
+def summary(requests: pd.DataFrame, token_times, token_offsets, *, warmup=None,
+            slo: Optional[Mapping[str, float]] = None) -> pd.DataFrame:
+    """The run's latency and throughput metrics as a tidy long table:
+    metric, stat, value, unit; e.g. ("ttft", "p99", 0.123, "s")."""
+    req = per_request(requests, token_times, token_offsets)
+    n = len(req)
+    warm = np.zeros(n, dtype=bool) if warmup is None else np.asarray(warmup, dtype=bool)
+    if warm.shape != (n,):
+        raise ValueError(f"warmup must be a boolean mask of {n} requests, got {warm.shape}")
+    measured = ~warm
+    status = req["status"].astype(str).to_numpy()
+    done = measured & np.isin(status, COMPLETED)
+
+    rows = [("requests", s, float(np.sum(measured & (status == s))), "requests")
+            for s in STATUSES]
+    rows.append(("requests", "warmup", float(warm.sum()), "requests"))
+
+    window = measured_window(req["arrival_s"], req["last_token_s"], measured)
+    prompt = req["prompt_len"].to_numpy(np.float64)[done].sum()
+    output = req["output_len"].to_numpy(np.float64)[done].sum()
+
+    def rate(count):  # per second of the measured window
+        return count / window if window > 0 else float("nan")
+
+    rows += [("window", "duration", window, "s"),
+             ("throughput", "requests", rate(done.sum()), "req/s"),
+             ("throughput", "output_tokens", rate(output), "tok/s"),
+             ("throughput", "total_tokens", rate(prompt + output), "tok/s")]
+    if slo:
+        good = meets_slo(req["ttft_s"], req["tpot_s"], req["e2e_s"], slo) & done
+        rows.append(("goodput", "requests", rate(good.sum()), "req/s"))
+        rows += [("slo", name, float(limit), "s") for name, limit in slo.items()]
+
+    gaps, owner = _gaps(np.asarray(token_times, np.float64),  # checked by per_request
+                        np.asarray(token_offsets, np.int64))
+    gaps = gaps[done[owner]]
+    lat = {m: req[f"{m}_s"].to_numpy(np.float64)[done]
+           for m in ("ttft", "tpot", "e2e", "queueing_delay")}
+    samples = dict(ttft=lat["ttft"], tpot=lat["tpot"], itl=gaps, e2e=lat["e2e"],
+                   queueing_delay=lat["queueing_delay"],
+                   schedule_fidelity=req["schedule_fidelity_s"].to_numpy(np.float64)[measured])
+    for metric, values in samples.items():
+        rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
+                 for stat, x in describe(values).items()]
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

@@ -1,0 +1,261 @@
+"""A workload: one YAML file describing a run, validated whole before anything runs.
+
+Every error names the file, the line, the key path and what was expected. docs/workloads.md
+is the reference; SCHEMA below is the single source of keys, types and defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from engine import EngineConfig, SchedulerConfig
+from engine.config import DTYPES
+from engine.devices.profile import PRECISIONS, known_devices
+
+from .yaml_lines import KeyPath, load_with_lines
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Key:
+    """One workload key: its check (value -> None or raise ValueError(expected)), default."""
+
+    check: Callable[[Any], None]
+    default: Any = None
+    doc: str = ""
+
+
+def integer(minimum: int, allow_none: bool = False):
+    def check(v):
+        if v is None and allow_none:
+            return
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise ValueError(f"an integer >= {minimum}" + (" or null" if allow_none else ""))
+    return check
+
+
+def number(low: float, high: Optional[float] = None, allow_none: bool = False, strict=False):
+    def check(v):
+        if v is None and allow_none:
+            return
+        ok = not isinstance(v, bool) and isinstance(v, (int, float))
+        ok = ok and (v > low if strict else v >= low) and (high is None or v <= high)
+        if not ok:
+            rng = f"> {low}" if strict else f">= {low}" if high is None else f"in {low}..{high}"
+            raise ValueError(f"a number {rng}" + (" or null" if allow_none else ""))
+    return check
+
+
+def one_of(*choices):
+    def check(v):
+        if v not in choices:
+            raise ValueError("one of " + ", ".join(str(c) for c in choices))
+    return check
+
+
+def text(v):
+    if not isinstance(v, str) or not v:
+        raise ValueError("a non-empty string")
+
+
+def boolean(v):
+    if not isinstance(v, bool):
+        raise ValueError("true or false")
+
+
+def device(v):
+    if isinstance(v, str) and v.startswith("modeled:"):
+        if v[len("modeled:"):].lower().replace(" ", "-") in known_devices():
+            return
+        raise ValueError("modeled:<profile> with a profile among " + ", ".join(known_devices()))
+    one_of("auto", "cpu", "cuda", "npu")(v)
+
+
+def _scheduler_keys() -> Dict[str, Key]:
+    keys = {}
+    for f in fields(SchedulerConfig):
+        default = f.default
+        if isinstance(default, bool):
+            check = boolean
+        elif isinstance(default, str):
+            check = text
+        else:
+            check = integer(0 if f.name in ("num_mtp", "lookahead_slots") else 1,
+                            allow_none=default is None)
+        keys[f.name] = Key(check, default)
+    return keys
+
+
+LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+
+SCHEMA: Dict[str, Any] = {
+    "name": Key(text, None, "run name; default: the file's stem"),
+    "trace": {
+        "file": Key(text, None, "a trace file, relative to the workload file"),
+        "format": Key(text, "auto", "auto, azure, mooncake, burstgpt, vidur, tidy"),
+        "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
+        "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
+        "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
+        "generate": {
+            "requests": Key(integer(1), 100),
+            "rate": Key(number(0, strict=True), 1.0, "requests per second"),
+            "arrival": Key(one_of("poisson", "gamma", "constant"), "poisson"),
+            "burstiness": Key(number(0, strict=True), 1.0, "gamma shape (vLLM's meaning)"),
+            "prompt": Key(lambda v: _length(v), {"fixed": 128}),
+            "output": Key(lambda v: _length(v), {"fixed": 128}),
+        },
+    },
+    "engine": _scheduler_keys(),
+    "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
+    "device": Key(device, "auto", "auto, cpu, cuda, npu or modeled:<profile>"),
+    "dtype": Key(one_of(*DTYPES), "float32"),
+    "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
+    "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
+    "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
+    "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
+    "warmup_steps": Key(integer(0), 0, "recorded, flagged, left out of summaries"),
+    "repeats": Key(integer(1), 1),
+    "seeds": {
+        "arrivals": Key(integer(0), 0),
+        "lengths": Key(integer(0), 0),
+        "engine": Key(integer(0), 0, "weights, synthetic prompts, MTP acceptance"),
+    },
+    "output": Key(text, "results", "results folder, relative to the working directory"),
+    "table_format": Key(one_of("parquet", "csv"), "parquet"),
+}
+
+
+def _length(v):
+    if not (isinstance(v, dict) and len(v) == 1 and next(iter(v)) in LENGTH_KINDS):
+        raise ValueError("one of {fixed: N}, {uniform: [LO, HI]}, "
+                         "{lognormal: {median: M, sigma: S}}")
+    kind, arg = next(iter(v.items()))
+    if kind == "fixed":
+        integer(1)(arg)
+    elif kind == "uniform":
+        if not (isinstance(arg, list) and len(arg) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in arg)
+                and arg[0] <= arg[1]):
+            raise ValueError("uniform: [LO, HI] with 1 <= LO <= HI")
+    elif not (isinstance(arg, dict) and set(arg) <= {"median", "sigma", "min", "max"}
+              and {"median", "sigma"} <= set(arg)
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+                      for x in arg.values())):
+        raise ValueError("lognormal: {median: M, sigma: S[, min: A, max: B]} with positive numbers")
+
+
+@dataclass(frozen=True)
+class Workload:
+    path: Path
+    values: Dict[str, Any]  # every key of SCHEMA, defaults filled in
+
+    @property
+    def name(self) -> str:
+        return self.values["name"]
+
+    @property
+    def trace_file(self) -> Optional[Path]:
+        f = self.values["trace"]["file"]
+        return (self.path.parent / f).resolve() if f else None
+
+    @property
+    def clock(self) -> str:
+        return self.values["clock"]
+
+    @property
+    def gil_modes(self) -> Tuple[str, ...]:
+        gil = self.values["gil"]
+        return ("released", "held") if gil == "both" else (gil,)
+
+    def engine_config(self, gil: str) -> EngineConfig:
+        v = self.values
+        modeled = v["device"].startswith("modeled:")
+        return EngineConfig(scheduler=SchedulerConfig(**v["engine"]), model=v["model"],
+                            device="cpu" if modeled else v["device"],
+                            executor=v["device"] if modeled else "torch", dtype=v["dtype"],
+                            precision=v["precision"], seed=v["seeds"]["engine"],
+                            mtp_acceptance=v["mtp_acceptance"], release_gil=gil == "released")
+
+
+def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
+    """Read, apply `key.path=value` overrides, check every key, fill defaults."""
+    path = Path(path)
+    try:
+        data, lines = load_with_lines(path)
+    except OSError as e:
+        raise WorkloadError(f"{path}: {e.strerror}") from None
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
+
+    def fail(key: KeyPath, message: str):
+        line = lines.get(key) or lines.get(key[:-1])
+        where = f"{path}:{line}" if line else str(path)
+        raise WorkloadError(f"{where}: {'.'.join(key) or '(top level)'}: {message}")
+
+    if not isinstance(data, dict):
+        fail((), "expected a mapping of workload keys")
+    for item in overrides:
+        _apply_override(data, item, fail)
+    values = _validate(data, SCHEMA, (), fail)
+    values["name"] = values["name"] or path.stem
+    if values["clock"] is None:
+        values["clock"] = "virtual" if values["device"].startswith("modeled:") else "real"
+    trace = values["trace"]
+    given = [k for k in ("file", "generate") if data.get("trace", {}).get(k) is not None]
+    if len(given) != 1:
+        fail(("trace",), "expected exactly one of trace.file and trace.generate")
+    if trace["file"] and not (path.parent / trace["file"]).is_file():
+        fail(("trace", "file"), f"file not found: {(path.parent / trace['file']).resolve()}")
+    if values["clock"] == "real" and values["device"].startswith("modeled:"):
+        fail(("clock",), "a modeled device has no real clock: expected virtual")
+    if "generate" not in (data.get("trace") or {}):
+        trace["generate"] = None
+    try:
+        Workload(path, values).engine_config(values["gil"])
+    except ValueError as e:  # SchedulerConfig's own checks name the field first
+        field = str(e).split()[0]
+        fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))
+    return Workload(path, values)
+
+
+def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
+    if not isinstance(data, dict):
+        fail(prefix, f"expected a mapping, got {data!r}")
+    unknown = sorted(set(data) - set(schema))
+    if unknown:
+        fail(prefix + (unknown[0],), f"unknown key; expected one of {', '.join(schema)}")
+    out = {}
+    for name, spec in schema.items():
+        key = prefix + (name,)
+        if isinstance(spec, dict):
+            out[name] = _validate(data.get(name) or {}, spec, key, fail)
+            continue
+        value = data.get(name, spec.default)
+        if name in data:
+            try:
+                spec.check(value)
+            except ValueError as e:
+                fail(key, f"expected {e}, got {value!r}")
+        out[name] = value
+    return out
+
+
+def _apply_override(data: dict, item: str, fail) -> None:
+    """--set a.b=value, the value read as YAML (so 8, true, null, [1, 2] work)."""
+    import yaml
+
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise WorkloadError(f"--set {item!r}: expected KEY.PATH=VALUE")
+    parts = key.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise WorkloadError(f"--set {item!r}: {part} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw)

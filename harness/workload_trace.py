@@ -1,0 +1,47 @@
+"""The trace a workload names (a file, or a generator), scaled and limited as it asks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from . import arrivals
+from .traces import TraceError, read_trace
+from .workload import Workload
+
+TraceLoadError = TraceError
+
+
+@dataclass
+class WorkloadTrace:
+    df: pd.DataFrame  # arrival_s (scaled, from 0), prompt_len, output_len
+    dropped: dict = field(default_factory=dict)  # reason -> rows dropped while reading
+
+
+def load_workload_trace(workload: Workload) -> WorkloadTrace:
+    spec, seeds = workload.values["trace"], workload.values["seeds"]
+    if spec["generate"] is not None:
+        g = spec["generate"]
+        df = arrivals.generate(g["requests"], g["rate"], g["arrival"], g["burstiness"],
+                               prompt=_length(g["prompt"]), output=_length(g["output"]),
+                               arrival_seed=seeds["arrivals"], length_seed=seeds["lengths"])
+        dropped = {}
+    else:
+        result = read_trace(workload.trace_file, spec["format"],
+                            drop_bad_rows=spec["drop_bad_rows"])
+        df, dropped = result.df, result.dropped
+    if spec["limit"] is not None:
+        df = df.iloc[:spec["limit"]]
+    df = df.assign(arrival_s=df["arrival_s"] * spec["time_scale"]).reset_index(drop=True)
+    return WorkloadTrace(df, dropped)
+
+
+def _length(spec) -> arrivals.LengthDist:
+    (kind, arg), = spec.items()
+    if kind == "fixed":
+        return arrivals.fixed(arg)
+    if kind == "uniform":
+        return arrivals.uniform(*arg)
+    return arrivals.lognormal(median=arg["median"], sigma=arg["sigma"], lo=arg.get("min", 1),
+                              hi=arg.get("max"))

@@ -1,0 +1,97 @@
+"""steptrace run end to end: tables, clocks, interruption, the real Azure trace."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from harness.run import run_workload
+from harness.workload import load_workload
+
+AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_code.csv"
+MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "run_id"]
+
+
+def workload(tmp_path, body, **extra):
+    text = f"output: {tmp_path / 'results'}\n{body}" + "".join(f"{k}: {v}\n" for k, v in extra.items())
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    return load_workload(path)
+
+
+GENERATED = """trace:
+  generate: {requests: 24, rate: 200, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: tiny
+"""
+
+
+def read(run_dir, name):
+    return pd.read_parquet(run_dir / f"{name}.parquet")
+
+
+def test_real_clock_run_writes_every_table(tmp_path):
+    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu", warmup_steps=2))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["trace_rows"] == 24
+    requests, steps, batches, summary = (read(run_dir, n) for n in
+                                         ("requests", "steps", "batches", "summary"))
+    assert len(requests) == 24 and (requests["status"] == "finished").all()
+    assert (requests["output_len"] == requests["max_new_tokens"]).all()
+    assert (requests["ttft_s"] > 0).all() and (requests["e2e_s"] >= requests["ttft_s"]).all()
+    assert (requests["enqueue_s"] >= requests["arrival_s"]).all()  # fidelity: never early
+    assert steps["warmup"].sum() == 2 and set(steps["phase"]) == {"prompt", "decode"}
+    per_step = batches.groupby("step")["seqlen_q"].sum()
+    assert (steps.set_index("step")["tokens_q"].reindex(per_step.index) == per_step).all()
+    stats = summary.set_index(["metric", "stat"])["value"]
+    assert stats[("requests", "finished")] + stats[("requests", "warmup")] == 24
+
+
+def test_virtual_clock_modeled_runs_are_identical(tmp_path):
+    body = GENERATED.replace("model: tiny", "model: deepseek-v3")
+    runs = [run_workload(workload(tmp_path, body, device="modeled:B200", precision="fp8"))[0]
+            for _ in range(2)]
+    assert runs[0] != runs[1]  # a run never overwrites another
+    for name in ("steps", "requests", "batches"):
+        a, b = (read(r, name).drop(columns=MEASURED, errors="ignore") for r in runs)
+        pd.testing.assert_frame_equal(a, b)
+    steps = read(runs[0], "steps")
+    assert np.allclose(steps["t_end_s"] - steps["t_start_s"], steps["forward_ns"] / 1e9)
+
+
+def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path):
+    def ctrl_c_after_five(done, total):  # the progress callback runs after every step
+        if done >= 5:
+            raise KeyboardInterrupt
+    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu"), ctrl_c_after_five)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["interrupted"]
+    requests = read(run_dir, "requests")
+    assert len(requests) == 24 and (requests["status"] == "unfinished").any()
+    assert not list(run_dir.glob(".*tmp"))  # no half-written file
+
+
+@pytest.mark.skipif(not AZURE.exists(), reason=f"the Azure LLM trace is not at {AZURE}")
+def test_azure_trace_replay_keeps_every_request(tmp_path):
+    w = workload(tmp_path, f"trace: {{file: {AZURE}}}\nmodel: deepseek-v3\n"
+                           "engine: {max_num_batched_tokens: 16384, max_num_seqs: 256, "
+                           "num_kv_blocks: 65536, block_size: 64}\n",
+                 device="modeled:H200", precision="fp8")
+    (run_dir,) = run_workload(w)
+    requests = read(run_dir, "requests")
+    trace = pd.read_csv(AZURE)
+    assert len(requests) == len(trace) == 8819
+    assert (requests["prompt_len"].to_numpy() == trace["ContextTokens"].to_numpy()).all()
+    assert (requests["max_new_tokens"].to_numpy() == trace["GeneratedTokens"].to_numpy()).all()
+    assert (requests["status"] == "finished").all()
+
+
+def test_show_prints_a_summary(tmp_path, capsys):
+    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu"))
+    assert main(["show", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "[complete]" in out and "ttft p50" in out
+    assert main(["show", str(tmp_path)]) == 2

@@ -1,0 +1,494 @@
+"""Traces: every reader on small fixtures, every bad-input path, dropping and counting, the
+exporters' round trips, the generators' statistics, the trace commands, and the real Azure
+trace when the shared copy is present."""
+
+import argparse
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from harness.arrivals import fixed, generate, lognormal, sampled_from, uniform
+from harness.trace_cli import add_trace_commands, run_trace_command, trace_stats
+from harness.traces import (DROP_REASONS, TraceError, check_trace, read_trace, write_mooncake,
+                            write_tidy)
+
+AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_code.csv"
+AZURE_SHA256 = "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6"
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
+BURST_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
+
+
+def put(tmp_path, name, text, crlf=False):
+    path = tmp_path / name
+    path.write_bytes(text.replace("\n", "\r\n" if crlf else "\n").encode())
+    return path
+
+
+def jsonl(tmp_path, records, name="trace.jsonl"):
+    return put(tmp_path, name, "\n".join(r if isinstance(r, str) else json.dumps(r)
+                                         for r in records) + "\n")
+
+
+def azure_rows(*rows):
+    return "\n".join([AZURE_HEADER, *rows])  # no final newline, like the real file
+
+
+# ---------------------------------------------------------------- readers
+
+def test_azure_2023_crlf_no_final_newline(tmp_path):
+    path = put(tmp_path, "trace.csv", azure_rows(
+        "2023-11-16 18:17:03.9799600,4808,10", "2023-11-16 18:17:04.0319600,3180,8",
+        "2023-11-16 18:17:05.0000000,110,27"), crlf=True)
+    assert path.read_bytes().count(b"\r\n") == 3 and not path.read_bytes().endswith(b"\n")
+    res = read_trace(path)
+    assert res.source == "azure" and res.dropped == {} and res.hash_block_size is None
+    assert res.df.arrival_s.tolist() == pytest.approx([0.0, 0.052, 1.02004], abs=1e-9)
+    assert res.df.prompt_len.tolist() == [4808, 3180, 110]
+    assert res.df.output_len.tolist() == [10, 8, 27]
+    assert list(res.df.columns) == ["arrival_s", "prompt_len", "output_len"]
+    assert [str(t) for t in res.df.dtypes] == ["float64", "int64", "int64"]
+
+
+def test_azure_2024_with_offset(tmp_path):
+    path = put(tmp_path, "week.csv", azure_rows(
+        "2024-05-10 23:59:59.5000000+00:00,100,20", "2024-05-11 00:00:00.2500000+00:00,200,30"))
+    df = read_trace(path).df
+    assert df.arrival_s.tolist() == pytest.approx([0.0, 0.75])
+    assert df.prompt_len.tolist() == [100, 200]
+
+
+def test_mooncake_ms_with_hash_ids(tmp_path):
+    path = jsonl(tmp_path, [
+        {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [0, 1]},
+        {"timestamp": 1500, "input_length": 600, "output_length": 4, "hash_ids": [0, 2]},
+        {"timestamp": 1500, "input_length": 20, "output_length": 1, "hash_ids": [3]}])
+    res = read_trace(path)
+    assert (res.source, res.time_unit, res.hash_block_size) == ("mooncake", "ms", 512)
+    assert res.df.arrival_s.tolist() == [0.0, 1.5, 1.5]  # equal arrivals are in order
+    assert res.df.hash_ids.tolist() == [[0, 1], [0, 2], [3]]
+    assert res.df.attrs["hash_block_size"] == 512
+
+
+def test_bailian_seconds_with_hash_ids(tmp_path):
+    rec = dict(chat_id=7, parent_chat_id=-1, type="text", turn=1)
+    path = jsonl(tmp_path, [
+        {**rec, "timestamp": 61.114, "input_length": 40, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {**rec, "timestamp": 61.5, "input_length": 33, "output_length": 9, "hash_ids": [1, 2, 4]}])
+    res = read_trace(path)
+    assert (res.time_unit, res.hash_block_size) == ("s", 16)
+    assert res.df.arrival_s.tolist() == pytest.approx([0.0, 0.386])
+    assert res.df.hash_ids.tolist() == [[1, 2, 3], [1, 2, 4]]
+
+
+def test_mooncake_time_unit_and_block_size_options(tmp_path):
+    path = jsonl(tmp_path, [{"timestamp": 3, "input_length": 5, "output_length": 1, "hash_ids": [0]},
+                            {"timestamp": 5, "input_length": 5, "output_length": 1, "hash_ids": [1]}])
+    assert read_trace(path).df.arrival_s.tolist() == [0.0, 0.002]  # integers: ms
+    res = read_trace(path, time_unit="s", hash_block_size=32)
+    assert res.df.arrival_s.tolist() == [0.0, 2.0] and res.hash_block_size == 32
+
+
+def test_burstgpt_failed_requests_dropped_and_counted(tmp_path):
+    path = put(tmp_path, "burst.csv", "\n".join([
+        BURST_HEADER, "5,ChatGPT,472,18,490,Conversation log", "45,ChatGPT,1087,0,1087,Conversation log",
+        "118,GPT-4,417,276,693,API log"]) + "\n")
+    res = read_trace(path)
+    assert res.source == "burstgpt" and res.dropped == {"failed_request": 1}
+    assert res.df.arrival_s.tolist() == [0.0, 113.0]
+    assert res.df.prompt_len.tolist() == [472, 417] and res.df.output_len.tolist() == [18, 276]
+    assert res.manifest()["dropped"] == {"failed_request": 1}
+
+
+def test_vidur(tmp_path):
+    path = put(tmp_path, "vidur.csv", "id,arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                                      "0,0.5,100,20.0\n1,0.75,200,40\n")
+    res = read_trace(path)
+    assert res.source == "vidur"
+    assert res.df.arrival_s.tolist() == [0.0, 0.25] and res.df.output_len.tolist() == [20, 40]
+
+
+def test_tidy_csv_and_parquet(tmp_path):
+    path = put(tmp_path, "t.csv", "arrival_s,prompt_len,output_len\n2.0,8,4\n2.5,5,1\n\n")
+    res = read_trace(path)
+    assert res.source == "tidy" and res.df.arrival_s.tolist() == [0.0, 0.5]  # blank line skipped
+    write_tidy(res.df, tmp_path / "t.parquet")
+    back = read_trace(tmp_path / "t.parquet")
+    assert back.source == "tidy"
+    pd.testing.assert_frame_equal(back.df, res.df)
+
+
+def test_tidy_hash_ids_and_block_size(tmp_path):
+    df = pd.DataFrame({"arrival_s": [0.0, 0.1], "prompt_len": [20, 40], "output_len": [1, 2],
+                       "hash_ids": [[0, 1], [0, 1, 2]]})
+    write_tidy(df, tmp_path / "h.parquet", hash_block_size=16)
+    res = read_trace(tmp_path / "h.parquet")
+    assert res.hash_block_size == 16 and res.df.hash_ids.tolist() == [[0, 1], [0, 1, 2]]
+    write_tidy(res.df, tmp_path / "h.csv")
+    with pytest.raises(TraceError, match=r"h\.csv: hash_ids present .* pass hash_block_size"):
+        read_trace(tmp_path / "h.csv")
+    back = read_trace(tmp_path / "h.csv", hash_block_size=16)
+    pd.testing.assert_frame_equal(back.df, res.df)
+    bad = put(tmp_path, "t.csv", 'arrival_s,prompt_len,output_len,hash_ids\n0,5,5,"[1, -2]"\n')
+    with pytest.raises(TraceError, match=r"t\.csv:2: hash_ids: expected a list of integers >= 0, "
+                                         r"got '\[1, -2\]'"):
+        read_trace(bad, hash_block_size=16)
+
+
+# ---------------------------------------------------------------- bad input
+
+A1 = "2023-11-16 18:17:03.9799600"
+A2 = "2023-11-16 18:17:04.0319600"
+A3 = "2023-11-16 18:17:05.0000000"
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([f"{A1},5,1", f"{A2},abc,1"],
+     "trace.csv:3: ContextTokens: expected an integer >= 1, got 'abc' (1 bad row in all"),
+    ([f"{A1},5,-5"], "trace.csv:2: GeneratedTokens: expected an integer >= 1, got '-5'"),
+    ([f"{A1},0,3"], "trace.csv:2: ContextTokens: expected an integer >= 1, got '0'"),
+    ([f"{A1},2.5,3"], "trace.csv:2: ContextTokens: expected an integer >= 1, got '2.5'"),
+    ([f"{A1},5,"], "trace.csv:2: GeneratedTokens: expected an integer >= 1, got ''"),
+    ([f"{A1},5,inf"], "trace.csv:2: GeneratedTokens: expected an integer >= 1, got 'inf'"),
+    ([f"{A1},5,1", "yesterday,5,1"], "trace.csv:3: TIMESTAMP: expected a date-time like "
+                                     "2023-11-16 18:17:03.9799600, got 'yesterday'"),
+    ([f"{A1},5,1", f"{A2}+00:00,5,1"], "trace.csv:3: TIMESTAMP: expected a date-time"),
+    ([f"{A1},5,1,9"], "trace.csv:2: expected 3 comma-separated fields "
+                      "(TIMESTAMP,ContextTokens,GeneratedTokens), got 4"),
+    ([f"{A1},5,1", f"{A2},5,1", f"{A3},x,1", f"{A3},y,1"], "trace.csv:4: ContextTokens: "
+     "expected an integer >= 1, got 'x' (2 bad rows in all; drop_bad_rows=True drops"),
+])
+def test_azure_bad_rows_name_file_line_column_value(tmp_path, rows, message):
+    with pytest.raises(TraceError) as e:
+        read_trace(put(tmp_path, "trace.csv", azure_rows(*rows), crlf=True))
+    assert message in str(e.value)
+
+
+def test_unsorted_names_both_lines_and_is_never_dropped(tmp_path):
+    for drop in (False, True):  # without dropping, the bad row 5 would be reported first
+        rows = (f"{A1},5,1", f"{A3},5,1", f"{A2},5,1") + (("noon,1,1",) if drop else ())
+        path = put(tmp_path, "trace.csv", azure_rows(*rows))
+        with pytest.raises(TraceError, match=rf"trace\.csv:4: TIMESTAMP: '{A2}' is earlier than "
+                                             rf"'{A3}' at line 3: a trace must be sorted"):
+            read_trace(path, drop_bad_rows=drop)
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("trace.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:17:03,5\n",
+     "trace.csv:1: azure trace: missing column(s) GeneratedTokens; the header is TIMESTAMP,ContextTokens"),
+    ("b.csv", "Timestamp,Model,Request tokens\n1,x,5\n", "b.csv:1: burstgpt trace: missing column(s) "
+                                                         "Response tokens"),
+    ("v.csv", "arrived_at,num_prefill_tokens\n0,1\n", "v.csv:1: vidur trace: missing column(s) "
+                                                      "num_decode_tokens"),
+    ("odd.csv", "when,in,out\n0,1,1\n", "odd.csv:1: cannot tell the trace format from the header"),
+    ("e.csv", "", "e.csv:1: expected a header line, got an empty file"),
+    ("h.csv", "arrival_s,prompt_len,output_len\r\n", "h.csv: no requests"),
+    ("t.csv", "arrival_s,prompt_len,output_len\n-1,5,5\n", "t.csv:2: arrival_s: expected a number of "
+                                                           "seconds >= 0, got '-1'"),
+    ("b.csv", f"{BURST_HEADER}\n1,ChatGPT,0,5,5,API log\n", "b.csv:2: Request tokens: expected an "
+                                                           "integer >= 1, got '0'"),
+    ("b.csv", f"{BURST_HEADER}\n1,ChatGPT,4,0,4,API log\n", "b.csv: no requests left after dropping "
+                                                           "{'failed_request': 1}"),
+])
+def test_csv_errors(tmp_path, name, text, message):
+    with pytest.raises(TraceError) as e:
+        read_trace(put(tmp_path, name, text), "tidy" if name == "h.csv" else "auto")
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("records, message", [
+    ([{"timestamp": 0, "input_length": 5, "output_length": 1}, "{not json"],
+     "trace.jsonl:2: expected a JSON object, got invalid JSON"),
+    ([{"timestamp": 0, "input_length": 5, "output_length": 1}, "[1, 2]"],
+     "trace.jsonl:2: expected a JSON object, got a JSON list"),
+    ([{"timestamp": 0, "input_length": 5, "output_length": 1}, {"timestamp": 1, "input_length": 5}],
+     "trace.jsonl:2: output_length: expected an integer >= 1, got None"),
+    ([{"timestamp": 0, "input_length": 5}], "trace.jsonl: mooncake trace: no record has the key(s) "
+                                            "output_length"),
+    ([{"timestamp": 0, "input_length": 1.5, "output_length": 1}],
+     "trace.jsonl:1: input_length: expected an integer >= 1, got 1.5"),
+    ([{"timestamp": 0, "input_length": True, "output_length": 1}],
+     "trace.jsonl:1: input_length: expected an integer >= 1, got True"),
+    ([{"timestamp": -4, "input_length": 3, "output_length": 1}],
+     "trace.jsonl:1: timestamp: expected a number >= 0 (in ms), got -4"),
+    ([{"timestamp": 0, "input_length": 3, "output_length": 1, "hash_ids": [0, "a"]}],
+     "trace.jsonl:1: hash_ids: expected a list of integers >= 0, got [0, 'a']"),
+    ([{"timestamp": 9, "input_length": 3, "output_length": 1}, {"timestamp": 2, "input_length": 3,
+                                                                "output_length": 1}],
+     "trace.jsonl:2: timestamp: 2 is earlier than 9 at line 1"),
+])
+def test_jsonl_errors(tmp_path, records, message):
+    with pytest.raises(TraceError) as e:
+        read_trace(jsonl(tmp_path, records))
+    assert message in str(e.value)
+
+
+def test_parquet_errors_name_the_row(tmp_path):
+    df = pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": [5, 0], "output_len": [1, 1]})
+    df.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(TraceError, match=r"t\.parquet: row 2: prompt_len: expected an integer >= 1, got 0"):
+        read_trace(tmp_path / "t.parquet")
+    df.drop(columns="output_len").to_parquet(tmp_path / "m.parquet")
+    with pytest.raises(TraceError, match=r"m\.parquet: missing column\(s\) output_len"):
+        read_trace(tmp_path / "m.parquet", drop_bad_rows=True)
+    with pytest.raises(TraceError, match="read as a tidy trace, not azure"):
+        read_trace(tmp_path / "t.parquet", "azure")
+
+
+def test_unreadable_files(tmp_path):
+    (tmp_path / "latin.csv").write_bytes(f"{AZURE_HEADER}\n{A1},5,1\n\xe9,5,1\n".encode("latin-1"))
+    with pytest.raises(TraceError, match=r"latin\.csv:3: expected UTF-8 text, got the byte 0xe9"):
+        read_trace(tmp_path / "latin.csv")
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(TraceError, match=r"junk\.parquet: not a readable Parquet file"):
+        read_trace(tmp_path / "junk.parquet")
+    with pytest.raises(FileNotFoundError):
+        read_trace(tmp_path / "absent.csv")
+
+
+def test_parquet_nullable_and_float_columns(tmp_path):
+    df = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0], "prompt_len": pd.array([5, None, 7], dtype="Int64"),
+                       "output_len": [1.0, 2.0, 3.0]})
+    df.to_parquet(tmp_path / "n.parquet")
+    with pytest.raises(TraceError, match=r"n\.parquet: row 2: prompt_len: expected an integer >= 1, "
+                                         r"got nan"):
+        read_trace(tmp_path / "n.parquet")
+    res = read_trace(tmp_path / "n.parquet", drop_bad_rows=True)
+    assert res.dropped == {"missing_value": 1} and res.df.output_len.tolist() == [1, 3]
+
+
+def test_bad_options():
+    with pytest.raises(TraceError, match="unknown trace format 'csv'"):
+        read_trace("x.csv", "csv")
+    with pytest.raises(TraceError, match="time_unit: expected auto, ms or s, got 'us'"):
+        read_trace("x.jsonl", time_unit="us")
+    with pytest.raises(TraceError, match="hash_block_size: expected an integer >= 1, got 0"):
+        read_trace("x.jsonl", hash_block_size=0)
+
+
+def test_drop_bad_rows_counts_every_reason(tmp_path):
+    path = put(tmp_path, "trace.csv", azure_rows(
+        f"{A1},5,1", f"{A1},abc,1", f"{A1},,1", f"{A1},2.5,1", f"{A1},-3,1", f"{A1},0,1",
+        "noon,5,1", f"{A1},5", f"{A2},7,2", f"{A3},9,3"))
+    res = read_trace(path, drop_bad_rows=True)
+    assert res.dropped == {"malformed_line": 1, "missing_value": 1, "not_a_number": 1,
+                           "not_an_integer": 1, "negative": 1, "zero_length": 1, "bad_timestamp": 1}
+    assert res.df.prompt_len.tolist() == [5, 7, 9]
+    assert res.df.arrival_s.tolist() == pytest.approx([0.0, 0.052, 1.02004])
+    assert set(res.dropped) <= set(DROP_REASONS)
+
+
+def test_drop_bad_rows_in_jsonl_and_burstgpt(tmp_path):
+    res = read_trace(jsonl(tmp_path, [
+        {"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [0]}, "oops",
+        {"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": "x"},
+        {"timestamp": 2, "input_length": 5, "output_length": 1}]), drop_bad_rows=True)
+    assert res.dropped == {"malformed_line": 1, "bad_hash_ids": 1, "missing_value": 1}
+    assert len(res.df) == 1
+    res = read_trace(put(tmp_path, "b.csv", "\n".join([
+        BURST_HEADER, "1,ChatGPT,4,0,4,API log", "2,ChatGPT,x,3,4,API log", "3,GPT-4,4,3,7,API log"])),
+        drop_bad_rows=True)
+    assert res.dropped == {"failed_request": 1, "not_a_number": 1} and len(res.df) == 1
+
+
+# ---------------------------------------------------------------- writers
+
+def test_mooncake_export_round_trips(tmp_path):
+    src = jsonl(tmp_path, [
+        {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [0, 1]},
+        {"timestamp": 1234, "input_length": 600, "output_length": 4, "hash_ids": [0, 2]}], "src.jsonl")
+    res = read_trace(src)
+    write_mooncake(res.df, tmp_path / "out.jsonl")
+    assert (tmp_path / "out.jsonl").read_text() == src.read_text()
+    back = read_trace(tmp_path / "out.jsonl")
+    pd.testing.assert_frame_equal(back.df, res.df)
+    assert back.hash_block_size == 512
+
+
+def test_mooncake_export_of_bailian_and_of_sub_ms_arrivals(tmp_path):
+    df = pd.DataFrame({"arrival_s": [0.0, 0.0004, 0.0123456, 7.25], "prompt_len": [1, 512, 513, 1500],
+                       "output_len": [3, 2, 1, 9]})
+    write_mooncake(df, tmp_path / "a.jsonl", hash_block_size=512)
+    back = read_trace(tmp_path / "a.jsonl")
+    assert np.abs(back.df.arrival_s - df.arrival_s).max() <= 0.0005  # whole ms, as Mooncake's
+    assert back.df[["prompt_len", "output_len"]].equals(df[["prompt_len", "output_len"]])
+    ids = back.df.hash_ids.tolist()
+    assert [len(h) for h in ids] == [1, 1, 2, 3]  # ceil(prompt_len / 512), none shared
+    assert len({h for row in ids for h in row}) == 7
+    bailian = df.assign(hash_ids=[[0], [0, 1], [2], [3, 4]])
+    bailian.attrs["hash_block_size"] = 16
+    with pytest.raises(TraceError, match="hash_ids name 16-token blocks"):
+        write_mooncake(bailian, tmp_path / "b.jsonl", hash_block_size=512)
+    write_mooncake(bailian, tmp_path / "b.jsonl")
+    back = read_trace(tmp_path / "b.jsonl", hash_block_size=16)
+    assert back.df.hash_ids.tolist() == bailian.hash_ids.tolist() and back.hash_block_size == 16
+
+
+def test_writers_refuse_bad_frames(tmp_path):
+    df = pd.DataFrame({"arrival_s": [0.0, 1.0, 0.5], "prompt_len": [5, 5, 5], "output_len": [1, 1, 1]})
+    with pytest.raises(TraceError, match=r"out\.csv: row 3: arrival_s: 0\.5 is earlier than 1\.0 at row 2"):
+        write_tidy(df, tmp_path / "out.csv")
+    with pytest.raises(TraceError, match=r"row 2: output_len: expected an integer >= 1, got 0"):
+        check_trace(df.assign(output_len=[1, 0, 1]))
+    with pytest.raises(TraceError, match="missing column"):
+        write_mooncake(df.drop(columns="prompt_len"), tmp_path / "out.jsonl")
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "out.jsonl").exists()
+
+
+# ---------------------------------------------------------------- generators
+
+LEN = dict(prompt=fixed(10), output=fixed(2))
+
+
+@pytest.mark.parametrize("arrival, burstiness", [("poisson", 1.0), ("gamma", 0.25), ("gamma", 1.0),
+                                                 ("gamma", 4.0)])
+def test_arrival_rate_and_burstiness(arrival, burstiness):
+    df = generate(40_000, 20.0, arrival, burstiness, **LEN, arrival_seed=3)
+    s = trace_stats(df)
+    assert df.arrival_s.iloc[0] == 0.0 and s["requests"] == 40_000
+    assert s["mean_rate"] == pytest.approx(20.0, rel=0.04)
+    assert s["interarrival_cv"] ** 2 == pytest.approx(1 / burstiness, rel=0.1)  # shape = burstiness
+
+
+def test_constant_rate_and_duration():
+    df = generate(5, 4.0, "constant", **LEN)
+    assert df.arrival_s.tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert len(generate(None, 4.0, "constant", duration_s=2.0, **LEN)) == 8
+    d = generate(rate=50.0, duration_s=100.0, **LEN)
+    assert d.arrival_s.max() < 100.0 and len(d) == pytest.approx(5000, rel=0.06)
+    assert len(generate(10, 50.0, duration_s=100.0, **LEN)) == 10
+    assert generate(4, float("inf"), **LEN).arrival_s.tolist() == [0.0] * 4
+
+
+def test_seeds_are_separate_and_reproducible():
+    kw = dict(prompt=uniform(1, 1000), output=lognormal(median=50, sigma=1.0))
+    a = generate(500, 5.0, "gamma", 0.5, **kw, arrival_seed=1, length_seed=1)
+    pd.testing.assert_frame_equal(a, generate(500, 5.0, "gamma", 0.5, **kw, arrival_seed=1, length_seed=1))
+    b = generate(500, 5.0, "gamma", 0.5, **kw, arrival_seed=1, length_seed=2)
+    c = generate(500, 5.0, "gamma", 0.5, **kw, arrival_seed=2, length_seed=1)
+    assert a.arrival_s.equals(b.arrival_s) and not a.prompt_len.equals(b.prompt_len)
+    assert a[["prompt_len", "output_len"]].equals(c[["prompt_len", "output_len"]])
+    assert not a.arrival_s.equals(c.arrival_s)
+    # lengths do not depend on the arrival process either
+    d = generate(500, 99.0, "constant", **kw, length_seed=1)
+    assert a[["prompt_len", "output_len"]].equals(d[["prompt_len", "output_len"]])
+
+
+def test_length_distributions_and_bounds():
+    rng = np.random.default_rng(0)
+    assert set(fixed(7).sample(100, rng)) == {7}
+    u = uniform(3, 6).sample(2000, rng)
+    assert u.min() == 3 and u.max() == 6
+    ln = lognormal(median=200, sigma=1.5, lo=10, hi=1000).sample(20_000, rng)
+    assert ln.min() >= 10 and ln.max() <= 1000 and ln.dtype == np.int64
+    assert np.median(ln) == pytest.approx(200, rel=0.05)
+    assert lognormal(mean=300, sigma=0.5).sample(50_000, rng).mean() == pytest.approx(300, rel=0.02)
+    s = sampled_from(pd.Series([5, 9, 9, 100])).sample(1000, rng)
+    assert set(s) == {5, 9, 100}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: generate(10, 0.0, **LEN), "rate: expected a number of requests/s > 0, got 0.0"),
+    (lambda: generate(10, -1, **LEN), "rate: expected"),
+    (lambda: generate(10, 1.0, "bursty", **LEN), "arrival: expected one of poisson, gamma, constant"),
+    (lambda: generate(10, 1.0, "poisson", 0.5, **LEN), "burstiness=0.5 needs arrival='gamma'"),
+    (lambda: generate(10, 1.0, "gamma", 0, **LEN), "burstiness: expected a number > 0, got 0"),
+    (lambda: generate(rate=1.0, **LEN), "give n, duration_s or both"),
+    (lambda: generate(0, 1.0, **LEN), "n: expected an integer >= 1, got 0"),
+    (lambda: generate(rate=float("inf"), duration_s=5, **LEN), "rate=inf puts every request at 0.0"),
+    (lambda: generate(3, 1.0, prompt=10, output=fixed(1)), "prompt: expected a LengthDist"),
+    (lambda: uniform(5, 2), "expected lo <= hi, got 5 > 2"),
+    (lambda: uniform(0, 2), "uniform(lo): expected an integer >= 1, got 0"),
+    (lambda: fixed(2.5), "fixed(value): expected an integer >= 1, got 2.5"),
+    (lambda: lognormal(median=5, mean=5, sigma=1), "exactly one of median and mean"),
+    (lambda: lognormal(median=-5, sigma=1), "median/mean must be a number > 0"),
+    (lambda: lognormal(median=5, sigma=-1), "sigma must be a number >= 0"),
+    (lambda: sampled_from([]), "non-empty"),
+    (lambda: sampled_from([3, 0]), "integer lengths >= 1"),
+])
+def test_generator_parameter_errors(call, message):
+    with pytest.raises(TraceError) as e:
+        call()
+    assert message in str(e.value)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 200), rate=st.floats(0.01, 1e4), arrival=st.sampled_from(["poisson", "gamma", "constant"]),
+       burst=st.floats(0.05, 20), seed=st.integers(0, 2**32 - 1))
+def test_generated_traces_are_valid_and_round_trip(tmp_path_factory, n, rate, arrival, burst, seed):
+    df = generate(n, rate, arrival, burst if arrival == "gamma" else 1.0, prompt=uniform(1, 50),
+                  output=lognormal(median=20, sigma=2, hi=4096), arrival_seed=seed, length_seed=seed)
+    check_trace(df)
+    path = tmp_path_factory.mktemp("gen") / "g.csv"
+    write_tidy(df, path)
+    pd.testing.assert_frame_equal(read_trace(path).df, df)
+
+
+# ---------------------------------------------------------------- commands
+
+def run(argv):
+    parser = argparse.ArgumentParser(prog="steptrace")
+    add_trace_commands(parser.add_subparsers(dest="command", required=True))
+    return run_trace_command(parser.parse_args(argv))
+
+
+def test_trace_commands(tmp_path, capsys):
+    src = put(tmp_path, "a.csv", azure_rows(f"{A1},5,1", f"{A2},7,2", f"{A3},9,3"), crlf=True)
+    assert run(["trace", "convert", str(src), str(tmp_path / "a.jsonl")]) == 0
+    assert "3 requests from" in capsys.readouterr().out
+    assert read_trace(tmp_path / "a.jsonl").df.prompt_len.tolist() == [5, 7, 9]
+    assert run(["trace", "convert", str(src), str(tmp_path / "a.parquet"), "--to", "tidy"]) == 0
+    assert run(["trace", "stats", str(tmp_path / "a.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "requests            3" in out and "duration_s          1.02" in out
+    assert "prompt_len        7.0      7.0" in out
+
+
+def test_trace_commands_on_bailian_hashes(tmp_path, capsys):
+    src = jsonl(tmp_path, [{"chat_id": 1, "timestamp": 1.5, "input_length": 40, "output_length": 5,
+                            "hash_ids": [1, 2, 3]},
+                           {"chat_id": 2, "timestamp": 2.0, "input_length": 9, "output_length": 2,
+                            "hash_ids": [4]}])
+    assert run(["trace", "stats", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "(mooncake, timestamps in s)" in out and "hash block (tokens) 16" in out
+    assert run(["trace", "convert", str(src), str(tmp_path / "m.jsonl")]) == 0
+    assert "read back with --hash-block-size 16" in capsys.readouterr().out
+    back = read_trace(tmp_path / "m.jsonl", hash_block_size=16)
+    assert back.df.arrival_s.tolist() == [0.0, 0.5] and back.df.hash_ids.tolist() == [[1, 2, 3], [4]]
+
+
+def test_trace_commands_bad_input(tmp_path, capsys):
+    bad = put(tmp_path, "bad.csv", azure_rows(f"{A1},5,1", f"{A2},x,2"))
+    assert run(["trace", "stats", str(bad)]) == 2
+    assert "steptrace: error: " in capsys.readouterr().err
+    assert run(["trace", "stats", str(bad), "--drop-bad-rows"]) == 0
+    assert "not_a_number 1" in capsys.readouterr().out
+    assert run(["trace", "stats", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the real Azure trace
+
+@pytest.mark.skipif(not AZURE.is_file(), reason=f"the shared Azure trace is not at {AZURE}")
+def test_real_azure_trace_keeps_every_request(tmp_path):
+    res = read_trace(AZURE)
+    df = res.df
+    assert res.source == "azure" and res.dropped == {} and len(df) == 8819
+    assert df.arrival_s.iloc[0] == 0.0 and df.arrival_s.iloc[-1] == pytest.approx(3435.95, abs=0.01)
+    assert df.arrival_s.diff().iloc[1:].min() > 0  # strictly increasing, as the README says
+    assert (df.prompt_len.min(), df.prompt_len.max()) == (3, 7437)
+    assert (df.output_len.min(), df.output_len.max()) == (6, 1899)
+    write_tidy(df, tmp_path / "azure.csv")  # exact round trip through the tidy CSV
+    pd.testing.assert_frame_equal(read_trace(tmp_path / "azure.csv").df, df)
+    assert math.isclose(trace_stats(df)["mean_rate"], 8818 / df.arrival_s.iloc[-1])
+
+
+@pytest.mark.skipif(not AZURE.is_file(), reason=f"the shared Azure trace is not at {AZURE}")
+def test_real_azure_trace_is_the_published_file():
+    assert read_trace(AZURE).sha256 == AZURE_SHA256 == hashlib.sha256(AZURE.read_bytes()).hexdigest()
