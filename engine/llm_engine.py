@@ -167,11 +167,12 @@ class LLMEngine:
         batches = plan.batches
         model_flops, executed_flops, moved = (np.zeros(len(batches)) for _ in range(3))
         for r, (batch, accepted) in enumerate(zip(batches, out.accepted)):  # a device each
-            if len(batch.seq_ids):
-                f = self.flops.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
-                                          padded_q=batch.padded_q, accepted=accepted,
-                                          mtp_q=batch.seqlen_q if self._mtp else None)
-                model_flops[r], executed_flops[r], moved[r] = f.model_flops, f.executed_flops, f.bytes
+            if not len(batch.seq_ids):
+                continue
+            f = out.flops[r] if out.flops is not None else self.flops.calc_flops(
+                batch.seqlen_q, batch.seqlen_k, kind=batch.kind, padded_q=batch.padded_q,
+                accepted=accepted, mtp_q=batch.seqlen_q if self._mtp else None)
+            model_flops[r], executed_flops[r], moved[r] = f.model_flops, f.executed_flops, f.bytes
         return StepRecord(
             step=plan.step, phase=plan.phase, batches=batches, preempted=plan.preempted,
             rejected=plan.rejected, finished=result.finished,

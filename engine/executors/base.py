@@ -1,7 +1,7 @@
 """What every executor returns for one plan."""
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -12,3 +12,4 @@ class ExecutorOutput:
     forward_ns: int  # the forward of every rank (measured, or modeled)
     sample_ns: int  # sampling and draft bookkeeping
     modeled: bool  # True when the durations come from a device model, not a clock
+    flops: Optional[list] = None  # StepFlops per rank (None: empty) when already computed

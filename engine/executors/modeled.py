@@ -44,20 +44,22 @@ class ModeledExecutor:
         raise ValueError("the modeled executor generates no tokens")
 
     def execute(self, plan) -> ExecutorOutput:
-        accepted, seconds = [], 0.0
+        accepted, flops, seconds = [], [], 0.0
         for batch in plan.batches:
             drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
             a = self._accept(drafts)
             accepted.append(a)
+            f = None
             if len(batch.seq_ids):
-                seconds = max(seconds, self.step_seconds(batch, a))
+                f = self.estimator.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
+                                              padded_q=batch.padded_q, accepted=a,
+                                              mtp_q=batch.seqlen_q if self.mtp else None)
+                seconds = max(seconds, self.step_seconds(f))
+            flops.append(f)
         return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
-                              sample_ns=0, modeled=True)
+                              sample_ns=0, modeled=True, flops=flops)
 
-    def step_seconds(self, batch, accepted: np.ndarray) -> float:
-        f = self.estimator.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
-                                      padded_q=batch.padded_q, accepted=accepted,
-                                      mtp_q=batch.seqlen_q if self.mtp else None)
+    def step_seconds(self, f) -> float:
         return self.overhead_s + max(f.executed_flops / self.flops_per_s,
                                      f.bytes / self.bytes_per_s)
 
