@@ -90,8 +90,10 @@ class LLMEngine:
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
         if prompt_token_ids is None:
+            if prompt_len < 1:
+                raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
             prompt_token_ids = self._prompt_rng.integers(
-                0, self.model_config.vocab_size, max(prompt_len, 0)).tolist()
+                0, self.model_config.vocab_size, prompt_len).tolist()
         self.scheduler.add_sequence(seq_id=request_id, prompt_len=len(prompt_token_ids),
                                     max_new_tokens=max_new_tokens, arrival_time=arrival_time,
                                     hash_ids=hash_ids)

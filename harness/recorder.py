@@ -50,10 +50,10 @@ class Recorder:
         self.steps = Columns(STEP_COLUMNS)
         self._batches: List[tuple] = []  # (step, rank, seq_ids, kind, seqlen_q, seqlen_k)
         self._tokens: List[tuple] = []  # (seq_ids, time): one entry per committed token
-        self.enqueued: Dict[int, tuple] = {}  # request id -> (intended_s, actual_s)
+        self.enqueued: Dict[int, float] = {}  # request id -> actual enqueue time (s)
 
-    def enqueue(self, request_id: int, intended_s: float, actual_s: float) -> None:
-        self.enqueued[request_id] = (intended_s, actual_s)
+    def enqueue(self, request_id: int, actual_s: float) -> None:
+        self.enqueued[request_id] = actual_s
 
     def step(self, record, t_start_s: float, t_end_s: float) -> None:
         warmup = record.step < self.warmup_steps

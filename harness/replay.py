@@ -34,7 +34,7 @@ def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
             engine.add_request(nxt, prompt_len=int(prompt_len[nxt]),
                                max_new_tokens=int(output_len[nxt]),
                                arrival_time=float(arrivals[nxt]))
-            recorder.enqueue(nxt, float(arrivals[nxt]), now)
+            recorder.enqueue(nxt, now)
             nxt += 1
         if not engine.has_unfinished():  # idle until the next arrival
             if virtual:

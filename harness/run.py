@@ -82,12 +82,12 @@ def _write_tables(workload, engine, recorder, df, run_dir, gil, manifest) -> Non
 def _peak(engine) -> Optional[float]:
     """The device's dense peak at the run's precision, where a profile knows it."""
     executor = engine.config.executor
-    try:
-        if executor.startswith("modeled:"):
-            return load_device_profile(executor[len("modeled:"):]).peak(engine.config.precision)
-    except ValueError:
+    if not executor.startswith("modeled:"):
         return None
-    return None
+    try:
+        return load_device_profile(executor[len("modeled:"):]).peak(engine.config.precision)
+    except ValueError:  # no published peak at this precision: MFU stays out
+        return None
 
 
 def _new_run_dir(base: Path, gil: str, repeat: int) -> Path:
@@ -109,7 +109,7 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
         trace=str(workload.trace_file) if workload.trace_file else "generated",
-        trace_sha256=_sha256(workload.trace_file) if workload.trace_file else None,
+        trace_sha256=trace.sha256,
         trace_rows=len(trace.df), trace_dropped=trace.dropped, values=workload.values,
         gil_mode=gil, repeat=repeat, switch_interval_s=sys.getswitchinterval(),
         git_sha=_git_sha(), versions=dict(python=platform.python_version(),

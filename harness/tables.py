@@ -37,34 +37,30 @@ def requests_frame(engine, recorder, trace: pd.DataFrame, steps: pd.DataFrame,
                    batches: pd.DataFrame):
     """(requests, token_times, token_offsets): every trace request, enqueued or not."""
     n = len(trace)
-    status, output_len, rank, preempt, recomputed, hits, reason = ([] for _ in range(7))
-    handed_off = engine.config.scheduler.engine_type == "prompt"
+    finished = "handed_off" if engine.config.scheduler.engine_type == "prompt" else "finished"
+    rows = []  # status, output_len, dp_rank, preemptions, recomputed, prefix hits, reason
     for i in range(n):
         if i not in recorder.enqueued:
-            for col, v in zip((status, output_len, rank, preempt, recomputed, hits, reason),
-                              ("unfinished", 0, -1, 0, 0, 0, "never enqueued")):
-                col.append(v)
+            rows.append(("unfinished", 0, -1, 0, 0, 0, "never enqueued"))
             continue
         s = engine.scheduler.seq(i)
-        state = {"finished": "handed_off" if handed_off else "finished",
-                 "rejected": "rejected"}.get(s.status, "unfinished")
-        for col, v in zip((status, output_len, rank, preempt, recomputed, hits, reason),
-                          (state, s.output_len, s.dp_rank, s.num_preemptions,
-                           s.recomputed_tokens, s.prefix_hit_tokens, s.reason)):
-            col.append(v)
-    enq = np.array([recorder.enqueued.get(i, (np.nan, np.nan)) for i in range(n)]).reshape(n, 2)
+        state = {"finished": finished, "rejected": "rejected"}.get(s.status, "unfinished")
+        rows.append((state, s.output_len, s.dp_rank, s.num_preemptions, s.recomputed_tokens,
+                     s.prefix_hit_tokens, s.reason))
+    status, output_len, rank, preempt, recomputed, hits, reason = zip(*rows) if rows else [()] * 7
+    enqueue_s = np.array([recorder.enqueued.get(i, np.nan) for i in range(n)], dtype=np.float64)
     start_of = steps.groupby("step")["t_start_s"].min()
     first_sched = (batches.assign(t=batches["step"].map(start_of)).groupby("seq_id")["t"].min()
                    .reindex(range(n)).to_numpy())
-    times, offsets = _token_csr(recorder, np.asarray(output_len), enq[:, 1])
+    times, offsets = _token_csr(recorder, np.asarray(output_len, dtype=np.int64), enqueue_s)
     requests = pd.DataFrame(dict(
         request_id=np.arange(n), arrival_s=trace["arrival_s"].to_numpy(np.float64),
-        enqueue_s=enq[:, 1], first_scheduled_s=first_sched,
+        enqueue_s=enqueue_s, first_scheduled_s=first_sched,
         prompt_len=trace["prompt_len"].to_numpy(np.int64),
         max_new_tokens=trace["output_len"].to_numpy(np.int64),
         output_len=np.asarray(output_len, dtype=np.int64), dp_rank=np.asarray(rank, np.int32),
         preemptions=np.asarray(preempt, np.int32), recomputed_tokens=np.asarray(recomputed),
-        prefix_hit_tokens=np.asarray(hits), status=status, reason=reason))
+        prefix_hit_tokens=np.asarray(hits), status=list(status), reason=list(reason)))
     return metrics.per_request(requests, times, offsets), times, offsets
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import pandas as pd
 
@@ -17,6 +18,7 @@ TraceLoadError = TraceError
 class WorkloadTrace:
     df: pd.DataFrame  # arrival_s (scaled, from 0), prompt_len, output_len
     dropped: dict = field(default_factory=dict)  # reason -> rows dropped while reading
+    sha256: Optional[str] = None  # of the trace file; None when generated
 
 
 def load_workload_trace(workload: Workload) -> WorkloadTrace:
@@ -26,15 +28,15 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
         df = arrivals.generate(g["requests"], g["rate"], g["arrival"], g["burstiness"],
                                prompt=_length(g["prompt"]), output=_length(g["output"]),
                                arrival_seed=seeds["arrivals"], length_seed=seeds["lengths"])
-        dropped = {}
+        dropped, sha256 = {}, None
     else:
         result = read_trace(workload.trace_file, spec["format"],
                             drop_bad_rows=spec["drop_bad_rows"])
-        df, dropped = result.df, result.dropped
+        df, dropped, sha256 = result.df, result.dropped, result.sha256
     if spec["limit"] is not None:
         df = df.iloc[:spec["limit"]]
     df = df.assign(arrival_s=df["arrival_s"] * spec["time_scale"]).reset_index(drop=True)
-    return WorkloadTrace(df, dropped)
+    return WorkloadTrace(df, dropped, sha256)
 
 
 def _length(spec) -> arrivals.LengthDist:

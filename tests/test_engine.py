@@ -67,6 +67,8 @@ def test_request_needs_ids_or_length():
         engine.add_request(0, max_new_tokens=3)
     with pytest.raises(ValueError, match="exactly one of"):
         engine.add_request(0, prompt_token_ids=[1], prompt_len=1, max_new_tokens=3)
+    with pytest.raises(ValueError, match="request 0: prompt_len must be >= 1, got -3"):
+        engine.add_request(0, prompt_len=-3, max_new_tokens=3)
 
 
 def test_overlap_mtp_sequences_finishing_with_work_in_flight():

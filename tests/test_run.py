@@ -87,6 +87,9 @@ def test_azure_trace_replay_keeps_every_request(tmp_path):
     assert (requests["prompt_len"].to_numpy() == trace["ContextTokens"].to_numpy()).all()
     assert (requests["max_new_tokens"].to_numpy() == trace["GeneratedTokens"].to_numpy()).all()
     assert (requests["status"] == "finished").all()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["trace_sha256"] == \
+        "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6"  # the trace's README
 
 
 def test_show_prints_a_summary(tmp_path, capsys):
