@@ -8,10 +8,13 @@
 #include <optional>
 #include <string>
 
+#include "cost_model.hpp"
 #include "scheduler.hpp"
 
 namespace py = pybind11;
 using namespace steptrace;
+
+void bind_step_log(py::module_& m);  // step_log_bindings.cpp
 
 namespace {
 
@@ -49,6 +52,43 @@ SchedulerConfig to_config(const py::handle& c) {
   cfg.lookahead_slots = get_int("lookahead_slots", -1);
   cfg.max_prefill_chunk = get_int("max_prefill_chunk", -1);
   return cfg;
+}
+
+// engine.model_config.ModelConfig -> ModelGeometry (None -> 0).
+ModelGeometry to_geometry(const py::handle& c) {
+  auto get_int = [&](const char* name) {
+    py::object v = c.attr(name);
+    return v.is_none() ? int64_t{0} : v.cast<int64_t>();
+  };
+  ModelGeometry g;
+  g.name = c.attr("name").cast<std::string>();
+  g.architecture = c.attr("architecture").cast<std::string>();
+  g.hidden_size = get_int("hidden_size");
+  g.num_hidden_layers = get_int("num_hidden_layers");
+  g.num_attention_heads = get_int("num_attention_heads");
+  g.vocab_size = get_int("vocab_size");
+  g.q_lora_rank = get_int("q_lora_rank");
+  g.qk_rope_head_dim = get_int("qk_rope_head_dim");
+  g.first_k_dense_replace = get_int("first_k_dense_replace");
+  g.intermediate_size = get_int("intermediate_size");
+  g.moe_intermediate_size = get_int("moe_intermediate_size");
+  g.n_routed_experts = get_int("n_routed_experts");
+  g.n_shared_experts = get_int("n_shared_experts");
+  g.num_experts_per_tok = get_int("num_experts_per_tok");
+  g.kv_lora_rank = get_int("kv_lora_rank");
+  g.qk_nope_head_dim = get_int("qk_nope_head_dim");
+  g.v_head_dim = get_int("v_head_dim");
+  g.num_nextn_predict_layers = get_int("num_nextn_predict_layers");
+  g.index_n_heads = get_int("index_n_heads");
+  g.index_head_dim = get_int("index_head_dim");
+  g.index_topk = get_int("index_topk");
+  g.head_dim = get_int("head_dim");
+  g.o_lora_rank = get_int("o_lora_rank");
+  g.o_groups = get_int("o_groups");
+  g.sliding_window = get_int("sliding_window");
+  g.compress_ratios = c.attr("compress_ratios").cast<std::vector<int64_t>>();
+  g.num_hash_layers = get_int("num_hash_layers");
+  return g;
 }
 
 std::vector<int64_t> to_vector(const py::handle& obj) {
@@ -197,4 +237,46 @@ PYBIND11_MODULE(_core, m) {
       .def("refcount", &Scheduler::refcount, py::arg("block"), py::arg("rank") = 0)
       .def("is_finished", &Scheduler::is_finished)
       .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans);
+
+  py::class_<CostModel>(m, "CostModel")
+      .def(py::init([](const py::object& model, double weight_bytes, double expert_weight_bytes,
+                       double kv_bytes, double index_kv_bytes) {
+             return CostModel(to_geometry(model),
+                              ByteSizes{weight_bytes, expert_weight_bytes, kv_bytes, index_kv_bytes});
+           }),
+           py::arg("model"), py::arg("weight_bytes"), py::arg("expert_weight_bytes"),
+           py::arg("kv_bytes"), py::arg("index_kv_bytes"))
+      .def("batch",
+           [](const CostModel& c, const Batch& b, const py::object& accepted, bool mtp) {
+             using Int64s = py::array_t<int64_t, py::array::c_style>;
+             std::optional<Int64s> acc;  // an int64 array is read in place; ensure() costs ~200 ns
+             if (!accepted.is_none()) {
+               acc = py::isinstance<Int64s>(accepted) ? py::reinterpret_borrow<Int64s>(accepted)
+                                                      : Int64s::ensure(accepted);
+               if (!*acc) throw py::type_error("accepted must be None or a sequence of integers");
+             }
+             if (acc && (acc->ndim() != 1 || static_cast<size_t>(acc->size()) != b.rows()))
+               throw py::value_error(
+                   "accepted has " + std::to_string(acc->size()) + " values" +
+                   (acc->ndim() == 1 ? "" : " in " + std::to_string(acc->ndim()) + " dimensions") +
+                   "; the batch has " + std::to_string(b.rows()) + " rows");
+             StepCost s = c.batch(b, acc ? acc->data() : nullptr, mtp);
+             return py::make_tuple(s.model_flops, s.executed_flops, s.bytes);
+           },
+           py::arg("batch"), py::arg("accepted") = py::none(), py::arg("mtp") = false,
+           "(model_flops, executed_flops, bytes) of FlopsEstimator.calc_flops on this batch, "
+           "with mtp_q = seqlen_q when mtp.")
+      .def("plan",
+           [](const CostModel& c, const ScheduleOutput& plan, bool mtp) {
+             py::list out(plan.batches.size());
+             for (size_t r = 0; r < plan.batches.size(); ++r) {
+               StepCost s = c.batch(plan.batches[r], nullptr, mtp);
+               out[r] = py::make_tuple(s.model_flops, s.executed_flops, s.bytes);
+             }
+             return out;
+           },
+           py::arg("plan"), py::arg("mtp") = false,
+           "batch() of every rank's batch, no drafts accepted: one call per step.");
+
+  bind_step_log(m);
 }

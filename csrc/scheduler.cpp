@@ -465,10 +465,12 @@ void Scheduler::fill_block_tables(Batch& batch, const Rank& rank) const {
   batch.num_running = rank.num_running;
 }
 
-const Sequence& Scheduler::seq(int64_t seq_id) const {
+const Sequence& Scheduler::seq(int64_t seq_id) const { return seqs_[index_of(seq_id)]; }
+
+int32_t Scheduler::index_of(int64_t seq_id) const {
   auto it = index_.find(seq_id);
   if (it == index_.end()) bad_arg("unknown seq_id " + std::to_string(seq_id));
-  return seqs_[it->second];
+  return it->second;
 }
 
 int32_t Scheduler::refcount(int32_t block, int32_t rank) const {

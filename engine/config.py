@@ -81,7 +81,7 @@ class EngineConfig:
     scheduler: SchedulerConfig = SchedulerConfig()
     model: str = "tiny"  # a bundled model name (engine/models/) or a YAML path
     device: str = "auto"  # auto | cpu | cuda | npu
-    executor: str = "torch"  # torch (a real forward) | modeled:<device profile>
+    executor: str = "torch"  # torch (a real forward) | modeled:<device profile> | null
     dtype: str = "float32"  # weights and KV cache of the torch forward
     precision: str = "bf16"  # peak used for MFU and the modeled executor: bf16 | fp8 | fp4
     seed: int = 0  # weights, synthetic prompts and the MTP acceptance model
@@ -93,8 +93,9 @@ class EngineConfig:
             raise ValueError(f"scheduler must be a SchedulerConfig, got {self.scheduler!r}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
-        if self.executor != "torch" and not self.executor.startswith("modeled:"):
-            raise ValueError(f"executor must be torch or modeled:<profile>; got {self.executor!r}")
+        if self.executor not in ("torch", "null") and not self.executor.startswith("modeled:"):
+            raise ValueError(f"executor must be torch, modeled:<profile> or null; "
+                             f"got {self.executor!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.precision not in PRECISIONS:

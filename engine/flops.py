@@ -18,6 +18,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from . import _core
 from .attention_cost import LayerCost, mla_layer, v4_layer
 from .model_config import ModelConfig
 from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL
@@ -54,6 +55,7 @@ class FlopsEstimator:
             else expert_weight_bytes
         self.kv_bytes = kv_bytes
         self.index_kv_bytes = index_kv_bytes
+        self._cost_model = None
 
     def calc_flops(self, seqlen_q, seqlen_k, phase=None, *, kind=None, num_logits=None,
                    padded_q=None, accepted=None, mtp_q=None) -> StepFlops:
@@ -93,6 +95,18 @@ class FlopsEstimator:
         nbytes = {"weights": weights, **kv}
         return StepFlops(sum(model.values()), sum(executed.values()), sum(nbytes.values()),
                          model, executed, nbytes)
+
+    def cost_model(self) -> _core.CostModel:
+        """The C++ twin of calc_flops for the scheduler's batches (built once):
+        cost_model().batch(batch, accepted, mtp) gives calc_flops(batch.seqlen_q,
+        batch.seqlen_k, kind=batch.kind, padded_q=batch.padded_q, accepted=accepted,
+        mtp_q=batch.seqlen_q if mtp else None)'s (model_flops, executed_flops, bytes),
+        without breakdowns and without checking the batch."""
+        if self._cost_model is None:
+            self._cost_model = _core.CostModel(self.cfg, self.weight_bytes,
+                                               self.expert_weight_bytes, self.kv_bytes,
+                                               self.index_kv_bytes)
+        return self._cost_model
 
     def _validate(self, seqlen_q, seqlen_k, phase, kind, num_logits, padded_q, accepted,
                   mtp_q):

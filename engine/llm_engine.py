@@ -17,41 +17,77 @@ import numpy as np
 
 from . import _core
 from .config import EngineConfig
+from .devices import detect_device, load_device_profile
+from .executors import ExecutorOutput, ModeledExecutor, NullExecutor, TorchExecutor
+from .flops import FlopsEstimator
+from .model_config import load_model_config
 
 DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
-from .devices import detect_device, load_device_profile
-from .executors import ExecutorOutput, ModeledExecutor, TorchExecutor
-from .flops import FlopsEstimator
-from .model_config import load_model_config
 
 
 @dataclass(slots=True)
 class StepRecord:
     """One engine step as the harness records it (arrays are views of the plan's buffers)."""
 
-    step: int
-    phase: str
-    batches: list  # one plan batch per DP rank: seq_ids, seqlen_q, seqlen_k, kind, ...
-    preempted: np.ndarray
-    rejected: np.ndarray
-    finished: np.ndarray
-    discarded_tokens: int
-    accepted: list  # MTP drafts accepted per row, one array per DP rank
+    plan: object  # the C++ plan: step, phase, batches, preempted, rejected, sched_ns
+    post: object  # its postprocess result: finished, discarded_tokens
+    accepted: Optional[list]  # MTP drafts accepted per row, an array per DP rank; None: none
     start_ns: int  # perf_counter_ns when the step's schedule() was called
-    sched_cpp_ns: int  # inside C++
     sched_call_ns: int  # the call as Python sees it, GIL reacquire included
     forward_ns: int
     sample_ns: int
     postprocess_ns: int
     step_ns: int  # schedule() start to postprocess() end
-    model_flops: np.ndarray  # per DP rank
-    executed_flops: np.ndarray
-    bytes: np.ndarray
+    flops: list  # per DP rank: (model FLOPs, executed FLOPs, bytes)
     modeled: bool  # forward and sample durations come from a device model
 
+    @property
+    def step(self) -> int:
+        return self.plan.step
 
-@dataclass
+    @property
+    def phase(self) -> str:
+        return self.plan.phase
+
+    @property
+    def sched_cpp_ns(self) -> int:  # inside C++
+        return self.plan.sched_ns
+
+    @property
+    def batches(self) -> list:  # one plan batch per DP rank
+        return self.plan.batches
+
+    @property
+    def preempted(self) -> np.ndarray:
+        return self.plan.preempted
+
+    @property
+    def rejected(self) -> np.ndarray:
+        return self.plan.rejected
+
+    @property
+    def finished(self) -> np.ndarray:
+        return self.post.finished
+
+    @property
+    def discarded_tokens(self) -> int:
+        return self.post.discarded_tokens
+
+    @property
+    def model_flops(self) -> np.ndarray:  # per DP rank
+        return np.array([f[0] for f in self.flops])
+
+    @property
+    def executed_flops(self) -> np.ndarray:
+        return np.array([f[1] for f in self.flops])
+
+    @property
+    def bytes(self) -> np.ndarray:
+        return np.array([f[2] for f in self.flops])
+
+
+@dataclass(slots=True)
 class _Launched:
     plan: object
     start_ns: int
@@ -72,12 +108,18 @@ class LLMEngine:
             self.device = detect_device("cpu")  # the host; the modeled device is the profile
             self.executor = ModeledExecutor(config, self.flops,
                                             load_device_profile(config.executor[len("modeled:"):]))
+        elif config.executor == "null":
+            self.flops = FlopsEstimator(self.model_config)
+            self.device = detect_device("cpu")
+            self.executor = NullExecutor(config)
         else:
             element = DTYPE_BYTES[config.dtype]
             self.flops = FlopsEstimator(self.model_config, weight_bytes=element, kv_bytes=element)
             self.device = detect_device(config.device)
             self.executor = TorchExecutor(config, self.model_config, self.device.torch_device)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
+        self._cost = self.flops.cost_model()
+        self._release_gil = config.release_gil
         self._prompt_rng = np.random.default_rng(config.seed)
         self._thread = ThreadPoolExecutor(1, "forward") if config.scheduler.overlap else None
         self._inflight: Optional[_Launched] = None
@@ -89,19 +131,22 @@ class LLMEngine:
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
-        if prompt_token_ids is None:
-            if prompt_len < 1:
-                raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
-            prompt_token_ids = self._prompt_rng.integers(
-                0, self.model_config.vocab_size, prompt_len).tolist()
-        self.scheduler.add_sequence(seq_id=request_id, prompt_len=len(prompt_token_ids),
+        if prompt_token_ids is not None:
+            prompt_len = len(prompt_token_ids)
+        elif prompt_len < 1:
+            raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
+        self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
                                     max_new_tokens=max_new_tokens, arrival_time=arrival_time,
                                     hash_ids=hash_ids)
+        if not self.executor.holds_requests:  # only lengths matter: no token ids
+            return
         seq = self.scheduler.seq(request_id)
         if seq.status in ("waiting", "running"):
-            tokens = list(prompt_token_ids)
+            vocab = self.model_config.vocab_size
+            tokens = list(prompt_token_ids) if prompt_token_ids is not None \
+                else self._prompt_rng.integers(0, vocab, prompt_len).tolist()
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
-                tokens.append(int(self._prompt_rng.integers(0, self.model_config.vocab_size)))
+                tokens.append(int(self._prompt_rng.integers(0, vocab)))
             self.executor.add(seq.dp_rank, request_id, tokens)
 
     def has_unfinished(self) -> bool:
@@ -112,8 +157,10 @@ class LLMEngine:
         the previous one; None on the first overlapped iteration). `phase` is the round a DP
         vote across processes agreed on (engine/dp.py)."""
         if self._thread is None:
-            launched = self._schedule(phase)
-            return self._finish(launched, launched.output.result())
+            start = time.perf_counter_ns()
+            plan = self.scheduler.schedule(release_gil=self._release_gil, phase=phase)
+            called = time.perf_counter_ns() - start
+            return self._finish(plan, start, called, self.executor.execute(plan))
         launched = self._schedule(phase) if not self.scheduler.is_finished() or phase else None
         record = self.drain()
         self._inflight = launched
@@ -122,7 +169,10 @@ class LLMEngine:
     def drain(self) -> Optional[StepRecord]:
         """Post-process the plan still in flight (overlap), if any."""
         previous, self._inflight = self._inflight, None
-        return None if previous is None else self._finish(previous, previous.output.result())
+        if previous is None:
+            return None
+        return self._finish(previous.plan, previous.start_ns, previous.sched_call_ns,
+                            previous.output.result())
 
     def run(self) -> List[StepRecord]:
         records = []
@@ -138,50 +188,34 @@ class LLMEngine:
 
     def _schedule(self, phase: Optional[str]) -> _Launched:
         start = time.perf_counter_ns()
-        plan = self.scheduler.schedule(release_gil=self.config.release_gil, phase=phase)
+        plan = self.scheduler.schedule(release_gil=self._release_gil, phase=phase)
         called = time.perf_counter_ns() - start
-        if self._thread is None:
-            output: Future = Future()
-            output.set_result(self.executor.execute(plan))
-        else:
-            output = self._thread.submit(self.executor.execute, plan)
-        return _Launched(plan, start, called, output)
+        return _Launched(plan, start, called, self._thread.submit(self.executor.execute, plan))
 
-    def _finish(self, launched: _Launched, out: ExecutorOutput) -> StepRecord:
-        plan = launched.plan
+    def _finish(self, plan, start_ns: int, sched_call_ns: int, out: ExecutorOutput) -> StepRecord:
         start = time.perf_counter_ns()
-        result = self.scheduler.postprocess(plan, out.accepted)
+        post = self.scheduler.postprocess(plan, out.accepted if self._mtp else None)
         postprocess_ns = time.perf_counter_ns() - start
-        done = [(self.scheduler.seq(i).dp_rank, i)
-                for i in np.concatenate((result.finished, plan.rejected)).tolist()]
-        if self._thread is None:
-            self._drop(done)
-        else:  # the forward in flight may still hold (discarded) work of these sequences
-            self._thread.submit(self._drop, done)
-        return self._log_stats(launched, out, result, postprocess_ns)
+        if self.executor.holds_requests and (len(post.finished) or len(plan.rejected)):
+            done = [(self.scheduler.seq(i).dp_rank, i)
+                    for i in np.concatenate((post.finished, plan.rejected)).tolist()]
+            if self._thread is None:
+                self._drop(done)
+            else:  # the forward in flight may still hold (discarded) work of these sequences
+                self._thread.submit(self._drop, done)
+        flops = out.flops if out.flops is not None else self._flops(plan, out.accepted)
+        return StepRecord(
+            plan=plan, post=post, accepted=out.accepted, start_ns=start_ns,
+            sched_call_ns=sched_call_ns, forward_ns=out.forward_ns, sample_ns=out.sample_ns,
+            postprocess_ns=postprocess_ns, step_ns=time.perf_counter_ns() - start_ns,
+            flops=flops, modeled=out.modeled)
 
     def _drop(self, done) -> None:
         for rank, seq_id in done:
             self.executor.drop(rank, seq_id)
 
-    def _log_stats(self, launched, out, result, postprocess_ns) -> StepRecord:
-        plan = launched.plan
+    def _flops(self, plan, accepted) -> list:
+        """Per rank (model FLOPs, executed FLOPs, bytes): a device each."""
         batches = plan.batches
-        model_flops, executed_flops, moved = (np.zeros(len(batches)) for _ in range(3))
-        for r, (batch, accepted) in enumerate(zip(batches, out.accepted)):  # a device each
-            if not len(batch.seq_ids):
-                continue
-            f = out.flops[r] if out.flops is not None else self.flops.calc_flops(
-                batch.seqlen_q, batch.seqlen_k, kind=batch.kind, padded_q=batch.padded_q,
-                accepted=accepted, mtp_q=batch.seqlen_q if self._mtp else None)
-            model_flops[r], executed_flops[r], moved[r] = f.model_flops, f.executed_flops, f.bytes
-        return StepRecord(
-            step=plan.step, phase=plan.phase, batches=batches, preempted=plan.preempted,
-            rejected=plan.rejected, finished=result.finished,
-            discarded_tokens=result.discarded_tokens, accepted=out.accepted,
-            start_ns=launched.start_ns,
-            sched_cpp_ns=plan.sched_ns, sched_call_ns=launched.sched_call_ns,
-            forward_ns=out.forward_ns, sample_ns=out.sample_ns, postprocess_ns=postprocess_ns,
-            step_ns=time.perf_counter_ns() - launched.start_ns,
-            model_flops=model_flops, executed_flops=executed_flops, bytes=moved,
-            modeled=out.modeled)
+        return [self._cost.batch(b, a, self._mtp)
+                for b, a in zip(batches, accepted or [None] * len(batches))]

@@ -3,16 +3,18 @@
 Definitions, formulas and units: docs/metrics.md, "Latency and throughput". Everything
 here is vectorised over requests and tokens (no per-request Python loops).
 
-Inputs, as the recorder keeps them (times in seconds on the run's clock):
+Inputs (times in seconds on the run's clock):
 
 - `requests`: a DataFrame, one row per request, with the columns of REQUEST_COLUMNS:
   `arrival_s` (intended enqueue time), `enqueue_s` (actual enqueue time),
   `first_scheduled_s` (NaN if never scheduled), `prompt_len`, `output_len`, `status`
   (one of STATUSES).
-- `token_times` (float64) and `token_offsets` (int64, length n + 1): a CSR layout; the
-  commit times of request i's output tokens are
-  `token_times[token_offsets[i]:token_offsets[i + 1]]`, non-decreasing, and there are
-  exactly `output_len[i]` of them.
+- Token times, in one of two forms. Every token: `token_times` (float64) and
+  `token_offsets` (int64, length n + 1), a CSR layout where request i's output tokens were
+  committed at `token_times[token_offsets[i]:token_offsets[i + 1]]`, non-decreasing,
+  exactly `output_len[i]` of them (`per_request`, `summary`). Or what the recorder keeps
+  (`latencies`, `summarize`): each request's `first_token_s` and `last_token_s`, and the
+  inter-token gaps of the measured, completed requests as distinct values with counts.
 - `warmup`: a boolean mask over requests; warm-up requests are left out of everything
   but their own count.
 
@@ -94,8 +96,8 @@ def _gaps(times, offsets):
 
 
 def per_request(requests: pd.DataFrame, token_times, token_offsets) -> pd.DataFrame:
-    """The requests with ttft_s, tpot_s, e2e_s, queueing_delay_s, schedule_fidelity_s,
-    first_token_s and last_token_s added (NaN where undefined), for every status."""
+    """The requests with first_token_s and last_token_s from the token times, and the
+    latencies of `latencies` added."""
     _check_requests(requests)
     n = len(requests)
     times, offsets = check_tokens(token_times, token_offsets, n)
@@ -105,14 +107,22 @@ def per_request(requests: pd.DataFrame, token_times, token_offsets) -> pd.DataFr
         i = int(bad[0])
         raise ValueError(f"request {i}: output_len {output_len[i]} but "
                          f"{offsets[i + 1] - offsets[i]} token times")
-    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
     first, last = _bounds(times, offsets)
-    ttft = first - arrival
-    e2e = last - arrival
+    return latencies(requests.assign(first_token_s=first, last_token_s=last))
+
+
+def latencies(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests (with first_token_s and last_token_s) with ttft_s, tpot_s, e2e_s,
+    queueing_delay_s and schedule_fidelity_s added (NaN where undefined), for every status."""
+    _check_requests(requests)
+    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
+    output_len = requests["output_len"].to_numpy(dtype=np.int64)
+    ttft = requests["first_token_s"].to_numpy(np.float64) - arrival
+    e2e = requests["last_token_s"].to_numpy(np.float64) - arrival
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output_len > 1, (e2e - ttft) / (output_len - 1), np.nan)
     return requests.assign(
-        first_token_s=first, last_token_s=last, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
+        ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
         queueing_delay_s=requests["first_scheduled_s"].to_numpy(np.float64) - arrival,
         schedule_fidelity_s=requests["enqueue_s"].to_numpy(np.float64) - arrival)
 
@@ -157,17 +167,38 @@ def meets_slo(ttft_s, tpot_s, e2e_s, slo: Mapping[str, float]):
     return ok
 
 
-def describe(values) -> dict:
+def describe(values, counts=None) -> dict:
     """count, mean, min, p50, p90, p95, p99, max of the values, NaN ones left out;
-    percentiles by numpy's default 'linear' method. All NaN when nothing is left."""
+    percentiles by numpy's default 'linear' method. `counts` weighs each value as that many
+    samples (the same result as repeating it). All NaN when nothing is left."""
     v = np.asarray(values, dtype=np.float64)
-    v = v[~np.isnan(v)]
+    c = np.ones(len(v), np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+    keep = ~np.isnan(v) & (c > 0)
+    v, c = v[keep], c[keep]
     if len(v) == 0:
         return dict(count=0, mean=np.nan, min=np.nan,
                     **{f"p{p}": np.nan for p in PERCENTILES}, max=np.nan)
-    pct = np.percentile(v, PERCENTILES)  # method="linear"
-    return dict(count=len(v), mean=v.mean(), min=v.min(),
+    if counts is None:
+        pct = np.percentile(v, PERCENTILES)  # method="linear"
+    else:
+        order = np.argsort(v, kind="stable")
+        v, c = v[order], c[order]
+        pct = _weighted_percentiles(v, np.cumsum(c), PERCENTILES)
+    return dict(count=int(c.sum()), mean=float(np.dot(v, c) / c.sum()), min=v.min(),
                 **{f"p{p}": x for p, x in zip(PERCENTILES, pct)}, max=v.max())
+
+
+def _weighted_percentiles(sorted_values, cumulative, percentiles):
+    """np.percentile(np.repeat(values, counts), percentiles) without the repeat."""
+    n = cumulative[-1]
+    h = (n - 1) * np.asarray(percentiles, dtype=np.float64) / 100
+    lo = np.floor(h).astype(np.int64)
+
+    def at(rank):  # the value of the rank-th sample (0-based) of the repeated array
+        return sorted_values[np.searchsorted(cumulative, rank, side="right")]
+
+    a, b = at(lo), at(np.minimum(lo + 1, n - 1))
+    return a + (b - a) * (h - lo)
 
 
 def summary(requests: pd.DataFrame, token_times, token_offsets, *, warmup=None,
@@ -175,10 +206,19 @@ def summary(requests: pd.DataFrame, token_times, token_offsets, *, warmup=None,
     """The run's latency and throughput metrics as a tidy long table:
     metric, stat, value, unit; e.g. ("ttft", "p99", 0.123, "s")."""
     req = per_request(requests, token_times, token_offsets)
+    warm = _warmup_mask(warmup, len(req))
+    done = ~warm & np.isin(req["status"].astype(str).to_numpy(), COMPLETED)
+    gaps, owner = _gaps(np.asarray(token_times, np.float64),  # checked by per_request
+                        np.asarray(token_offsets, np.int64))
+    return summarize(req, gaps[done[owner]], None, warmup=warm, slo=slo)
+
+
+def summarize(req: pd.DataFrame, itl_values, itl_counts=None, *, warmup=None,
+              slo: Optional[Mapping[str, float]] = None) -> pd.DataFrame:
+    """summary() from per-request latencies (the columns `latencies` adds) and the
+    inter-token gaps of the measured, completed requests (values, with counts or None)."""
     n = len(req)
-    warm = np.zeros(n, dtype=bool) if warmup is None else np.asarray(warmup, dtype=bool)
-    if warm.shape != (n,):
-        raise ValueError(f"warmup must be a boolean mask of {n} requests, got {warm.shape}")
+    warm = _warmup_mask(warmup, n)
     measured = ~warm
     status = req["status"].astype(str).to_numpy()
     done = measured & np.isin(status, COMPLETED)
@@ -203,15 +243,21 @@ def summary(requests: pd.DataFrame, token_times, token_offsets, *, warmup=None,
         rows.append(("goodput", "requests", rate(good.sum()), "req/s"))
         rows += [("slo", name, float(limit), "s") for name, limit in slo.items()]
 
-    gaps, owner = _gaps(np.asarray(token_times, np.float64),  # checked by per_request
-                        np.asarray(token_offsets, np.int64))
-    gaps = gaps[done[owner]]
     lat = {m: req[f"{m}_s"].to_numpy(np.float64)[done]
            for m in ("ttft", "tpot", "e2e", "queueing_delay")}
-    samples = dict(ttft=lat["ttft"], tpot=lat["tpot"], itl=gaps, e2e=lat["e2e"],
-                   queueing_delay=lat["queueing_delay"],
-                   schedule_fidelity=req["schedule_fidelity_s"].to_numpy(np.float64)[measured])
-    for metric, values in samples.items():
+    samples = dict(ttft=(lat["ttft"], None), tpot=(lat["tpot"], None),
+                   itl=(itl_values, itl_counts), e2e=(lat["e2e"], None),
+                   queueing_delay=(lat["queueing_delay"], None),
+                   schedule_fidelity=(req["schedule_fidelity_s"].to_numpy(np.float64)[measured],
+                                      None))
+    for metric, (values, counts) in samples.items():
         rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
-                 for stat, x in describe(values).items()]
+                 for stat, x in describe(values, counts).items()]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def _warmup_mask(warmup, n: int) -> np.ndarray:
+    warm = np.zeros(n, dtype=bool) if warmup is None else np.asarray(warmup, dtype=bool)
+    if warm.shape != (n,):
+        raise ValueError(f"warmup must be a boolean mask of {n} requests, got {warm.shape}")
+    return warm

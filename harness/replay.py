@@ -19,28 +19,34 @@ from engine import LLMEngine
 from .recorder import Recorder
 
 
+PROGRESS_EVERY = 64  # steps between progress callbacks
+
+
 def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
            output_len: np.ndarray, clock: str, recorder: Recorder,
-           on_step: Optional[Callable[[int, int], None]] = None) -> None:
-    """Replay the requests (sorted by arrival, ids 0..n-1) to completion."""
+           on_step: Optional[Callable[[int, int], None]] = None,
+           start: Optional[float] = None) -> None:
+    """Replay the requests (sorted by arrival, ids 0..n-1) to completion. `start` is the
+    perf_counter() value of the real clock's zero (default: now)."""
     virtual = clock == "virtual"
-    start = time.perf_counter()
+    arrivals = arrivals.tolist()  # Python floats: compared once per step
+    prompt_len, output_len = prompt_len.tolist(), output_len.tolist()
+    start = time.perf_counter() if start is None else start
     now = 0.0  # seconds since the replay began, on the chosen clock
-    n, nxt, done = len(arrivals), 0, 0
+    n, nxt, steps = len(arrivals), 0, 0
     while nxt < n or engine.has_unfinished():
         if not virtual:
             now = time.perf_counter() - start
         while nxt < n and arrivals[nxt] <= now:
-            engine.add_request(nxt, prompt_len=int(prompt_len[nxt]),
-                               max_new_tokens=int(output_len[nxt]),
-                               arrival_time=float(arrivals[nxt]))
+            engine.add_request(nxt, prompt_len=prompt_len[nxt], max_new_tokens=output_len[nxt],
+                               arrival_time=arrivals[nxt])
             recorder.enqueue(nxt, now)
             nxt += 1
         if not engine.has_unfinished():  # idle until the next arrival
             if virtual:
-                now = float(arrivals[nxt])
+                now = arrivals[nxt]
             else:
-                time.sleep(max(0.0, float(arrivals[nxt]) - now))
+                time.sleep(max(0.0, arrivals[nxt] - now))
             continue
         step_start = now
         record = engine.step()
@@ -51,6 +57,8 @@ def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
         else:
             now = time.perf_counter() - start
         recorder.step(record, step_start, now)
-        done += len(record.finished) + len(record.rejected)
-        if on_step is not None:
-            on_step(done, n)
+        steps += 1
+        if on_step is not None and steps % PROGRESS_EVERY == 0:
+            on_step(recorder.num_done, n)
+    if on_step is not None:
+        on_step(recorder.num_done, n)

@@ -7,10 +7,12 @@ and still writes readable tables of what was recorded, with `complete: false`.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import signal
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -22,9 +24,12 @@ import engine as engine_pkg
 from engine import LLMEngine, load_device_profile
 
 from . import tables
-from .metrics import summary
+from .calibration import calibrate
+from .metrics import COMPLETED, SUMMARY_COLUMNS, summarize
 from .recorder import Recorder
 from .replay import replay
+from .table_sink import TableSink, write_table
+from .telemetry import DEVICE_COLUMNS, Sampler, device_summary
 from .workload_trace import load_workload_trace
 from .workload import Workload
 
@@ -43,40 +48,79 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
     run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
     config = workload.engine_config(gil)
     engine = LLMEngine(config)
-    recorder = Recorder(workload.values["warmup_steps"])
     manifest = _manifest(workload, trace, engine, gil, repeat)
+    calibration_requests = workload.values["calibration_requests"]
+    if calibration_requests:
+        manifest["calibration"] = calibrate(config, trace.df, calibration_requests)
     tables.write_manifest(manifest, run_dir)
+    fmt = workload.values["table_format"]
+    labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
+    recorder = Recorder(engine, workload.values["warmup_steps"],
+                        TableSink(run_dir, "steps", fmt), TableSink(run_dir, "batches", fmt),
+                        labels)
     df = trace.df
+    start = time.perf_counter()  # the real clock's zero, shared with the sampler
+    sampler = _sampler(workload, engine, start)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         replay(engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
-               df["output_len"].to_numpy(), workload.clock, recorder, progress)
+               df["output_len"].to_numpy(), workload.clock, recorder, progress, start)
         manifest["complete"] = True
     except KeyboardInterrupt:
         manifest["interrupted"] = True
     finally:
         signal.signal(signal.SIGTERM, previous)
         manifest["ended"] = _now()
-        _write_tables(workload, engine, recorder, df, run_dir, gil, manifest)
+        device, manifest["telemetry"] = sampler.stop() if sampler else \
+            (pd.DataFrame(columns=list(DEVICE_COLUMNS)), {"sampler": "telemetry.enabled: false"})
+        steps = recorder.close()
+        write_table(device.assign(**labels), run_dir, "device", fmt)
+        _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, labels,
+                       manifest.get("calibration"))
+        tables.write_manifest(manifest, run_dir)
     return run_dir
 
 
-def _write_tables(workload, engine, recorder, df, run_dir, gil, manifest) -> None:
-    fmt = workload.values["table_format"]
-    labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=engine.config.scheduler.overlap)
-    steps = tables.steps_frame(recorder, labels)
-    batches = tables.batches_frame(recorder, labels)
-    requests, times, offsets = tables.requests_frame(engine, recorder, df, steps, batches)
-    # A warm-up request is one first scheduled in a warm-up step.
-    first_step = batches.groupby("seq_id")["step"].min().reindex(range(len(df)))
-    warm = (first_step < workload.values["warmup_steps"]).to_numpy()
-    summary_df = pd.concat([summary(requests, times, offsets, warmup=warm),
-                            tables.engine_summary(steps, _peak(engine))], ignore_index=True)
-    for name, frame in (("steps", steps), ("batches", batches),
-                        ("requests", requests.assign(**labels)),
-                        ("summary", summary_df.assign(**labels))):
-        tables.write_table(frame, run_dir, name, fmt)
-    tables.write_manifest(manifest, run_dir)
+def _sampler(workload, engine, start: float) -> Optional[Sampler]:
+    """The run's telemetry process (host CPU always; the engine's device where it has one)."""
+    settings = workload.values["telemetry"]
+    if not settings["enabled"]:
+        return None
+    device = engine.device
+    indices = [] if device.backend == "cpu" else [device.torch_device.index or 0]
+    sampler = Sampler(device.backend, indices, settings["interval_s"], start, os.getpid())
+    sampler.start()
+    return sampler
+
+
+def _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, labels,
+                   calibration) -> None:
+    requests = tables.requests_frame(engine, recorder, df)
+    warm = tables.warmup_requests(recorder, len(df), workload.values["warmup_steps"])
+    itl_values, itl_counts = recorder.itl()
+    latency = summarize(requests, itl_values, itl_counts, warmup=warm)
+    harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
+                            for stat in ("per_step", "per_request")] if calibration else [],
+                           columns=list(SUMMARY_COLUMNS))
+    summary_df = pd.concat([latency, tables.engine_summary(steps, _peak(engine)), harness,
+                            device_summary(device, *_wall_window(workload, steps),
+                                           _output_tokens(requests, warm))], ignore_index=True)
+    write_table(requests.assign(**labels), run_dir, "requests", fmt)
+    write_table(summary_df.assign(**labels), run_dir, "summary", fmt)
+
+
+def _wall_window(workload, steps: pd.DataFrame):
+    """The measured steps' span on the wall clock the sampler stamps. A virtual clock's
+    step times are not wall times: its whole run is the window."""
+    measured = steps[~steps["warmup"]]
+    if workload.clock == "virtual" or not len(measured):
+        return 0.0, np.inf
+    return float(measured["t_start_s"].min()), float(measured["t_end_s"].max())
+
+
+def _output_tokens(requests: pd.DataFrame, warm: np.ndarray) -> int:
+    done = ~warm & requests["status"].isin(COMPLETED).to_numpy()
+    return int(requests["output_len"].to_numpy()[done].sum())
 
 
 def _peak(engine) -> Optional[float]:

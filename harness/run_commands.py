@@ -53,7 +53,12 @@ def show(run_dir: Path) -> int:
               ("throughput", "output_tokens"), ("ttft", "p50"), ("ttft", "p99"),
               ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"), ("e2e", "p50"),
               ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
-              ("step", "p50"), ("achieved", "tflops_per_device"), ("mfu", "model")]
+              ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
+              ("mfu", "model")]
+    # the device table's utilisation and power means, and energy per token, side by side
+    telemetry = summary[((summary["stat"] == "mean") & summary["unit"].isin(["%", "W"]))
+                        | (summary["metric"] == "energy_per_output_token")]
+    wanted += list(zip(telemetry["metric"], telemetry["stat"]))
     rows = summary.set_index(["metric", "stat"])
     for metric, stat in wanted:
         if (metric, stat) in rows.index:

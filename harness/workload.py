@@ -125,6 +125,11 @@ SCHEMA: Dict[str, Any] = {
         "lengths": Key(integer(0), 0),
         "engine": Key(integer(0), 0, "weights, synthetic prompts, MTP acceptance"),
     },
+    "calibration_requests": Key(integer(0), 500, "null-engine calibration size; 0 skips it"),
+    "telemetry": {
+        "enabled": Key(boolean, True, "sample device and host in a separate process"),
+        "interval_s": Key(number(0.01), 0.1, "seconds between samples (GPM >= 0.1, npu-smi >= 1)"),
+    },
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
 }

@@ -95,3 +95,13 @@ def test_completion_engine_decodes_after_the_supplied_first_token():
     engine.add_request(0, prompt_token_ids=[1, 2, 3], max_new_tokens=4)
     engine.step()
     assert len(engine.tokens(0)) == engine.scheduler.seq(0).num_tokens == 5
+
+
+def test_the_null_executor_serves_every_request_computing_nothing():
+    engine = LLMEngine(EngineConfig(executor="null", scheduler=SchedulerConfig(
+        max_num_batched_tokens=64, num_kv_blocks=64, num_mtp=1)))
+    for i in range(20):
+        engine.add_request(i, prompt_len=5 + i, max_new_tokens=1 + i % 7)
+    records = engine.run()
+    assert all(engine.scheduler.seq(i).output_len == 1 + i % 7 for i in range(20))
+    assert all(r.forward_ns == 0 and r.modeled and r.model_flops.sum() == 0 for r in records)

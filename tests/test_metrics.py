@@ -7,6 +7,8 @@ the expected values below are compared with ==, except where a comment says othe
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.metrics import (SUMMARY_COLUMNS, describe, itl, meets_slo, measured_window,
                              per_request, summary, token_bounds)
@@ -334,3 +336,21 @@ def test_bad_requests(run):
         per_request(reqs.drop(columns="enqueue_s"), times, offs)
     with pytest.raises(ValueError, match="warmup must be a boolean mask of 5"):
         summary(reqs, times, offs, warmup=[True])
+
+
+@given(st.lists(st.tuples(st.floats(-1e3, 1e3, allow_nan=False), st.integers(0, 50)),
+                min_size=1, max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_counted_values_describe_like_repeated_ones(pairs):
+    values = np.array([v for v, _ in pairs])
+    counts = np.array([c for _, c in pairs])
+    got, want = describe(values, counts), describe(np.repeat(values, counts))
+    assert got.keys() == want.keys() and got["count"] == want["count"]
+    for stat in got:
+        assert got[stat] == pytest.approx(want[stat], rel=1e-12, abs=1e-9, nan_ok=True)
+
+
+def test_counted_percentiles_by_hand():
+    # 1 x3, 10 x1: the samples 1 1 1 10; p50 at rank 1.5 -> 1; p90 at rank 2.7 -> 1 + 0.7*9
+    d = describe([10.0, 1.0], [1, 3])
+    assert (d["count"], d["mean"], d["p50"], d["p90"]) == (4, 13 / 4, 1.0, pytest.approx(7.3))

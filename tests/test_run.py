@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness import replay as replay_module
 from harness.cli import main
 from harness.run import run_workload
 from harness.workload import load_workload
@@ -62,8 +63,10 @@ def test_virtual_clock_modeled_runs_are_identical(tmp_path):
     assert np.allclose(steps["t_end_s"] - steps["t_start_s"], steps["forward_ns"] / 1e9)
 
 
-def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path):
-    def ctrl_c_after_five(done, total):  # the progress callback runs after every step
+def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
+
+    def ctrl_c_after_five(done, total):
         if done >= 5:
             raise KeyboardInterrupt
     (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu"), ctrl_c_after_five)
@@ -71,6 +74,8 @@ def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path):
     assert manifest["complete"] is False and manifest["interrupted"]
     requests = read(run_dir, "requests")
     assert len(requests) == 24 and (requests["status"] == "unfinished").any()
+    steps, batches = read(run_dir, "steps"), read(run_dir, "batches")
+    assert len(steps) > 0 and set(batches["step"]) <= set(steps["step"])
     assert not list(run_dir.glob(".*tmp"))  # no half-written file
 
 
@@ -98,3 +103,29 @@ def test_show_prints_a_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "[complete]" in out and "ttft p50" in out
     assert main(["show", str(tmp_path)]) == 2
+
+
+def test_runs_calibrate_the_harness_and_sample_the_host(tmp_path):
+    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu",
+                                       calibration_requests=10))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    calibration = manifest["calibration"]
+    assert calibration["requests"] == 10 and calibration["steps"] >= 10 / 8  # 8: longest output
+    assert calibration["per_step_us"] > 0 and calibration["per_request_us"] > 0
+    stats = read(run_dir, "summary").set_index(["metric", "stat"])["value"]
+    assert stats[("harness", "per_step")] == pytest.approx(calibration["per_step_us"])
+    assert manifest["telemetry"]["cpu"].startswith("psutil")
+    device = read(run_dir, "device")
+    assert len(device) and set(device["source"]) == {"cpu"} and (device["device"] == -1).all()
+    assert device["process_rss_bytes"].gt(0).all() and device["util_pct"].isna().all()
+    assert ("process_cpu", "mean") in stats.index
+
+
+def test_calibration_and_telemetry_can_be_switched_off(tmp_path):
+    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu", calibration_requests=0,
+                                       telemetry="{enabled: false}"))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert "calibration" not in manifest and manifest["telemetry"] == {
+        "sampler": "telemetry.enabled: false"}
+    assert read(run_dir, "device").empty
+    assert "harness" not in set(read(run_dir, "summary")["metric"])

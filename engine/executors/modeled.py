@@ -20,13 +20,15 @@ from .base import ExecutorOutput
 
 
 class ModeledExecutor:
+    holds_requests = False  # only lengths matter to a roofline
+
     def __init__(self, config: EngineConfig, estimator: FlopsEstimator,
                  profile: DeviceProfile) -> None:
         if config.scheduler.num_mtp and config.mtp_acceptance is None:
             raise ValueError("the modeled executor has no model to verify MTP drafts with: "
                              "set mtp_acceptance")
         self.profile = profile
-        self.estimator = estimator
+        self.cost = estimator.cost_model()
         self.flops_per_s = profile.peak(config.precision) * 1e12 * profile.compute_efficiency.value
         self.bytes_per_s = profile.hbm_tb_s.value * 1e12 * profile.memory_efficiency.value
         self.overhead_s = profile.step_overhead_us.value * 1e-6
@@ -35,7 +37,7 @@ class ModeledExecutor:
         self._rng = np.random.default_rng(config.seed)
 
     def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
-        pass  # no tokens: only lengths matter to a roofline
+        pass
 
     def drop(self, rank: int, seq_id: int) -> None:
         pass
@@ -44,27 +46,27 @@ class ModeledExecutor:
         raise ValueError("the modeled executor generates no tokens")
 
     def execute(self, plan) -> ExecutorOutput:
-        accepted, flops, seconds = [], [], 0.0
-        for batch in plan.batches:
-            drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
-            a = self._accept(drafts)
-            accepted.append(a)
-            f = None
-            if len(batch.seq_ids):
-                f = self.estimator.calc_flops(batch.seqlen_q, batch.seqlen_k, kind=batch.kind,
-                                              padded_q=batch.padded_q, accepted=a,
-                                              mtp_q=batch.seqlen_q if self.mtp else None)
-                seconds = max(seconds, self.step_seconds(f))
-            flops.append(f)
+        if self.mtp:
+            batches = plan.batches
+            accepted = [self._accept(b) for b in batches]
+            flops = [self.cost.batch(b, a, True) for b, a in zip(batches, accepted)]
+        else:
+            accepted = None
+            flops = self.cost.plan(plan)
+        seconds = 0.0  # ranks run side by side: the step lasts as long as the slowest
+        for _, executed, nbytes in flops:
+            if nbytes:  # an empty rank moves no byte and idles
+                seconds = max(seconds, self.step_seconds(executed, nbytes))
         return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
                               sample_ns=0, modeled=True, flops=flops)
 
-    def step_seconds(self, f) -> float:
-        return self.overhead_s + max(f.executed_flops / self.flops_per_s,
-                                     f.bytes / self.bytes_per_s)
+    def step_seconds(self, executed_flops: float, nbytes: float) -> float:
+        return self.overhead_s + max(executed_flops / self.flops_per_s,
+                                     nbytes / self.bytes_per_s)
 
-    def _accept(self, drafts: np.ndarray) -> np.ndarray:
+    def _accept(self, batch) -> np.ndarray:
         """Leading drafts accepted, each with probability `acceptance`."""
+        drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
         if not drafts.any():
             return np.zeros(len(drafts), dtype=np.int64)
         hits = self._rng.random((len(drafts), int(drafts.max()))) < self.acceptance

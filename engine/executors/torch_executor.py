@@ -12,6 +12,8 @@ from .base import ExecutorOutput
 
 
 class TorchExecutor:
+    holds_requests = True  # token ids and KV per request: finished ones must be dropped
+
     def __init__(self, config: EngineConfig, model_config: ModelConfig, device: torch.device) -> None:
         sched = config.scheduler
         self.device = device

@@ -1,0 +1,148 @@
+// FLOPs and bytes of one forward step, the fast twin of engine/flops.py's FlopsEstimator:
+// the three totals of calc_flops(seqlen_q, seqlen_k, kind=kind, padded_q=padded_q,
+// accepted=accepted, mtp_q=seqlen_q if mtp else None), term for term. Every cost there is
+// a geometry constant times a batch sum of some per-row integer (tokens, keys, attended
+// pairs, ...), or a function of the token count (the experts touched), so the constructor
+// folds the geometry into one coefficient per sum and batch() sums rows and takes dot
+// products.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedule_output.hpp"
+
+namespace steptrace {
+
+// engine.model_config.ModelConfig, the fields the cost reads; an absent (None) field is 0.
+struct ModelGeometry {
+  std::string name;
+  std::string architecture;  // deepseek_v3 | deepseek_v4
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t vocab_size = 0;
+  int64_t q_lora_rank = 0;  // 0: q projected from the hidden state directly
+  int64_t qk_rope_head_dim = 0;
+  int64_t first_k_dense_replace = 0;
+  int64_t intermediate_size = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t n_routed_experts = 0;
+  int64_t n_shared_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t num_nextn_predict_layers = 0;
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;  // 0: no indexer
+  int64_t head_dim = 0;
+  int64_t o_lora_rank = 0;
+  int64_t o_groups = 0;
+  int64_t sliding_window = 0;
+  std::vector<int64_t> compress_ratios;
+  int64_t num_hash_layers = 0;
+};
+
+// Bytes per element, as FlopsEstimator takes them.
+struct ByteSizes {
+  double weight;
+  double expert_weight;  // routed experts
+  double kv;
+  double index_kv;
+};
+
+struct StepCost {
+  double model_flops = 0;
+  double executed_flops = 0;
+  double bytes = 0;
+};
+
+class CostModel {
+ public:
+  // Throws std::invalid_argument for an unknown architecture or compress ratio.
+  CostModel(const ModelGeometry& model, const ByteSizes& bytes);
+
+  // accepted: drafts accepted per row (nullptr: none); mtp: the MTP module runs on every
+  // computed position. The batch is trusted, as the scheduler makes it: every row computes
+  // q >= 1 positions of its k >= q keys, padded_q >= q, and accepted lies within 0..q-1 on
+  // decode rows, 0 on prefill rows. Nothing is checked but that the model has an MTP module
+  // when mtp is set (std::invalid_argument).
+  StepCost batch(const Batch& batch, const int64_t* accepted, bool mtp) const;
+
+ private:
+  // Per-row integers whose batch sums the costs are linear in; a deepseek_v3 model sums
+  // only the first kNumMlaTerms.
+  enum Term {
+    kTokens,            // q: positions computed
+    kLogits,            // positions whose logits the step computes
+    kKeys,              // MLA: k, keys visible to the last position
+    kUpTokens,          // MLA: tokens kv_b up-projects (filled in after the rows, see sum_rows)
+    kAttendedMha,       // MLA: attended (query, key) pairs of rows in MHA form
+    kAttendedAbsorbed,  // MLA: the same, absorbed form
+    kPairs,             // DSA: every causal pair, which the indexer scores
+    kSelected,          // DSA: min(k, q * topk), the latents the top-k reads
+    kNumMlaTerms,
+    kWindowPairs = kNumMlaTerms,  // V4: attended pairs of the sliding window
+    kWindowRead,        // V4: min(k, q + window - 1)
+    kWindowWrite,       // V4: min(q, window)
+    kCsaProduced,       // V4: compressed entries the row completes, ratio 4
+    kCsaScores,         // V4: compressed entries each query sees (the indexer scores them)
+    kCsaAttended,       // V4: the same, each capped at topk
+    kCsaSelected,       // V4: min(k / 4, q * topk)
+    kCsaKeys,           // V4: k / 4
+    kHcaProduced,       // V4: as above, ratio 128
+    kHcaAttended,
+    kHcaKeys,
+    kNumTerms
+  };
+  using Terms = std::array<double, kNumTerms>;
+  template <bool kV4>
+  using Sums = std::array<int64_t, kV4 ? kNumTerms : kNumMlaTerms>;
+
+  // The main model or the MTP module: cost per unit of each term, and the weights.
+  struct Module {
+    Terms flops{};
+    Terms kv_bytes{};
+    double weight_bytes = 0;  // read whenever the module runs: all but the experts and head
+    double moe_layers = 0;
+  };
+  struct Layer {
+    Terms flops{};
+    Terms kv_bytes{};
+    double params = 0;
+  };
+  Layer mla_layer(const ModelGeometry& m) const;
+  Layer v4_layer(const ModelGeometry& m, int64_t ratio) const;
+  void add_layers(Module& module, const Layer& layer, int64_t count) const;
+
+  template <bool kV4>
+  StepCost sum_rows(const Batch& batch, const int64_t* accepted, bool mtp) const;
+  template <bool kV4>
+  void add_row(int64_t q, int64_t k, int64_t logits, bool prefill, Sums<kV4>& sums) const;
+  double module_bytes(const Module& module, const Terms& sums) const;
+  double moe_weight_bytes(double tokens) const;
+
+  std::string name_;
+  bool v4_;
+  bool has_mtp_;
+  ByteSizes bytes_;
+  int64_t index_topk_;
+  int64_t sliding_window_;
+  bool has_csa_ = false;  // V4: some layer (MTP included) compresses at ratio 4 / 128
+  bool has_hca_ = false;
+  Module main_;
+  Module mtp_;
+  double head_bytes_;
+  // one MoE layer's weights: routed experts expected distinct, shared experts
+  double routed_experts_;
+  double log1p_miss_;  // log(1 - top_k / E): a token misses a given expert
+  bool every_expert_;  // top_k == E
+  double expert_bytes_;
+  double shared_expert_bytes_;
+};
+
+}  // namespace steptrace

@@ -1,0 +1,106 @@
+// The recorder's core: each post-processed plan is copied into chunked columns (one row per
+// step and rank, one per scheduled sequence) and folded into per-request token times, in
+// one call. The harness takes the columns chunk by chunk and streams them to disk, so
+// memory stays bounded by the chunk, the requests, and the distinct inter-token gaps.
+//
+// Inter-token gaps (ITL) go into a histogram of exact values as they happen: the rows of
+// one step mostly share their previous token's step, so equal gaps come in runs and cost
+// one map update per run. A measured request also holds its own gaps until it completes;
+// itl() leaves out those of requests that never did (an interrupted run).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "scheduler.hpp"
+
+namespace steptrace {
+
+struct StepRows {  // one row per (step, DP rank)
+  std::vector<int64_t> step;
+  std::vector<int32_t> dp_rank;
+  std::vector<uint8_t> prompt_phase, empty, warmup;
+  std::vector<int32_t> num_seqs;
+  std::vector<int64_t> tokens_q, padded_tokens_q, sum_seqlen_k;
+  std::vector<int32_t> max_seqlen_k, preempted, rejected, finished;
+  std::vector<int64_t> discarded_tokens;
+  std::vector<int32_t> kv_blocks_free, waiting, running;
+  std::vector<int64_t> sched_cpp_ns;
+  std::vector<double> t_start_s, t_end_s;
+  std::vector<int64_t> sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns;
+  std::vector<double> model_flops, executed_flops, bytes;
+};
+
+struct StepTimes {  // what the engine measured around one step (llm_engine.StepRecord)
+  double t_start_s, t_end_s;  // on the run's clock
+  int64_t sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns;
+};
+
+struct RankCost {  // per DP rank, from the FLOPs estimator
+  double model_flops, executed_flops, bytes;
+};
+
+struct BatchRows {  // one row per scheduled sequence
+  std::vector<int64_t> step;
+  std::vector<int32_t> dp_rank;
+  std::vector<int64_t> seq_id;
+  std::vector<int8_t> kind;
+  std::vector<int32_t> seqlen_q, seqlen_k;
+};
+
+struct RequestTimes {  // seconds on the run's clock; NaN until it happens
+  static constexpr double kNever = std::numeric_limits<double>::quiet_NaN();
+  double enqueue_s = kNever;
+  double first_scheduled_s = kNever;
+  double first_token_s = kNever;
+  double last_token_s = kNever;
+  int64_t first_scheduled_step = -1;
+  int32_t tokens = 0;  // output tokens stamped so far
+  std::vector<double> gaps;  // a measured request's gaps, until it completes
+};
+
+class StepLog {
+ public:
+  StepLog(const Scheduler& scheduler, int64_t warmup_steps)
+      : scheduler_(scheduler), warmup_steps_(warmup_steps) {}
+
+  // A request entered the engine at t. Tokens it arrived with (a completion engine's
+  // first) are stamped at t.
+  void enqueue(int64_t seq_id, double t);
+  // A plan after its postprocess(), with one RankCost per batch. Tokens are stamped at
+  // times.t_end_s; a measured request's gaps join the inter-token distribution. Returns
+  // the steps buffered since the rows were last emptied.
+  size_t record(const ScheduleOutput& plan, const PostprocessOutput& post,
+                const StepTimes& times, const std::vector<RankCost>& costs);
+
+  int64_t num_done() const { return num_done_; }  // finished, handed off or rejected
+  std::vector<RankCost>& scratch_costs() { return costs_; }  // reused across record() calls
+  StepRows& steps() { return steps_; }  // the rows since the caller last emptied them
+  BatchRows& batches() { return batches_; }
+  const std::vector<RequestTimes>& requests() const { return requests_; }  // scheduler order
+  // Inter-token gaps of measured, completed requests: (value, count), values ascending.
+  std::vector<std::pair<double, int64_t>> itl() const;
+
+ private:
+  RequestTimes& request(int32_t index);
+  void stamp(int32_t index, double t);
+  void add_gap(double gap);
+  void end_run();
+
+  const Scheduler& scheduler_;
+  int64_t warmup_steps_;
+  StepRows steps_;
+  BatchRows batches_;
+  std::vector<RequestTimes> requests_;
+  std::unordered_map<double, int64_t> itl_;
+  double run_gap_ = 0.0;  // the current run of equal gaps
+  int64_t run_count_ = 0;
+  int64_t zero_gaps_ = 0;  // accepted drafts, counted apart so they don't break runs
+  int64_t num_done_ = 0;
+  std::vector<RankCost> costs_;
+};
+
+}  // namespace steptrace

@@ -1,0 +1,54 @@
+"""Null-engine calibration: what the harness itself costs per step and per request.
+
+The run's scheduler configuration serves the first requests of its trace, all queued at
+once (with no time passing, arrivals would only ever meet an idle engine), around the null
+executor: nothing computed, every step done at once, recorded as a run is. What that takes
+is the harness's own overhead, the floor under every measured step (MLPerf LoadGen reports
+the same with its null SUT).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+
+import numpy as np
+
+from engine import LLMEngine
+
+from .recorder import Recorder
+from .replay import replay
+from .table_sink import TableSink
+
+
+def calibrate(config, trace, requests: int) -> dict:
+    """Serve the trace's first `requests` rows with the null engine: per-request cost
+    (add_request + enqueue record) and per-step cost (schedule, postprocess, record, loop)."""
+    config = dataclasses.replace(config, executor="null")
+    n = min(requests, len(trace))
+    prompt, output = trace["prompt_len"].to_numpy()[:n], trace["output_len"].to_numpy()[:n]
+    with tempfile.TemporaryDirectory(prefix="steptrace-calibration-") as tmp:
+        engine, recorder = _null_run(config, tmp)
+        start = time.perf_counter()
+        for i in range(n):
+            engine.add_request(i, prompt_len=int(prompt[i]), max_new_tokens=int(output[i]))
+            recorder.enqueue(i, 0.0)
+        per_request = (time.perf_counter() - start) / n
+        recorder.close()
+
+        engine, recorder = _null_run(config, tmp)
+        start = time.perf_counter()
+        replay(engine, np.zeros(n), prompt, output, "virtual", recorder)
+        replay_s = time.perf_counter() - start
+        steps = recorder.close()["step"].nunique()
+    per_step = max(0.0, replay_s - n * per_request) / max(steps, 1)
+    return dict(requests=n, steps=steps, replay_s=replay_s, per_request_us=per_request * 1e6,
+                per_step_us=per_step * 1e6)
+
+
+def _null_run(config, tmp: str):
+    engine = LLMEngine(config)
+    recorder = Recorder(engine, 0, TableSink(tmp, "steps", "parquet"),
+                        TableSink(tmp, "batches", "parquet"), {})
+    return engine, recorder

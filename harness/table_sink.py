@@ -1,0 +1,57 @@
+"""One result table written chunk by chunk, atomically.
+
+Chunks go to a hidden temporary file (Parquet row groups, or CSV lines); close() renames
+it into place, so a reader sees either no table or a whole one, never a torn file. An
+interrupted run still closes its sinks: the tables hold every chunk written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Union
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+FORMATS = ("parquet", "csv")
+
+
+class TableSink:
+    def __init__(self, run_dir: Path, name: str, fmt: str) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"table format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        self.path = Path(run_dir) / f"{name}.{fmt}"
+        self._tmp = Path(run_dir) / f".{name}.{fmt}.tmp"
+        self._fmt = fmt
+        self._writer = None
+        self._schema = None  # the first chunk's: later chunks are cast to it
+
+    def write(self, chunk: Union[pa.Table, pd.DataFrame]) -> None:
+        """Append a chunk; the first one fixes the columns (an empty chunk still counts)."""
+        if isinstance(chunk, pd.DataFrame):
+            chunk = pa.Table.from_pandas(chunk, preserve_index=False)
+        if self._writer is None:
+            self._schema = chunk.schema
+            if self._fmt == "csv":
+                self._writer = pa_csv.CSVWriter(self._tmp, chunk.schema)
+            else:  # numbers stored plain: dictionary-encoding them is slow
+                labels = [f.name for f in chunk.schema if pa.types.is_dictionary(f.type)]
+                self._writer = pq.ParquetWriter(self._tmp, chunk.schema, use_dictionary=labels)
+        self._writer.write_table(chunk.cast(self._schema))
+
+    def close(self) -> Path:
+        if self._writer is None:
+            raise ValueError(f"{self.path.name}: no chunk written, not even an empty one")
+        self._writer.close()
+        os.replace(self._tmp, self.path)
+        return self.path
+
+
+def write_table(df: pd.DataFrame, run_dir: Path, name: str, fmt: str) -> Path:
+    """A whole table in one chunk."""
+    sink = TableSink(run_dir, name, fmt)
+    sink.write(df)
+    return sink.close()

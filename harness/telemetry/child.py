@@ -1,0 +1,99 @@
+"""The sampler's own process: python -m harness.telemetry.child '<json config>'.
+
+Each source samples in its own thread, so that a slow npu-smi call never delays the CPU
+samples. Rows and notes go to a JSON-lines journal as they come, one flushed line each:
+whatever was written survives if the parent has to kill this process. The process stops
+on a line or EOF on stdin (the parent's stop, or the parent gone) and when its parent
+pid changes (the parent died while a forked sibling still holds the pipe open).
+Imports stay light: no pandas, no torch, no engine.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+from harness.telemetry.host import HostSource
+from harness.telemetry.npu_smi import NpuSmiSource
+from harness.telemetry.nvml import NvmlSource
+
+PARENT_CHECK_S = 0.25
+
+
+class Journal:
+    def __init__(self, file):
+        self._file = file
+        self._lock = threading.Lock()
+        self._notes = {}
+
+    def write(self, rows, notes):
+        with self._lock:
+            for r in rows:
+                self._file.write(json.dumps({"row": r}) + "\n")
+            for key, text in notes.items():
+                if self._notes.get(key) != text:
+                    self._notes[key] = text
+                    self._file.write(json.dumps({"note": [key, text]}) + "\n")
+            self._file.flush()
+
+
+def open_sources(config, clock):
+    period = config["interval_s"]
+    sources = [HostSource(config["pid"], period, clock)]
+    if config["backend"] == "cuda":
+        sources.append(NvmlSource(config["devices"], period, clock))
+    elif config["backend"] == "npu":
+        sources.append(NpuSmiSource(config["devices"], period, clock))
+    return sources
+
+
+def run_source(source, journal, stop, clock):
+    due = time.perf_counter()
+    while not stop.is_set():
+        try:
+            rows = source.sample()
+        except Exception as e:  # noqa: BLE001 -- a bug in one source must not end the others
+            source.notes[source.name] = (f"stopped at t={clock():.3f} s: "
+                                         f"{type(e).__name__}: {e}")
+            journal.write([], source.notes)
+            return
+        journal.write(rows, source.notes)
+        due = max(due + source.period_s, time.perf_counter())
+        stop.wait(due - time.perf_counter())
+
+
+def watch_stdin(stop):
+    sys.stdin.readline()
+    stop.set()
+
+
+def main(argv):
+    config = json.loads(argv[1])
+    t0 = config["t0"]
+
+    def clock():  # perf_counter is CLOCK_MONOTONIC on Linux: shared with the parent
+        return time.perf_counter() - t0
+
+    parent = os.getppid()
+    stop = threading.Event()
+    threading.Thread(target=watch_stdin, args=(stop,), daemon=True).start()
+    with open(config["out"], "a", encoding="utf-8") as out:
+        journal = Journal(out)
+        sources = open_sources(config, clock)
+        threads = [threading.Thread(target=run_source, args=(s, journal, stop, clock),
+                                    daemon=True) for s in sources]
+        for thread in threads:
+            thread.start()
+        while not stop.wait(PARENT_CHECK_S):
+            if os.getppid() != parent:
+                stop.set()
+        for thread in threads:
+            thread.join()
+        for source in sources:
+            source.close()
+            journal.write([], source.notes)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
