@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.metrics import (SUMMARY_COLUMNS, describe, itl, meets_slo, measured_window,
                              per_request, summary, token_bounds)
+from harness.tables import engine_summary
 
 NAN = float("nan")
 
@@ -354,3 +355,18 @@ def test_counted_percentiles_by_hand():
     # 1 x3, 10 x1: the samples 1 1 1 10; p50 at rank 1.5 -> 1; p90 at rank 2.7 -> 1 + 0.7*9
     d = describe([10.0, 1.0], [1, 3])
     assert (d["count"], d["mean"], d["p50"], d["p90"]) == (4, 13 / 4, 1.0, pytest.approx(7.3))
+
+
+def test_achieved_tflops_and_mfu_by_hand():
+    # 2 DP ranks; measured steps 1 and 2 (step 0 is warm-up). Model FLOPs over both ranks:
+    # step 1: 3e12 + 1e12, step 2: 2e12 + 2e12 -> 8e12 over forward 0.5 s + 1.5 s = 2 s,
+    # per device: 8e12 / 2 s / 2 = 2 TFLOP/s; against a 10 TFLOP/s peak, MFU 0.2.
+    steps = pd.DataFrame(dict(
+        step=[0, 0, 1, 1, 2, 2], dp_rank=[0, 1] * 3, warmup=[True, True] + [False] * 4,
+        forward_ns=[9e9, 9e9, 0.5e9, 0.5e9, 1.5e9, 1.5e9], model_flops=[9e15, 9e15, 3e12, 1e12,
+                                                                          2e12, 2e12],
+        sched_call_ns=[1e3] * 6, sched_cpp_ns=[1e3] * 6, step_ns=[1e3] * 6))
+    stats = engine_summary(steps, peak_tflops=10.0).set_index(["metric", "stat"])["value"]
+    assert stats[("achieved", "tflops_per_device")] == pytest.approx(2.0, rel=1e-12)
+    assert stats[("mfu", "model")] == pytest.approx(0.2, rel=1e-12)
+    assert stats[("forward", "mean")] == pytest.approx(1e6)  # us: the warm-up step left out

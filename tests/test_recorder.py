@@ -142,3 +142,11 @@ def test_a_sink_shows_nothing_until_closed(tmp_path):
     sink.close()
     assert read(tmp_path, "steps")["step"].tolist() == [0, 1, 2]
     assert [p.name for p in tmp_path.iterdir()] == ["steps.parquet"]
+
+
+def test_rows_reach_disk_chunk_by_chunk(tmp_path):
+    import pyarrow.parquet as pq
+    *_, steps, out = run(tmp_path, chunk_steps=4)
+    n = steps["step"].nunique()
+    groups = pq.ParquetFile(out / "steps.parquet").metadata.num_row_groups
+    assert n > 8 and groups >= n // 4  # one row group per flush: never all at the end

@@ -129,3 +129,29 @@ def test_calibration_and_telemetry_can_be_switched_off(tmp_path):
         "sampler": "telemetry.enabled: false"}
     assert read(run_dir, "device").empty
     assert "harness" not in set(read(run_dir, "summary")["metric"])
+
+
+def test_sigterm_mid_run_leaves_readable_incomplete_tables(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    body = GENERATED.replace("requests: 24, rate: 200", "requests: 400, rate: 20")
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{body}device: cpu\n")
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "results").glob("w/*/manifest.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.1)
+    time.sleep(2.0)  # well into the 20 s replay
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["interrupted"], output
+    requests, steps = read(run_dir, "requests"), read(run_dir, "steps")
+    assert len(requests) == 400 and (requests["status"] == "unfinished").any() and len(steps)
+    assert not list(run_dir.glob(".*tmp"))
