@@ -14,6 +14,8 @@ void StepLog::enqueue(int64_t seq_id, double t) {
   const int32_t index = scheduler_.index_of(seq_id);
   request(index).enqueue_s = t;
   stamp(index, t);
+  // A completion engine's one-token request is done on arrival: no plan will report it.
+  if (scheduler_.at(index).status == SeqStatus::kFinished) ++num_done_;
 }
 
 // Stamps the tokens committed since the last look at this sequence.
@@ -59,10 +61,10 @@ size_t StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post
       padded += b.padded_q[j];
       sum_k += b.seqlen_k[j];
       max_k = std::max(max_k, b.seqlen_k[j]);
-      RequestTimes& r = request(b.seq_index[j]);
-      if (r.first_scheduled_step < 0) {
-        r.first_scheduled_step = plan.step;
-        r.first_scheduled_s = t_start;
+      RequestTimes& req = request(b.seq_index[j]);
+      if (req.first_scheduled_step < 0) {
+        req.first_scheduled_step = plan.step;
+        req.first_scheduled_s = t_start;
       }
       if (b.kind[j] != kPrefillChunk) stamp(b.seq_index[j], t_end);
     }

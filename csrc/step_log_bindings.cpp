@@ -18,8 +18,8 @@ namespace {
 template <typename T>
 py::array_t<T> owned(std::vector<T>&& v) {
   auto* held = new std::vector<T>(std::move(v));
-  py::capsule free(held, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>(static_cast<py::ssize_t>(held->size()), held->data(), free);
+  py::capsule owner(held, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(static_cast<py::ssize_t>(held->size()), held->data(), owner);
 }
 
 // A copy, and the column emptied with its capacity kept: the next chunk fills memory

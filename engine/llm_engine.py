@@ -1,6 +1,6 @@
 """LLMEngine: requests in, one engine iteration per step(), a StepRecord out per step.
 
-One iteration: schedule -> metadata -> Worker forward -> sample -> postprocess -> log_stats.
+One iteration: schedule -> metadata -> Worker forward -> sample -> postprocess -> cost.
 With overlap the order is schedule(i) -> launch forward(i) -> postprocess(i-1) ->
 sample(i): forward and sampling run on a worker thread (torch releases the GIL inside its
 ops), so the CPU schedules and post-processes while the previous forward runs.
@@ -181,6 +181,11 @@ class LLMEngine:
             if record is not None:
                 records.append(record)
         return records
+
+    def close(self) -> None:
+        """Stop the overlap thread (after the forward in flight, if any)."""
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
 
     def tokens(self, request_id: int) -> List[int]:
         """Prompt plus generated token ids of a live request."""

@@ -27,6 +27,8 @@ def calibrate(config, trace, requests: int) -> dict:
     (add_request + enqueue record) and per-step cost (schedule, postprocess, record, loop)."""
     config = dataclasses.replace(config, executor="null")
     n = min(requests, len(trace))
+    if n < 1:
+        raise ValueError("calibration needs at least one request")
     prompt, output = trace["prompt_len"].to_numpy()[:n], trace["output_len"].to_numpy()[:n]
     with tempfile.TemporaryDirectory(prefix="steptrace-calibration-") as tmp:
         engine, recorder = _null_run(config, tmp)
@@ -36,12 +38,14 @@ def calibrate(config, trace, requests: int) -> dict:
             recorder.enqueue(i, 0.0)
         per_request = (time.perf_counter() - start) / n
         recorder.close()
+        engine.close()
 
         engine, recorder = _null_run(config, tmp)
         start = time.perf_counter()
         replay(engine, np.zeros(n), prompt, output, "virtual", recorder)
         replay_s = time.perf_counter() - start
         steps = recorder.close()["step"].nunique()
+        engine.close()
     per_step = max(0.0, replay_s - n * per_request) / max(steps, 1)
     return dict(requests=n, steps=steps, replay_s=replay_s, per_request_us=per_request * 1e6,
                 per_step_us=per_step * 1e6)

@@ -3,8 +3,9 @@
 Per step it makes one C++ call: engine._core.StepLog copies the plan's rows and the
 step's timings and FLOPs into columns and stamps the tokens each request committed. Every
 `chunk_steps` steps the rows go to the steps and batches tables on disk
-(harness/table_sink.py). Memory stays bounded by the chunk, the requests, the distinct
-inter-token gaps, and the few numbers per step the summary needs.
+(harness/table_sink.py). Memory stays bounded by the chunk, the requests (with a running
+request's own gaps), the distinct inter-token gaps, and the few numbers per step the
+summary needs.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ class Recorder:
         self._sinks["batches"].write(self._table(batches))
 
     def close(self) -> pd.DataFrame:
-        """Flush, close the tables, and return the per-step columns the summary needs."""
-        self.flush()
-        for sink in self._sinks.values():
-            sink.close()
+        """Flush, close the tables, and return the per-step columns the summary needs.
+        The tables are closed (whole, renamed into place) even if the flush fails."""
+        try:
+            self.flush()
+        finally:
+            for sink in self._sinks.values():
+                sink.close()
         return pd.DataFrame({name: np.concatenate([k[name] for k in self._kept])
                              for name in SUMMARY_STEP_COLUMNS})
 

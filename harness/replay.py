@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable, Optional
 
@@ -18,23 +19,24 @@ from engine import LLMEngine
 
 from .recorder import Recorder
 
-
 PROGRESS_EVERY = 64  # steps between progress callbacks
 
 
 def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
            output_len: np.ndarray, clock: str, recorder: Recorder,
            on_step: Optional[Callable[[int, int], None]] = None,
-           start: Optional[float] = None) -> None:
-    """Replay the requests (sorted by arrival, ids 0..n-1) to completion. `start` is the
-    perf_counter() value of the real clock's zero (default: now)."""
+           start: Optional[float] = None, stop: Optional[threading.Event] = None) -> bool:
+    """Replay the requests (sorted by arrival, ids 0..n-1) to completion, or until `stop`
+    is set (checked between steps: a step and its record always go together). `start` is
+    the perf_counter() value of the real clock's zero (default: now). True if completed."""
     virtual = clock == "virtual"
+    stop = threading.Event() if stop is None else stop
     arrivals = arrivals.tolist()  # Python floats: compared once per step
     prompt_len, output_len = prompt_len.tolist(), output_len.tolist()
     start = time.perf_counter() if start is None else start
     now = 0.0  # seconds since the replay began, on the chosen clock
     n, nxt, steps = len(arrivals), 0, 0
-    while nxt < n or engine.has_unfinished():
+    while (nxt < n or engine.has_unfinished()) and not stop.is_set():
         if not virtual:
             now = time.perf_counter() - start
         while nxt < n and arrivals[nxt] <= now:
@@ -42,11 +44,11 @@ def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
                                arrival_time=arrivals[nxt])
             recorder.enqueue(nxt, now)
             nxt += 1
-        if not engine.has_unfinished():  # idle until the next arrival
-            if virtual:
+        if not engine.has_unfinished():  # idle until the next arrival, if any
+            if nxt < n and virtual:
                 now = arrivals[nxt]
-            else:
-                time.sleep(max(0.0, arrivals[nxt] - now))
+            elif nxt < n:
+                stop.wait(max(0.0, arrivals[nxt] - now))
             continue
         step_start = now
         record = engine.step()
@@ -62,3 +64,4 @@ def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
             on_step(recorder.num_done, n)
     if on_step is not None:
         on_step(recorder.num_done, n)
+    return not stop.is_set()

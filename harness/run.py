@@ -12,6 +12,7 @@ import platform
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +30,7 @@ from .metrics import COMPLETED, SUMMARY_COLUMNS, summarize
 from .recorder import Recorder
 from .replay import replay
 from .table_sink import TableSink, write_table
-from .telemetry import DEVICE_COLUMNS, Sampler, device_summary
+from .telemetry import Sampler, device_frame, device_summary
 from .workload_trace import load_workload_trace
 from .workload import Workload
 
@@ -45,13 +46,15 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None) -> Lis
 
 
 def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path:
-    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
     config = workload.engine_config(gil)
+    calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
+    calibration = calibrate(config, trace.df, calibration_requests) \
+        if calibration_requests else None
     engine = LLMEngine(config)
+    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
     manifest = _manifest(workload, trace, engine, gil, repeat)
-    calibration_requests = workload.values["calibration_requests"]
-    if calibration_requests:
-        manifest["calibration"] = calibrate(config, trace.df, calibration_requests)
+    if calibration:
+        manifest["calibration"] = calibration
     tables.write_manifest(manifest, run_dir)
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
@@ -59,26 +62,40 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
                         TableSink(run_dir, "steps", fmt), TableSink(run_dir, "batches", fmt),
                         labels)
     df = trace.df
-    start = time.perf_counter()  # the real clock's zero, shared with the sampler
-    sampler = _sampler(workload, engine, start)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    stop = threading.Event()
+    previous = _stop_on_signals(stop)
+    sampler = None
     try:
-        replay(engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
-               df["output_len"].to_numpy(), workload.clock, recorder, progress, start)
-        manifest["complete"] = True
-    except KeyboardInterrupt:
+        start = time.perf_counter()  # the real clock's zero, shared with the sampler
+        sampler = _sampler(workload, engine, start)
+        manifest["complete"] = replay(
+            engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
+            df["output_len"].to_numpy(), workload.clock, recorder, progress, start, stop)
+        manifest["interrupted"] = not manifest["complete"]
+    except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # a signal now only sets `stop`: the tables are written whole
         manifest["ended"] = _now()
         device, manifest["telemetry"] = sampler.stop() if sampler else \
-            (pd.DataFrame(columns=list(DEVICE_COLUMNS)), {"sampler": "telemetry.enabled: false"})
+            (device_frame([]), {"sampler": "telemetry.enabled: false"})
+        engine.close()
         steps = recorder.close()
         write_table(device.assign(**labels), run_dir, "device", fmt)
         _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, labels,
-                       manifest.get("calibration"))
+                       calibration)
         tables.write_manifest(manifest, run_dir)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return run_dir
+
+
+def _stop_on_signals(stop: threading.Event) -> dict:
+    """Ctrl-C and SIGTERM set `stop` instead of raising; the previous handlers, to restore.
+    Only the main thread can take signals: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, lambda *_: stop.set())
+            for signum in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _sampler(workload, engine, start: float) -> Optional[Sampler]:
@@ -190,7 +207,3 @@ def _cpu_name() -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt

@@ -84,6 +84,8 @@ def _progress():
         def update(done, total):
             b = bar.setdefault("bar", tqdm(total=total, unit="req", file=sys.stderr))
             b.update(done - b.n)
+            if done >= total:  # the run is over: the next one gets a bar of its own
+                bar.pop("bar").close()
         return update
     last = [-1]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import pandas as pd
 import pyarrow as pa
@@ -42,9 +42,10 @@ class TableSink:
                 self._writer = pq.ParquetWriter(self._tmp, chunk.schema, use_dictionary=labels)
         self._writer.write_table(chunk.cast(self._schema))
 
-    def close(self) -> Path:
+    def close(self) -> Optional[Path]:
+        """The table in place; None (no file) if not even an empty chunk was written."""
         if self._writer is None:
-            raise ValueError(f"{self.path.name}: no chunk written, not even an empty one")
+            return None
         self._writer.close()
         os.replace(self._tmp, self.path)
         return self.path

@@ -1,9 +1,8 @@
-"""The result tables of one run (docs/metrics.md defines every column), written atomically.
+"""The requests table, the engine's summary rows, and manifest.json (docs/metrics.md
+defines every column; the recorder streams the steps and batches tables).
 
-steps: one row per (step, DP rank); batches: one row per (step, sequence); requests: one
-row per trace request; summary: long form (metric, stat, value, unit); manifest.json.
-Each file is written to a temporary name and renamed into place, so a reader never sees a
-half-written table; the manifest says `complete: false` until the run ended cleanly.
+The manifest is written to a temporary name and renamed into place, as every table is; it
+says `complete: false` until the run ended cleanly.
 """
 
 from __future__ import annotations

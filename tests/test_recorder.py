@@ -6,6 +6,8 @@ time; the summary it gives through metrics.summary must equal the one the record
 per-request times and inter-token histogram give through metrics.summarize.
 """
 
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,7 +29,8 @@ def trace(seed=0):
                              prompt_len=rng.integers(1, 200, N), output_len=rng.integers(1, 30, N)))
 
 
-def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=None, **sched):
+def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=None, stop=None,
+        max_new_tokens=None, **sched):
     """A modeled replay of trace() with every StepRecord kept; returns what was recorded."""
     config = EngineConfig(model="deepseek-v3", executor="modeled:H200", precision="fp8",
                           mtp_acceptance=0.6, scheduler=SchedulerConfig(
@@ -54,13 +57,30 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
                 raise KeyboardInterrupt
 
     df = trace()
+    if max_new_tokens is not None:
+        df["output_len"] = max_new_tokens
     try:
         replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
-               df["output_len"].to_numpy(), "virtual", Keeping())
+               df["output_len"].to_numpy(), "virtual", Keeping(), stop=stop and stop(engine))
     except KeyboardInterrupt:
         pass
     steps = recorder.close()
     return engine, recorder, df, kept, steps, out
+
+
+def stop_inside_step(after):
+    """A stop event set inside engine.step() once `after` steps ran, as a signal would."""
+    def install(engine):
+        event, step, count = threading.Event(), engine.step, [0]
+
+        def stepping(*args):
+            count[0] += 1
+            if count[0] > after:
+                event.set()
+            return step(*args)
+        engine.step = stepping
+        return event
+    return install
 
 
 def read(out, name, fmt="parquet"):
@@ -150,3 +170,18 @@ def test_rows_reach_disk_chunk_by_chunk(tmp_path):
     n = steps["step"].nunique()
     groups = pq.ParquetFile(out / "steps.parquet").metadata.num_row_groups
     assert n > 8 and groups >= n // 4  # one row group per flush: never all at the end
+
+
+def test_a_stop_inside_a_step_still_records_that_step(tmp_path):
+    engine, recorder, df, kept, steps, _ = run(tmp_path, num_mtp=1, stop=stop_inside_step(50))
+    assert steps["step"].nunique() == 51  # the step the stop arrived in, recorded
+    requests = tables.requests_frame(engine, recorder, df)
+    tokens = recorder.requests()["tokens"]
+    assert (requests["output_len"].to_numpy()[:len(tokens)] == tokens).all()
+    assert (requests["status"] == "unfinished").any()
+
+
+def test_requests_done_on_arrival_count_as_done(tmp_path):
+    engine, recorder, df, *_ = run(tmp_path, engine_type="completion", max_new_tokens=1)
+    assert recorder.num_done == len(df)
+    assert (tables.requests_frame(engine, recorder, df)["status"] == "finished").all()

@@ -12,7 +12,7 @@ class NullExecutor:
     holds_requests = False
 
     def __init__(self, config: EngineConfig) -> None:
-        self._flops = [(0.0, 0.0, 0.0)] * config.scheduler.dp_size
+        self._flops = ((0.0, 0.0, 0.0),) * config.scheduler.dp_size
 
     def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
         pass

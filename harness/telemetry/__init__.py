@@ -13,7 +13,8 @@ import importlib
 
 # The sampler's child process imports this package to reach its sources; the names
 # below load on first use so that the child never pays for pandas (~0.8 s, ~60 MB).
-_EXPORTS = {"DEVICE_COLUMNS": "columns", "Sampler": "sampler", "device_summary": "summary"}
+_EXPORTS = {"DEVICE_COLUMNS": "columns", "Sampler": "sampler", "device_frame": "sampler",
+            "device_summary": "summary"}
 
 __all__ = list(_EXPORTS)
 

@@ -66,7 +66,7 @@ class Sampler:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-        return _frame(rows), self._notes
+        return device_frame(rows), self._notes
 
     def _halt(self, process):
         try:
@@ -110,7 +110,8 @@ class Sampler:
         return rows
 
 
-def _frame(rows) -> pd.DataFrame:
+def device_frame(rows) -> pd.DataFrame:
+    """The device table of these rows (none: an empty table with every column typed)."""
     frame = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
     return frame.astype({"t_s": "float64", "source": "object", "device": "int64",
                          **{c: "float64" for c in VALUE_COLUMNS}})
