@@ -47,6 +47,7 @@ class Scheduler {
   const Sequence& seq(int64_t seq_id) const;
   int32_t index_of(int64_t seq_id) const;  // the index Batch::seq_index holds
   const Sequence& at(int32_t index) const { return seqs_[index]; }
+  size_t num_sequences() const { return seqs_.size(); }
   int32_t num_free_blocks(int32_t rank) const;
   int32_t refcount(int32_t block, int32_t rank) const;
   bool is_finished() const { return num_unfinished_ == 0 && pending_rejected_.empty(); }

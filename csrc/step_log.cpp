@@ -12,17 +12,17 @@ RequestTimes& StepLog::request(int32_t index) {
 
 void StepLog::enqueue(int64_t seq_id, double t) {
   const int32_t index = scheduler_.index_of(seq_id);
-  request(index).enqueue_s = t;
-  stamp(index, t);
+  RequestTimes& r = request(index);
+  r.enqueue_s = t;
+  const int32_t output_len = scheduler_.at(index).output_len();
+  if (output_len > r.tokens) stamp(r, output_len, t);
   // A completion engine's one-token request is done on arrival: no plan will report it.
   if (scheduler_.at(index).status == SeqStatus::kFinished) ++num_done_;
 }
 
-// Stamps the tokens committed since the last look at this sequence.
-void StepLog::stamp(int32_t index, double t) {
-  RequestTimes& r = request(index);
-  const int32_t now = scheduler_.at(index).output_len();
-  if (now <= r.tokens) return;  // discarded in-flight work commits nothing
+// Stamps the tokens committed since the last look at this sequence (output_len > r.tokens;
+// discarded in-flight work commits nothing and is never stamped).
+void StepLog::stamp(RequestTimes& r, int32_t now, double t) {
   if (r.tokens == 0) r.first_token_s = t;
   if (r.first_scheduled_step >= warmup_steps_) {
     if (r.tokens > 0) {
@@ -52,6 +52,8 @@ size_t StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post
                        const StepTimes& times, const std::vector<RankCost>& costs) {
   const double t_start = times.t_start_s, t_end = times.t_end_s;
   const bool warmup = plan.step < warmup_steps_;
+  if (requests_.size() < scheduler_.num_sequences()) requests_.resize(scheduler_.num_sequences());
+  RequestTimes* const requests = requests_.data();  // every row's index is below the size
   for (size_t r = 0; r < plan.batches.size(); ++r) {
     const Batch& b = plan.batches[r];
     int64_t tokens_q = 0, padded = 0, sum_k = 0;
@@ -61,12 +63,15 @@ size_t StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post
       padded += b.padded_q[j];
       sum_k += b.seqlen_k[j];
       max_k = std::max(max_k, b.seqlen_k[j]);
-      RequestTimes& req = request(b.seq_index[j]);
+      const int32_t index = b.seq_index[j];
+      RequestTimes& req = requests[index];
       if (req.first_scheduled_step < 0) {
         req.first_scheduled_step = plan.step;
         req.first_scheduled_s = t_start;
       }
-      if (b.kind[j] != kPrefillChunk) stamp(b.seq_index[j], t_end);
+      if (b.kind[j] == kPrefillChunk) continue;
+      const int32_t output_len = scheduler_.at(index).output_len();
+      if (output_len > req.tokens) stamp(req, output_len, t_end);
     }
     steps_.step.push_back(plan.step);
     steps_.dp_rank.push_back(b.rank);

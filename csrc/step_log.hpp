@@ -86,7 +86,7 @@ class StepLog {
 
  private:
   RequestTimes& request(int32_t index);
-  void stamp(int32_t index, double t);
+  void stamp(RequestTimes& r, int32_t output_len, double t);
   void add_gap(double gap);
   void end_run();
 

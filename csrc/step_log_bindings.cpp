@@ -38,15 +38,26 @@ py::array_t<T> column(const std::vector<RequestTimes>& requests, F field) {
   return owned(std::move(out));
 }
 
+// The Python face: calls on_full() once chunk_steps steps are buffered, so that a step's
+// recording is one call from Python with no Python frame of its own.
+struct PyStepLog : StepLog {
+  PyStepLog(const Scheduler& scheduler, int64_t warmup_steps, size_t chunk_steps,
+            py::object on_full)
+      : StepLog(scheduler, warmup_steps), chunk_steps(chunk_steps), on_full(std::move(on_full)) {}
+  size_t chunk_steps;
+  py::object on_full;
+};
+
 }  // namespace
 
 void bind_step_log(py::module_& m) {
-  py::class_<StepLog>(m, "StepLog")
-      .def(py::init<const Scheduler&, int64_t>(), py::arg("scheduler"), py::arg("warmup_steps"),
+  py::class_<PyStepLog>(m, "StepLog")
+      .def(py::init<const Scheduler&, int64_t, size_t, py::object>(), py::arg("scheduler"),
+           py::arg("warmup_steps"), py::arg("chunk_steps"), py::arg("on_full"),
            py::keep_alive<1, 2>())
       .def("enqueue", &StepLog::enqueue, py::arg("seq_id"), py::arg("t"))
       .def("record",
-           [](StepLog& log, const py::handle& rec, double t_start, double t_end) {
+           [](PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
              // Names made once: an attribute lookup by C string builds a new str each time.
              static const auto& name = *new std::array<py::str, 8>{
                  "plan", "post", "sched_call_ns", "forward_ns", "sample_ns", "postprocess_ns",
@@ -82,14 +93,14 @@ void bind_step_log(py::module_& m) {
                };
                costs.push_back({at(0), at(1), at(2)});
              }
-             return log.record(plan, post, times, costs);
+             if (log.record(plan, post, times, costs) >= log.chunk_steps) log.on_full();
            },
            py::arg("record"), py::arg("t_start"), py::arg("t_end"),
            "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
-           "clock); returns the steps buffered since the rows were last taken.")
+           "clock); on_full() once chunk_steps steps are buffered.")
       .def_property_readonly("num_done", &StepLog::num_done,
                              "Requests finished, handed off or rejected so far.")
-      .def("take_steps", [](StepLog& log) {
+      .def("take_steps", [](PyStepLog& log) {
         StepRows& s = log.steps();
         py::dict d;
         d["step"] = drain(s.step);
@@ -122,7 +133,7 @@ void bind_step_log(py::module_& m) {
         d["bytes"] = drain(s.bytes);
         return d;
       }, "The step rows recorded since the last take (0/1 flags as uint8).")
-      .def("take_batches", [](StepLog& log) {
+      .def("take_batches", [](PyStepLog& log) {
         BatchRows& b = log.batches();
         py::dict d;
         d["step"] = drain(b.step);
@@ -133,7 +144,7 @@ void bind_step_log(py::module_& m) {
         d["seqlen_k"] = drain(b.seqlen_k);
         return d;
       }, "The batch rows recorded since the last take.")
-      .def("requests", [](const StepLog& log) {
+      .def("requests", [](const PyStepLog& log) {
         const auto& r = log.requests();
         py::dict d;
         d["enqueue_s"] = column<double>(r, [](const RequestTimes& x) { return x.enqueue_s; });
@@ -144,7 +155,7 @@ void bind_step_log(py::module_& m) {
         d["tokens"] = column<int32_t>(r, [](const RequestTimes& x) { return x.tokens; });
         return d;
       }, "Per-request times, indexed as the scheduler added the sequences.")
-      .def("itl", [](const StepLog& log) {
+      .def("itl", [](const PyStepLog& log) {
         std::vector<double> values;
         std::vector<int64_t> counts;
         for (const auto& [gap, count] : log.itl()) {

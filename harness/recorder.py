@@ -10,6 +10,7 @@ summary needs.
 
 from __future__ import annotations
 
+import weakref
 from typing import Dict, List
 
 import numpy as np
@@ -40,18 +41,18 @@ def _labelled(codes: np.ndarray, names) -> pa.DictionaryArray:
 class Recorder:
     def __init__(self, engine, warmup_steps: int, steps: TableSink, batches: TableSink,
                  labels: Dict[str, object], chunk_steps: int = 1024) -> None:
-        self.log = _core.StepLog(engine.scheduler, warmup_steps)
+        flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
+        self.log = _core.StepLog(engine.scheduler, warmup_steps, chunk_steps,
+                                 lambda: flush()())
         self.chunk_steps = chunk_steps
         self._sinks = dict(steps=steps, batches=batches)
         self._labels = labels
         self._kept: List[Dict[str, np.ndarray]] = []
+        # step(record, t_start_s, t_end_s): one C++ call, flushing every chunk_steps steps
+        self.step = self.log.record
 
     def enqueue(self, request_id: int, actual_s: float) -> None:
         self.log.enqueue(request_id, actual_s)
-
-    def step(self, record, t_start_s: float, t_end_s: float) -> None:
-        if self.log.record(record, t_start_s, t_end_s) >= self.chunk_steps:
-            self.flush()
 
     def flush(self) -> None:
         """Write the buffered rows to the sinks."""

@@ -75,17 +75,19 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
     finally:  # a signal now only sets `stop`: the tables are written whole
-        manifest["ended"] = _now()
-        device, manifest["telemetry"] = sampler.stop() if sampler else \
-            (device_frame([]), {"sampler": "telemetry.enabled: false"})
-        engine.close()
-        steps = recorder.close()
-        write_table(device.assign(**labels), run_dir, "device", fmt)
-        _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, labels,
-                       calibration)
-        tables.write_manifest(manifest, run_dir)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        try:
+            manifest["ended"] = _now()
+            device, manifest["telemetry"] = sampler.stop() if sampler else \
+                (device_frame([]), {"sampler": "telemetry.enabled: false"})
+            engine.close()
+            steps = recorder.close()
+            write_table(device.assign(**labels), run_dir, "device", fmt)
+            _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt,
+                           labels, calibration)
+            tables.write_manifest(manifest, run_dir)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     return run_dir
 
 
