@@ -48,7 +48,7 @@ def test_recorder_cost_per_step(benchmark, tmp_path):
             t = next(clock) * 1e-3
             recorder.step(record, t, t + 1e-3)
 
-    benchmark.pedantic(record_steps, setup=recorder.flush, rounds=20 if enabled else 1,
+    benchmark.pedantic(record_steps, setup=recorder.flush, rounds=100 if enabled else 1,
                        iterations=1, warmup_rounds=1 if enabled else 0)
     record_s = benchmark.stats.stats.min / steps if enabled else float("nan")
     write_s = _timed(recorder.flush) / steps
