@@ -81,7 +81,7 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
             engine.close()
             steps = recorder.close()
-            write_table(device.assign(**labels), run_dir, "device", fmt)
+            write_table(_labelled(device, labels), run_dir, "device", fmt)
             _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt,
                            labels, calibration)
             tables.write_manifest(manifest, run_dir)
@@ -124,8 +124,15 @@ def _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, 
     summary_df = pd.concat([latency, tables.engine_summary(steps, _peak(engine)), harness,
                             device_summary(device, *_wall_window(workload, steps),
                                            _output_tokens(requests, warm))], ignore_index=True)
-    write_table(requests.assign(**labels), run_dir, "requests", fmt)
-    write_table(summary_df.assign(**labels), run_dir, "summary", fmt)
+    write_table(_labelled(requests, labels), run_dir, "requests", fmt)
+    write_table(_labelled(summary_df, labels), run_dir, "summary", fmt)
+
+
+def _labelled(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
+    """The run's labels as columns, text ones categorical: as the recorder's tables have
+    them (dictionary-encoded), so every table reads back with the same dtypes."""
+    return df.assign(**{name: pd.Categorical([value] * len(df)) if isinstance(value, str)
+                        else value for name, value in labels.items()})
 
 
 def _wall_window(workload, steps: pd.DataFrame):

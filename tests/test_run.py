@@ -49,6 +49,9 @@ def test_real_clock_run_writes_every_table(tmp_path):
     assert (steps.set_index("step")["tokens_q"].reindex(per_step.index) == per_step).all()
     stats = summary.set_index(["metric", "stat"])["value"]
     assert stats[("requests", "finished")] + stats[("requests", "warmup")] == 24
+    tables = (requests, steps, batches, summary, read(run_dir, "device"))
+    assert {str(t["run_id"].dtype) for t in tables} == {"category"}  # one dtype everywhere
+    assert {str(t["overlap"].dtype) for t in tables} == {"bool"}
 
 
 def test_virtual_clock_modeled_runs_are_identical(tmp_path):
