@@ -26,8 +26,9 @@ void StepLog::stamp(RequestTimes& r, int32_t now, double t) {
   if (r.tokens == 0) r.first_token_s = t;
   if (r.first_scheduled_step >= warmup_steps_) {
     if (r.tokens > 0) {
-      add_gap(t - r.last_token_s);
-      r.gaps.push_back(t - r.last_token_s);
+      const double gap = t - r.last_token_s;
+      add_gap(gap);
+      r.gaps.push_back(gap);
     }
     const int32_t drafts = now - r.tokens - 1;  // accepted drafts: the same instant
     zero_gaps_ += drafts;

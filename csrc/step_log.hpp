@@ -32,6 +32,21 @@ struct StepRows {  // one row per (step, DP rank)
   std::vector<double> t_start_s, t_end_s;
   std::vector<int64_t> sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns;
   std::vector<double> model_flops, executed_flops, bytes;
+
+  template <typename F>
+  void each_column(F&& f) {  // f(name, column), in the table's order
+    f("step", step); f("dp_rank", dp_rank); f("prompt_phase", prompt_phase);
+    f("empty", empty); f("warmup", warmup); f("num_seqs", num_seqs);
+    f("tokens_q", tokens_q); f("padded_tokens_q", padded_tokens_q);
+    f("sum_seqlen_k", sum_seqlen_k); f("max_seqlen_k", max_seqlen_k);
+    f("preempted", preempted); f("rejected", rejected); f("finished", finished);
+    f("discarded_tokens", discarded_tokens); f("kv_blocks_free", kv_blocks_free);
+    f("waiting", waiting); f("running", running); f("t_start_s", t_start_s);
+    f("t_end_s", t_end_s); f("sched_cpp_ns", sched_cpp_ns); f("sched_call_ns", sched_call_ns);
+    f("forward_ns", forward_ns); f("sample_ns", sample_ns);
+    f("postprocess_ns", postprocess_ns); f("step_ns", step_ns);
+    f("model_flops", model_flops); f("executed_flops", executed_flops); f("bytes", bytes);
+  }
 };
 
 struct StepTimes {  // what the engine measured around one step (llm_engine.StepRecord)
@@ -49,6 +64,12 @@ struct BatchRows {  // one row per scheduled sequence
   std::vector<int64_t> seq_id;
   std::vector<int8_t> kind;
   std::vector<int32_t> seqlen_q, seqlen_k;
+
+  template <typename F>
+  void each_column(F&& f) {
+    f("step", step); f("dp_rank", dp_rank); f("seq_id", seq_id); f("kind", kind);
+    f("seqlen_q", seqlen_q); f("seqlen_k", seqlen_k);
+  }
 };
 
 struct RequestTimes {  // seconds on the run's clock; NaN until it happens
@@ -77,7 +98,6 @@ class StepLog {
                 const StepTimes& times, const std::vector<RankCost>& costs);
 
   int64_t num_done() const { return num_done_; }  // finished, handed off or rejected
-  std::vector<RankCost>& scratch_costs() { return costs_; }  // reused across record() calls
   StepRows& steps() { return steps_; }  // the rows since the caller last emptied them
   BatchRows& batches() { return batches_; }
   const std::vector<RequestTimes>& requests() const { return requests_; }  // scheduler order
@@ -100,7 +120,6 @@ class StepLog {
   int64_t run_count_ = 0;
   int64_t zero_gaps_ = 0;  // accepted drafts, counted apart so they don't break runs
   int64_t num_done_ = 0;
-  std::vector<RankCost> costs_;
 };
 
 }  // namespace steptrace

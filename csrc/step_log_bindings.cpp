@@ -31,6 +31,13 @@ py::array_t<T> drain(std::vector<T>& v) {
   return out;
 }
 
+template <typename Rows>
+py::dict take(Rows& rows) {
+  py::dict d;
+  rows.each_column([&](const char* name, auto& column) { d[name] = drain(column); });
+  return d;
+}
+
 template <typename T, typename F>
 py::array_t<T> column(const std::vector<RequestTimes>& requests, F field) {
   std::vector<T> out(requests.size());
@@ -46,6 +53,7 @@ struct PyStepLog : StepLog {
       : StepLog(scheduler, warmup_steps), chunk_steps(chunk_steps), on_full(std::move(on_full)) {}
   size_t chunk_steps;
   py::object on_full;
+  std::vector<RankCost> costs;  // scratch, reused across record() calls
 };
 
 }  // namespace
@@ -81,7 +89,7 @@ void bind_step_log(py::module_& m) {
                throw py::value_error("flops has " + std::to_string(flops.size()) +
                                      " ranks; the plan has " +
                                      std::to_string(plan.batches.size()));
-             std::vector<RankCost>& costs = log.scratch_costs();
+             std::vector<RankCost>& costs = log.costs;
              costs.clear();
              for (py::handle f : flops) {
                if (!PyTuple_Check(f.ptr()) || PyTuple_GET_SIZE(f.ptr()) != 3)
@@ -100,50 +108,10 @@ void bind_step_log(py::module_& m) {
            "clock); on_full() once chunk_steps steps are buffered.")
       .def_property_readonly("num_done", &StepLog::num_done,
                              "Requests finished, handed off or rejected so far.")
-      .def("take_steps", [](PyStepLog& log) {
-        StepRows& s = log.steps();
-        py::dict d;
-        d["step"] = drain(s.step);
-        d["dp_rank"] = drain(s.dp_rank);
-        d["prompt_phase"] = drain(s.prompt_phase);
-        d["empty"] = drain(s.empty);
-        d["warmup"] = drain(s.warmup);
-        d["num_seqs"] = drain(s.num_seqs);
-        d["tokens_q"] = drain(s.tokens_q);
-        d["padded_tokens_q"] = drain(s.padded_tokens_q);
-        d["sum_seqlen_k"] = drain(s.sum_seqlen_k);
-        d["max_seqlen_k"] = drain(s.max_seqlen_k);
-        d["preempted"] = drain(s.preempted);
-        d["rejected"] = drain(s.rejected);
-        d["finished"] = drain(s.finished);
-        d["discarded_tokens"] = drain(s.discarded_tokens);
-        d["kv_blocks_free"] = drain(s.kv_blocks_free);
-        d["waiting"] = drain(s.waiting);
-        d["running"] = drain(s.running);
-        d["sched_cpp_ns"] = drain(s.sched_cpp_ns);
-        d["t_start_s"] = drain(s.t_start_s);
-        d["t_end_s"] = drain(s.t_end_s);
-        d["sched_call_ns"] = drain(s.sched_call_ns);
-        d["forward_ns"] = drain(s.forward_ns);
-        d["sample_ns"] = drain(s.sample_ns);
-        d["postprocess_ns"] = drain(s.postprocess_ns);
-        d["step_ns"] = drain(s.step_ns);
-        d["model_flops"] = drain(s.model_flops);
-        d["executed_flops"] = drain(s.executed_flops);
-        d["bytes"] = drain(s.bytes);
-        return d;
-      }, "The step rows recorded since the last take (0/1 flags as uint8).")
-      .def("take_batches", [](PyStepLog& log) {
-        BatchRows& b = log.batches();
-        py::dict d;
-        d["step"] = drain(b.step);
-        d["dp_rank"] = drain(b.dp_rank);
-        d["seq_id"] = drain(b.seq_id);
-        d["kind"] = drain(b.kind);
-        d["seqlen_q"] = drain(b.seqlen_q);
-        d["seqlen_k"] = drain(b.seqlen_k);
-        return d;
-      }, "The batch rows recorded since the last take.")
+      .def("take_steps", [](PyStepLog& log) { return take(log.steps()); },
+           "The step rows recorded since the last take (0/1 flags as uint8).")
+      .def("take_batches", [](PyStepLog& log) { return take(log.batches()); },
+           "The batch rows recorded since the last take.")
       .def("requests", [](const PyStepLog& log) {
         const auto& r = log.requests();
         py::dict d;
