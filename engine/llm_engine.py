@@ -189,6 +189,8 @@ class LLMEngine:
 
     def tokens(self, request_id: int) -> List[int]:
         """Prompt plus generated token ids of a live request."""
+        if not self.executor.holds_requests:
+            raise ValueError(f"the {self.config.executor} executor generates no tokens")
         return self.executor.tokens(self.scheduler.seq(request_id).dp_rank, request_id)
 
     def _schedule(self, phase: Optional[str]) -> _Launched:

@@ -105,3 +105,5 @@ def test_the_null_executor_serves_every_request_computing_nothing():
     records = engine.run()
     assert all(engine.scheduler.seq(i).output_len == 1 + i % 7 for i in range(20))
     assert all(r.forward_ns == 0 and r.modeled and r.model_flops.sum() == 0 for r in records)
+    with pytest.raises(ValueError, match="the null executor generates no tokens"):
+        engine.tokens(0)

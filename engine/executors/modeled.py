@@ -20,7 +20,7 @@ from .base import ExecutorOutput
 
 
 class ModeledExecutor:
-    holds_requests = False  # only lengths matter to a roofline
+    holds_requests = False  # only lengths matter to a roofline: no tokens, no KV
 
     def __init__(self, config: EngineConfig, estimator: FlopsEstimator,
                  profile: DeviceProfile) -> None:
@@ -35,15 +35,6 @@ class ModeledExecutor:
         self.mtp = config.scheduler.num_mtp > 0
         self.acceptance = config.mtp_acceptance
         self._rng = np.random.default_rng(config.seed)
-
-    def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
-        pass
-
-    def drop(self, rank: int, seq_id: int) -> None:
-        pass
-
-    def tokens(self, rank: int, seq_id: int):
-        raise ValueError("the modeled executor generates no tokens")
 
     def execute(self, plan) -> ExecutorOutput:
         if self.mtp:

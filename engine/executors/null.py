@@ -9,19 +9,10 @@ from .base import ExecutorOutput
 
 
 class NullExecutor:
-    holds_requests = False
+    holds_requests = False  # no tokens, no KV: the engine adds and drops nothing here
 
     def __init__(self, config: EngineConfig) -> None:
         self._flops = ((0.0, 0.0, 0.0),) * config.scheduler.dp_size
-
-    def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
-        pass
-
-    def drop(self, rank: int, seq_id: int) -> None:
-        pass
-
-    def tokens(self, rank: int, seq_id: int):
-        raise ValueError("the null executor generates no tokens")
 
     def execute(self, plan) -> ExecutorOutput:
         return ExecutorOutput(accepted=None, forward_ns=0, sample_ns=0, modeled=True,
