@@ -54,5 +54,5 @@ def calibrate(config, trace, requests: int) -> dict:
 def _null_run(config, tmp: str):
     engine = LLMEngine(config)
     recorder = Recorder(engine, 0, TableSink(tmp, "steps", "parquet"),
-                        TableSink(tmp, "batches", "parquet"), {})
+                        TableSink(tmp, "batches", "parquet"))
     return engine, recorder

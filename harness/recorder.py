@@ -20,7 +20,7 @@ import pyarrow as pa
 from engine import _core
 from engine.plan import KIND_NAMES
 
-from .table_sink import TableSink
+from .table_sink import TableSink, dictionary
 
 STEP_COLUMNS = ("step", "dp_rank", "phase", "empty", "warmup", "num_seqs", "tokens_q",
                 "padded_tokens_q", "sum_seqlen_k", "max_seqlen_k", "preempted", "rejected",
@@ -34,19 +34,14 @@ SUMMARY_STEP_COLUMNS = ("step", "dp_rank", "warmup", "t_start_s", "t_end_s", "sc
 PHASES = ("decode", "prompt")  # indexed by the prompt_phase flag
 
 
-def _labelled(codes: np.ndarray, names) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(names), pa.string()))
-
-
 class Recorder:
     def __init__(self, engine, warmup_steps: int, steps: TableSink, batches: TableSink,
-                 labels: Dict[str, object], chunk_steps: int = 1024) -> None:
+                 chunk_steps: int = 1024) -> None:
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
         self.log = _core.StepLog(engine.scheduler, warmup_steps, chunk_steps,
                                  lambda: flush()())
         self.chunk_steps = chunk_steps
         self._sinks = dict(steps=steps, batches=batches)
-        self._labels = labels
         self._kept: List[Dict[str, np.ndarray]] = []
         # step(record, t_start_s, t_end_s): one C++ call, flushing every chunk_steps steps
         self.step = self.log.record
@@ -60,11 +55,11 @@ class Recorder:
         for flag in ("prompt_phase", "empty", "warmup"):
             steps[flag] = steps[flag].view(np.bool_)
         self._kept.append({name: steps[name] for name in SUMMARY_STEP_COLUMNS})
-        steps["phase"] = _labelled(steps.pop("prompt_phase").view(np.int8), PHASES)
-        self._sinks["steps"].write(self._table({name: steps[name] for name in STEP_COLUMNS}))
+        steps["phase"] = dictionary(steps.pop("prompt_phase").view(np.int8), PHASES)
+        self._sinks["steps"].write(pa.table({name: steps[name] for name in STEP_COLUMNS}))
         batches = self.log.take_batches()
-        batches["kind"] = _labelled(batches["kind"], KIND_NAMES)
-        self._sinks["batches"].write(self._table(batches))
+        batches["kind"] = dictionary(batches["kind"], KIND_NAMES)
+        self._sinks["batches"].write(pa.table(batches))
 
     def close(self) -> pd.DataFrame:
         """Flush, close the tables, and return the per-step columns the summary needs.
@@ -76,15 +71,6 @@ class Recorder:
                 sink.close()
         return pd.DataFrame({name: np.concatenate([k[name] for k in self._kept])
                              for name in SUMMARY_STEP_COLUMNS})
-
-    def _table(self, cols: Dict[str, object]) -> pa.Table:
-        """The columns, and the run's labels dictionary-encoded."""
-        n = len(cols["step"])
-        arrays = dict(cols)
-        for name, value in self._labels.items():
-            arrays[name] = np.full(n, value) if isinstance(value, bool) \
-                else _labelled(np.zeros(n, np.int8), [value])
-        return pa.table(arrays)
 
     @property
     def num_done(self) -> int:

@@ -59,8 +59,8 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
     recorder = Recorder(engine, workload.values["warmup_steps"],
-                        TableSink(run_dir, "steps", fmt), TableSink(run_dir, "batches", fmt),
-                        labels)
+                        TableSink(run_dir, "steps", fmt, labels),
+                        TableSink(run_dir, "batches", fmt, labels))
     df = trace.df
     stop = threading.Event()
     previous = _stop_on_signals(stop)
@@ -81,7 +81,7 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
             engine.close()
             steps = recorder.close()
-            write_table(_labelled(device, labels), run_dir, "device", fmt)
+            write_table(device, run_dir, "device", fmt, labels)
             _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt,
                            labels, calibration)
             tables.write_manifest(manifest, run_dir)
@@ -124,15 +124,8 @@ def _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, 
     summary_df = pd.concat([latency, tables.engine_summary(steps, _peak(engine)), harness,
                             device_summary(device, *_wall_window(workload, steps),
                                            _output_tokens(requests, warm))], ignore_index=True)
-    write_table(_labelled(requests, labels), run_dir, "requests", fmt)
-    write_table(_labelled(summary_df, labels), run_dir, "summary", fmt)
-
-
-def _labelled(df: pd.DataFrame, labels: dict) -> pd.DataFrame:
-    """The run's labels as columns, text ones categorical: as the recorder's tables have
-    them (dictionary-encoded), so every table reads back with the same dtypes."""
-    return df.assign(**{name: pd.Categorical([value] * len(df)) if isinstance(value, str)
-                        else value for name, value in labels.items()})
+    write_table(requests, run_dir, "requests", fmt, labels)
+    write_table(summary_df, run_dir, "summary", fmt, labels)
 
 
 def _wall_window(workload, steps: pd.DataFrame):

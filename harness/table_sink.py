@@ -2,15 +2,18 @@
 
 Chunks go to a hidden temporary file (Parquet row groups, or CSV lines); close() renames
 it into place, so a reader sees either no table or a whole one, never a torn file. An
-interrupted run still closes its sinks: the tables hold every chunk written.
+interrupted run still closes its sinks: the tables hold every chunk written. The run's
+labels (run_id, gil_mode, overlap) join every chunk as constant columns, text ones
+dictionary-encoded, so that every table reads back with the same dtypes (categorical).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Union
+from typing import Dict, Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -19,13 +22,20 @@ import pyarrow.parquet as pq
 FORMATS = ("parquet", "csv")
 
 
+def dictionary(codes: np.ndarray, names: Sequence[str]) -> pa.DictionaryArray:
+    """Text stored as small integer codes into `names`."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(names), pa.string()))
+
+
 class TableSink:
-    def __init__(self, run_dir: Path, name: str, fmt: str) -> None:
+    def __init__(self, run_dir: Path, name: str, fmt: str,
+                 labels: Optional[Dict[str, object]] = None) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"table format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         self.path = Path(run_dir) / f"{name}.{fmt}"
         self._tmp = Path(run_dir) / f".{name}.{fmt}.tmp"
         self._fmt = fmt
+        self._labels = labels or {}
         self._writer = None
         self._schema = None  # the first chunk's: later chunks are cast to it
 
@@ -33,6 +43,11 @@ class TableSink:
         """Append a chunk; the first one fixes the columns (an empty chunk still counts)."""
         if isinstance(chunk, pd.DataFrame):
             chunk = pa.Table.from_pandas(chunk, preserve_index=False)
+        n = chunk.num_rows
+        for name, value in self._labels.items():
+            chunk = chunk.append_column(name, pa.array(np.full(n, value))
+                                        if isinstance(value, bool)
+                                        else dictionary(np.zeros(n, np.int8), [value]))
         if self._writer is None:
             self._schema = chunk.schema
             if self._fmt == "csv":
@@ -51,8 +66,9 @@ class TableSink:
         return self.path
 
 
-def write_table(df: pd.DataFrame, run_dir: Path, name: str, fmt: str) -> Path:
+def write_table(df: pd.DataFrame, run_dir: Path, name: str, fmt: str,
+                labels: Optional[Dict[str, object]] = None) -> Path:
     """A whole table in one chunk."""
-    sink = TableSink(run_dir, name, fmt)
+    sink = TableSink(run_dir, name, fmt, labels)
     sink.write(df)
     return sink.close()

@@ -39,8 +39,8 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
     engine = LLMEngine(config)
     out = tmp_path / f"{fmt}-{chunk_steps}-{warmup}"
     out.mkdir()
-    recorder = Recorder(engine, warmup, TableSink(out, "steps", fmt),
-                        TableSink(out, "batches", fmt), dict(run_id="r"), chunk_steps=chunk_steps)
+    recorder = Recorder(engine, warmup, TableSink(out, "steps", fmt, dict(run_id="r")),
+                        TableSink(out, "batches", fmt, dict(run_id="r")), chunk_steps=chunk_steps)
     kept = []
 
     class Keeping:  # the recorder's face, keeping every record for the recount

@@ -38,8 +38,8 @@ def test_recorder_cost_per_step(benchmark, tmp_path):
     engine = decoding_engine("tiny")
     record = engine.step()
     forward_s = min(_timed(engine.step) for _ in range(5 if enabled else 1))
-    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet"),
-                        TableSink(tmp_path, "batches", "parquet"), dict(run_id="bench"))
+    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet", dict(run_id="b")),
+                        TableSink(tmp_path, "batches", "parquet", dict(run_id="b")))
     steps = recorder.chunk_steps - 1  # a round never reaches a flush: setup() flushes
     clock = iter(range(10**9))
 
