@@ -18,7 +18,7 @@ class Column:
     type: pa.DataType
     unit: str  # "" for a name, a flag or a count of things other than tokens and bytes
     meaning: str
-    metric: str = ""  # the docs/metrics.md section (its anchor) that defines the value
+    defined: str = ""  # "page.md#anchor": the docs/ section that defines a derived value
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Table:
     grain: str  # what one row is
     order: str  # how the rows are ordered
     columns: Tuple[Column, ...]
+    notes: str = ""  # what holds for several columns
 
     @property
     def names(self) -> Tuple[str, ...]:

@@ -29,7 +29,7 @@ LABELS = {c.name: c for c in (
          "(workload key `engine.overlap`)"),
 )}
 
-STEPS = Table("steps", "one engine step on one DP rank",
+STEPS = Table("steps", "engine step and DP rank",
               "by step, then dp_rank", (
     _col("step", I64, "", "the plan's step number, from 0"),
     _col("dp_rank", I32, "", "the data-parallel rank whose batch this row describes"),
@@ -43,13 +43,12 @@ STEPS = Table("steps", "one engine step on one DP rank",
          "padded_q"),
     _col("sum_seqlen_k", I64, "tokens", "keys visible to the batch: the sum of its seqlen_k"),
     _col("max_seqlen_k", I32, "tokens", "the longest row's seqlen_k"),
-    _col("preempted", I32, "", "sequences the plan preempted (the whole plan, on every "
-         "rank's row)"),
-    _col("rejected", I32, "", "sequences rejected since the previous plan (the whole plan)"),
+    _col("preempted", I32, "", "sequences the plan preempted"),
+    _col("rejected", I32, "", "sequences rejected since the previous plan"),
     _col("finished", I32, "", "sequences that finished or were handed off in the step's "
-         "postprocess (the whole plan)"),
+         "postprocess"),
     _col("discarded_tokens", I64, "tokens", "in-flight work of already finished sequences, "
-         "thrown away in postprocess (the whole plan)"),
+         "thrown away in postprocess"),
     _col("kv_blocks_free", I32, "blocks", "the rank's free KV blocks after the round"),
     _col("waiting", I32, "", "the rank's waiting sequences after the round"),
     _col("running", I32, "", "the rank's running sequences after the round"),
@@ -68,9 +67,10 @@ STEPS = Table("steps", "one engine step on one DP rank",
     _col("executed_flops", F64, "FLOP", "the work the step ran: padding, rejected drafts, "
          "re-up-projection and the MTP module included", WORK),
     _col("bytes", F64, "bytes", "what the executed step moves through device memory", WORK),
-))
+), "`preempted`, `rejected`, `finished` and `discarded_tokens` count the whole plan and "
+   "repeat on every rank's row; the step's times too.")
 
-BATCHES = Table("batches", "one scheduled sequence in one step",
+BATCHES = Table("batches", "sequence scheduled in a step",
                 "by step, then dp_rank, then the plan's row order", (
     _col("step", I64, "", "the plan's step number"),
     _col("dp_rank", I32, "", "the rank that ran the row"),
@@ -82,8 +82,8 @@ BATCHES = Table("batches", "one scheduled sequence in one step",
     _col("seqlen_k", I32, "tokens", "keys visible: cached + in flight + seqlen_q"),
 ))
 
-REQUESTS = Table("requests", "one trace request, enqueued or not",
-                 "none promised: request_id is the trace's row, sort by it", (
+REQUESTS = Table("requests", "trace request, enqueued or not",
+                 "not promised; request_id is the trace's row, sort by it", (
     _col("request_id", I64, "", "the request's row in the trace, from 0"),
     _col("arrival_s", F64, "s", "intended enqueue time, from the trace", INPUTS),
     _col("enqueue_s", F64, "s", "actual enqueue time; NaN if never enqueued", INPUTS),
@@ -131,15 +131,16 @@ _DEVICE_VALUES = (
     ("host_mem_used_bytes", "bytes", "the host's memory in use"),
 )
 
-DEVICE = Table("device", "one sample of one source on one device (the host: device -1)",
+DEVICE = Table("device", "sample of one source on one device (the host is device -1)",
                "as sampled: about t_s across sources and devices (sort by t_s)", (
-    _col("t_s", F64, "s", "time of the reading on the run's clock", DEVICE_COLUMNS),
+    _col("t_s", F64, "s", "time of the reading, from the replay's start on the wall clock",
+         DEVICE_COLUMNS),
     _col("source", TEXT, "", "`nvml`, `npu-smi` or `cpu`", DEVICE_COLUMNS),
     _col("device", I64, "", "the engine's device index; -1 for the host", DEVICE_COLUMNS),
-) + tuple(_col(name, F64, unit, meaning + "; null where the source cannot tell",
-               DEVICE_COLUMNS) for name, unit, meaning in _DEVICE_VALUES))
+) + tuple(_col(name, F64, unit, meaning, DEVICE_COLUMNS) for name, unit, meaning in _DEVICE_VALUES),
+    "Every column after `device` is null wherever its source cannot tell, never estimated.")
 
-SUMMARY = Table("summary", "one statistic of one metric over the measured window",
+SUMMARY = Table("summary", "statistic of one metric over the measured window",
                 "latency and throughput, then the engine's step times and MFU, the harness "
                 "calibration, then the device", (
     _col("metric", TEXT, "", "what is summarised, e.g. `ttft`", "metrics.md#summary-table"),
