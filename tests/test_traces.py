@@ -123,6 +123,20 @@ def test_tidy_csv_and_parquet(tmp_path):
     pd.testing.assert_frame_equal(back.df, res.df)
 
 
+def test_a_tidy_file_may_call_max_new_tokens_output_len(tmp_path):
+    old = put(tmp_path, "old.csv", "arrival_s,prompt_len,output_len\n0,8,4\n1,5,x\n")
+    with pytest.raises(TraceError, match=r"old\.csv:3: output_len: expected an integer >= 1, got 'x'"):
+        read_trace(old)
+    res = read_trace(put(tmp_path, "old.csv", "arrival_s,prompt_len,output_len\n0,8,4\n"))
+    assert res.source == "tidy" and list(res.df.columns) == ["arrival_s", "prompt_len", "max_new_tokens"]
+    res.df.rename(columns={"max_new_tokens": "output_len"}).to_parquet(tmp_path / "old.parquet")
+    pd.testing.assert_frame_equal(read_trace(tmp_path / "old.parquet").df, res.df)
+    both = put(tmp_path, "both.csv", "arrival_s,prompt_len,output_len,max_new_tokens\n0,8,4,9\n")
+    assert read_trace(both).df.max_new_tokens.tolist() == [9]  # the new name wins
+    write_tidy(res.df, tmp_path / "new.csv")
+    assert (tmp_path / "new.csv").read_text().splitlines()[0] == "arrival_s,prompt_len,max_new_tokens"
+
+
 def test_tidy_hash_ids_and_block_size(tmp_path):
     df = pd.DataFrame({"arrival_s": [0.0, 0.1], "prompt_len": [20, 40], "max_new_tokens": [1, 2],
                        "hash_ids": [[0, 1], [0, 1, 2]]})
