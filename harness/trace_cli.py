@@ -79,8 +79,8 @@ def run_trace_command(args) -> int:
     for name, value in rows:
         print(f"{name:20}{value}")
     keys = ("mean", "p50", "p90", "p99", "min", "max")
-    print(f"{'':12}" + "".join(f"{k:>9}" for k in keys))
+    print(f"{'':14}" + "".join(f"{k:>9}" for k in keys))
     for col in ("prompt_len", "max_new_tokens"):
-        print(f"{col:12}" + "".join(f"{s[col][k]:>9d}" if k in ("min", "max") else
+        print(f"{col:14}" + "".join(f"{s[col][k]:>9d}" if k in ("min", "max") else
                                     f"{s[col][k]:>9.1f}" for k in keys))
     return 0

@@ -460,7 +460,7 @@ def test_trace_commands(tmp_path, capsys):
     assert run(["trace", "stats", str(tmp_path / "a.parquet")]) == 0
     out = capsys.readouterr().out
     assert "requests            3" in out and "duration_s          1.02" in out
-    assert "prompt_len        7.0      7.0" in out
+    assert "prompt_len          7.0      7.0" in out and "max_new_tokens      2.0" in out
 
 
 def test_trace_commands_on_bailian_hashes(tmp_path, capsys):
