@@ -50,7 +50,7 @@ class Recorder:
             steps[flag] = steps[flag].view(np.bool_)
         self._kept.append({name: steps[name] for name in SUMMARY_STEP_COLUMNS})
         steps["phase"] = dictionary(steps.pop("prompt_phase").view(np.int8), PHASES)
-        steps["flush_ns"] = np.zeros(len(steps["step"]), np.int64)  # flushes run inline here
+        steps["flush_ns"] = np.zeros(len(steps["step"]), np.int64)  # not yet measured
         self._sinks["steps"].write(pa.table(steps))
         batches = self.log.take_batches()
         batches["kind"] = dictionary(batches["kind"], KIND_NAMES)

@@ -32,7 +32,8 @@ def requests_frame(engine, recorder, trace: pd.DataFrame) -> pd.DataFrame:
         state = {"finished": finished, "rejected": "rejected"}.get(s.status, "unfinished")
         rows.append((state, s.output_len, s.dp_rank, s.num_preemptions, s.recomputed_tokens,
                      s.prefix_hit_tokens, s.reason))
-    status, output_tokens, rank, preempt, recomputed, hits, reason = zip(*rows) if rows else [()] * 7
+    status, output_tokens, rank, preempt, recomputed, hits, reason = \
+        zip(*rows) if rows else [()] * 7
 
     def per_request(name):  # NaN past the last request added
         return np.concatenate((times[name], np.full(n - added, np.nan)))
@@ -43,7 +44,8 @@ def requests_frame(engine, recorder, trace: pd.DataFrame) -> pd.DataFrame:
         first_token_s=per_request("first_token_s"), last_token_s=per_request("last_token_s"),
         prompt_len=trace["prompt_len"].to_numpy(np.int64),
         max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64),
-        output_tokens=np.asarray(output_tokens, dtype=np.int64), dp_rank=np.asarray(rank, np.int32),
+        output_tokens=np.asarray(output_tokens, dtype=np.int64),
+        dp_rank=np.asarray(rank, np.int32),
         preemptions=np.asarray(preempt, np.int32), recomputed_tokens=np.asarray(recomputed),
         prefix_hit_tokens=np.asarray(hits), status=list(status), reason=list(reason)))
     return metrics.latencies(requests)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pyarrow as pa
 
 from .column import Column, Table
@@ -32,15 +34,18 @@ def markdown() -> str:
 
 def _labels() -> str:
     return ("## Run labels\n\n"
-            "Every table of a run ends with the run's labels, one value for the whole\n"
-            "run (the null-engine calibration's scratch tables have none):\n\n"
+            + _paragraph("Every table of a run ends with the run's labels, one value for the "
+                         "whole run (the null-engine calibration's scratch tables have none):")
             + _rows(LABELS.values()))
 
 
 def _table(table: Table) -> str:
-    return (f"## {table.name}\n\n"
-            f"One row per {table.grain}. Order: {table.order}."
-            + (f" {table.notes}" if table.notes else "") + "\n\n" + _rows(table.columns))
+    text = f"One row per {table.grain}. Order: {table.order}. {table.notes}"
+    return f"## {table.name}\n\n" + _paragraph(text) + _rows(table.columns)
+
+
+def _paragraph(text: str) -> str:
+    return textwrap.fill(text.strip(), width=90, break_on_hyphens=False) + "\n\n"
 
 
 def _rows(columns) -> str:

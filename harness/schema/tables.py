@@ -25,8 +25,8 @@ def _col(name, type_, unit, meaning, defined=""):
 LABELS = {c.name: c for c in (
     _col("run_id", CODES, "", "the run directory's name"),
     _col("gil_mode", CODES, "", "the GIL mode the run used: `released` or `held`"),
-    _col("overlap", BOOL, "", "forward and sampling overlapped the next schedule() "
-         "(workload key `engine.overlap`)"),
+    _col("overlap", BOOL, "", "forward and sampling ran on a worker thread, overlapping the "
+         "next step (workload key `engine.overlap`)"),
 )}
 
 STEPS = Table("steps", "engine step and DP rank",
