@@ -38,6 +38,14 @@ py::dict take(Rows& rows) {
   return d;
 }
 
+template <typename Rows>
+py::list names() {
+  Rows rows;
+  py::list out;
+  rows.each_column([&](const char* name, auto&) { out.append(name); });
+  return out;
+}
+
 template <typename T, typename F>
 py::array_t<T> column(const std::vector<RequestTimes>& requests, F field) {
   std::vector<T> out(requests.size());
@@ -63,6 +71,12 @@ void bind_step_log(py::module_& m) {
       .def(py::init<const Scheduler&, int64_t, size_t, py::object>(), py::arg("scheduler"),
            py::arg("warmup_steps"), py::arg("chunk_steps"), py::arg("on_full"),
            py::keep_alive<1, 2>())
+      .def_static("columns", [] {
+        py::dict d;
+        d["steps"] = names<StepRows>();
+        d["batches"] = names<BatchRows>();
+        return d;
+      }, "The step and batch columns take_steps() and take_batches() return, by table.")
       .def("enqueue", &StepLog::enqueue, py::arg("seq_id"), py::arg("t"))
       .def("record",
            [](PyStepLog& log, const py::handle& rec, double t_start, double t_end) {

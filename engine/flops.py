@@ -23,7 +23,7 @@ from .attention_cost import LayerCost, mla_layer, v4_layer
 from .model_config import ModelConfig
 from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL
 
-PHASES = ("prefill", "decode")
+PHASES = ("prompt", "decode")  # the plan's phases
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class FlopsEstimator:
 
         seqlen_q: positions computed (decode: 1 + drafts); seqlen_k: keys visible to the
         last of them, cached prefix included (the plan's Batch fields).
-        phase ("prefill" or "decode", for every row) or kind (the plan's per-row KIND_*
+        phase ("prompt" or "decode", the plan's phase: every row) or kind (the plan's per-row KIND_*
         codes): give exactly one.
         num_logits: positions whose logits the step needs. Default: decode rows every
         accepted position; prefill rows 1 (with kind: 1 for a final chunk, 0 otherwise).
@@ -236,14 +236,14 @@ def _ints(name: str, values, n: Optional[int] = None) -> np.ndarray:
 
 
 def _row_kinds(phase: Optional[str], kind, n: int):
-    """(prefill rows, rows whose chunk finishes the prefill). phase="prefill" counts every
+    """(prefill rows, rows whose chunk finishes the prefill). phase="prompt" counts every
     row as a final chunk."""
     if (phase is None) == (kind is None):
         raise ValueError("give exactly one of phase (for every row) and kind (per row)")
     if kind is None:
         if phase not in PHASES:
             raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
-        prefill = np.full(n, phase == "prefill")
+        prefill = np.full(n, phase == "prompt")
         return prefill, prefill.astype(np.int64)
     kinds = _ints("kind", kind, n)
     bad = ~np.isin(kinds, (KIND_CHUNK, KIND_FINAL, KIND_DECODE))

@@ -15,7 +15,7 @@ import numpy as np
 KIND_CHUNK = 0  # a prefill chunk that does not finish the prefill (no sampled token)
 KIND_FINAL = 1  # the chunk that finishes the prefill (samples the first token)
 KIND_DECODE = 2  # a decode step of q = 1 + num_mtp positions
-KIND_NAMES = ("prefill_chunk", "final_chunk", "decode")
+KIND_NAMES = ("chunk", "final", "decode")  # as the tables spell them
 
 
 @dataclass

@@ -98,7 +98,7 @@ def sampled_from(values) -> LengthDist:
 
 def generate(n=None, rate=1.0, arrival="poisson", burstiness=1.0, *, prompt: LengthDist,
              output: LengthDist, arrival_seed=0, length_seed=0, duration_s=None) -> pd.DataFrame:
-    """A trace frame (arrival_s, prompt_len, output_len) of n requests, or of those arriving
+    """A trace frame (arrival_s, prompt_len, max_new_tokens) of n requests, or of those arriving
     before duration_s, or of the first n of those when both are given. rate is in requests/s;
     rate=inf (with n) puts every request at 0.0."""
     if n is None and duration_s is None:
@@ -126,7 +126,7 @@ def generate(n=None, rate=1.0, arrival="poisson", burstiness=1.0, *, prompt: Len
     k = len(arrival_s)
     prompt_rng, output_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(length_seed).spawn(2))
     return pd.DataFrame({"arrival_s": arrival_s, "prompt_len": prompt.sample(k, prompt_rng),
-                         "output_len": output.sample(k, output_rng)})
+                         "max_new_tokens": output.sample(k, output_rng)})
 
 
 def _arrivals(n, rate, arrival, burstiness, seed, duration_s) -> np.ndarray:

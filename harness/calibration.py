@@ -29,7 +29,7 @@ def calibrate(config, trace, requests: int) -> dict:
     n = min(requests, len(trace))
     if n < 1:
         raise ValueError("calibration needs at least one request")
-    prompt, output = trace["prompt_len"].to_numpy()[:n], trace["output_len"].to_numpy()[:n]
+    prompt, output = trace["prompt_len"].to_numpy()[:n], trace["max_new_tokens"].to_numpy()[:n]
     with tempfile.TemporaryDirectory(prefix="steptrace-calibration-") as tmp:
         engine, recorder = _null_run(config, tmp)
         start = time.perf_counter()

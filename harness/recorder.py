@@ -22,12 +22,6 @@ from engine.plan import KIND_NAMES
 
 from .table_sink import TableSink, dictionary
 
-STEP_COLUMNS = ("step", "dp_rank", "phase", "empty", "warmup", "num_seqs", "tokens_q",
-                "padded_tokens_q", "sum_seqlen_k", "max_seqlen_k", "preempted", "rejected",
-                "finished", "discarded_tokens", "kv_blocks_free", "waiting", "running",
-                "t_start_s", "t_end_s", "sched_cpp_ns", "sched_call_ns", "forward_ns",
-                "sample_ns", "postprocess_ns", "step_ns", "model_flops", "executed_flops",
-                "bytes")
 # What the engine summary needs of every step, kept in memory for the end of the run.
 SUMMARY_STEP_COLUMNS = ("step", "dp_rank", "warmup", "t_start_s", "t_end_s", "sched_call_ns",
                         "sched_cpp_ns", "step_ns", "forward_ns", "model_flops")
@@ -56,7 +50,8 @@ class Recorder:
             steps[flag] = steps[flag].view(np.bool_)
         self._kept.append({name: steps[name] for name in SUMMARY_STEP_COLUMNS})
         steps["phase"] = dictionary(steps.pop("prompt_phase").view(np.int8), PHASES)
-        self._sinks["steps"].write(pa.table({name: steps[name] for name in STEP_COLUMNS}))
+        steps["flush_ns"] = np.zeros(len(steps["step"]), np.int64)  # not yet measured
+        self._sinks["steps"].write(pa.table(steps))
         batches = self.log.take_batches()
         batches["kind"] = dictionary(batches["kind"], KIND_NAMES)
         self._sinks["batches"].write(pa.table(batches))

@@ -70,7 +70,7 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
         sampler = _sampler(workload, engine, start)
         manifest["complete"] = replay(
             engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
-            df["output_len"].to_numpy(), workload.clock, recorder, progress, start, stop)
+            df["max_new_tokens"].to_numpy(), workload.clock, recorder, progress, start, stop)
         manifest["interrupted"] = not manifest["complete"]
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
@@ -139,7 +139,7 @@ def _wall_window(workload, steps: pd.DataFrame):
 
 def _output_tokens(requests: pd.DataFrame, warm: np.ndarray) -> int:
     done = ~warm & requests["status"].isin(COMPLETED).to_numpy()
-    return int(requests["output_len"].to_numpy()[done].sum())
+    return int(requests["output_tokens"].to_numpy()[done].sum())
 
 
 def _peak(engine) -> Optional[float]:

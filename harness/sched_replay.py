@@ -27,7 +27,7 @@ def replay(trace: pd.DataFrame, config: SchedulerConfig, step_s: float, impl: st
     """Step the scheduler with a fixed virtual step time; requests join at their arrival."""
     sched = Scheduler(config) if impl == "cpp" else ReferenceScheduler(config)
     arrival_s, prompt_len, output_len = (trace[c].to_numpy() for c in
-                                         ("arrival_s", "prompt_len", "output_len"))
+                                         ("arrival_s", "prompt_len", "max_new_tokens"))
     out = ReplayResult()
     clock, nxt, n = 0.0, 0, len(trace)
     outstanding = []

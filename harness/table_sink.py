@@ -1,10 +1,13 @@
-"""One result table written chunk by chunk, atomically.
+"""One result table written chunk by chunk, atomically, in its declared schema.
 
-Chunks go to a hidden temporary file (Parquet row groups, or CSV lines); close() renames
-it into place, so a reader sees either no table or a whole one, never a torn file. An
-interrupted run still closes its sinks: the tables hold every chunk written. The run's
-labels (run_id, gil_mode, overlap) join every chunk as constant columns, text ones
-dictionary-encoded, so that every table reads back with the same dtypes (categorical).
+Every chunk is cast to the table's declared columns (harness/schema), so a table has the
+same dtypes whichever code path wrote it; a chunk missing a declared column or carrying
+an undeclared one is an error. Chunks go to a hidden temporary file (Parquet row groups,
+or CSV lines); close() renames it into place, so a reader sees either no table or a whole
+one, never a torn file. An interrupted run still closes its sinks: the tables hold every
+chunk written. The run's labels (some of run_id, gil_mode, overlap) join every chunk as
+constant columns, text ones dictionary-encoded, so that every table reads back with the
+same dtypes (categorical).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from .schema import TABLES, arrow_schema
+
 FORMATS = ("parquet", "csv")
 
 
@@ -32,30 +37,44 @@ class TableSink:
                  labels: Optional[Dict[str, object]] = None) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"table format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        self.name = name
         self.path = Path(run_dir) / f"{name}.{fmt}"
         self._tmp = Path(run_dir) / f".{name}.{fmt}.tmp"
         self._fmt = fmt
         self._labels = labels or {}
+        self.schema = arrow_schema(name, list(self._labels))
         self._writer = None
-        self._schema = None  # the first chunk's: later chunks are cast to it
 
     def write(self, chunk: Union[pa.Table, pd.DataFrame]) -> None:
-        """Append a chunk; the first one fixes the columns (an empty chunk still counts)."""
+        """Append a chunk of the table's declared columns, in any order; an empty chunk
+        still makes a table."""
         if isinstance(chunk, pd.DataFrame):
             chunk = pa.Table.from_pandas(chunk, preserve_index=False)
+        self._check(chunk.column_names)
         n = chunk.num_rows
         for name, value in self._labels.items():
             chunk = chunk.append_column(name, pa.array(np.full(n, value))
                                         if isinstance(value, bool)
                                         else dictionary(np.zeros(n, np.int8), [value]))
+        chunk = chunk.select(self.schema.names)
+        if not chunk.schema.equals(self.schema):  # a no-op cast still costs ~0.2 ms a chunk
+            chunk = chunk.cast(self.schema)
         if self._writer is None:
-            self._schema = chunk.schema
             if self._fmt == "csv":
-                self._writer = pa_csv.CSVWriter(self._tmp, chunk.schema)
+                self._writer = pa_csv.CSVWriter(self._tmp, self.schema)
             else:  # numbers stored plain: dictionary-encoding them is slow
-                labels = [f.name for f in chunk.schema if pa.types.is_dictionary(f.type)]
-                self._writer = pq.ParquetWriter(self._tmp, chunk.schema, use_dictionary=labels)
-        self._writer.write_table(chunk.cast(self._schema))
+                text = [f.name for f in self.schema if pa.types.is_dictionary(f.type)]
+                self._writer = pq.ParquetWriter(self._tmp, self.schema, use_dictionary=text)
+        self._writer.write_table(chunk)
+
+    def _check(self, names) -> None:
+        declared = TABLES[self.name].names
+        missing = [c for c in declared if c not in names]
+        undeclared = [c for c in names if c not in declared]
+        if missing or undeclared:
+            raise ValueError(f"{self.path.name}: the chunk lacks the declared columns "
+                             f"{missing} and carries the undeclared {undeclared} "
+                             f"(harness/schema/tables.py declares the {self.name} table)")
 
     def close(self) -> Optional[Path]:
         """The table in place; None (no file) if not even an empty chunk was written."""

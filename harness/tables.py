@@ -23,7 +23,7 @@ def requests_frame(engine, recorder, trace: pd.DataFrame) -> pd.DataFrame:
     finished = "handed_off" if engine.config.scheduler.engine_type == "prompt" else "finished"
     times = recorder.requests()  # scheduler order: request i is the i-th one added
     added = len(times["enqueue_s"])
-    rows = []  # status, output_len, dp_rank, preemptions, recomputed, prefix hits, reason
+    rows = []  # status, output_tokens, dp_rank, preemptions, recomputed, prefix hits, reason
     for i in range(n):
         if i >= added:
             rows.append(("unfinished", 0, -1, 0, 0, 0, "never enqueued"))
@@ -32,7 +32,8 @@ def requests_frame(engine, recorder, trace: pd.DataFrame) -> pd.DataFrame:
         state = {"finished": finished, "rejected": "rejected"}.get(s.status, "unfinished")
         rows.append((state, s.output_len, s.dp_rank, s.num_preemptions, s.recomputed_tokens,
                      s.prefix_hit_tokens, s.reason))
-    status, output_len, rank, preempt, recomputed, hits, reason = zip(*rows) if rows else [()] * 7
+    status, output_tokens, rank, preempt, recomputed, hits, reason = \
+        zip(*rows) if rows else [()] * 7
 
     def per_request(name):  # NaN past the last request added
         return np.concatenate((times[name], np.full(n - added, np.nan)))
@@ -42,8 +43,9 @@ def requests_frame(engine, recorder, trace: pd.DataFrame) -> pd.DataFrame:
         enqueue_s=per_request("enqueue_s"), first_scheduled_s=per_request("first_scheduled_s"),
         first_token_s=per_request("first_token_s"), last_token_s=per_request("last_token_s"),
         prompt_len=trace["prompt_len"].to_numpy(np.int64),
-        max_new_tokens=trace["output_len"].to_numpy(np.int64),
-        output_len=np.asarray(output_len, dtype=np.int64), dp_rank=np.asarray(rank, np.int32),
+        max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64),
+        output_tokens=np.asarray(output_tokens, dtype=np.int64),
+        dp_rank=np.asarray(rank, np.int32),
         preemptions=np.asarray(preempt, np.int32), recomputed_tokens=np.asarray(recomputed),
         prefix_hit_tokens=np.asarray(hits), status=list(status), reason=list(reason)))
     return metrics.latencies(requests)

@@ -20,7 +20,7 @@ def trace_stats(df) -> dict:
     out = dict(requests=len(df), duration_s=span,
                mean_rate=(len(df) - 1) / span if span > 0 else float("nan"),
                interarrival_cv=float(gaps.std() / gaps.mean()) if len(gaps) and gaps.mean() > 0 else float("nan"))
-    for col in ("prompt_len", "output_len"):
+    for col in ("prompt_len", "max_new_tokens"):
         v = df[col].to_numpy()
         out[col] = dict(mean=float(v.mean()), p50=float(np.percentile(v, 50)),
                         p90=float(np.percentile(v, 90)), p99=float(np.percentile(v, 99)),
@@ -79,8 +79,8 @@ def run_trace_command(args) -> int:
     for name, value in rows:
         print(f"{name:20}{value}")
     keys = ("mean", "p50", "p90", "p99", "min", "max")
-    print(f"{'':12}" + "".join(f"{k:>9}" for k in keys))
-    for col in ("prompt_len", "output_len"):
-        print(f"{col:12}" + "".join(f"{s[col][k]:>9d}" if k in ("min", "max") else
+    print(f"{'':14}" + "".join(f"{k:>9}" for k in keys))
+    for col in ("prompt_len", "max_new_tokens"):
+        print(f"{col:14}" + "".join(f"{s[col][k]:>9d}" if k in ("min", "max") else
                                     f"{s[col][k]:>9.1f}" for k in keys))
     return 0

@@ -4,7 +4,7 @@ Statistics and the `steptrace trace` commands: harness.trace_cli. Generators: ha
 A trace is a pandas DataFrame, one row per request, in arrival order:
     arrival_s   float64  seconds after the first request (the first is 0.0), non-decreasing
     prompt_len  int64    >= 1
-    output_len  int64    >= 1
+    max_new_tokens  int64  >= 1, the output tokens the request asks for
     hash_ids    object   lists of ints, only when the source has them: id k names the k-th
                          block of df.attrs["hash_block_size"] prompt tokens, and equal ids
                          mean a shared prefix (Mooncake's convention)
@@ -18,7 +18,8 @@ Formats (format="auto" picks one from the extension and the header or first line
               records carry Bailian's chat_id, else ms; pass time_unit to be sure.
     burstgpt  CSV Timestamp (s),Model,Request tokens,Response tokens,...
     vidur     CSV arrived_at (s),num_prefill_tokens,num_decode_tokens (other columns ignored)
-    tidy      CSV or Parquet arrival_s,prompt_len,output_len[,hash_ids] (CSV: a JSON list)
+    tidy      CSV or Parquet arrival_s,prompt_len,max_new_tokens[,hash_ids] (CSV: a JSON
+              list); a file with the column's older name, output_len, reads too
 
 Bad rows raise TraceError naming the file, the line (CSV/JSONL, 1-based, header = line 1)
 or row (Parquet, 1-based), the column, the value and what was expected. With
@@ -42,7 +43,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-COLUMNS = ("arrival_s", "prompt_len", "output_len")
+COLUMNS = ("arrival_s", "prompt_len", "max_new_tokens")
+OLD_TIDY_NAMES = {"max_new_tokens": "output_len"}  # a tidy file may still use these
 FORMATS = ("azure", "mooncake", "burstgpt", "vidur", "tidy")
 CSV_COLUMNS = {  # format -> (arrival, prompt, output) column names
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
@@ -134,6 +136,8 @@ def _read_csv(path, data, fmt, drop, block):
                              + "; ".join(f"{f} has {','.join(c)}" for f, c in CSV_COLUMNS.items())
                              + "; mooncake is JSONL")
     names = list(CSV_COLUMNS[fmt]) + (["hash_ids"] if fmt == "tidy" and "hash_ids" in header else [])
+    if fmt == "tidy":
+        names = _tidy_names(names, header)
     missing = [c for c in names if c not in header]
     if missing:
         raise TraceError(f"{path}:1: {fmt} trace: missing column(s) {', '.join(missing)}; "
@@ -232,19 +236,27 @@ def _read_parquet(path, drop, block):
     meta = table.schema.metadata or {}
     if block is None and _PARQUET_KEY in meta:
         block = int(meta[_PARQUET_KEY])
-    return _from_frame(table.to_pandas(), path, "row", drop, block)
+    return _from_frame(table.to_pandas(), path, "row", drop, block, old_names=True)
 
 
-def _from_frame(frame, label, kind, drop, block):
+def _tidy_names(names, header):
+    """The tidy columns as a file spells them: an old name where only it is present."""
+    return [OLD_TIDY_NAMES[c] if c in OLD_TIDY_NAMES and c not in header
+            and OLD_TIDY_NAMES[c] in header else c for c in names]
+
+
+def _from_frame(frame, label, kind, drop, block, old_names=False):
     names = list(COLUMNS) + (["hash_ids"] if "hash_ids" in frame.columns else [])
-    missing = [c for c in COLUMNS if c not in frame.columns]
+    if old_names:
+        names = _tidy_names(names, list(frame.columns))
+    missing = [c for c in names if c not in frame.columns]
     if missing:
         raise TraceError(f"{label}: missing column(s) {', '.join(missing)}; the columns are "
                          f"{', '.join(map(str, frame.columns))}")
     raw = {c: frame[c].to_numpy() for c in names}  # numeric columns stay numeric: fast
-    cols = [_numbers("arrival_s", raw["arrival_s"], False, "a number of seconds >= 0"),
-            _numbers("prompt_len", raw["prompt_len"], True),
-            _numbers("output_len", raw["output_len"], True)]
+    a, p, o = names[:3]
+    cols = [_numbers(a, raw[a], False, "a number of seconds >= 0"),
+            _numbers(p, raw[p], True), _numbers(o, raw[o], True)]
     if "hash_ids" in names:
         cols.append(_hash_ids(raw["hash_ids"], from_text=False))
         if block is None:
@@ -353,7 +365,7 @@ def _finish(path, fmt, where, kind, cols, problems, always, drop, block) -> Trac
                          f"sorted by arrival time")
     df = pd.DataFrame({"arrival_s": arrival - arrival[0],
                        "prompt_len": cols[1].values[idx].astype(np.int64),
-                       "output_len": cols[2].values[idx].astype(np.int64)})
+                       "max_new_tokens": cols[2].values[idx].astype(np.int64)})
     if len(cols) > 3:
         df["hash_ids"] = pd.Series([cols[3].values[i] for i in idx], dtype=object)
         df.attrs["hash_block_size"] = block
@@ -374,7 +386,7 @@ def check_trace(df, label="trace") -> None:
 # ---------------------------------------------------------------- writing
 
 def write_tidy(df, path, *, hash_block_size=None) -> None:
-    """Write arrival_s,prompt_len,output_len[,hash_ids] as CSV, or Parquet for .parquet/.pq.
+    """Write arrival_s,prompt_len,max_new_tokens[,hash_ids] as CSV, or Parquet for .parquet/.pq.
     Parquet keeps the hash block size in its metadata; a CSV needs it again on reading."""
     path = Path(path)
     check_trace(df, str(path))
@@ -385,7 +397,7 @@ def write_tidy(df, path, *, hash_block_size=None) -> None:
         import pyarrow.parquet as pq
         arrays = {"arrival_s": pa.array(df.arrival_s.to_numpy(dtype=float)),
                   "prompt_len": pa.array(df.prompt_len.to_numpy(dtype=np.int64)),
-                  "output_len": pa.array(df.output_len.to_numpy(dtype=np.int64))}
+                  "max_new_tokens": pa.array(df.max_new_tokens.to_numpy(dtype=np.int64))}
         if hashes:
             arrays["hash_ids"] = pa.array([list(h) for h in df.hash_ids], type=pa.list_(pa.int64()))
         meta = {_PARQUET_KEY: str(block).encode()} if hashes and block else None
@@ -395,7 +407,7 @@ def write_tidy(df, path, *, hash_block_size=None) -> None:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(COLUMNS + (("hash_ids",) if hashes else ()))
         cols = [df.arrival_s.to_numpy(dtype=float), df.prompt_len.to_numpy(dtype=np.int64),
-                df.output_len.to_numpy(dtype=np.int64)]
+                df.max_new_tokens.to_numpy(dtype=np.int64)]
         for i, (a, p, o) in enumerate(zip(*cols)):
             extra = (json.dumps([int(h) for h in df.hash_ids.iat[i]]),) if hashes else ()
             w.writerow((repr(float(a)), int(p), int(o)) + extra)
@@ -416,7 +428,7 @@ def write_mooncake(df, path, *, hash_block_size=None) -> None:
         raise TraceError(f"hash_block_size: expected an integer >= 1, got {hash_block_size!r}")
     next_id = 0
     with open(path, "w") as f:
-        for i, (a, p, o) in enumerate(zip(df.arrival_s, df.prompt_len, df.output_len)):
+        for i, (a, p, o) in enumerate(zip(df.arrival_s, df.prompt_len, df.max_new_tokens)):
             rec = {"timestamp": int(round(a * 1000)), "input_length": int(p), "output_length": int(o)}
             if "hash_ids" in df.columns:
                 rec["hash_ids"] = [int(h) for h in df.hash_ids.iat[i]]

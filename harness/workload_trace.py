@@ -16,7 +16,7 @@ TraceLoadError = TraceError
 
 @dataclass
 class WorkloadTrace:
-    df: pd.DataFrame  # arrival_s (scaled, from 0), prompt_len, output_len
+    df: pd.DataFrame  # arrival_s (scaled, from 0), prompt_len, max_new_tokens
     dropped: dict = field(default_factory=dict)  # reason -> rows dropped while reading
     sha256: Optional[str] = None  # of the trace file; None when generated
 

@@ -95,16 +95,16 @@ def test_mha_and_absorbed_cost_per_pair(v3):
     def per_pair(phase):
         a, b = one(v3, 1, 1, phase), one(v3, 1, 2, phase)
         return (b.model_breakdown["attn_core"] - a.model_breakdown["attn_core"]) / L
-    assert per_pair("prefill") == 2 * N * 192 + 2 * N * 128 == 81_920
+    assert per_pair("prompt") == 2 * N * 192 + 2 * N * 128 == 81_920
     assert per_pair("decode") == 2 * N * 576 + 2 * N * 512 == 278_528
 
 
 @pytest.mark.parametrize("s, doc_gf", [(1024, 75.8), (4096, 83.5), (32768, 155.1)])
 def test_v3_prefill_average_per_token(v3, s, doc_gf):
     # the doc's averages put the LM head on every token; by default only the last one
-    every = one(v3, s, s, "prefill", num_logits=s)
+    every = one(v3, s, s, "prompt", num_logits=s)
     assert abs(gf(every.model_flops) / s - doc_gf) <= 0.05
-    last = one(v3, s, s, "prefill")
+    last = one(v3, s, s, "prompt")
     assert every.model_flops - last.model_flops == pytest.approx((s - 1) * HEAD, rel=1e-12)
 
 
@@ -113,20 +113,20 @@ def test_lm_head_only_on_logits_positions(v3):
     f = v3.calc_flops(np.array([100, 100, 3]), np.array([100, 300, 5000]), kind=kinds,
                       accepted=np.array([0, 0, 2]))
     assert f.model_breakdown["lm_head"] == (0 + 1 + 3) * HEAD
-    assert one(v3, 100, 100, "prefill").model_breakdown["lm_head"] == HEAD
-    assert one(v3, 100, 100, "prefill", num_logits=0).model_breakdown["lm_head"] == 0
+    assert one(v3, 100, 100, "prompt").model_breakdown["lm_head"] == HEAD
+    assert one(v3, 100, 100, "prompt", num_logits=0).model_breakdown["lm_head"] == 0
     with pytest.raises(ValueError, match="num_logits 101 exceeds"):
-        one(v3, 100, 100, "prefill", num_logits=101)
+        one(v3, 100, 100, "prompt", num_logits=101)
 
 
 # --- model vs executed ------------------------------------------------------------------
 
 def test_padding_adds_executed_not_model_flops(v3):
-    plain = one(v3, 1000, 5000, "prefill")
-    padded = one(v3, 1000, 5000, "prefill", padded_q=1024)
+    plain = one(v3, 1000, 5000, "prompt")
+    padded = one(v3, 1000, 5000, "prompt", padded_q=1024)
     assert padded.model_flops == plain.model_flops
     # the padding runs as 24 more positions at the end of the chunk
-    assert padded.executed_flops == one(v3, 1024, 5024, "prefill").executed_flops
+    assert padded.executed_flops == one(v3, 1024, 5024, "prompt").executed_flops
     assert padded.executed_flops > plain.executed_flops
 
 
@@ -140,7 +140,7 @@ def test_rejected_drafts_add_executed_not_model_flops(v3):
 
 
 def test_reup_projection_of_cached_prefix_is_executed_only(v3):
-    f = one(v3, 512, 4096, "prefill")  # a chunk after 3584 cached tokens
+    f = one(v3, 512, 4096, "prompt")  # a chunk after 3584 cached tokens
     kv_b = 512 * N * (128 + 128)
     assert f.model_breakdown["kv_up"] == 2 * kv_b * 512 * L
     assert f.executed_breakdown["kv_up"] == 2 * kv_b * 4096 * L
@@ -249,7 +249,7 @@ def test_expected_distinct_experts(v3):
 @pytest.mark.parametrize("model, total_b", [(V3, 671), (V4F, 284)], ids=["v3", "v4-flash"])
 def test_huge_batch_touches_every_weight(model, total_b):
     # every expert touched: weights plus the embedding are the published totals (§2)
-    f = one(FlopsEstimator(model), 10**7, 10**7, "prefill")
+    f = one(FlopsEstimator(model), 10**7, 10**7, "prompt")
     embedding = model.hidden_size * model.vocab_size
     assert abs(gf(f.bytes_breakdown["weights"] + embedding) - total_b) <= 0.5
 
@@ -266,8 +266,9 @@ def test_byte_sizes_are_parameters():
 # --- bad input ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(seqlen_q=[5], seqlen_k=[4], phase="prefill"), "seqlen_k < seqlen_q"),
+    (dict(seqlen_q=[5], seqlen_k=[4], phase="prompt"), "seqlen_k < seqlen_q"),
     (dict(seqlen_q=[1], seqlen_k=[4], phase="both"), "phase must be one of"),
+    (dict(seqlen_q=[1], seqlen_k=[4], phase="prefill"), "one of prompt, decode, got 'prefill'"),
     (dict(seqlen_q=[1], seqlen_k=[4], kind=[7]), "not a KIND_"),
     (dict(seqlen_q=[1], seqlen_k=[4]), "exactly one of phase"),
     (dict(seqlen_q=[1], seqlen_k=[4], phase="decode", kind=[2]), "exactly one of phase"),
@@ -275,7 +276,7 @@ def test_byte_sizes_are_parameters():
     (dict(seqlen_q=[1.5], seqlen_k=[4], phase="decode"), "must hold integers"),
     (dict(seqlen_q=[0], seqlen_k=[4], phase="decode"), "computes no position"),
     (dict(seqlen_q=[2], seqlen_k=[4], phase="decode", accepted=[2]), "accepted >"),
-    (dict(seqlen_q=[2], seqlen_k=[4], phase="prefill", accepted=[1]), "prefill row"),
+    (dict(seqlen_q=[2], seqlen_k=[4], phase="prompt", accepted=[1]), "prefill row"),
     (dict(seqlen_q=[2], seqlen_k=[4], phase="decode", padded_q=[1]), "padded_q < seqlen_q"),
     (dict(seqlen_q=[2], seqlen_k=[-4], phase="decode"), "seqlen_k\\[0\\] is negative"),
 ])

@@ -15,7 +15,8 @@ import pytest
 from engine import EngineConfig, LLMEngine, SchedulerConfig
 from engine.plan import KIND_CHUNK
 from harness import metrics, tables
-from harness.recorder import STEP_COLUMNS, Recorder
+from harness.recorder import Recorder
+from harness.schema import TABLES
 from harness.replay import replay
 from harness.table_sink import TableSink
 
@@ -26,7 +27,7 @@ HOST_TIMES = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postproc
 def trace(seed=0):
     rng = np.random.default_rng(seed)
     return pd.DataFrame(dict(arrival_s=np.sort(rng.uniform(0, 0.2, N)),
-                             prompt_len=rng.integers(1, 200, N), output_len=rng.integers(1, 30, N)))
+                             prompt_len=rng.integers(1, 200, N), max_new_tokens=rng.integers(1, 30, N)))
 
 
 def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=None, stop=None,
@@ -58,10 +59,10 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
 
     df = trace()
     if max_new_tokens is not None:
-        df["output_len"] = max_new_tokens
+        df["max_new_tokens"] = max_new_tokens
     try:
         replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
-               df["output_len"].to_numpy(), "virtual", Keeping(), stop=stop and stop(engine))
+               df["max_new_tokens"].to_numpy(), "virtual", Keeping(), stop=stop and stop(engine))
     except KeyboardInterrupt:
         pass
     steps = recorder.close()
@@ -149,19 +150,21 @@ def test_tables_are_the_same_in_one_chunk_or_many(tmp_path, fmt):
         assert len(a) > 3
         pd.testing.assert_frame_equal(a, b)
     steps = read(whole, "steps", fmt)
-    assert list(steps.columns) == list(STEP_COLUMNS) + ["run_id"]
+    assert list(steps.columns) == list(TABLES["steps"].names) + ["run_id"]
     assert (steps["t_end_s"] >= steps["t_start_s"]).all() and steps["model_flops"].gt(0).any()
     assert not list(whole.glob(".*tmp"))
 
 
 def test_a_sink_shows_nothing_until_closed(tmp_path):
-    sink = TableSink(tmp_path, "steps", "parquet")
-    sink.write(pd.DataFrame(dict(step=[0, 1])))
-    assert not (tmp_path / "steps.parquet").exists()
-    sink.write(pd.DataFrame(dict(step=[2])))
+    def rows(*values):
+        return pd.DataFrame(dict(metric="m", stat="s", value=values, unit="s"))
+    sink = TableSink(tmp_path, "summary", "parquet")
+    sink.write(rows(0.0, 1.0))
+    assert not (tmp_path / "summary.parquet").exists()
+    sink.write(rows(2.0))
     sink.close()
-    assert read(tmp_path, "steps")["step"].tolist() == [0, 1, 2]
-    assert [p.name for p in tmp_path.iterdir()] == ["steps.parquet"]
+    assert read(tmp_path, "summary")["value"].tolist() == [0, 1, 2]
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.parquet"]
 
 
 def test_rows_reach_disk_chunk_by_chunk(tmp_path):
@@ -177,7 +180,7 @@ def test_a_stop_inside_a_step_still_records_that_step(tmp_path):
     assert steps["step"].nunique() == 51  # the step the stop arrived in, recorded
     requests = tables.requests_frame(engine, recorder, df)
     tokens = recorder.requests()["tokens"]
-    assert (requests["output_len"].to_numpy()[:len(tokens)] == tokens).all()
+    assert (requests["output_tokens"].to_numpy()[:len(tokens)] == tokens).all()
     assert (requests["status"] == "unfinished").any()
 
 

@@ -41,7 +41,7 @@ def test_real_clock_run_writes_every_table(tmp_path):
     requests, steps, batches, summary = (read(run_dir, n) for n in
                                          ("requests", "steps", "batches", "summary"))
     assert len(requests) == 24 and (requests["status"] == "finished").all()
-    assert (requests["output_len"] == requests["max_new_tokens"]).all()
+    assert (requests["output_tokens"] == requests["max_new_tokens"]).all()
     assert (requests["ttft_s"] > 0).all() and (requests["e2e_s"] >= requests["ttft_s"]).all()
     assert (requests["enqueue_s"] >= requests["arrival_s"]).all()  # fidelity: never early
     assert steps["warmup"].sum() == 2 and set(steps["phase"]) == {"prompt", "decode"}

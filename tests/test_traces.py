@@ -50,8 +50,8 @@ def test_azure_2023_crlf_no_final_newline(tmp_path):
     assert res.source == "azure" and res.dropped == {} and res.hash_block_size is None
     assert res.df.arrival_s.tolist() == pytest.approx([0.0, 0.052, 1.02004], abs=1e-9)
     assert res.df.prompt_len.tolist() == [4808, 3180, 110]
-    assert res.df.output_len.tolist() == [10, 8, 27]
-    assert list(res.df.columns) == ["arrival_s", "prompt_len", "output_len"]
+    assert res.df.max_new_tokens.tolist() == [10, 8, 27]
+    assert list(res.df.columns) == ["arrival_s", "prompt_len", "max_new_tokens"]
     assert [str(t) for t in res.df.dtypes] == ["float64", "int64", "int64"]
 
 
@@ -101,7 +101,7 @@ def test_burstgpt_failed_requests_dropped_and_counted(tmp_path):
     res = read_trace(path)
     assert res.source == "burstgpt" and res.dropped == {"failed_request": 1}
     assert res.df.arrival_s.tolist() == [0.0, 113.0]
-    assert res.df.prompt_len.tolist() == [472, 417] and res.df.output_len.tolist() == [18, 276]
+    assert res.df.prompt_len.tolist() == [472, 417] and res.df.max_new_tokens.tolist() == [18, 276]
     assert res.manifest()["dropped"] == {"failed_request": 1}
 
 
@@ -110,11 +110,11 @@ def test_vidur(tmp_path):
                                       "0,0.5,100,20.0\n1,0.75,200,40\n")
     res = read_trace(path)
     assert res.source == "vidur"
-    assert res.df.arrival_s.tolist() == [0.0, 0.25] and res.df.output_len.tolist() == [20, 40]
+    assert res.df.arrival_s.tolist() == [0.0, 0.25] and res.df.max_new_tokens.tolist() == [20, 40]
 
 
 def test_tidy_csv_and_parquet(tmp_path):
-    path = put(tmp_path, "t.csv", "arrival_s,prompt_len,output_len\n2.0,8,4\n2.5,5,1\n\n")
+    path = put(tmp_path, "t.csv", "arrival_s,prompt_len,max_new_tokens\n2.0,8,4\n2.5,5,1\n\n")
     res = read_trace(path)
     assert res.source == "tidy" and res.df.arrival_s.tolist() == [0.0, 0.5]  # blank line skipped
     write_tidy(res.df, tmp_path / "t.parquet")
@@ -123,8 +123,22 @@ def test_tidy_csv_and_parquet(tmp_path):
     pd.testing.assert_frame_equal(back.df, res.df)
 
 
+def test_a_tidy_file_may_call_max_new_tokens_output_len(tmp_path):
+    old = put(tmp_path, "old.csv", "arrival_s,prompt_len,output_len\n0,8,4\n1,5,x\n")
+    with pytest.raises(TraceError, match=r"old\.csv:3: output_len: expected an integer >= 1, got 'x'"):
+        read_trace(old)
+    res = read_trace(put(tmp_path, "old.csv", "arrival_s,prompt_len,output_len\n0,8,4\n"))
+    assert res.source == "tidy" and list(res.df.columns) == ["arrival_s", "prompt_len", "max_new_tokens"]
+    res.df.rename(columns={"max_new_tokens": "output_len"}).to_parquet(tmp_path / "old.parquet")
+    pd.testing.assert_frame_equal(read_trace(tmp_path / "old.parquet").df, res.df)
+    both = put(tmp_path, "both.csv", "arrival_s,prompt_len,output_len,max_new_tokens\n0,8,4,9\n")
+    assert read_trace(both).df.max_new_tokens.tolist() == [9]  # the new name wins
+    write_tidy(res.df, tmp_path / "new.csv")
+    assert (tmp_path / "new.csv").read_text().splitlines()[0] == "arrival_s,prompt_len,max_new_tokens"
+
+
 def test_tidy_hash_ids_and_block_size(tmp_path):
-    df = pd.DataFrame({"arrival_s": [0.0, 0.1], "prompt_len": [20, 40], "output_len": [1, 2],
+    df = pd.DataFrame({"arrival_s": [0.0, 0.1], "prompt_len": [20, 40], "max_new_tokens": [1, 2],
                        "hash_ids": [[0, 1], [0, 1, 2]]})
     write_tidy(df, tmp_path / "h.parquet", hash_block_size=16)
     res = read_trace(tmp_path / "h.parquet")
@@ -134,7 +148,7 @@ def test_tidy_hash_ids_and_block_size(tmp_path):
         read_trace(tmp_path / "h.csv")
     back = read_trace(tmp_path / "h.csv", hash_block_size=16)
     pd.testing.assert_frame_equal(back.df, res.df)
-    bad = put(tmp_path, "t.csv", 'arrival_s,prompt_len,output_len,hash_ids\n0,5,5,"[1, -2]"\n')
+    bad = put(tmp_path, "t.csv", 'arrival_s,prompt_len,max_new_tokens,hash_ids\n0,5,5,"[1, -2]"\n')
     with pytest.raises(TraceError, match=r"t\.csv:2: hash_ids: expected a list of integers >= 0, "
                                          r"got '\[1, -2\]'"):
         read_trace(bad, hash_block_size=16)
@@ -187,8 +201,8 @@ def test_unsorted_names_both_lines_and_is_never_dropped(tmp_path):
                                                       "num_decode_tokens"),
     ("odd.csv", "when,in,out\n0,1,1\n", "odd.csv:1: cannot tell the trace format from the header"),
     ("e.csv", "", "e.csv:1: expected a header line, got an empty file"),
-    ("h.csv", "arrival_s,prompt_len,output_len\r\n", "h.csv: no requests"),
-    ("t.csv", "arrival_s,prompt_len,output_len\n-1,5,5\n", "t.csv:2: arrival_s: expected a number of "
+    ("h.csv", "arrival_s,prompt_len,max_new_tokens\r\n", "h.csv: no requests"),
+    ("t.csv", "arrival_s,prompt_len,max_new_tokens\n-1,5,5\n", "t.csv:2: arrival_s: expected a number of "
                                                            "seconds >= 0, got '-1'"),
     ("b.csv", f"{BURST_HEADER}\n1,ChatGPT,0,5,5,API log\n", "b.csv:2: Request tokens: expected an "
                                                            "integer >= 1, got '0'"),
@@ -229,12 +243,12 @@ def test_jsonl_errors(tmp_path, records, message):
 
 
 def test_parquet_errors_name_the_row(tmp_path):
-    df = pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": [5, 0], "output_len": [1, 1]})
+    df = pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": [5, 0], "max_new_tokens": [1, 1]})
     df.to_parquet(tmp_path / "t.parquet")
     with pytest.raises(TraceError, match=r"t\.parquet: row 2: prompt_len: expected an integer >= 1, got 0"):
         read_trace(tmp_path / "t.parquet")
-    df.drop(columns="output_len").to_parquet(tmp_path / "m.parquet")
-    with pytest.raises(TraceError, match=r"m\.parquet: missing column\(s\) output_len"):
+    df.drop(columns="max_new_tokens").to_parquet(tmp_path / "m.parquet")
+    with pytest.raises(TraceError, match=r"m\.parquet: missing column\(s\) max_new_tokens"):
         read_trace(tmp_path / "m.parquet", drop_bad_rows=True)
     with pytest.raises(TraceError, match="read as a tidy trace, not azure"):
         read_trace(tmp_path / "t.parquet", "azure")
@@ -253,13 +267,13 @@ def test_unreadable_files(tmp_path):
 
 def test_parquet_nullable_and_float_columns(tmp_path):
     df = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0], "prompt_len": pd.array([5, None, 7], dtype="Int64"),
-                       "output_len": [1.0, 2.0, 3.0]})
+                       "max_new_tokens": [1.0, 2.0, 3.0]})
     df.to_parquet(tmp_path / "n.parquet")
     with pytest.raises(TraceError, match=r"n\.parquet: row 2: prompt_len: expected an integer >= 1, "
                                          r"got nan"):
         read_trace(tmp_path / "n.parquet")
     res = read_trace(tmp_path / "n.parquet", drop_bad_rows=True)
-    assert res.dropped == {"missing_value": 1} and res.df.output_len.tolist() == [1, 3]
+    assert res.dropped == {"missing_value": 1} and res.df.max_new_tokens.tolist() == [1, 3]
 
 
 def test_bad_options():
@@ -312,11 +326,11 @@ def test_mooncake_export_round_trips(tmp_path):
 
 def test_mooncake_export_of_bailian_and_of_sub_ms_arrivals(tmp_path):
     df = pd.DataFrame({"arrival_s": [0.0, 0.0004, 0.0123456, 7.25], "prompt_len": [1, 512, 513, 1500],
-                       "output_len": [3, 2, 1, 9]})
+                       "max_new_tokens": [3, 2, 1, 9]})
     write_mooncake(df, tmp_path / "a.jsonl", hash_block_size=512)
     back = read_trace(tmp_path / "a.jsonl")
     assert np.abs(back.df.arrival_s - df.arrival_s).max() <= 0.0005  # whole ms, as Mooncake's
-    assert back.df[["prompt_len", "output_len"]].equals(df[["prompt_len", "output_len"]])
+    assert back.df[["prompt_len", "max_new_tokens"]].equals(df[["prompt_len", "max_new_tokens"]])
     ids = back.df.hash_ids.tolist()
     assert [len(h) for h in ids] == [1, 1, 2, 3]  # ceil(prompt_len / 512), none shared
     assert len({h for row in ids for h in row}) == 7
@@ -330,11 +344,11 @@ def test_mooncake_export_of_bailian_and_of_sub_ms_arrivals(tmp_path):
 
 
 def test_writers_refuse_bad_frames(tmp_path):
-    df = pd.DataFrame({"arrival_s": [0.0, 1.0, 0.5], "prompt_len": [5, 5, 5], "output_len": [1, 1, 1]})
+    df = pd.DataFrame({"arrival_s": [0.0, 1.0, 0.5], "prompt_len": [5, 5, 5], "max_new_tokens": [1, 1, 1]})
     with pytest.raises(TraceError, match=r"out\.csv: row 3: arrival_s: 0\.5 is earlier than 1\.0 at row 2"):
         write_tidy(df, tmp_path / "out.csv")
-    with pytest.raises(TraceError, match=r"row 2: output_len: expected an integer >= 1, got 0"):
-        check_trace(df.assign(output_len=[1, 0, 1]))
+    with pytest.raises(TraceError, match=r"row 2: max_new_tokens: expected an integer >= 1, got 0"):
+        check_trace(df.assign(max_new_tokens=[1, 0, 1]))
     with pytest.raises(TraceError, match="missing column"):
         write_mooncake(df.drop(columns="prompt_len"), tmp_path / "out.jsonl")
     assert not (tmp_path / "out.csv").exists() and not (tmp_path / "out.jsonl").exists()
@@ -372,11 +386,11 @@ def test_seeds_are_separate_and_reproducible():
     b = generate(500, 5.0, "gamma", 0.5, **kw, arrival_seed=1, length_seed=2)
     c = generate(500, 5.0, "gamma", 0.5, **kw, arrival_seed=2, length_seed=1)
     assert a.arrival_s.equals(b.arrival_s) and not a.prompt_len.equals(b.prompt_len)
-    assert a[["prompt_len", "output_len"]].equals(c[["prompt_len", "output_len"]])
+    assert a[["prompt_len", "max_new_tokens"]].equals(c[["prompt_len", "max_new_tokens"]])
     assert not a.arrival_s.equals(c.arrival_s)
     # lengths do not depend on the arrival process either
     d = generate(500, 99.0, "constant", **kw, length_seed=1)
-    assert a[["prompt_len", "output_len"]].equals(d[["prompt_len", "output_len"]])
+    assert a[["prompt_len", "max_new_tokens"]].equals(d[["prompt_len", "max_new_tokens"]])
 
 
 def test_length_distributions_and_bounds():
@@ -446,7 +460,7 @@ def test_trace_commands(tmp_path, capsys):
     assert run(["trace", "stats", str(tmp_path / "a.parquet")]) == 0
     out = capsys.readouterr().out
     assert "requests            3" in out and "duration_s          1.02" in out
-    assert "prompt_len        7.0      7.0" in out
+    assert "prompt_len          7.0      7.0" in out and "max_new_tokens      2.0" in out
 
 
 def test_trace_commands_on_bailian_hashes(tmp_path, capsys):
@@ -483,7 +497,7 @@ def test_real_azure_trace_keeps_every_request(tmp_path):
     assert df.arrival_s.iloc[0] == 0.0 and df.arrival_s.iloc[-1] == pytest.approx(3435.95, abs=0.01)
     assert df.arrival_s.diff().iloc[1:].min() > 0  # strictly increasing, as the README says
     assert (df.prompt_len.min(), df.prompt_len.max()) == (3, 7437)
-    assert (df.output_len.min(), df.output_len.max()) == (6, 1899)
+    assert (df.max_new_tokens.min(), df.max_new_tokens.max()) == (6, 1899)
     write_tidy(df, tmp_path / "azure.csv")  # exact round trip through the tidy CSV
     pd.testing.assert_frame_equal(read_trace(tmp_path / "azure.csv").df, df)
     assert math.isclose(trace_stats(df)["mean_rate"], 8818 / df.arrival_s.iloc[-1])

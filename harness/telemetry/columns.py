@@ -1,7 +1,9 @@
-"""The `device` table's schema: one row per sample per source and device.
+"""The `device` table's column names, for the sampler's child, which imports no pyarrow:
+one row per sample per source and device. harness/schema declares the table (types,
+units); tests/test_tables_schema.py holds these names to it.
 
 Every value column is null where its source cannot tell; a source never fills one with
-a guess. Meanings and units: docs/telemetry.md.
+a guess. What each source reports: docs/telemetry.md.
 """
 
 SOURCES = ("nvml", "npu-smi", "cpu")

@@ -1,0 +1,5 @@
+"""`python -m harness.schema > docs/tables.md`."""
+
+from .doc import markdown
+
+print(markdown(), end="")

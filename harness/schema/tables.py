@@ -1,0 +1,152 @@
+"""The result tables of a run directory, each column declared once.
+
+`defined` names the section of docs/ that defines a derived value (a metric, a FLOPs
+count, a device reading); docs/tables.md links to it instead of defining it again.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .column import CODES, TEXT, Column, Table
+
+I32, I64, F64, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+WORK = "metrics.md#work-per-step"
+PER_REQUEST = "metrics.md#per-request"
+INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
+DEVICE_COLUMNS = "telemetry.md#columns"
+
+
+def _col(name, type_, unit, meaning, defined=""):
+    return Column(name, type_, unit, meaning, defined)
+
+
+# The labels the table sink adds to every table of a run, one value per run.
+LABELS = {c.name: c for c in (
+    _col("run_id", CODES, "", "the run directory's name"),
+    _col("gil_mode", CODES, "", "the GIL mode the run used: `released` or `held`"),
+    _col("overlap", BOOL, "", "forward and sampling ran on a worker thread, overlapping the "
+         "next step (workload key `engine.overlap`)"),
+)}
+
+STEPS = Table("steps", "engine step and DP rank",
+              "by step, then dp_rank", (
+    _col("step", I64, "", "the plan's step number, from 0"),
+    _col("dp_rank", I32, "", "the data-parallel rank whose batch this row describes"),
+    _col("phase", CODES, "", "the plan's phase: `prompt` or `decode` (a step is one or the "
+         "other on every rank)"),
+    _col("empty", BOOL, "", "the rank scheduled nothing this step"),
+    _col("warmup", BOOL, "", "a warm-up step: step < the workload's `warmup_steps`"),
+    _col("num_seqs", I32, "", "sequences scheduled on the rank"),
+    _col("tokens_q", I64, "tokens", "real tokens computed: the sum of the batch's seqlen_q"),
+    _col("padded_tokens_q", I64, "tokens", "tokens run, padding included: the sum of "
+         "padded_q"),
+    _col("sum_seqlen_k", I64, "tokens", "keys visible to the batch: the sum of its seqlen_k"),
+    _col("max_seqlen_k", I32, "tokens", "the longest row's seqlen_k"),
+    _col("preempted", I32, "", "sequences the plan preempted"),
+    _col("rejected", I32, "", "sequences rejected since the previous plan"),
+    _col("finished", I32, "", "sequences that finished or were handed off in the step's "
+         "postprocess"),
+    _col("discarded_tokens", I64, "tokens", "in-flight work of already finished sequences, "
+         "thrown away in postprocess"),
+    _col("kv_blocks_free", I32, "blocks", "the rank's free KV blocks after the round"),
+    _col("waiting", I32, "", "the rank's waiting sequences after the round"),
+    _col("running", I32, "", "the rank's running sequences after the round"),
+    _col("t_start_s", F64, "s", "when the step's schedule() was called, on the run's clock"),
+    _col("t_end_s", F64, "s", "when its postprocess() returned, on the run's clock"),
+    _col("sched_cpp_ns", I64, "ns", "time inside the C++ schedule()"),
+    _col("sched_call_ns", I64, "ns", "the schedule() call as Python sees it, binding and "
+         "GIL reacquire included"),
+    _col("forward_ns", I64, "ns", "the forward (modeled: the device model's time)"),
+    _col("sample_ns", I64, "ns", "sampling (modeled: the device model's time)"),
+    _col("postprocess_ns", I64, "ns", "postprocess(): committing tokens, freeing blocks"),
+    _col("step_ns", I64, "ns", "schedule() start to postprocess() end"),
+    _col("flush_ns", I64, "ns", "time the engine's thread spent handing finished chunks to "
+         "the table writer during this step; 0 on other steps"),
+    _col("model_flops", F64, "FLOP", "the work the step needed", WORK),
+    _col("executed_flops", F64, "FLOP", "the work the step ran: padding, rejected drafts, "
+         "re-up-projection and the MTP module included", WORK),
+    _col("bytes", F64, "bytes", "what the executed step moves through device memory", WORK),
+), "`preempted`, `rejected`, `finished` and `discarded_tokens` count the whole plan and "
+   "repeat on every rank's row; the step's times too.")
+
+BATCHES = Table("batches", "sequence scheduled in a step",
+                "by step, then dp_rank, then the plan's row order", (
+    _col("step", I64, "", "the plan's step number"),
+    _col("dp_rank", I32, "", "the rank that ran the row"),
+    _col("seq_id", I64, "", "the sequence (the request's request_id)"),
+    _col("kind", CODES, "", "what the row computes: `chunk` (a prefill chunk that does not "
+         "finish the prefill), `final` (the chunk that does, sampling the first token) or "
+         "`decode` (1 + num_mtp positions)"),
+    _col("seqlen_q", I32, "tokens", "real tokens computed"),
+    _col("seqlen_k", I32, "tokens", "keys visible: cached + in flight + seqlen_q"),
+))
+
+REQUESTS = Table("requests", "trace request, enqueued or not",
+                 "not promised; request_id is the trace's row, sort by it", (
+    _col("request_id", I64, "", "the request's row in the trace, from 0"),
+    _col("arrival_s", F64, "s", "intended enqueue time, from the trace", INPUTS),
+    _col("enqueue_s", F64, "s", "actual enqueue time; NaN if never enqueued", INPUTS),
+    _col("first_scheduled_s", F64, "s", "start of the first step that scheduled any of its "
+         "tokens; NaN if never", INPUTS),
+    _col("first_token_s", F64, "s", "commit time of its first output token; NaN if none",
+         INPUTS),
+    _col("last_token_s", F64, "s", "commit time of its last output token; NaN if none",
+         INPUTS),
+    _col("prompt_len", I64, "tokens", "prompt tokens, from the trace"),
+    _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
+    _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",
+         INPUTS),
+    _col("dp_rank", I32, "", "the rank that served it; -1 if never enqueued"),
+    _col("preemptions", I32, "", "times it was preempted"),
+    _col("recomputed_tokens", I64, "tokens", "tokens computed again after preemptions"),
+    _col("prefix_hit_tokens", I64, "tokens", "prompt tokens found in the prefix cache, "
+         "not computed"),
+    _col("status", TEXT, "", "`finished`, `handed_off`, `rejected` or `unfinished`", INPUTS),
+    _col("reason", TEXT, "", "why it was rejected or never enqueued; empty otherwise"),
+    _col("ttft_s", F64, "s", "time to first token", PER_REQUEST),
+    _col("tpot_s", F64, "s", "time per output token after the first", PER_REQUEST),
+    _col("e2e_s", F64, "s", "end-to-end latency", PER_REQUEST),
+    _col("queueing_delay_s", F64, "s", "arrival to first scheduled", PER_REQUEST),
+    _col("schedule_fidelity_s", F64, "s", "how late it was enqueued", PER_REQUEST),
+))
+
+_DEVICE_VALUES = (
+    ("util_pct", "%", "time a kernel was running (NVML) or NPU utilisation"),
+    ("util_window_s", "s", "time the averaged driver samples of util_pct cover"),
+    ("sm_activity_pct", "%", "SMs busy (NVML GPM)"),
+    ("tensor_activity_pct", "%", "any tensor pipe busy (NVML GPM)"),
+    ("aicore_pct", "%", "AI Core usage (npu-smi)"),
+    ("mem_busy_pct", "%", "time device memory was read or written"),
+    ("mem_bw_util_pct", "%", "device memory bandwidth used, of peak"),
+    ("mem_used_bytes", "bytes", "device memory in use"),
+    ("mem_total_bytes", "bytes", "device memory capacity"),
+    ("power_w", "W", "board power"),
+    ("energy_j", "J", "energy since the sampler started"),
+    ("sm_clock_mhz", "MHz", "SM clock"),
+    ("mem_clock_mhz", "MHz", "memory clock"),
+    ("process_cpu_pct", "% of one core", "the harness process's CPU, all threads"),
+    ("host_cpu_pct", "%", "the host's CPU, all cores"),
+    ("process_rss_bytes", "bytes", "the harness process's resident memory"),
+    ("host_mem_used_bytes", "bytes", "the host's memory in use"),
+)
+
+DEVICE = Table("device", "sample of one source on one device (the host is device -1)",
+               "as sampled: about t_s across sources and devices (sort by t_s)", (
+    _col("t_s", F64, "s", "time of the reading, from the replay's start on the wall clock",
+         DEVICE_COLUMNS),
+    _col("source", TEXT, "", "`nvml`, `npu-smi` or `cpu`", DEVICE_COLUMNS),
+    _col("device", I64, "", "the engine's device index; -1 for the host", DEVICE_COLUMNS),
+) + tuple(_col(name, F64, unit, meaning, DEVICE_COLUMNS) for name, unit, meaning in _DEVICE_VALUES),
+    "Every column after `device` is null wherever its source cannot tell, never estimated.")
+
+SUMMARY = Table("summary", "statistic of one metric over the measured window",
+                "latency and throughput, then the engine's step times and MFU, the harness "
+                "calibration, then the device", (
+    _col("metric", TEXT, "", "what is summarised, e.g. `ttft`", "metrics.md#summary-table"),
+    _col("stat", TEXT, "", "which statistic, e.g. `p99`", "metrics.md#summary-table"),
+    _col("value", F64, "", "its value, in `unit`"),
+    _col("unit", TEXT, "", "the value's unit, e.g. `s`"),
+))
+
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY)}

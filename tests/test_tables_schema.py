@@ -1,0 +1,102 @@
+"""The result tables hold to their one declaration (harness/schema): the written files,
+the recorder's C++ columns, the Python column lists, and docs/tables.md."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from engine import _core
+from harness import metrics
+from harness.run import run_workload
+from harness.schema import LABELS, TABLES, arrow_schema
+from harness.schema.doc import markdown
+from harness.table_sink import TableSink, write_table
+from harness.telemetry import columns as device_columns
+from harness.workload import load_workload
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = """trace:
+  generate: {requests: 12, rate: 200, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: tiny
+device: modeled:B200
+clock: virtual
+calibration_requests: 0
+"""
+# What the recorder makes of the C++ step columns before they reach the sink.
+FROM_CPP = {"prompt_phase": "phase"}
+ADDED_IN_PYTHON = {"flush_ns"}
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_run_writes_every_table_in_its_declared_schema(tmp_path, fmt):
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\ntable_format: {fmt}\n{TINY}")
+    (run_dir,) = run_workload(load_workload(path))
+    for name in TABLES:
+        want = arrow_schema(name, LABELS)
+        if fmt == "parquet":
+            got = pq.read_schema(run_dir / f"{name}.parquet").remove_metadata()
+            assert got == want, f"{name}.parquet:\n{got}\ndeclared:\n{want}"
+        else:
+            header = (run_dir / f"{name}.csv").read_text().splitlines()[0]
+            assert header.replace('"', "").split(",") == want.names, name
+
+
+def test_the_recorders_cpp_columns_are_the_declared_ones():
+    cpp = _core.StepLog.columns()
+    steps = {FROM_CPP.get(c, c) for c in cpp["steps"]} | ADDED_IN_PYTHON
+    assert sorted(steps) == sorted(TABLES["steps"].names)
+    assert sorted(cpp["batches"]) == sorted(TABLES["batches"].names)
+
+
+def test_python_column_lists_are_the_declared_ones():
+    assert device_columns.DEVICE_COLUMNS == TABLES["device"].names  # the sampler's child's copy
+    assert metrics.SUMMARY_COLUMNS == TABLES["summary"].names
+    assert set(metrics.REQUEST_COLUMNS) <= set(TABLES["requests"].names)
+
+
+def test_docs_tables_md_is_the_declaration_rendered():
+    assert (REPO / "docs" / "tables.md").read_text() == markdown(), \
+        "docs/tables.md is stale: python -m harness.schema > docs/tables.md"
+
+
+def test_every_link_to_a_definition_names_a_section_that_exists():
+    for table in list(TABLES.values()) + [None]:
+        columns = table.columns if table else LABELS.values()
+        for c in columns:
+            if not c.defined:
+                continue
+            page, anchor = c.defined.split("#")
+            headings = re.findall(r"^#+ (.+)$", (REPO / "docs" / page).read_text(), re.M)
+            assert anchor in {_slug(h) for h in headings}, f"{c.name}: {c.defined}"
+
+
+def _slug(heading):  # GitHub's anchor of a markdown heading
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_a_chunk_must_carry_exactly_the_declared_columns(tmp_path):
+    sink = TableSink(tmp_path, "summary", "parquet")
+    with pytest.raises(ValueError, match=r"summary.parquet: the chunk lacks the declared "
+                                         r"columns \['unit'\] and carries the undeclared "
+                                         r"\['units'\]"):
+        sink.write(pd.DataFrame(dict(metric=["m"], stat=["s"], value=[1.0], units=["s"])))
+    with pytest.raises(KeyError, match="no declared table 'step'"):
+        TableSink(tmp_path, "step", "parquet")
+
+
+def test_every_chunk_is_cast_to_the_declared_types(tmp_path):
+    empty = pd.DataFrame({name: [] for name in TABLES["device"].names})  # object columns
+    write_table(empty, tmp_path, "device", "parquet", dict(run_id="r"))
+    assert pq.read_schema(tmp_path / "device.parquet").remove_metadata() == \
+        arrow_schema("device", ["run_id"])
+    summary = pd.DataFrame(dict(unit=["s"], value=np.array([3], np.int64), stat="p50",
+                                metric="ttft"))  # any order, an integer value
+    write_table(summary, tmp_path, "summary", "csv")
+    assert (tmp_path / "summary.csv").read_text().splitlines() == \
+        ['"metric","stat","value","unit"', '"ttft","p50",3,"s"']
