@@ -40,3 +40,17 @@ def prefix_hash_ids(rng, prompt_len, block_size):
     common = count if rng.random() < 0.5 else int(rng.integers(0, count + 1))
     return ([family * 1_000_000 + i for i in range(common)]
             + [int(h) for h in rng.integers(2**40, 2**62, count - common)])
+
+
+def wait_for_samples(sampler, rows, source="cpu", timeout_s=30.0):
+    """Wait until a started telemetry Sampler has journalled `rows` rows of `source`: the
+    child's start-up (a Python interpreter) takes from 0.1 s to seconds on a loaded host."""
+    import time
+
+    journal = sampler._dir / "journal.jsonl"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count(f'"source": "{source}"') >= rows:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the sampler journalled fewer than {rows} {source} rows in {timeout_s} s")

@@ -19,6 +19,8 @@ from harness.telemetry import DEVICE_COLUMNS, Sampler, device_summary
 from harness.telemetry.columns import row
 from harness.telemetry.host import HostSource
 
+from tests.helpers import wait_for_samples
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -84,7 +86,7 @@ def test_the_child_imports_neither_pandas_nor_torch():
 def test_a_cuda_run_without_nvidia_driver_goes_on_with_the_host():
     sampler = Sampler("cuda", [0], 0.05, time.perf_counter(), os.getpid())
     sampler.start()
-    time.sleep(0.3)
+    wait_for_samples(sampler, 2)
     frame, notes = sampler.stop()
     assert notes["nvml"].startswith("unavailable: ")
     assert len(frame) >= 2 and (frame["source"] == "cpu").all()
@@ -93,11 +95,7 @@ def test_a_cuda_run_without_nvidia_driver_goes_on_with_the_host():
 def test_a_crashed_child_keeps_its_rows_and_the_notes_say_so():
     sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
     sampler.start()
-    journal = sampler._dir / "journal.jsonl"
-    deadline = time.monotonic() + 30  # the child's start-up is slow on a loaded host
-    while time.monotonic() < deadline and (
-            not journal.exists() or journal.read_text().count('"row"') < 3):
-        time.sleep(0.05)
+    wait_for_samples(sampler, 3)
     os.kill(sampler._process.pid, signal.SIGKILL)
     frame, notes = sampler.stop()
     assert len(frame) >= 3
@@ -136,7 +134,7 @@ def test_the_child_exits_by_itself_when_the_parent_dies():
                          text=True, check=True)
     pid, worker, journal_dir = out.stdout.split()
     try:
-        assert _gone(int(pid), within_s=2.0)
+        assert _gone(int(pid), within_s=10.0)  # a loaded host is slow
     finally:
         os.kill(int(worker), signal.SIGKILL)
         for f in Path(journal_dir).iterdir():

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from harness.telemetry import Sampler, npu_smi
+from tests.helpers import wait_for_samples
 from harness.telemetry.npu_smi import (
     MIB,
     NpuSmiError,
@@ -192,7 +193,9 @@ def test_a_hung_npu_smi_costs_the_rest_of_the_run_not_the_run(tmp_path, monkeypa
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     sampler = Sampler("npu", [0], 0.1, time.perf_counter(), os.getpid())
     sampler.start()
-    time.sleep(0.5)
+    wait_for_samples(sampler, 3)
+    while not (tmp_path / "pid").exists():  # npu-smi is hung in its first call
+        time.sleep(0.05)
     began = time.perf_counter()
     frame, notes = sampler.stop()
     assert time.perf_counter() - began < 0.1 + 1.0
