@@ -33,4 +33,4 @@ def test_every_public_name_resolves():
 
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="'engine' has no attribute 'Schedular'"):
-        engine.Schedular
+        _ = engine.Schedular
