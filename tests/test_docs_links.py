@@ -31,7 +31,8 @@ def test_named_paths_exist():
 
 
 def test_nothing_points_beside_the_repository():
-    here = {path.name for path in files()}  # README.md, CONTRIBUTING.md, ...
+    # The root's pages, even where tests run from a copy without them (.ci/sanitize).
+    here = {path.name for path in files()} | {"README.md", "CONTRIBUTING.md"}
     found = [f"{name}: {m.group(0)}" for name, text in text_files()
              for m in OUTSIDE.finditer(text) if m.group(0) not in here]
     assert not found, found
