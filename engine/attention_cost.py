@@ -1,7 +1,7 @@
 """Attention cost of one layer over a batch: FLOPs, weight parameters, cache traffic.
 
-Formulas: HARDWARE_AND_MODELS.md §3.2-3.4 (MLA, DSA) and §3.7 (V4). A GEMM (m x k)(k x n)
-costs 2mkn; norms, RoPE, softmax and compressor pooling are not counted.
+Formulas: docs/design/hardware_and_models.md §3.2-3.4 (MLA, DSA) and §3.7 (V4).
+A GEMM (m x k)(k x n) costs 2mkn; norms, RoPE, softmax and compressor pooling are not counted.
 
 Sequence i computes q_i queries at the last positions of its k_i visible keys: query j
 (1..q_i) sees p = k_i - q_i + j keys. Every sum over "p" below runs over those positions.

@@ -6,7 +6,8 @@ import yaml
 from engine.devices import PRECISIONS, known_devices, load_device_profile
 from engine.devices.profile import DEVICES_DIR
 
-# HARDWARE_AND_MODELS.md §1: bf16, fp8, fp4 TFLOP/s; HBM GB, TB/s; interconnect GB/s; TDP W
+# docs/design/hardware_and_models.md §1: bf16, fp8, fp4 TFLOP/s; HBM GB, TB/s; interconnect
+# GB/s; TDP W
 DOC = {
     "H100": (989, 1979, None, 80, 3.35, 900, 700),
     "H200": (989, 1979, None, 141, 4.8, 900, 700),

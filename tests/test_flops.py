@@ -1,4 +1,4 @@
-"""FlopsEstimator against hand-computed values and HARDWARE_AND_MODELS.md §3.
+"""FlopsEstimator against hand-computed values and docs/design/hardware_and_models.md §3.
 
 Doc figures are compared within half a unit of their last printed digit: the doc rounds
 its arithmetic, so that is the tolerance its own derivation allows (73.25 -> +-0.005 GF,

@@ -37,7 +37,7 @@ def test_v3_derived_dims():
 
 def test_v4_flash_layer_plan():
     cfg = load_model_config("deepseek-v4-flash")
-    # §2.2: [0,0] + [4,128]*20 + [4] for the 43 layers, then 0 for the MTP layer
+    # hardware_and_models.md §2.2: [0,0] + [4,128]*20 + [4] for 43 layers, then 0 for MTP
     assert cfg.layer_compress_ratios == (0, 0) + (4, 128) * 20 + (4,)
     assert cfg.mtp_compress_ratios == (0,)
     assert (cfg.qk_head_dim, cfg.kv_cache_dim) == (512, 512)

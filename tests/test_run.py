@@ -12,7 +12,7 @@ from harness.cli import main
 from harness.run import run_workload
 from harness.workload import load_workload
 
-AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_code.csv"
+AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
 MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "run_id"]
 
 
@@ -82,7 +82,6 @@ def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path, monkeypatch
     assert not list(run_dir.glob(".*tmp"))  # no half-written file
 
 
-@pytest.mark.skipif(not AZURE.exists(), reason=f"the Azure LLM trace is not at {AZURE}")
 def test_azure_trace_replay_keeps_every_request(tmp_path):
     w = workload(tmp_path, f"trace: {{file: {AZURE}}}\nmodel: deepseek-v3\n"
                            "engine: {max_num_batched_tokens: 16384, max_num_seqs: 256, "

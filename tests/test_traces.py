@@ -1,6 +1,6 @@
 """Traces: every reader on small fixtures, every bad-input path, dropping and counting, the
 exporters' round trips, the generators' statistics, the trace commands, and the real Azure
-trace when the shared copy is present."""
+trace bundled in workloads/traces/."""
 
 import argparse
 import hashlib
@@ -18,7 +18,7 @@ from harness.trace_cli import add_trace_commands, run_trace_command, trace_stats
 from harness.traces import (DROP_REASONS, TraceError, check_trace, read_trace, write_mooncake,
                             write_tidy)
 
-AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_code.csv"
+AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
 AZURE_SHA256 = "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6"
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 BURST_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
@@ -489,7 +489,6 @@ def test_trace_commands_bad_input(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the real Azure trace
 
-@pytest.mark.skipif(not AZURE.is_file(), reason=f"the shared Azure trace is not at {AZURE}")
 def test_real_azure_trace_keeps_every_request(tmp_path):
     res = read_trace(AZURE)
     df = res.df
@@ -503,6 +502,6 @@ def test_real_azure_trace_keeps_every_request(tmp_path):
     assert math.isclose(trace_stats(df)["mean_rate"], 8818 / df.arrival_s.iloc[-1])
 
 
-@pytest.mark.skipif(not AZURE.is_file(), reason=f"the shared Azure trace is not at {AZURE}")
 def test_real_azure_trace_is_the_published_file():
     assert read_trace(AZURE).sha256 == AZURE_SHA256 == hashlib.sha256(AZURE.read_bytes()).hexdigest()
+    assert AZURE_SHA256 in (AZURE.parent / "README.md").read_text()  # the attribution's checksum

@@ -8,7 +8,6 @@ from harness.cli import main
 from harness.workload import WorkloadError, load_workload
 
 REPO = Path(__file__).resolve().parents[1]
-AZURE = REPO.parent / "shared" / "traces" / "AzureLLMInferenceTrace_code.csv"
 
 
 def write(tmp_path, text, trace=True):
@@ -79,15 +78,7 @@ def test_validate_and_bad_run_exit_2_and_write_nothing(tmp_path, capsys, monkeyp
 
 def test_bundled_workloads_are_valid():
     for path in sorted((REPO / "workloads").glob("*.yaml")):
-        if "azure" in path.name and not AZURE.exists():
-            continue  # checked by the test below where the trace is present
         assert main(["validate", str(path)]) == 0, path
-
-
-@pytest.mark.skipif(not (REPO.parent / "shared").exists(),
-                    reason="the shared traces are not beside this repository")
-def test_azure_workload_finds_the_shared_trace():
-    assert main(["validate", str(REPO / "workloads" / "azure_code_h200.yaml")]) == 0
 
 
 def test_docs_name_every_workload_key():
