@@ -15,6 +15,7 @@ from engine.devices.profile import PRECISIONS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
 
+from .overrides import parse_set
 from .yaml_lines import KeyPath, load_with_lines
 
 
@@ -207,7 +208,7 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     if not isinstance(data, dict):
         fail((), "expected a mapping of workload keys")
     for item in overrides:
-        _apply_override(data, item, fail)
+        _apply_override(data, item)
     values = _validate(data, SCHEMA, (), fail)
     values["name"] = values["name"] or path.stem
     spec = executor_spec(values["device"])
@@ -253,17 +254,15 @@ def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
     return out
 
 
-def _apply_override(data: dict, item: str, fail) -> None:
-    """--set a.b=value, the value read as YAML (so 8, true, null, [1, 2] work)."""
-    import yaml
-
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise WorkloadError(f"--set {item!r}: expected KEY.PATH=VALUE")
-    parts = key.split(".")
+def _apply_override(data: dict, item: str) -> None:
+    """--set a.b=value (harness/overrides.py) into the workload's mapping."""
+    try:
+        parts, value = parse_set(item)
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
     node = data
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise WorkloadError(f"--set {item!r}: {part} is not a section")
-    node[parts[-1]] = yaml.safe_load(raw)
+    node[parts[-1]] = value

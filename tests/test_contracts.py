@@ -48,7 +48,7 @@ def test_the_docs_table_is_the_core_table():
 
 
 def test_the_stub_is_regenerated():
-    """python -m engine.scheduler_config > engine/scheduler_config.pyi"""
+    """Regenerate: see engine/scheduler_config.py."""
     assert (REPO / "engine" / "scheduler_config.pyi").read_text() == stub()
 
 
