@@ -1,8 +1,8 @@
 """The steptrace command line: one module per command, one entry point, one `--set` syntax
 (KEY.PATH=VALUE, the value read as YAML) and `--json` on every command.
 
-Exit codes: 0 ok, 1 the run failed, 2 bad input. Only `run` imports torch (and only when
-its workload runs a torch forward): --version, validate, show and trace never do.
+Exit codes: 0 ok, 1 the run failed, 2 bad input. Only `run` may import torch: --version,
+validate, show, trace and replay-scheduler never do (tests/test_cli.py checks the first four).
 """
 
 from __future__ import annotations
