@@ -15,6 +15,8 @@ namespace py = pybind11;
 using namespace steptrace;
 
 void bind_step_log(py::module_& m);  // step_log_bindings.cpp
+void bind_config(py::module_& m);    // config_bindings.cpp
+SchedulerConfig to_config(const py::handle& c);  // config_bindings.cpp
 
 namespace {
 
@@ -32,64 +34,36 @@ py::array_t<T> view(const std::vector<T>& v, py::handle base) {
   return view(v.data(), {static_cast<py::ssize_t>(v.size())}, base);
 }
 
-SchedulerConfig to_config(const py::handle& c) {
-  auto get_int = [&](const char* name, int32_t none_value) {
+// engine.model_config.ModelConfig -> ModelGeometry (None -> 0), field by field.
+struct GeometryFromPython {
+  const py::handle& c;
+  void text(const char* name, std::string& m) { m = c.attr(name).cast<std::string>(); }
+  void integer(const char* name, int64_t& m) {
     py::object v = c.attr(name);
-    return v.is_none() ? none_value : v.cast<int32_t>();
-  };
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = get_int("max_num_batched_tokens", 0);
-  cfg.max_num_seqs = get_int("max_num_seqs", 0);
-  cfg.num_kv_blocks = get_int("num_kv_blocks", 0);
-  cfg.block_size = get_int("block_size", 0);
-  cfg.cp_size = get_int("cp_size", 0);
-  cfg.dp_size = get_int("dp_size", 0);
-  cfg.num_mtp = get_int("num_mtp", 0);
-  cfg.overlap = c.attr("overlap").cast<bool>();
-  cfg.engine_type = parse_engine_type(c.attr("engine_type").cast<std::string>());
-  cfg.preempt_order = parse_preempt_order(c.attr("preempt_order").cast<std::string>());
-  cfg.dp_assign = parse_dp_assign(c.attr("dp_assign").cast<std::string>());
-  cfg.lookahead_slots = get_int("lookahead_slots", -1);
-  cfg.max_prefill_chunk = get_int("max_prefill_chunk", -1);
-  return cfg;
-}
+    m = v.is_none() ? 0 : v.cast<int64_t>();
+  }
+  void integers(const char* name, std::vector<int64_t>& m) {
+    m = c.attr(name).cast<std::vector<int64_t>>();
+  }
+};
 
-// engine.model_config.ModelConfig -> ModelGeometry (None -> 0).
 ModelGeometry to_geometry(const py::handle& c) {
-  auto get_int = [&](const char* name) {
-    py::object v = c.attr(name);
-    return v.is_none() ? int64_t{0} : v.cast<int64_t>();
-  };
   ModelGeometry g;
-  g.name = c.attr("name").cast<std::string>();
-  g.architecture = c.attr("architecture").cast<std::string>();
-  g.hidden_size = get_int("hidden_size");
-  g.num_hidden_layers = get_int("num_hidden_layers");
-  g.num_attention_heads = get_int("num_attention_heads");
-  g.vocab_size = get_int("vocab_size");
-  g.q_lora_rank = get_int("q_lora_rank");
-  g.qk_rope_head_dim = get_int("qk_rope_head_dim");
-  g.first_k_dense_replace = get_int("first_k_dense_replace");
-  g.intermediate_size = get_int("intermediate_size");
-  g.moe_intermediate_size = get_int("moe_intermediate_size");
-  g.n_routed_experts = get_int("n_routed_experts");
-  g.n_shared_experts = get_int("n_shared_experts");
-  g.num_experts_per_tok = get_int("num_experts_per_tok");
-  g.kv_lora_rank = get_int("kv_lora_rank");
-  g.qk_nope_head_dim = get_int("qk_nope_head_dim");
-  g.v_head_dim = get_int("v_head_dim");
-  g.num_nextn_predict_layers = get_int("num_nextn_predict_layers");
-  g.index_n_heads = get_int("index_n_heads");
-  g.index_head_dim = get_int("index_head_dim");
-  g.index_topk = get_int("index_topk");
-  g.head_dim = get_int("head_dim");
-  g.o_lora_rank = get_int("o_lora_rank");
-  g.o_groups = get_int("o_groups");
-  g.sliding_window = get_int("sliding_window");
-  g.compress_ratios = c.attr("compress_ratios").cast<std::vector<int64_t>>();
-  g.num_hash_layers = get_int("num_hash_layers");
+  GeometryFromPython from{c};
+  for_each_geometry_field(g, from);
   return g;
 }
+
+// The names for_each_geometry_field reads, in order.
+struct GeometryNames {
+  py::list out;
+  template <class T>
+  void text(const char* name, T&) { out.append(name); }
+  template <class T>
+  void integer(const char* name, T&) { out.append(name); }
+  template <class T>
+  void integers(const char* name, T&) { out.append(name); }
+};
 
 std::vector<int64_t> to_vector(const py::handle& obj) {
   auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);
@@ -278,5 +252,12 @@ PYBIND11_MODULE(_core, m) {
            py::arg("plan"), py::arg("mtp") = false,
            "batch() of every rank's batch, no drafts accepted: one call per step.");
 
+  bind_config(m);
+  m.def("model_geometry_fields", [] {
+    ModelGeometry g;
+    GeometryNames names;
+    for_each_geometry_field(g, names);
+    return names.out;
+  }, "The ModelConfig fields the C++ cost model reads, in ModelGeometry's order.");
   bind_step_log(m);
 }

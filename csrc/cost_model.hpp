@@ -47,6 +47,39 @@ struct ModelGeometry {
   int64_t num_hash_layers = 0;
 };
 
+// Every ModelGeometry member, by the engine.model_config.ModelConfig field it is read from
+// (None there reads as 0): v.text / v.integer / v.integers(name, member).
+template <class Geometry, class Visitor>
+void for_each_geometry_field(Geometry& g, Visitor& v) {
+  v.text("name", g.name);
+  v.text("architecture", g.architecture);
+  v.integer("hidden_size", g.hidden_size);
+  v.integer("num_hidden_layers", g.num_hidden_layers);
+  v.integer("num_attention_heads", g.num_attention_heads);
+  v.integer("vocab_size", g.vocab_size);
+  v.integer("q_lora_rank", g.q_lora_rank);
+  v.integer("qk_rope_head_dim", g.qk_rope_head_dim);
+  v.integer("first_k_dense_replace", g.first_k_dense_replace);
+  v.integer("intermediate_size", g.intermediate_size);
+  v.integer("moe_intermediate_size", g.moe_intermediate_size);
+  v.integer("n_routed_experts", g.n_routed_experts);
+  v.integer("n_shared_experts", g.n_shared_experts);
+  v.integer("num_experts_per_tok", g.num_experts_per_tok);
+  v.integer("kv_lora_rank", g.kv_lora_rank);
+  v.integer("qk_nope_head_dim", g.qk_nope_head_dim);
+  v.integer("v_head_dim", g.v_head_dim);
+  v.integer("num_nextn_predict_layers", g.num_nextn_predict_layers);
+  v.integer("index_n_heads", g.index_n_heads);
+  v.integer("index_head_dim", g.index_head_dim);
+  v.integer("index_topk", g.index_topk);
+  v.integer("head_dim", g.head_dim);
+  v.integer("o_lora_rank", g.o_lora_rank);
+  v.integer("o_groups", g.o_groups);
+  v.integer("sliding_window", g.sliding_window);
+  v.integers("compress_ratios", g.compress_ratios);
+  v.integer("num_hash_layers", g.num_hash_layers);
+}
+
 // Bytes per element, as FlopsEstimator takes them.
 struct ByteSizes {
   double weight;

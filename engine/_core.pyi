@@ -8,6 +8,14 @@ import numpy.typing as npt
 from .config import SchedulerConfig
 from .model_config import ModelConfig
 
+def scheduler_config_fields() -> list[dict]:
+    """SchedulerConfig's fields (csrc/config.hpp, for_each_field): name, type, default,
+    minimum, choices, doc."""
+def check_scheduler_config(config: object) -> None: ...
+def scheduler_config_lookahead(config: object) -> int: ...
+def model_geometry_fields() -> list[str]:
+    """The ModelConfig fields the C++ cost model reads (csrc/cost_model.hpp)."""
+
 class Sequence:
     seq_id: int
     prompt_len: int

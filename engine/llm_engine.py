@@ -17,13 +17,8 @@ import numpy as np
 
 from . import _core
 from .config import EngineConfig
-from .devices import detect_device, load_device_profile
-from .executors import ExecutorOutput, ModeledExecutor, NullExecutor, TorchExecutor
-from .flops import FlopsEstimator
+from .executors import ExecutorOutput, ExecutorSpec
 from .model_config import load_model_config
-
-DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
-PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 
 
 @dataclass(slots=True)
@@ -102,21 +97,8 @@ class LLMEngine:
         self.scheduler = _core.Scheduler(config.scheduler)
         # The estimator is for metrics only: it never picks batches. It counts weights and
         # KV at the bytes the run moves (the modeled executor times steps with it too).
-        if config.executor.startswith("modeled:"):
-            self.flops = FlopsEstimator(self.model_config, kv_bytes=2.0,  # BF16 KV
-                                        weight_bytes=PRECISION_BYTES[config.precision])
-            self.device = detect_device("cpu")  # the host; the modeled device is the profile
-            self.executor = ModeledExecutor(config, self.flops,
-                                            load_device_profile(config.executor[len("modeled:"):]))
-        elif config.executor == "null":
-            self.flops = FlopsEstimator(self.model_config)
-            self.device = detect_device("cpu")
-            self.executor = NullExecutor(config)
-        else:
-            element = DTYPE_BYTES[config.dtype]
-            self.flops = FlopsEstimator(self.model_config, weight_bytes=element, kv_bytes=element)
-            self.device = detect_device(config.device)
-            self.executor = TorchExecutor(config, self.model_config, self.device.torch_device)
+        self.executor, self.flops, self.device = \
+            ExecutorSpec.parse(config.executor).build(config, self.model_config)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._cost = self.flops.cost_model()
         self._release_gil = config.release_gil

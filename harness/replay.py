@@ -1,4 +1,6 @@
-"""Replay clocks: requests enter the engine at their (scaled) arrival times.
+"""The replay driver: requests enter an engine at their (scaled) arrival times, and it
+steps until every one is done. `steptrace run`, the null-engine calibration and
+`steptrace replay-scheduler` (a bare scheduler stepped as an engine) all replay through it.
 
 - real: the wall clock. Requests are added when their time has come; with nothing to do the
   engine sleeps until the next arrival. Intended vs actual enqueue times are recorded.
@@ -15,24 +17,30 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from engine import LLMEngine
-
-from .recorder import Recorder
-
 PROGRESS_EVERY = 64  # steps between progress callbacks
 
 
-def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
-           output_len: np.ndarray, clock: str, recorder: Recorder,
+def engine_step_seconds(record) -> float:
+    """A step's length on the virtual clock: the modeled one on a modeled device, else the
+    measured one."""
+    return (record.forward_ns if record.modeled else record.step_ns) / 1e9
+
+
+def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
+           max_new_tokens: np.ndarray, clock: str, recorder,
            on_step: Optional[Callable[[int, int], None]] = None,
-           start: Optional[float] = None, stop: Optional[threading.Event] = None) -> bool:
+           start: Optional[float] = None, stop: Optional[threading.Event] = None,
+           step_seconds: Callable[[object], float] = engine_step_seconds) -> bool:
     """Replay the requests (sorted by arrival, ids 0..n-1) to completion, or until `stop`
     is set (checked between steps: a step and its record always go together). `start` is
-    the perf_counter() value of the real clock's zero (default: now). True if completed."""
+    the perf_counter() value of the real clock's zero (default: now). True if completed.
+
+    `engine` is an LLMEngine or anything with its add_request / has_unfinished / step;
+    `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step)."""
     virtual = clock == "virtual"
     stop = threading.Event() if stop is None else stop
     arrivals = arrivals.tolist()  # Python floats: compared once per step
-    prompt_len, output_len = prompt_len.tolist(), output_len.tolist()
+    prompt_len, max_new_tokens = prompt_len.tolist(), max_new_tokens.tolist()
     start = time.perf_counter() if start is None else start
     now = 0.0  # seconds since the replay began, on the chosen clock
     n, nxt, steps = len(arrivals), 0, 0
@@ -40,7 +48,7 @@ def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
         if not virtual:
             now = time.perf_counter() - start
         while nxt < n and arrivals[nxt] <= now:
-            engine.add_request(nxt, prompt_len=prompt_len[nxt], max_new_tokens=output_len[nxt],
+            engine.add_request(nxt, prompt_len=prompt_len[nxt], max_new_tokens=max_new_tokens[nxt],
                                arrival_time=arrivals[nxt])
             recorder.enqueue(nxt, now)
             nxt += 1
@@ -55,7 +63,7 @@ def replay(engine: LLMEngine, arrivals: np.ndarray, prompt_len: np.ndarray,
         if record is None:  # overlap: the first step is still in flight
             continue
         if virtual:
-            now += (record.forward_ns if record.modeled else record.step_ns) / 1e9
+            now += step_seconds(record)
         else:
             now = time.perf_counter() - start
         recorder.step(record, step_start, now)

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 import engine as engine_pkg
-from engine import LLMEngine, load_device_profile
+from engine import LLMEngine
+from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
@@ -144,11 +145,11 @@ def _output_tokens(requests: pd.DataFrame, warm: np.ndarray) -> int:
 
 def _peak(engine) -> Optional[float]:
     """The device's dense peak at the run's precision, where a profile knows it."""
-    executor = engine.config.executor
-    if not executor.startswith("modeled:"):
+    spec = ExecutorSpec.parse(engine.config.executor)
+    if spec.profile is None:
         return None
     try:
-        return load_device_profile(executor[len("modeled:"):]).peak(engine.config.precision)
+        return spec.device_profile().peak(engine.config.precision)
     except ValueError:  # no published peak at this precision: MFU stays out
         return None
 
@@ -181,7 +182,7 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
         host_cpu=_cpu_name(), device=dict(backend=engine.device.backend, name=engine.device.name,
                                           chip=engine.device.chip,
                                           capability=engine.device.capability),
-        executor=engine.config.executor, modeled=engine.config.executor.startswith("modeled:"),
+        executor=engine.config.executor, modeled=ExecutorSpec.parse(engine.config.executor).modeled,
         started=_now(), complete=False)
 
 

@@ -1,5 +1,6 @@
 """Scheduler-only replay: a trace's arrivals through the C++ scheduler and the pure-Python
-reference side by side, on a virtual step clock, checking that both plan identically."""
+reference side by side, on a virtual step clock, checking that both plan identically. Each
+bare scheduler is stepped as an engine by the one replay driver (harness/replay.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,58 @@ from typing import List
 import numpy as np
 import pandas as pd
 
-from engine import ReferenceScheduler, Scheduler, SchedulerConfig
+from engine._core import Scheduler
+from engine.config import SchedulerConfig
+from engine.reference_scheduler import ReferenceScheduler
+
+from .replay import replay as drive
+
+
+@dataclass
+class SchedulerStep:
+    plan: object
+    call_ns: int  # schedule() as Python sees it
+    finished: int  # sequences finished by the plans post-processed in this step
+    step_s: float
+
+
+class SchedulerStepper:
+    """A bare scheduler as the driver steps an engine: every step plans, post-processes the
+    previous plan with overlap (else this one) and lasts `step_s`; once the last request
+    has arrived and none is left, the plans still outstanding are post-processed at once."""
+
+    def __init__(self, sched, overlap: bool, step_s: float, requests: int) -> None:
+        self.sched, self.overlap, self.step_s = sched, overlap, step_s
+        self.left_to_add = requests
+        self.outstanding: list = []
+
+    def add_request(self, seq_id, prompt_len, max_new_tokens, arrival_time) -> None:
+        self.sched.add_sequence(seq_id=seq_id, prompt_len=prompt_len,
+                                max_new_tokens=max_new_tokens, arrival_time=arrival_time)
+        self.left_to_add -= 1
+
+    def has_unfinished(self) -> bool:
+        return not self.sched.is_finished() or bool(self.outstanding)
+
+    def step(self) -> SchedulerStep:
+        start = time.perf_counter_ns()
+        plan = self.sched.schedule()
+        call_ns = time.perf_counter_ns() - start
+        self.outstanding.append(plan)
+        finished = 0
+        if len(self.outstanding) > int(self.overlap):
+            finished += len(self.sched.postprocess(self.outstanding.pop(0)).finished)
+        if self.sched.is_finished() and not self.left_to_add:
+            for p in self.outstanding:
+                finished += len(self.sched.postprocess(p).finished)
+            self.outstanding = []
+        return SchedulerStep(plan, call_ns, finished, self.step_s)
+
 
 @dataclass
 class ReplayResult:
+    """The replay's statistics, taken step by step as the driver's recorder."""
+
     steps: int = 0
     prompt_rounds: int = 0
     preemptions: int = 0
@@ -22,39 +71,28 @@ class ReplayResult:
     call_ns: List[int] = field(default_factory=list)  # schedule() as Python sees it
     plans: List[tuple] = field(default_factory=list)  # (phase, seq_ids, seqlen_q, seqlen_k)
 
+    def enqueue(self, seq_id: int, t: float) -> None:
+        pass
+
+    def step(self, record: SchedulerStep, t_start: float, t_end: float) -> None:
+        plan = record.plan
+        self.call_ns.append(record.call_ns)
+        self.steps += 1
+        self.prompt_rounds += plan.phase == "prompt"
+        self.preemptions += len(plan.preempted)
+        self.rejected += len(plan.rejected)
+        self.finished += record.finished
+        self.plans.append((plan.phase,) + tuple(
+            np.concatenate([getattr(b, k) for b in plan.batches]).tobytes()
+            for k in ("seq_ids", "seqlen_q", "seqlen_k")))
+
 
 def replay(trace: pd.DataFrame, config: SchedulerConfig, step_s: float, impl: str) -> ReplayResult:
     """Step the scheduler with a fixed virtual step time; requests join at their arrival."""
     sched = Scheduler(config) if impl == "cpp" else ReferenceScheduler(config)
-    arrival_s, prompt_len, output_len = (trace[c].to_numpy() for c in
-                                         ("arrival_s", "prompt_len", "max_new_tokens"))
+    stepper = SchedulerStepper(sched, config.overlap, step_s, len(trace))
     out = ReplayResult()
-    clock, nxt, n = 0.0, 0, len(trace)
-    outstanding = []
-    while nxt < n or not sched.is_finished() or outstanding:
-        if sched.is_finished() and not outstanding and nxt < n:
-            clock = max(clock, float(arrival_s[nxt]))  # idle until the next arrival
-        while nxt < n and arrival_s[nxt] <= clock:
-            sched.add_sequence(seq_id=nxt, prompt_len=int(prompt_len[nxt]),
-                               max_new_tokens=int(output_len[nxt]),
-                               arrival_time=float(arrival_s[nxt]))
-            nxt += 1
-        start = time.perf_counter_ns()
-        plan = sched.schedule()
-        out.call_ns.append(time.perf_counter_ns() - start)
-        out.steps += 1
-        out.prompt_rounds += plan.phase == "prompt"
-        out.preemptions += len(plan.preempted)
-        out.rejected += len(plan.rejected)
-        out.plans.append((plan.phase,) + tuple(
-            np.concatenate([getattr(b, k) for b in plan.batches]).tobytes()
-            for k in ("seq_ids", "seqlen_q", "seqlen_k")))
-        outstanding.append(plan)
-        if len(outstanding) > int(config.overlap):  # overlap: post-process the previous plan
-            out.finished += len(sched.postprocess(outstanding.pop(0)).finished)
-        if sched.is_finished() and nxt >= n:
-            for p in outstanding:
-                out.finished += len(sched.postprocess(p).finished)
-            outstanding = []
-        clock += step_s
+    drive(stepper, trace["arrival_s"].to_numpy(np.float64), trace["prompt_len"].to_numpy(),
+          trace["max_new_tokens"].to_numpy(), "virtual", out,
+          step_seconds=lambda record: record.step_s)
     return out

@@ -1,5 +1,6 @@
 """Traces: readers for the public LLM request-trace formats, a validator and writers.
-Statistics and the `steptrace trace` commands: harness.trace_cli. Generators: harness.arrivals.
+Statistics and the `steptrace trace` commands: harness/commands/trace.py.
+Generators: harness.arrivals.
 
 A trace is a pandas DataFrame, one row per request, in arrival order:
     arrival_s   float64  seconds after the first request (the first is 0.0), non-decreasing

@@ -6,14 +6,16 @@ is the reference; SCHEMA below is the single source of keys, types and defaults.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from engine import EngineConfig, SchedulerConfig
-from engine.config import DTYPES
-from engine.devices.profile import PRECISIONS, known_devices
+from engine.config import DEVICES, DTYPES, EngineConfig, SchedulerConfig
+from engine.devices.profile import PRECISIONS
+from engine.executors.spec import ExecutorSpec, ExecutorSpecError
+from engine.scheduler_config import FIELDS
 
+from .overrides import parse_set
 from .yaml_lines import KeyPath, load_with_lines
 
 
@@ -69,26 +71,27 @@ def boolean(v):
 
 
 def device(v):
-    if isinstance(v, str) and v.startswith("modeled:"):
-        if v[len("modeled:"):].lower().replace(" ", "-") in known_devices():
-            return
-        raise ValueError("modeled:<profile> with a profile among " + ", ".join(known_devices()))
-    one_of("auto", "cpu", "cuda", "npu")(v)
+    """A torch device, or an executor spec with a device profile (modeled:<profile>)."""
+    if isinstance(v, str) and ":" in v:
+        try:
+            ExecutorSpec.parse(v, "device")
+        except ExecutorSpecError as e:
+            raise ValueError(e.expected) from None
+        return
+    one_of(*DEVICES)(v)
+
+
+def executor_spec(device_value: str) -> Optional[ExecutorSpec]:
+    """The executor a `device` value names, or None for a torch device."""
+    return ExecutorSpec.parse(device_value, "device") if ":" in device_value else None
 
 
 def _scheduler_keys() -> Dict[str, Key]:
-    keys = {}
-    for f in fields(SchedulerConfig):
-        default = f.default
-        if isinstance(default, bool):
-            check = boolean
-        elif isinstance(default, str):
-            check = text
-        else:
-            check = integer(0 if f.name in ("num_mtp", "lookahead_slots") else 1,
-                            allow_none=default is None)
-        keys[f.name] = Key(check, default)
-    return keys
+    """SchedulerConfig's fields, as the C++ core declares them (csrc/config.hpp); a choice
+    is checked by SchedulerConfig itself, its error naming the allowed values."""
+    checks = {"bool": lambda f: boolean, "str": lambda f: text,
+              "int": lambda f: integer(f["minimum"], allow_none=f["default"] is None)}
+    return {f["name"]: Key(checks[f["type"]](f), f["default"], f["doc"]) for f in FIELDS}
 
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
@@ -179,10 +182,10 @@ class Workload:
 
     def engine_config(self, gil: str) -> EngineConfig:
         v = self.values
-        modeled = v["device"].startswith("modeled:")
+        spec = executor_spec(v["device"])
         return EngineConfig(scheduler=SchedulerConfig(**v["engine"]), model=v["model"],
-                            device="cpu" if modeled else v["device"],
-                            executor=v["device"] if modeled else "torch", dtype=v["dtype"],
+                            device="cpu" if spec else v["device"],
+                            executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
                             mtp_acceptance=v["mtp_acceptance"], release_gil=gil == "released")
 
@@ -205,18 +208,19 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     if not isinstance(data, dict):
         fail((), "expected a mapping of workload keys")
     for item in overrides:
-        _apply_override(data, item, fail)
+        _apply_override(data, item)
     values = _validate(data, SCHEMA, (), fail)
     values["name"] = values["name"] or path.stem
+    spec = executor_spec(values["device"])
     if values["clock"] is None:
-        values["clock"] = "virtual" if values["device"].startswith("modeled:") else "real"
+        values["clock"] = "virtual" if spec and spec.modeled else "real"
     trace = values["trace"]
     given = [k for k in ("file", "generate") if data.get("trace", {}).get(k) is not None]
     if len(given) != 1:
         fail(("trace",), "expected exactly one of trace.file and trace.generate")
     if trace["file"] and not (path.parent / trace["file"]).is_file():
         fail(("trace", "file"), f"file not found: {(path.parent / trace['file']).resolve()}")
-    if values["clock"] == "real" and values["device"].startswith("modeled:"):
+    if values["clock"] == "real" and spec and spec.modeled:
         fail(("clock",), "a modeled device has no real clock: expected virtual")
     if "generate" not in (data.get("trace") or {}):
         trace["generate"] = None
@@ -250,17 +254,15 @@ def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
     return out
 
 
-def _apply_override(data: dict, item: str, fail) -> None:
-    """--set a.b=value, the value read as YAML (so 8, true, null, [1, 2] work)."""
-    import yaml
-
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise WorkloadError(f"--set {item!r}: expected KEY.PATH=VALUE")
-    parts = key.split(".")
+def _apply_override(data: dict, item: str) -> None:
+    """--set a.b=value (harness/overrides.py) into the workload's mapping."""
+    try:
+        parts, value = parse_set(item)
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
     node = data
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise WorkloadError(f"--set {item!r}: {part} is not a section")
-    node[parts[-1]] = yaml.safe_load(raw)
+    node[parts[-1]] = value

@@ -1,49 +1,160 @@
-"""steptrace's command line: the scheduler replay and its bad-input errors."""
+"""steptrace's command line: every command's --json, its exit statuses (0 ok, 1 the run
+failed, 2 bad input), one --set syntax, and no torch where none is needed."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 
-from harness.cli import DEFAULT_TRACE, main
+from harness.commands import main
+from harness.commands.replay_scheduler import DEFAULT_TRACE
 
 REPO = Path(__file__).resolve().parents[1]
+GENERATED = """trace:
+  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: deepseek-v3
+device: modeled:H200
+precision: fp8
+calibration_requests: 4
+telemetry: {enabled: false}
+"""
 
 
-def write(tmp_path, text):
-    path = tmp_path / "trace.csv"
+def write(tmp_path, text, name="trace.csv"):
+    path = tmp_path / name
     path.write_text(text)
     return path
 
 
+def run_json(capsys, argv, status=0):
+    assert main(argv + ["--json"]) == status, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
 def test_replay_scheduler_on_the_bundled_trace(capsys, monkeypatch):
     monkeypatch.chdir(REPO)  # the README's commands run from the repository root
-    assert main(["replay-scheduler", "--set", "overlap=true", "--set", "num_mtp=1"]) == 0
+    out = run_json(capsys, ["replay-scheduler", "--set", "overlap=true", "--set", "num_mtp=1"])
+    assert out["requests"] == 400 and out["plans_identical"]
+    assert out["config"]["overlap"] is True and out["config"]["num_mtp"] == 1
+    for impl in ("cpp", "reference"):
+        assert (out[impl]["finished"], out[impl]["rejected"]) == (400, 0)
+    assert out["cpp"]["steps"] == out["reference"]["steps"]
+
+
+def test_replay_scheduler_text_still_reads(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert main(["replay-scheduler", "--set", "num_kv_blocks=512"]) == 0
     out = capsys.readouterr().out
-    assert "400 requests" in out
-    assert "finished / rejected            400 / 0       400 / 0" in out
-    assert "plans identical: yes" in out
+    assert "400 requests" in out and "plans identical: yes" in out
 
 
 def test_replay_reports_rejections(tmp_path, capsys):
     path = write(tmp_path, "arrival_s,prompt_len,output_len\n0,8,4\n0.5,5000,10\n1.0,3,3\n")
-    assert main(["replay-scheduler", str(path), "--set", "num_kv_blocks=64"]) == 0
-    assert "2 / 1" in capsys.readouterr().out  # 2 finished, the 5000-token prompt rejected
+    out = run_json(capsys, ["replay-scheduler", str(path), "--set", "num_kv_blocks=64"])
+    assert (out["cpp"]["finished"], out["cpp"]["rejected"]) == (2, 1)  # 5000 tokens: rejected
+
+
+def test_set_reads_yaml_and_null_is_none(tmp_path, capsys):
+    path = write(tmp_path, "arrival_s,prompt_len,output_len\n0,8,4\n")
+    out = run_json(capsys, ["replay-scheduler", str(path), "--set", "max_prefill_chunk=null",
+                            "--set", "lookahead_slots=2", "--set", "engine_type=completion"])
+    config = out["config"]
+    assert config["max_prefill_chunk"] is None and config["lookahead_slots"] == 2
+    assert config["engine_type"] == "completion"
 
 
 def test_bad_trace_names_file_and_line(tmp_path, capsys):
     path = write(tmp_path, "arrival_s,prompt_len,output_len\n0,1,1\n0.5,x,1\n")
-    assert main(["replay-scheduler", str(path)]) == 2
+    assert main(["replay-scheduler", str(path), "--json"]) == 2
     assert "trace.csv:3: prompt_len: expected an integer >= 1, got 'x'" in capsys.readouterr().err
 
 
-def test_bad_input_exits_2(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("argv, words", [
+    (["--set", "block_size=0"], "block_size must be >= 1, got 0"),
+    (["--set", "lookahead_slots=None"], "lookahead_slots must be an integer, got 'None'"),
+    (["--set", "nonsense"], "--set 'nonsense': expected KEY.PATH=VALUE"),
+    (["--set", "engine.num_mtp=1"], "FIELD=VALUE with FIELD one of max_num_batched_tokens"),
+    (["--set", "num_mtp=[1"], "--set 'num_mtp=[1': the value is not valid YAML"),
+    (["--step-ms", "0"], "--step-ms must be > 0, got 0"),
+])
+def test_bad_replay_input_exits_2(capsys, monkeypatch, argv, words):
+    monkeypatch.chdir(REPO)
+    assert main(["replay-scheduler"] + argv) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_missing_inputs_exit_2(tmp_path, capsys, monkeypatch):
     assert main(["replay-scheduler", str(tmp_path / "missing.csv")]) == 2
     assert "No such file" in capsys.readouterr().err
-    assert main(["replay-scheduler", "--set", "block_size=0"]) == 2
-    assert "block_size must be >= 1, got 0" in capsys.readouterr().err
-    assert main(["replay-scheduler", "--set", "nonsense"]) == 2
-    assert "FIELD one of max_num_batched_tokens, max_num_seqs" in capsys.readouterr().err
-    assert main(["replay-scheduler", "--step-ms", "0"]) == 2
-    assert "--step-ms must be > 0, got 0" in capsys.readouterr().err
+    assert main(["show", str(tmp_path)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+    assert main(["trace", "stats", str(tmp_path / "missing.csv")]) == 2
     monkeypatch.chdir(tmp_path)
     assert main(["replay-scheduler"]) == 2
-    assert f"the bundled {DEFAULT_TRACE} is not under the current directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"the bundled {DEFAULT_TRACE} is not under the current directory" in err
+
+
+def test_validate_run_and_show_speak_json(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    path = write(tmp_path, GENERATED + f"output: {tmp_path / 'out'}\n", "w.yaml")
+    out = run_json(capsys, ["validate", str(path), "--set", "engine.num_mtp=1"])
+    assert out["valid"] and out["clock"] == "virtual" and out["values"]["engine"]["num_mtp"] == 1
+    out = run_json(capsys, ["run", str(path)])
+    (run,) = out["runs"]
+    assert run["complete"] and run["modeled"] and run["device"]
+    stats = {(r["metric"], r["stat"]): r["value"] for r in run["summary"]}
+    assert stats[("requests", "finished")] == 12
+    assert run_json(capsys, ["show", run["run_dir"]]) == run
+
+
+def test_a_failed_run_exits_1(tmp_path, capsys, monkeypatch):
+    import harness.run
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the device fell over")
+    monkeypatch.setattr(harness.run, "run_workload", broken)
+    path = write(tmp_path, GENERATED, "w.yaml")
+    assert main(["run", str(path)]) == 1
+    assert "steptrace: run failed: RuntimeError: the device fell over" in capsys.readouterr().err
+
+
+def test_bad_workload_exits_2(tmp_path, capsys):
+    path = write(tmp_path, GENERATED, "w.yaml")
+    for command in ("validate", "run"):
+        assert main([command, str(path), "--set", "engine.num_mtp=-1", "--json"]) == 2
+        assert "engine.num_mtp: expected an integer >= 0, got -1" in capsys.readouterr().err
+
+
+def test_trace_commands_speak_json(tmp_path, capsys):
+    src = write(tmp_path, "arrival_s,prompt_len,output_len\n0,8,4\n0.5,6,3\n2.0,10,5\n")
+    out = run_json(capsys, ["trace", "stats", str(src)])
+    assert out["requests"] == 3 and out["duration_s"] == 2.0 and out["mean_rate"] == 1.0
+    assert out["prompt_len"]["max"] == 10 and out["dropped"] == {}
+    out = run_json(capsys, ["trace", "convert", str(src), str(tmp_path / "t.jsonl")])
+    assert (out["to"], out["requests"], out["note"]) == ("mooncake", 3, None)
+
+
+def test_no_torch_for_version_validate_show_and_trace(tmp_path):
+    """These commands read files; importing torch would cost them seconds."""
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,output_len\n0,8,4\n0.5,6,3\n")
+    (tmp_path / "w.yaml").write_text("trace: {file: t.csv}\n")
+    script = f"""
+import sys
+from harness.commands import main
+try:
+    main(["--version"])
+except SystemExit:
+    pass
+assert main(["validate", {str(tmp_path / 'w.yaml')!r}, "--json"]) == 0
+assert main(["show", {str(tmp_path)!r}]) == 2
+assert main(["trace", "stats", {str(tmp_path / 't.csv')!r}, "--json"]) == 0
+print("torch" in sys.modules, file=sys.stderr)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "False"

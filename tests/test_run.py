@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness import replay as replay_module
-from harness.cli import main
+from harness.commands import main
 from harness.run import run_workload
 from harness.workload import load_workload
 
@@ -143,7 +143,7 @@ def test_sigterm_mid_run_leaves_readable_incomplete_tables(tmp_path):
     body = GENERATED.replace("requests: 24, rate: 200", "requests: 400, rate: 20")
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{body}device: cpu\n")
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path)],
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands", "run", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     while not list((tmp_path / "results").glob("w/*/manifest.json")):

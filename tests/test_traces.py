@@ -2,7 +2,6 @@
 exporters' round trips, the generators' statistics, the trace commands, and the real Azure
 trace bundled in workloads/traces/."""
 
-import argparse
 import hashlib
 import json
 import math
@@ -14,7 +13,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from harness.arrivals import fixed, generate, lognormal, sampled_from, uniform
-from harness.trace_cli import add_trace_commands, run_trace_command, trace_stats
+from harness.commands import main as run
+from harness.commands.trace import trace_stats
 from harness.traces import (DROP_REASONS, TraceError, check_trace, read_trace, write_mooncake,
                             write_tidy)
 
@@ -444,12 +444,6 @@ def test_generated_traces_are_valid_and_round_trip(tmp_path_factory, n, rate, ar
 
 
 # ---------------------------------------------------------------- commands
-
-def run(argv):
-    parser = argparse.ArgumentParser(prog="steptrace")
-    add_trace_commands(parser.add_subparsers(dest="command", required=True))
-    return run_trace_command(parser.parse_args(argv))
-
 
 def test_trace_commands(tmp_path, capsys):
     src = put(tmp_path, "a.csv", azure_rows(f"{A1},5,1", f"{A2},7,2", f"{A3},9,3"), crlf=True)

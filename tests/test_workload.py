@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.commands import main
 from harness.workload import WorkloadError, load_workload
 
 REPO = Path(__file__).resolve().parents[1]

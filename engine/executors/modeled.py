@@ -13,10 +13,20 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import EngineConfig
-from ..devices import DeviceProfile
+from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
 from ..plan import KIND_DECODE
 from .base import ExecutorOutput
+from .spec import Built
+
+PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+def build(config: EngineConfig, spec, model_config) -> Built:
+    """The profile's roofline, on the host; weights at the run's precision, BF16 KV."""
+    flops = FlopsEstimator(model_config, kv_bytes=2.0,
+                           weight_bytes=PRECISION_BYTES[config.precision])
+    return Built(ModeledExecutor(config, flops, spec.device_profile()), flops, detect_device("cpu"))
 
 
 class ModeledExecutor:

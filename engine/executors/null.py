@@ -5,7 +5,14 @@ harness's own overhead (MLPerf LoadGen's null SUT)."""
 from __future__ import annotations
 
 from ..config import EngineConfig
+from ..devices import detect_device
+from ..flops import FlopsEstimator
 from .base import ExecutorOutput
+from .spec import Built
+
+
+def build(config: EngineConfig, spec, model_config) -> Built:
+    return Built(NullExecutor(config), FlopsEstimator(model_config), detect_device("cpu"))
 
 
 class NullExecutor:

@@ -5,10 +5,23 @@ from __future__ import annotations
 import torch
 
 from ..config import EngineConfig
+from ..devices import detect_device
+from ..flops import FlopsEstimator
 from ..model import DeepSeekModel
 from ..model_config import ModelConfig
 from ..worker import Worker
 from .base import ExecutorOutput
+from .spec import Built
+
+DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+
+
+def build(config: EngineConfig, spec, model_config: ModelConfig) -> Built:
+    """The model on config.device; weights and KV at the run's dtype."""
+    element = DTYPE_BYTES[config.dtype]
+    flops = FlopsEstimator(model_config, weight_bytes=element, kv_bytes=element)
+    device = detect_device(config.device)
+    return Built(TorchExecutor(config, model_config, device.torch_device), flops, device)
 
 
 class TorchExecutor:

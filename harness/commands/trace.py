@@ -1,0 +1,114 @@
+"""steptrace trace convert | stats: read, convert and summarise request traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..traces import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace, write_mooncake, write_tidy
+from .common import BadInput, add_json, print_json
+
+LENGTHS = ("prompt_len", "max_new_tokens")
+
+
+def add(sub) -> None:
+    trace = sub.add_parser("trace", help="read, convert and summarise request traces")
+    commands = trace.add_subparsers(dest="trace_command", required=True)
+    conv = commands.add_parser("convert", help="convert a trace to tidy CSV/Parquet or "
+                                               "Mooncake JSONL")
+    conv.add_argument("src", type=Path)
+    conv.add_argument("dst", type=Path)
+    conv.add_argument("--to", choices=("tidy", "mooncake"),
+                      help="output format (default: mooncake for .jsonl, else tidy)")
+    conv.set_defaults(handler=convert)
+    stats = commands.add_parser("stats", help="print a trace's size, rate and length percentiles")
+    stats.add_argument("src", type=Path, metavar="file")
+    stats.set_defaults(handler=show_stats)
+    for p in (conv, stats):
+        p.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
+                       help="input format (default: from the extension and header)")
+        p.add_argument("--drop-bad-rows", action="store_true",
+                       help="drop and count bad rows instead of stopping at the first")
+        p.add_argument("--hash-block-size", type=int, help="tokens per hash id in the input")
+        p.add_argument("--time-unit", default="auto", choices=("auto", "ms", "s"),
+                       help="mooncake timestamps: ms (Mooncake) or s (Bailian)")
+        add_json(p)
+
+
+def trace_stats(df) -> dict:
+    """Requests, span, mean rate ((n - 1) / span), inter-arrival CV, and length percentiles."""
+    check_trace(df)
+    a = df.arrival_s.to_numpy(dtype=float)
+    span, gaps = float(a[-1] - a[0]), np.diff(a)
+    out = dict(requests=len(df), duration_s=span,
+               mean_rate=(len(df) - 1) / span if span > 0 else float("nan"),
+               interarrival_cv=float(gaps.std() / gaps.mean())
+               if len(gaps) and gaps.mean() > 0 else float("nan"))
+    for col in LENGTHS:
+        v = df[col].to_numpy()
+        out[col] = dict(mean=float(v.mean()), p50=float(np.percentile(v, 50)),
+                        p90=float(np.percentile(v, 90)), p99=float(np.percentile(v, 99)),
+                        min=int(v.min()), max=int(v.max()))
+    return out
+
+
+def _read(args):
+    try:
+        return read_trace(args.src, args.format, hash_block_size=args.hash_block_size,
+                          drop_bad_rows=args.drop_bad_rows, time_unit=args.time_unit)
+    except (OSError, ValueError) as e:
+        raise BadInput(e) from None
+
+
+def convert(args) -> int:
+    res = _read(args)
+    to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
+    try:
+        (write_mooncake if to == "mooncake" else write_tidy)(res.df, args.dst)
+    except (OSError, ValueError) as e:
+        raise BadInput(e) from None
+    note = None
+    if to == "mooncake" and res.hash_block_size not in (None, MOONCAKE_BLOCK):
+        note = (f"hash_ids name {res.hash_block_size}-token blocks, not Mooncake's "
+                f"{MOONCAKE_BLOCK}: read back with --hash-block-size {res.hash_block_size}")
+    if args.json:
+        print_json(dict(src=args.src, source=res.source, dst=args.dst, to=to,
+                        requests=len(res.df), dropped=res.dropped, note=note))
+        return 0
+    print(f"steptrace trace convert: {len(res.df)} requests from {args.src} ({res.source}) "
+          f"to {args.dst} ({to}); dropped: {_dropped(res)}")
+    if note:
+        print(f"note: {note}")
+    return 0
+
+
+def show_stats(args) -> int:
+    res = _read(args)
+    try:
+        s = trace_stats(res.df)
+    except ValueError as e:
+        raise BadInput(e) from None
+    if args.json:
+        print_json(dict(file=args.src, source=res.source, time_unit=res.time_unit,
+                        hash_block_size=res.hash_block_size, dropped=res.dropped, **s))
+        return 0
+    print(f"steptrace trace stats: {args.src} ({res.source}"
+          + (f", timestamps in {res.time_unit}" if res.time_unit else "") + ")")
+    rows = [("requests", s["requests"]), ("duration_s", f"{s['duration_s']:.2f}"),
+            ("mean rate (req/s)", f"{s['mean_rate']:.3f}"),
+            ("inter-arrival CV", f"{s['interarrival_cv']:.3f}"), ("dropped rows", _dropped(res))]
+    if res.hash_block_size:
+        rows.append(("hash block (tokens)", res.hash_block_size))
+    for name, value in rows:
+        print(f"{name:20}{value}")
+    keys = ("mean", "p50", "p90", "p99", "min", "max")
+    print(f"{'':14}" + "".join(f"{k:>9}" for k in keys))
+    for col in LENGTHS:
+        print(f"{col:14}" + "".join(f"{s[col][k]:>9d}" if k in ("min", "max") else
+                                    f"{s[col][k]:>9.1f}" for k in keys))
+    return 0
+
+
+def _dropped(res) -> str:
+    return ", ".join(f"{k} {v}" for k, v in res.dropped.items()) or "none"

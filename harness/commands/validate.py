@@ -1,0 +1,34 @@
+"""steptrace validate W.yaml: check a workload whole without running it (no torch)."""
+
+from __future__ import annotations
+
+from ..workload import WorkloadError, load_workload
+from .common import BadInput, add_json, add_set, print_json
+
+
+def add(sub) -> None:
+    p = sub.add_parser("validate", help="check a workload without running it")
+    p.add_argument("workload")
+    add_set(p, "engine.num_mtp=1")
+    add_json(p)
+    p.set_defaults(handler=main)
+
+
+def load(args):
+    """The workload with its --set overrides; BadInput naming file, line and key."""
+    try:
+        return load_workload(args.workload, tuple(args.set))
+    except WorkloadError as e:
+        raise BadInput(e) from None
+
+
+def main(args) -> int:
+    workload = load(args)
+    v = workload.values
+    if args.json:
+        print_json(dict(workload=args.workload, valid=True, name=workload.name,
+                        clock=workload.clock, device=v["device"], gil=v["gil"], values=v))
+    else:
+        print(f"{args.workload}: valid ({workload.name}: {workload.clock} clock, "
+              f"device {v['device']}, gil {v['gil']})")
+    return 0

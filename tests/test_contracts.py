@@ -1,0 +1,91 @@
+"""Cross-language contracts: each is declared once, and every side that restates it is
+enumerated here, so a field added on one side only fails."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from engine import _core
+from engine.config import SchedulerConfig
+from engine.model_config import ModelConfig
+from engine import scheduler_config
+from engine.scheduler_config import FIELDS, stub
+from harness.workload import SCHEMA
+
+REPO = Path(__file__).resolve().parents[1]
+# ModelConfig fields only the torch model reads: the C++ cost model has no use for them.
+TORCH_ONLY = {"rope_theta", "rms_norm_eps", "routed_scaling_factor", "max_position_embeddings",
+              "source"}
+
+
+def struct_members(header: str, struct: str) -> list:
+    if not (REPO / "csrc").is_dir():  # .ci/sanitize runs a copy of tests/, without csrc/
+        pytest.skip("csrc/ is not beside these tests")
+    body = re.search(rf"struct {struct} {{(.*?)\n}};", (REPO / "csrc" / header).read_text(), re.S)
+    return re.findall(r"^  [\w:<>]+ (\w+)(?: = [^;]+)?;", body.group(1), re.M)
+
+
+def test_the_core_table_covers_the_struct():
+    assert [f["name"] for f in FIELDS] == struct_members("config.hpp", "SchedulerConfig")
+
+
+def test_the_python_class_is_the_core_table():
+    got = [(f.name, f.default) for f in dataclasses.fields(SchedulerConfig)]
+    assert got == [(f["name"], f["default"]) for f in FIELDS]
+
+
+def test_the_workload_schema_is_the_core_table():
+    assert [(k, v.default) for k, v in SCHEMA["engine"].items()] == \
+        [(f["name"], f["default"]) for f in FIELDS]
+
+
+def test_the_docs_table_is_the_core_table():
+    doc = (REPO / "docs" / "workloads.md").read_text().split("## engine")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", doc, re.M)
+
+    def shown(v):
+        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+    assert rows == [(f["name"], shown(f["default"])) for f in FIELDS]
+
+
+def test_the_stub_is_regenerated():
+    """Regenerate: see engine/scheduler_config.py."""
+    assert Path(scheduler_config.__file__).with_suffix(".pyi").read_text() == stub()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("lookahead_slots", -1, "lookahead_slots must be >= 0, got -1"),  # not the core's None
+    ("num_kv_blocks", 2**31, "num_kv_blocks must be a 32-bit integer, got 2147483648"),
+    ("overlap", None, "overlap must be a bool, got None"),
+    ("dp_assign", 3, "dp_assign must be one of round_robin, least_loaded; got 3"),
+])
+def test_the_core_checks_every_value_once(name, value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SchedulerConfig(**{name: value})
+
+
+def test_lookahead_is_the_cores():
+    assert SchedulerConfig().lookahead == 1
+    assert SchedulerConfig(num_mtp=2, overlap=True).lookahead == 6
+    assert SchedulerConfig(engine_type="prompt").lookahead == 0
+    assert SchedulerConfig(engine_type="prompt", lookahead_slots=3).lookahead == 3
+
+
+def test_the_cost_model_reads_model_config_fields():
+    read = _core.model_geometry_fields()
+    assert read == struct_members("cost_model.hpp", "ModelGeometry")
+    python = {f.name for f in dataclasses.fields(ModelConfig)}
+    assert set(read) <= python, f"ModelConfig lacks {set(read) - python}"
+    assert python - set(read) == TORCH_ONLY, \
+        "a ModelConfig field is neither read by csrc/cost_model.hpp nor in TORCH_ONLY"
+
+
+def test_the_built_class_behaves_as_a_dataclass_statement():
+    import pickle
+    config = SchedulerConfig(num_mtp=1)
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert dataclasses.replace(config, overlap=True).lookahead == 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.num_mtp = 2
