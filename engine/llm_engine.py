@@ -39,7 +39,7 @@ class StepRecord:
     sample_ns: int
     postprocess_ns: int
     step_ns: int  # schedule() start to postprocess() end
-    flops: list  # per DP rank: (model FLOPs, executed FLOPs, bytes)
+    flops: list  # per DP rank: a StepCost (model_flops, executed_flops, bytes)
     modeled: bool  # forward and sample durations come from a device model
 
     @property
@@ -76,15 +76,15 @@ class StepRecord:
 
     @property
     def model_flops(self) -> np.ndarray:  # per DP rank
-        return np.array([f[0] for f in self.flops])
+        return np.array([f.model_flops for f in self.flops])
 
     @property
     def executed_flops(self) -> np.ndarray:
-        return np.array([f[1] for f in self.flops])
+        return np.array([f.executed_flops for f in self.flops])
 
     @property
     def bytes(self) -> np.ndarray:
-        return np.array([f[2] for f in self.flops])
+        return np.array([f.bytes for f in self.flops])
 
 
 @dataclass(slots=True)
@@ -102,12 +102,13 @@ class LLMEngine:
         self.scheduler = _core.Scheduler(config.scheduler)
         # The estimator is for metrics only: it never picks batches. It counts weights and
         # KV at the bytes the run moves (the modeled executor times steps with it too).
+        self.device_profile = None  # the profile of the device the steps run on, if known
         if config.executor.startswith("modeled:"):
             self.flops = FlopsEstimator(self.model_config, kv_bytes=2.0,  # BF16 KV
                                         weight_bytes=PRECISION_BYTES[config.precision])
             self.device = detect_device("cpu")  # the host; the modeled device is the profile
-            self.executor = ModeledExecutor(config, self.flops,
-                                            load_device_profile(config.executor[len("modeled:"):]))
+            self.device_profile = load_device_profile(config.executor[len("modeled:"):])
+            self.executor = ModeledExecutor(config, self.flops, self.device_profile)
         elif config.executor == "null":
             self.flops = FlopsEstimator(self.model_config)
             self.device = detect_device("cpu")
@@ -126,8 +127,9 @@ class LLMEngine:
 
     def add_request(self, request_id: int, prompt_token_ids: Optional[Sequence[int]] = None,
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
-                    arrival_time: float = 0.0, hash_ids=None) -> None:
-        """Queue a request; prompt ids are synthesised (seeded) when only a length is given."""
+                    arrival_time: float = 0.0, hash_ids=None) -> _core.SeqRecord:
+        """Queue a request; prompt ids are synthesised (seeded) when only a length is given.
+        Returns the scheduler's record of it as added (waiting, finished or rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
@@ -135,11 +137,11 @@ class LLMEngine:
             prompt_len = len(prompt_token_ids)
         elif prompt_len < 1:
             raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
-        self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
-                                    max_new_tokens=max_new_tokens, arrival_time=arrival_time,
-                                    hash_ids=hash_ids)
+        added = self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
+                                            max_new_tokens=max_new_tokens,
+                                            arrival_time=arrival_time, hash_ids=hash_ids)
         if not self.executor.holds_requests:  # only lengths matter: no token ids
-            return
+            return added
         seq = self.scheduler.seq(request_id)
         if seq.status in ("waiting", "running"):
             vocab = self.model_config.vocab_size
@@ -148,6 +150,15 @@ class LLMEngine:
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
                 tokens.append(int(self._prompt_rng.integers(0, vocab)))
             self.executor.add(seq.dp_rank, request_id, tokens)
+        return added
+
+    @property
+    def peak_tflops(self) -> Optional[float]:
+        """The dense peak TFLOP/s at the run's precision of the device the steps run on,
+        where its profile is known (the modeled executor refuses an unpublished one)."""
+        if self.device_profile is None:
+            return None
+        return self.device_profile.peak(self.config.precision)
 
     def has_unfinished(self) -> bool:
         return not self.scheduler.is_finished() or self._inflight is not None
@@ -222,7 +233,7 @@ class LLMEngine:
             self.executor.drop(rank, seq_id)
 
     def _flops(self, plan, accepted) -> list:
-        """Per rank (model FLOPs, executed FLOPs, bytes): a device each."""
+        """A StepCost per rank: a device each."""
         batches = plan.batches
         return [self._cost.batch(b, a, self._mtp)
                 for b, a in zip(batches, accepted or [None] * len(batches))]

@@ -7,19 +7,19 @@ Inputs (times in seconds on the run's clock):
 
 - `requests`: a DataFrame, one row per request, with the columns of REQUEST_COLUMNS:
   `arrival_s` (intended enqueue time), `enqueue_s` (actual enqueue time),
-  `first_scheduled_s` (NaN if never scheduled), `prompt_len`, `output_len`, `status`
+  `first_scheduled_s` (NaN if never scheduled), `prompt_len`, `output_tokens`, `status`
   (one of STATUSES).
 - Token times, in one of two forms. Every token: `token_times` (float64) and
   `token_offsets` (int64, length n + 1), a CSR layout where request i's output tokens were
   committed at `token_times[token_offsets[i]:token_offsets[i + 1]]`, non-decreasing,
-  exactly `output_len[i]` of them (`per_request`, `summary`). Or what the recorder keeps
+  exactly `output_tokens[i]` of them (`per_request`, `summary`). Or what the recorder keeps
   (`latencies`, `summarize`): each request's `first_token_s` and `last_token_s`, and the
   inter-token gaps of the measured, completed requests as distinct values with counts.
 - `warmup`: a boolean mask over requests; warm-up requests are left out of everything
   but their own count.
 
 Invariant: for every request with at least two tokens, the mean of its ITL gaps equals
-its TPOT (both are (last token - first token) / (output_len - 1)).
+its TPOT (both are (last token - first token) / (output_tokens - 1)).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 REQUEST_COLUMNS = ("arrival_s", "enqueue_s", "first_scheduled_s", "prompt_len",
-                   "output_len", "status")
+                   "output_tokens", "status")
 STATUSES = ("finished", "handed_off", "rejected", "unfinished")
 COMPLETED = ("finished", "handed_off")  # the engine did all it was asked: latency counts
 PERCENTILES = (50, 90, 95, 99)          # numpy's default method, 'linear'
@@ -101,11 +101,11 @@ def per_request(requests: pd.DataFrame, token_times, token_offsets) -> pd.DataFr
     _check_requests(requests)
     n = len(requests)
     times, offsets = check_tokens(token_times, token_offsets, n)
-    output_len = requests["output_len"].to_numpy(dtype=np.int64)
+    output_len = requests["output_tokens"].to_numpy(dtype=np.int64)
     bad = np.flatnonzero(np.diff(offsets) != output_len)
     if len(bad):
         i = int(bad[0])
-        raise ValueError(f"request {i}: output_len {output_len[i]} but "
+        raise ValueError(f"request {i}: output_tokens {output_len[i]} but "
                          f"{offsets[i + 1] - offsets[i]} token times")
     first, last = _bounds(times, offsets)
     return latencies(requests.assign(first_token_s=first, last_token_s=last))
@@ -115,16 +115,26 @@ def latencies(requests: pd.DataFrame) -> pd.DataFrame:
     """The requests (with first_token_s and last_token_s) with ttft_s, tpot_s, e2e_s,
     queueing_delay_s and schedule_fidelity_s added (NaN where undefined), for every status."""
     _check_requests(requests)
-    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
-    output_len = requests["output_len"].to_numpy(dtype=np.int64)
-    ttft = requests["first_token_s"].to_numpy(np.float64) - arrival
-    e2e = requests["last_token_s"].to_numpy(np.float64) - arrival
+    return requests.assign(**latency_columns(
+        {name: requests[name].to_numpy() for name in LATENCY_INPUTS}))
+
+
+LATENCY_INPUTS = ("arrival_s", "enqueue_s", "first_scheduled_s", "first_token_s",
+                  "last_token_s", "output_tokens")
+
+
+def latency_columns(requests: Mapping[str, np.ndarray]) -> dict:
+    """`latencies`' columns as numpy arrays, from arrays of LATENCY_INPUTS (unchecked; the
+    recorder's path, where a DataFrame would cost more than the arithmetic)."""
+    arrival = np.asarray(requests["arrival_s"], dtype=np.float64)
+    output_len = np.asarray(requests["output_tokens"], dtype=np.int64)
+    ttft = np.asarray(requests["first_token_s"], np.float64) - arrival
+    e2e = np.asarray(requests["last_token_s"], np.float64) - arrival
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(output_len > 1, (e2e - ttft) / (output_len - 1), np.nan)
-    return requests.assign(
-        ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
-        queueing_delay_s=requests["first_scheduled_s"].to_numpy(np.float64) - arrival,
-        schedule_fidelity_s=requests["enqueue_s"].to_numpy(np.float64) - arrival)
+    return dict(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
+                queueing_delay_s=np.asarray(requests["first_scheduled_s"], np.float64) - arrival,
+                schedule_fidelity_s=np.asarray(requests["enqueue_s"], np.float64) - arrival)
 
 
 def _check_requests(requests):
@@ -229,7 +239,7 @@ def summarize(req: pd.DataFrame, itl_values, itl_counts=None, *, warmup=None,
 
     window = measured_window(req["arrival_s"], req["last_token_s"], measured)
     prompt = req["prompt_len"].to_numpy(np.float64)[done].sum()
-    output = req["output_len"].to_numpy(np.float64)[done].sum()
+    output = req["output_tokens"].to_numpy(np.float64)[done].sum()
 
     def rate(count):  # per second of the measured window
         return count / window if window > 0 else float("nan")

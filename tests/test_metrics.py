@@ -19,11 +19,11 @@ NAN = float("nan")
 
 def make_run(*specs):
     """(arrival, enqueue, first_scheduled, prompt_len, status, token times) per request ->
-    (requests DataFrame, token_times, token_offsets), output_len = len(token times)."""
+    (requests DataFrame, token_times, token_offsets), output_tokens = len(token times)."""
     cols = ["arrival_s", "enqueue_s", "first_scheduled_s", "prompt_len", "status"]
     requests = pd.DataFrame([s[:5] for s in specs], columns=cols)
     tokens = [np.asarray(s[5], dtype=np.float64) for s in specs]
-    requests["output_len"] = np.array([len(t) for t in tokens], dtype=np.int64)
+    requests["output_tokens"] = np.array([len(t) for t in tokens], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in tokens])]).astype(np.int64)
     times = np.concatenate(tokens) if tokens else np.zeros(0)
     return requests, times, offsets
@@ -65,7 +65,7 @@ def test_per_request_latencies(run):
     nan_equal(req.ttft_s, [1.0, 2.0, 0.5, NAN, 0.5])
     # E2E = last token - arrival:    R0 2.5-0.0   R1 3.0-1.0   R2 3.5-2.0   R4 5.0-3.5
     nan_equal(req.e2e_s, [2.5, 2.0, 1.5, NAN, 1.5])
-    # TPOT = (E2E - TTFT) / (output_len - 1): R0 (2.5-1.0)/2  R1 one token: NaN
+    # TPOT = (E2E - TTFT) / (output_tokens - 1): R0 (2.5-1.0)/2  R1 one token: NaN
     #        R2 (1.5-0.5)/4  R3 no token: NaN  R4 (1.5-0.5)/1
     nan_equal(req.tpot_s, [0.75, NAN, 0.25, NAN, 1.0])
     # queueing delay = first scheduled - arrival: 0.25-0, 2.0-1.0, 2.0-2.0, never, 3.75-3.5
@@ -121,7 +121,7 @@ def test_itl_never_includes_ttft():
 
 def test_mean_itl_equals_tpot_per_request(run):
     # Proof: the gaps of one request telescope, sum = last - first, and there are
-    # output_len - 1 of them, so mean ITL = (last - first) / (L - 1); TPOT =
+    # output_tokens - 1 of them, so mean ITL = (last - first) / (L - 1); TPOT =
     # ((last - a) - (first - a)) / (L - 1), the same number. Exact on this run's times.
     req = per_request(*run)
     gaps, owner = itl(run[1], run[2])
@@ -143,7 +143,7 @@ def test_mean_itl_equals_tpot_random():
     times = np.concatenate([a + rng.exponential(0.3) + np.cumsum(steps[o:o + k])
                             for a, o, k in zip(arrival, offs[:-1], lens)])
     reqs = pd.DataFrame(dict(arrival_s=arrival, enqueue_s=arrival, first_scheduled_s=arrival,
-                             prompt_len=8, output_len=lens,
+                             prompt_len=8, output_tokens=lens,
                              status=np.where(lens > 0, "finished", "rejected")))
     req = per_request(reqs, times, offs)
     gaps, owner = itl(times, offs)
@@ -320,15 +320,15 @@ def test_token_bounds_with_empty_requests():
 ])
 def test_bad_tokens(times, offsets, message):
     reqs = pd.DataFrame(dict(arrival_s=[0.0, 0.0], enqueue_s=0.0, first_scheduled_s=0.0,
-                             prompt_len=1, output_len=[1, 1], status="finished"))
+                             prompt_len=1, output_tokens=[1, 1], status="finished"))
     with pytest.raises(ValueError, match=message):
         per_request(reqs, times, offsets)
 
 
 def test_bad_requests(run):
     reqs, times, offs = run
-    with pytest.raises(ValueError, match="request 0: output_len 4 but 3 token times"):
-        per_request(reqs.assign(output_len=[4, 1, 5, 0, 2]), times, offs)
+    with pytest.raises(ValueError, match="request 0: output_tokens 4 but 3 token times"):
+        per_request(reqs.assign(output_tokens=[4, 1, 5, 0, 2]), times, offs)
     with pytest.raises(ValueError, match="request 1: arrival_s is nan"):
         per_request(reqs.assign(arrival_s=[0.0, NAN, 2.0, 3.0, 3.5]), times, offs)
     with pytest.raises(ValueError, match="unknown status"):
