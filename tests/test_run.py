@@ -10,10 +10,12 @@ import pytest
 from harness import replay as replay_module
 from harness.cli import main
 from harness.run import run_workload
+from harness.tables import read_requests
 from harness.workload import load_workload
 
 AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_code.csv"
-MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "run_id"]
+MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "flush_ns",
+            "run_id"]
 
 
 def workload(tmp_path, body, **extra):
@@ -31,6 +33,9 @@ model: tiny
 
 
 def read(run_dir, name):
+    """A table; the requests table (rows written as requests leave) in request_id order."""
+    if name == "requests":
+        return read_requests(run_dir / "requests.parquet")
     return pd.read_parquet(run_dir / f"{name}.parquet")
 
 
@@ -41,7 +46,7 @@ def test_real_clock_run_writes_every_table(tmp_path):
     requests, steps, batches, summary = (read(run_dir, n) for n in
                                          ("requests", "steps", "batches", "summary"))
     assert len(requests) == 24 and (requests["status"] == "finished").all()
-    assert (requests["output_len"] == requests["max_new_tokens"]).all()
+    assert (requests["output_tokens"] == requests["max_new_tokens"]).all()
     assert (requests["ttft_s"] > 0).all() and (requests["e2e_s"] >= requests["ttft_s"]).all()
     assert (requests["enqueue_s"] >= requests["arrival_s"]).all()  # fidelity: never early
     assert steps["warmup"].sum() == 2 and set(steps["phase"]) == {"prompt", "decode"}
