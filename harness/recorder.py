@@ -177,3 +177,4 @@ class _Writer:
                     self._write(chunk)
                 except BaseException as error:  # raised again on the engine's thread
                     self._error = error
+            self._queue.task_done()  # queue.join() waits for the chunks put so far

@@ -11,8 +11,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine import _core
-from engine import KIND_CHUNK, KIND_DECODE, KIND_FINAL, FlopsEstimator, Scheduler, SchedulerConfig
+from engine import (KIND_CHUNK, KIND_DECODE, KIND_FINAL, FlopsEstimator, Scheduler,
+                    SchedulerConfig, _core)
 from engine.model_config import load_model_config
 from tests.test_flops import V3, V32, V4F
 
