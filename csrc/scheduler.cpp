@@ -38,7 +38,7 @@ Scheduler::Scheduler(const SchedulerConfig& config)
 // ---- requests ---------------------------------------------------------------------------
 
 SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                             double arrival_time, std::vector<int64_t> hash_ids) {
+                                  double arrival_time, std::vector<int64_t> hash_ids) {
   if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
   if (max_new_tokens < 1)
     bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
@@ -441,9 +441,8 @@ size_t Scheduler::flat_rows(const ScheduleOutput& plan) {
 }
 
 SeqRecord Scheduler::record_of(const Sequence& s) const {
-  return SeqRecord{s.seq_id,          s.dp_rank,           s.status,
-                   s.output_len(),    s.num_preemptions,   s.recomputed_tokens,
-                   s.prefix_hit_tokens, s.reason};
+  return SeqRecord{s.seq_id, s.dp_rank, s.status, s.output_len(),
+                   s.num_preemptions, s.recomputed_tokens, s.prefix_hit_tokens, s.reason};
 }
 
 std::vector<int64_t> Scheduler::flat_limits(const ScheduleOutput& plan) const {

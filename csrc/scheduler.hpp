@@ -37,7 +37,7 @@ class Scheduler {
   // Returns the sequence as added: waiting, finished (a completion engine's one-token
   // request) or rejected.
   SeqRecord add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                    double arrival_time, std::vector<int64_t> hash_ids = {});
+                         double arrival_time, std::vector<int64_t> hash_ids = {});
   // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
   // the ranks of this scheduler vote among themselves.
   std::shared_ptr<ScheduleOutput> schedule(std::optional<Phase> vote = std::nullopt);

@@ -69,7 +69,9 @@ class Recorder:
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)
         self._kept: List[Dict[str, np.ndarray]] = []
-        self._writer = _Writer(self._write)
+        write = weakref.WeakMethod(self._write)
+        self._writer = _Writer(lambda chunk: write()(chunk))
+        weakref.finalize(self, self._writer.stop)  # a recorder dropped unclosed
         # step(record, t_start_s, t_end_s): one C++ call, flushing every chunk_steps steps
         self.step = self.log.record
         # enqueue(added, t): the SeqRecord LLMEngine.add_request returned, enqueued at t
@@ -161,8 +163,11 @@ class _Writer:
     def put(self, chunk) -> None:
         self._queue.put(chunk)
 
-    def close(self) -> None:
+    def stop(self) -> None:
         self._queue.put(None)
+
+    def close(self) -> None:
+        self.stop()
         self._thread.join()
         if self._error is not None:
             raise self._error
