@@ -331,6 +331,12 @@ def test_a_step_log_refuses_what_does_not_belong_together():
         log.record(dataclasses.replace(records[1], flops=records[1].flops * 2), 1.0, 2.0)
     with pytest.raises(TypeError, match="flops holds a StepCost per rank"):
         log.record(dataclasses.replace(records[1], flops=[(1.0, 1.0, 1.0)]), 1.0, 2.0)
+    ref = ReferenceScheduler(engine_config().scheduler)
+    ref.add_sequence(0, 8, 2)
+    plan = ref.schedule()
+    with pytest.raises(TypeError, match="must come from an engine._core.Scheduler"):
+        log.record(dataclasses.replace(records[1], plan=plan, post=ref.postprocess(plan)),
+                   1.0, 2.0)
     log.enqueue(added[0], 0.0)
     with pytest.raises(ValueError, match="request 0 was enqueued twice"):
         log.enqueue(added[0], 0.0)

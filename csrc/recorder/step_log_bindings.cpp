@@ -94,6 +94,12 @@ void bind_step_log(py::module_& m) {
                return v;
              };
              py::object plan_obj = get(0), post_obj = get(1), flops_obj = get(7);
+             if (!py::isinstance<ScheduleOutput>(plan_obj) ||
+                 !py::isinstance<PostprocessOutput>(post_obj))
+               throw py::type_error("record.plan and record.post must come from an "
+                                    "engine._core.Scheduler, got " +
+                                    py::repr(plan_obj.get_type()).cast<std::string>() +
+                                    " and " + py::repr(post_obj.get_type()).cast<std::string>());
              const auto& plan = plan_obj.cast<const ScheduleOutput&>();
              const auto& post = post_obj.cast<const PostprocessOutput&>();
              std::vector<StepCost>& costs = log.costs;
