@@ -14,7 +14,7 @@
 namespace py = pybind11;
 using namespace steptrace;
 
-void bind_step_log(py::module_& m);  // step_log_bindings.cpp
+void bind_step_log(py::module_& m);  // recorder/step_log_bindings.cpp
 void bind_config(py::module_& m);    // config_bindings.cpp
 SchedulerConfig to_config(const py::handle& c);  // config_bindings.cpp
 
@@ -173,9 +173,26 @@ PYBIND11_MODULE(_core, m) {
                (p.phase == Phase::kPrompt ? " prompt>" : " decode>");
       });
 
+  py::class_<SeqRecord>(m, "SeqRecord")
+      .def_readonly("seq_id", &SeqRecord::seq_id)
+      .def_readonly("dp_rank", &SeqRecord::dp_rank)
+      .def_property_readonly("status", [](const SeqRecord& r) { return status_name(r.status); })
+      .def_readonly("output_len", &SeqRecord::output_len)
+      .def_readonly("num_preemptions", &SeqRecord::num_preemptions)
+      .def_readonly("recomputed_tokens", &SeqRecord::recomputed_tokens)
+      .def_readonly("prefix_hit_tokens", &SeqRecord::prefix_hit_tokens)
+      .def_readonly("reason", &SeqRecord::reason)
+      .def("__repr__", [](const SeqRecord& r) {
+        return "<SeqRecord " + std::to_string(r.seq_id) + " " + status_name(r.status) +
+               " output_len=" + std::to_string(r.output_len) + ">";
+      });
+
   py::class_<PostprocessOutput>(m, "PostprocessResult")
+      .def_readonly("step", &PostprocessOutput::step)
       .def_property_readonly("finished", [](py::handle self) { return view(self.cast<const PostprocessOutput&>().finished, self); })
-      .def_readonly("discarded_tokens", &PostprocessOutput::discarded_tokens);
+      .def_readonly("discarded_tokens", &PostprocessOutput::discarded_tokens)
+      .def_property_readonly("output_len", [](py::handle self) { return view(self.cast<const PostprocessOutput&>().output_len, self); })
+      .def_readonly("left", &PostprocessOutput::left);
 
   py::class_<Scheduler>(m, "Scheduler")
       .def(py::init([](const py::object& config) { return std::make_unique<Scheduler>(to_config(config)); }),
@@ -183,7 +200,7 @@ PYBIND11_MODULE(_core, m) {
       .def("add_sequence",
            [](Scheduler& s, int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
               double arrival_time, const py::object& hash_ids) {
-             s.add_sequence(seq_id, prompt_len, max_new_tokens, arrival_time,
+             return s.add_sequence(seq_id, prompt_len, max_new_tokens, arrival_time,
                             hash_ids.is_none() ? std::vector<int64_t>{} : to_vector(hash_ids));
            },
            py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
@@ -212,6 +229,19 @@ PYBIND11_MODULE(_core, m) {
       .def("is_finished", &Scheduler::is_finished)
       .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans);
 
+  py::class_<StepCost>(m, "StepCost")
+      .def(py::init([](double model_flops, double executed_flops, double bytes) {
+             return StepCost{model_flops, executed_flops, bytes};
+           }),
+           py::arg("model_flops"), py::arg("executed_flops"), py::arg("bytes"))
+      .def_readonly("model_flops", &StepCost::model_flops)
+      .def_readonly("executed_flops", &StepCost::executed_flops)
+      .def_readonly("bytes", &StepCost::bytes)
+      .def("__repr__", [](const StepCost& c) {
+        return "<StepCost model_flops=" + std::to_string(c.model_flops) + " executed_flops=" +
+               std::to_string(c.executed_flops) + " bytes=" + std::to_string(c.bytes) + ">";
+      });
+
   py::class_<CostModel>(m, "CostModel")
       .def(py::init([](const py::object& model, double weight_bytes, double expert_weight_bytes,
                        double kv_bytes, double index_kv_bytes) {
@@ -234,19 +264,16 @@ PYBIND11_MODULE(_core, m) {
                    "accepted has " + std::to_string(acc->size()) + " values" +
                    (acc->ndim() == 1 ? "" : " in " + std::to_string(acc->ndim()) + " dimensions") +
                    "; the batch has " + std::to_string(b.rows()) + " rows");
-             StepCost s = c.batch(b, acc ? acc->data() : nullptr, mtp);
-             return py::make_tuple(s.model_flops, s.executed_flops, s.bytes);
+             return c.batch(b, acc ? acc->data() : nullptr, mtp);
            },
            py::arg("batch"), py::arg("accepted") = py::none(), py::arg("mtp") = false,
-           "(model_flops, executed_flops, bytes) of FlopsEstimator.calc_flops on this batch, "
-           "with mtp_q = seqlen_q when mtp.")
+           "The StepCost (model_flops, executed_flops, bytes) of FlopsEstimator.calc_flops "
+           "on this batch, with mtp_q = seqlen_q when mtp.")
       .def("plan",
            [](const CostModel& c, const ScheduleOutput& plan, bool mtp) {
-             py::list out(plan.batches.size());
-             for (size_t r = 0; r < plan.batches.size(); ++r) {
-               StepCost s = c.batch(plan.batches[r], nullptr, mtp);
-               out[r] = py::make_tuple(s.model_flops, s.executed_flops, s.bytes);
-             }
+             std::vector<StepCost> out;
+             out.reserve(plan.batches.size());
+             for (const Batch& b : plan.batches) out.push_back(c.batch(b, nullptr, mtp));
              return out;
            },
            py::arg("plan"), py::arg("mtp") = false,

@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include "sequence.hpp"
 
 namespace steptrace {
 
@@ -67,9 +70,29 @@ struct ScheduleOutput {
   int64_t sched_ns = 0;            // time spent inside schedule()
 };
 
+// What the requests table needs of a sequence, copied out when it is added and when it
+// leaves the scheduler, so that nobody reads the scheduler back for it.
+struct SeqRecord {
+  int64_t seq_id = 0;
+  int32_t dp_rank = 0;
+  SeqStatus status = SeqStatus::kWaiting;
+  int32_t output_len = 0;  // generated tokens (a completion engine's arrive with one)
+  int32_t num_preemptions = 0;
+  int64_t recomputed_tokens = 0;
+  int32_t prefix_hit_tokens = 0;
+  std::string reason;  // why it was rejected
+};
+
 struct PostprocessOutput {
+  uint64_t owner = 0;  // the plan's: its scheduler and step
+  int64_t step = 0;
   std::vector<int64_t> finished;  // finished (or handed off) in this call
   int64_t discarded_tokens = 0;   // in-flight work of sequences that had already finished
+  std::vector<int32_t> output_len;  // each scheduled row's generated tokens after the call,
+                                    // rank-then-batch order
+  // Every sequence that left with this call: finished or handed off here (in `finished`
+  // order), then those the plan reported rejected (in `rejected` order).
+  std::vector<SeqRecord> left;
 };
 
 }  // namespace steptrace

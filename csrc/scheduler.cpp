@@ -37,8 +37,8 @@ Scheduler::Scheduler(const SchedulerConfig& config)
 
 // ---- requests ---------------------------------------------------------------------------
 
-void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                             double arrival_time, std::vector<int64_t> hash_ids) {
+SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+                                  double arrival_time, std::vector<int64_t> hash_ids) {
   if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
   if (max_new_tokens < 1)
     bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
@@ -85,8 +85,10 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
     rank.members.push_back(idx);
     ++num_unfinished_;
   }
+  SeqRecord added = record_of(s);
   seqs_.push_back(std::move(s));
   index_.emplace(seq_id, idx);
+  return added;
 }
 
 int32_t Scheduler::assign_rank(int32_t order) const {
@@ -388,6 +390,9 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
   }
 
   PostprocessOutput out;
+  out.owner = plan.owner;
+  out.step = plan.step;
+  out.output_len.resize(flat_rows(plan));
   size_t row = 0;
   for (const Batch& batch : plan.batches) {
     Rank& rank = ranks_[batch.rank];
@@ -399,11 +404,13 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
       s.num_inflight -= q;
       if (s.status == SeqStatus::kFinished) {  // finished while this work was in flight
         out.discarded_tokens += q;
+        out.output_len[row] = s.output_len();
         if (s.num_inflight == 0) rank.pool.release(s.blocks);
         continue;
       }
       if (batch.kind[j] == kPrefillChunk) {
         s.num_cached += q;
+        out.output_len[row] = s.output_len();
         if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
         continue;
       }
@@ -413,14 +420,29 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
       s.num_cached = std::min(s.num_cached + (batch.kind[j] == kFinalChunk ? q : gained), cap);
       s.num_tokens = std::min(s.num_tokens + gained, cap);
       if (batch.kind[j] == kFinalChunk && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
+      out.output_len[row] = s.output_len();
       if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
+        out.left.push_back(record_of(s));  // before finish(), which may let it go
+        out.left.back().status = SeqStatus::kFinished;
         finish(rank, idx);
-        out.finished.push_back(s.seq_id);
+        out.finished.push_back(out.left.back().seq_id);
       }
     }
   }
+  for (int64_t seq_id : plan.rejected) out.left.push_back(record_of(seq(seq_id)));
   ++next_postprocess_;
   return out;
+}
+
+size_t Scheduler::flat_rows(const ScheduleOutput& plan) {
+  size_t rows = 0;
+  for (const Batch& batch : plan.batches) rows += batch.rows();
+  return rows;
+}
+
+SeqRecord Scheduler::record_of(const Sequence& s) const {
+  return SeqRecord{s.seq_id, s.dp_rank, s.status, s.output_len(),
+                   s.num_preemptions, s.recomputed_tokens, s.prefix_hit_tokens, s.reason};
 }
 
 std::vector<int64_t> Scheduler::flat_limits(const ScheduleOutput& plan) const {

@@ -34,8 +34,10 @@ class Scheduler {
   explicit Scheduler(const SchedulerConfig& config);
 
   // hash_ids[i] identifies the prompt's first i + 1 blocks (prefix caching); may be empty.
-  void add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                    double arrival_time, std::vector<int64_t> hash_ids = {});
+  // Returns the sequence as added: waiting, finished (a completion engine's one-token
+  // request) or rejected.
+  SeqRecord add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+                         double arrival_time, std::vector<int64_t> hash_ids = {});
   // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
   // the ranks of this scheduler vote among themselves.
   std::shared_ptr<ScheduleOutput> schedule(std::optional<Phase> vote = std::nullopt);
@@ -85,6 +87,8 @@ class Scheduler {
   void order_for_decode(std::vector<int32_t>& decoding) const;
   void preempt(Rank& rank, int32_t idx);
   void finish(Rank& rank, int32_t idx);
+  SeqRecord record_of(const Sequence& s) const;
+  static size_t flat_rows(const ScheduleOutput& plan);
   void add_row(Batch& batch, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
                RowKind kind) const {
     const Sequence& s = seqs_[idx];

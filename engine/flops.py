@@ -100,8 +100,8 @@ class FlopsEstimator:
         """The C++ twin of calc_flops for the scheduler's batches (built once):
         cost_model().batch(batch, accepted, mtp) gives calc_flops(batch.seqlen_q,
         batch.seqlen_k, kind=batch.kind, padded_q=batch.padded_q, accepted=accepted,
-        mtp_q=batch.seqlen_q if mtp else None)'s (model_flops, executed_flops, bytes),
-        without breakdowns and without checking the batch."""
+        mtp_q=batch.seqlen_q if mtp else None)'s totals as a StepCost (model_flops,
+        executed_flops, bytes), without breakdowns and without checking the batch."""
         if self._cost_model is None:
             self._cost_model = _core.CostModel(self.cfg, self.weight_bytes,
                                                self.expert_weight_bytes, self.kv_bytes,

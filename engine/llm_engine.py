@@ -34,7 +34,7 @@ class StepRecord:
     sample_ns: int
     postprocess_ns: int
     step_ns: int  # schedule() start to postprocess() end
-    flops: list  # per DP rank: (model FLOPs, executed FLOPs, bytes)
+    flops: list  # per DP rank: a StepCost (model_flops, executed_flops, bytes)
     modeled: bool  # forward and sample durations come from a device model
 
     @property
@@ -71,15 +71,15 @@ class StepRecord:
 
     @property
     def model_flops(self) -> np.ndarray:  # per DP rank
-        return np.array([f[0] for f in self.flops])
+        return np.array([f.model_flops for f in self.flops])
 
     @property
     def executed_flops(self) -> np.ndarray:
-        return np.array([f[1] for f in self.flops])
+        return np.array([f.executed_flops for f in self.flops])
 
     @property
     def bytes(self) -> np.ndarray:
-        return np.array([f[2] for f in self.flops])
+        return np.array([f.bytes for f in self.flops])
 
 
 @dataclass(slots=True)
@@ -99,6 +99,8 @@ class LLMEngine:
         # KV at the bytes the run moves (the modeled executor times steps with it too).
         self.executor, self.flops, self.device = \
             ExecutorSpec.parse(config.executor).build(config, self.model_config)
+        # the profile of the device the steps run on, where one is known (a modeled device)
+        self.device_profile = getattr(self.executor, "profile", None)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._cost = self.flops.cost_model()
         self._release_gil = config.release_gil
@@ -108,8 +110,9 @@ class LLMEngine:
 
     def add_request(self, request_id: int, prompt_token_ids: Optional[Sequence[int]] = None,
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
-                    arrival_time: float = 0.0, hash_ids=None) -> None:
-        """Queue a request; prompt ids are synthesised (seeded) when only a length is given."""
+                    arrival_time: float = 0.0, hash_ids=None) -> _core.SeqRecord:
+        """Queue a request; prompt ids are synthesised (seeded) when only a length is given.
+        Returns the scheduler's record of it as added (waiting, finished or rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
@@ -117,11 +120,11 @@ class LLMEngine:
             prompt_len = len(prompt_token_ids)
         elif prompt_len < 1:
             raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
-        self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
-                                    max_new_tokens=max_new_tokens, arrival_time=arrival_time,
-                                    hash_ids=hash_ids)
+        added = self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
+                                            max_new_tokens=max_new_tokens,
+                                            arrival_time=arrival_time, hash_ids=hash_ids)
         if not self.executor.holds_requests:  # only lengths matter: no token ids
-            return
+            return added
         seq = self.scheduler.seq(request_id)
         if seq.status in ("waiting", "running"):
             vocab = self.model_config.vocab_size
@@ -130,6 +133,15 @@ class LLMEngine:
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
                 tokens.append(int(self._prompt_rng.integers(0, vocab)))
             self.executor.add(seq.dp_rank, request_id, tokens)
+        return added
+
+    @property
+    def peak_tflops(self) -> Optional[float]:
+        """The dense peak TFLOP/s at the run's precision of the device the steps run on,
+        where its profile is known (the modeled executor refuses an unpublished one)."""
+        if self.device_profile is None:
+            return None
+        return self.device_profile.peak(self.config.precision)
 
     def has_unfinished(self) -> bool:
         return not self.scheduler.is_finished() or self._inflight is not None
@@ -204,7 +216,7 @@ class LLMEngine:
             self.executor.drop(rank, seq_id)
 
     def _flops(self, plan, accepted) -> list:
-        """Per rank (model FLOPs, executed FLOPs, bytes): a device each."""
+        """A StepCost per rank: a device each."""
         batches = plan.batches
         return [self._cost.batch(b, a, self._mtp)
                 for b, a in zip(batches, accepted or [None] * len(batches))]

@@ -49,9 +49,29 @@ class Plan:
 
 
 @dataclass
+class SeqRecord:
+    """What the requests table needs of a sequence: add_sequence returns one, and
+    postprocess one for every sequence that left with it."""
+
+    seq_id: int
+    dp_rank: int
+    status: str  # "waiting" | "finished" | "rejected" (at add); "finished" | "rejected"
+    output_len: int  # generated tokens (a completion engine's arrive with one)
+    num_preemptions: int
+    recomputed_tokens: int
+    prefix_hit_tokens: int
+    reason: str  # why it was rejected
+
+
+@dataclass
 class PostprocessResult:
+    step: int  # the plan's
     finished: np.ndarray  # int64 seq ids that finished (or were handed off) in this call
     discarded_tokens: int  # in-flight work of already finished sequences
+    output_len: np.ndarray  # int32, each scheduled row's generated tokens after the call,
+    #                         rank-then-batch order
+    left: List[SeqRecord]  # finished or handed off here (`finished` order), then those the
+    #                        plan reported rejected (`rejected` order)
 
 
 def flat_accepted(plan, accepted) -> np.ndarray:

@@ -22,7 +22,8 @@ from typing import Deque, List, Optional
 import numpy as np
 
 from .config import SchedulerConfig, check_int
-from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL, Batch, Plan, PostprocessResult, flat_accepted
+from .plan import (KIND_CHUNK, KIND_DECODE, KIND_FINAL, Batch, Plan, PostprocessResult, SeqRecord,
+                   flat_accepted)
 from .reference_block_pool import RefBlockPool
 
 
@@ -80,7 +81,9 @@ class ReferenceScheduler:
     # -- requests ---------------------------------------------------------------------------
 
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
-                     arrival_time: float = 0.0, hash_ids=None) -> None:
+                     arrival_time: float = 0.0, hash_ids=None) -> SeqRecord:
+        """Returns the sequence as added: waiting, finished (a completion engine's
+        one-token request) or rejected."""
         check_int("seq_id", seq_id, -(2**63))
         check_int("prompt_len", prompt_len, 1)
         check_int("max_new_tokens", max_new_tokens, 1)
@@ -119,6 +122,7 @@ class ReferenceScheduler:
             rank.waiting.append(seq)
             rank.members.add(seq)
             self._num_unfinished += 1
+        return _record(seq)
 
     def _assign_rank(self, order: int) -> int:
         if self.config.dp_assign == "round_robin":
@@ -352,6 +356,8 @@ class ReferenceScheduler:
                              f"post-process plan {self._next_postprocess} first")
         drafts = flat_accepted(plan, accepted)
         finished: List[int] = []
+        left: List[SeqRecord] = []
+        output_len: List[int] = []
         discarded = 0
         i = 0
         for batch in plan.batches:
@@ -364,11 +370,13 @@ class ReferenceScheduler:
                 seq.num_inflight -= q
                 if seq.status == "finished":  # finished while this work was in flight
                     discarded += q
+                    output_len.append(seq.output_len)
                     if seq.num_inflight == 0:
                         rank.pool.release(seq.blocks)
                     continue
                 if kind == KIND_CHUNK:
                     seq.num_cached += q
+                    output_len.append(seq.output_len)
                     if seq.hash_ids:
                         self._index_prompt_blocks(rank, seq)
                     continue
@@ -379,11 +387,15 @@ class ReferenceScheduler:
                 seq.num_tokens = min(seq.num_tokens + gained, cap)
                 if kind == KIND_FINAL and seq.hash_ids:
                     self._index_prompt_blocks(rank, seq)
+                output_len.append(seq.output_len)
                 if self.config.engine_type == "prompt" or seq.output_len >= seq.max_new_tokens:
                     self._finish(rank, seq)
                     finished.append(seq_id)
+                    left.append(_record(seq))
+        left += [_record(self._seqs[seq_id]) for seq_id in plan.rejected.tolist()]
         self._next_postprocess += 1
-        return PostprocessResult(np.array(finished, dtype=np.int64), discarded)
+        return PostprocessResult(plan.step, np.array(finished, dtype=np.int64), discarded,
+                                 np.array(output_len, dtype=np.int32), left)
 
     def _finish(self, rank: _Rank, seq: RefSequence) -> None:
         if seq in rank.decoding:
@@ -447,6 +459,11 @@ class _BatchBuilder:
                      block_tables=tables,
                      num_free_blocks=rank.pool.num_free, num_waiting=len(rank.waiting),
                      num_running=rank.num_running)
+
+
+def _record(seq: RefSequence) -> SeqRecord:
+    return SeqRecord(seq.seq_id, seq.dp_rank, seq.status, seq.output_len, seq.num_preemptions,
+                     seq.recomputed_tokens, seq.prefix_hit_tokens, seq.reason)
 
 
 def _insert_by_order(seqs: List[RefSequence], seq: RefSequence) -> None:

@@ -34,8 +34,8 @@ def calibrate(config, trace, requests: int) -> dict:
         engine, recorder = _null_run(config, tmp)
         start = time.perf_counter()
         for i in range(n):
-            engine.add_request(i, prompt_len=int(prompt[i]), max_new_tokens=int(output[i]))
-            recorder.enqueue(i, 0.0)
+            recorder.enqueue(engine.add_request(i, prompt_len=int(prompt[i]),
+                                                max_new_tokens=int(output[i])), 0.0)
         per_request = (time.perf_counter() - start) / n
         recorder.close()
         engine.close()

@@ -48,9 +48,9 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
         if not virtual:
             now = time.perf_counter() - start
         while nxt < n and arrivals[nxt] <= now:
-            engine.add_request(nxt, prompt_len=prompt_len[nxt], max_new_tokens=max_new_tokens[nxt],
-                               arrival_time=arrivals[nxt])
-            recorder.enqueue(nxt, now)
+            recorder.enqueue(engine.add_request(nxt, prompt_len=prompt_len[nxt],
+                                                max_new_tokens=max_new_tokens[nxt],
+                                                arrival_time=arrivals[nxt]), now)
             nxt += 1
         if not engine.has_unfinished():  # idle until the next arrival, if any
             if nxt < n and virtual:

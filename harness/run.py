@@ -27,13 +27,18 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
-from .metrics import COMPLETED, SUMMARY_COLUMNS, summarize
+from .metrics import COMPLETED, REQUEST_COLUMNS, SUMMARY_COLUMNS, summarize
 from .recorder import Recorder
 from .replay import replay
 from .table_sink import TableSink, write_table
 from .telemetry import Sampler, device_frame, device_summary
 from .workload_trace import load_workload_trace
 from .workload import Workload
+
+
+# What the latency summary reads back of the requests table.
+SUMMARY_REQUEST_COLUMNS = (*REQUEST_COLUMNS, "first_token_s", "last_token_s", "ttft_s", "tpot_s",
+                           "e2e_s", "queueing_delay_s", "schedule_fidelity_s")
 
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None) -> List[Path]:
@@ -59,10 +64,11 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
     tables.write_manifest(manifest, run_dir)
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
+    df = trace.df
     recorder = Recorder(engine, workload.values["warmup_steps"],
                         TableSink(run_dir, "steps", fmt, labels),
-                        TableSink(run_dir, "batches", fmt, labels))
-    df = trace.df
+                        TableSink(run_dir, "batches", fmt, labels),
+                        requests=TableSink(run_dir, "requests", fmt, labels), trace=df)
     stop = threading.Event()
     previous = _stop_on_signals(stop)
     sampler = None
@@ -83,8 +89,8 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
             engine.close()
             steps = recorder.close()
             write_table(device, run_dir, "device", fmt, labels)
-            _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt,
-                           labels, calibration)
+            _write_summary(workload, engine, recorder, steps, device, run_dir, fmt, labels,
+                           calibration)
             tables.write_manifest(manifest, run_dir)
         finally:
             for signum, handler in previous.items():
@@ -113,19 +119,19 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
     return sampler
 
 
-def _write_summary(workload, engine, recorder, steps, device, df, run_dir, fmt, labels,
+def _write_summary(workload, engine, recorder, steps, device, run_dir, fmt, labels,
                    calibration) -> None:
-    requests = tables.requests_frame(engine, recorder, df)
-    warm = tables.warmup_requests(recorder, len(df), workload.values["warmup_steps"])
+    """The summary table, from what the recorder wrote and kept."""
+    requests = tables.read_requests(run_dir / f"requests.{fmt}", SUMMARY_REQUEST_COLUMNS)
+    warm = recorder.warm
     itl_values, itl_counts = recorder.itl()
     latency = summarize(requests, itl_values, itl_counts, warmup=warm)
     harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
                             for stat in ("per_step", "per_request")] if calibration else [],
                            columns=list(SUMMARY_COLUMNS))
-    summary_df = pd.concat([latency, tables.engine_summary(steps, _peak(engine)), harness,
+    summary_df = pd.concat([latency, tables.engine_summary(steps, engine.peak_tflops), harness,
                             device_summary(device, *_wall_window(workload, steps),
                                            _output_tokens(requests, warm))], ignore_index=True)
-    write_table(requests, run_dir, "requests", fmt, labels)
     write_table(summary_df, run_dir, "summary", fmt, labels)
 
 
@@ -141,17 +147,6 @@ def _wall_window(workload, steps: pd.DataFrame):
 def _output_tokens(requests: pd.DataFrame, warm: np.ndarray) -> int:
     done = ~warm & requests["status"].isin(COMPLETED).to_numpy()
     return int(requests["output_tokens"].to_numpy()[done].sum())
-
-
-def _peak(engine) -> Optional[float]:
-    """The device's dense peak at the run's precision, where a profile knows it."""
-    spec = ExecutorSpec.parse(engine.config.executor)
-    if spec.profile is None:
-        return None
-    try:
-        return spec.device_profile().peak(engine.config.precision)
-    except ValueError:  # no published peak at this precision: MFU stays out
-        return None
 
 
 def _new_run_dir(base: Path, gil: str, repeat: int) -> Path:

@@ -71,7 +71,7 @@ class ReplayResult:
     call_ns: List[int] = field(default_factory=list)  # schedule() as Python sees it
     plans: List[tuple] = field(default_factory=list)  # (phase, seq_ids, seqlen_q, seqlen_k)
 
-    def enqueue(self, seq_id: int, t: float) -> None:
+    def enqueue(self, added, t: float) -> None:
         pass
 
     def step(self, record: SchedulerStep, t_start: float, t_end: float) -> None:

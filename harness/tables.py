@@ -1,5 +1,6 @@
-"""The requests table, the engine's summary rows, and manifest.json (docs/metrics.md
-defines every column; the recorder streams the steps and batches tables).
+"""Reading the requests table back, the engine's summary rows, and manifest.json
+(docs/metrics.md defines every column; the recorder streams the steps, batches and
+requests tables).
 
 The manifest is written to a temporary name and renamed into place, as every table is; it
 says `complete: false` until the run ended cleanly.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,46 +19,14 @@ import pandas as pd
 from . import metrics
 
 
-def requests_frame(engine, recorder, trace: pd.DataFrame) -> pd.DataFrame:
-    """Every trace request, enqueued or not, with its latencies (metrics.latencies)."""
-    n = len(trace)
-    finished = "handed_off" if engine.config.scheduler.engine_type == "prompt" else "finished"
-    times = recorder.requests()  # scheduler order: request i is the i-th one added
-    added = len(times["enqueue_s"])
-    rows = []  # status, output_tokens, dp_rank, preemptions, recomputed, prefix hits, reason
-    for i in range(n):
-        if i >= added:
-            rows.append(("unfinished", 0, -1, 0, 0, 0, "never enqueued"))
-            continue
-        s = engine.scheduler.seq(i)
-        state = {"finished": finished, "rejected": "rejected"}.get(s.status, "unfinished")
-        rows.append((state, s.output_len, s.dp_rank, s.num_preemptions, s.recomputed_tokens,
-                     s.prefix_hit_tokens, s.reason))
-    status, output_tokens, rank, preempt, recomputed, hits, reason = \
-        zip(*rows) if rows else [()] * 7
-
-    def per_request(name):  # NaN past the last request added
-        return np.concatenate((times[name], np.full(n - added, np.nan)))
-
-    requests = pd.DataFrame(dict(
-        request_id=np.arange(n), arrival_s=trace["arrival_s"].to_numpy(np.float64),
-        enqueue_s=per_request("enqueue_s"), first_scheduled_s=per_request("first_scheduled_s"),
-        first_token_s=per_request("first_token_s"), last_token_s=per_request("last_token_s"),
-        prompt_len=trace["prompt_len"].to_numpy(np.int64),
-        max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64),
-        output_tokens=np.asarray(output_tokens, dtype=np.int64),
-        dp_rank=np.asarray(rank, np.int32),
-        preemptions=np.asarray(preempt, np.int32), recomputed_tokens=np.asarray(recomputed),
-        prefix_hit_tokens=np.asarray(hits), status=list(status), reason=list(reason)))
-    return metrics.latencies(requests)
-
-
-def warmup_requests(recorder, n: int, warmup_steps: int) -> np.ndarray:
-    """A warm-up request is one first scheduled in a warm-up step."""
-    step = recorder.requests()["first_scheduled_step"]
-    warm = np.zeros(n, dtype=bool)
-    warm[:len(step)] = (step >= 0) & (step < warmup_steps)
-    return warm
+def read_requests(path: Path, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """The requests table (Parquet or CSV) in request_id order; the recorder writes its
+    rows as requests leave the scheduler."""
+    path = Path(path)
+    cols = None if columns is None else list(dict.fromkeys(["request_id", *columns]))
+    frame = pd.read_parquet(path, columns=cols) if path.suffix == ".parquet" \
+        else pd.read_csv(path, usecols=cols)
+    return frame.sort_values("request_id", kind="stable", ignore_index=True)
 
 
 def engine_summary(steps: pd.DataFrame, peak_tflops) -> pd.DataFrame:

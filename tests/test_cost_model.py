@@ -11,7 +11,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine import KIND_CHUNK, KIND_DECODE, KIND_FINAL, FlopsEstimator, Scheduler, SchedulerConfig
+from engine import (KIND_CHUNK, KIND_DECODE, KIND_FINAL, FlopsEstimator, Scheduler,
+                    SchedulerConfig, _core)
 from engine.model_config import load_model_config
 from tests.test_flops import V3, V32, V4F
 
@@ -71,7 +72,8 @@ def mismatches(estimator, cost_model, batches, mtp):
         f = estimator.calc_flops(b.seqlen_q, b.seqlen_k, kind=b.kind, padded_q=b.padded_q,
                                  accepted=accepted, mtp_q=b.seqlen_q if mtp else None)
         want = (f.model_flops, f.executed_flops, f.bytes)
-        got = cost_model.batch(b, accepted, mtp)
+        cost = cost_model.batch(b, accepted, mtp)
+        got = (cost.model_flops, cost.executed_flops, cost.bytes)
         if not np.allclose(got, want, rtol=REL, atol=0):
             bad.append((where, got, want))
     return bad
@@ -119,7 +121,24 @@ def test_a_wrong_cost_is_caught(batches, wrong):
 def test_empty_batch_costs_nothing(batches):
     empty = next(b for _, b, _ in batches if not len(b))
     for model in MODELS:
-        assert FlopsEstimator(model).cost_model().batch(empty, None, True) == (0.0, 0.0, 0.0)
+        cost = FlopsEstimator(model).cost_model().batch(empty, None, True)
+        assert (cost.model_flops, cost.executed_flops, cost.bytes) == (0.0, 0.0, 0.0)
+
+
+def test_a_plan_costs_a_step_cost_per_rank():
+    sched = Scheduler(SchedulerConfig(max_num_batched_tokens=64, num_kv_blocks=64,
+                                      block_size=16, dp_size=2))
+    for i in range(3):
+        sched.add_sequence(seq_id=i, prompt_len=40, max_new_tokens=4)
+    plan = sched.schedule()
+    cost_model = FlopsEstimator(V3).cost_model()
+    costs = cost_model.plan(plan)
+    assert [type(c) for c in costs] == [_core.StepCost] * 2
+    for cost, b in zip(costs, plan.batches):
+        want = cost_model.batch(b)
+        assert (cost.model_flops, cost.executed_flops, cost.bytes) == \
+            (want.model_flops, want.executed_flops, want.bytes)
+    assert costs[0].bytes > 0 and costs[0].model_flops > 0
 
 
 def test_accepted_of_the_wrong_length_is_refused(batches):

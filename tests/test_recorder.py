@@ -1,27 +1,31 @@
-"""The recorder: chunked tables, and the C++ token accounting against a Python recount.
+"""The recorder: chunked tables, the writer thread, and the C++ token accounting against a
+Python recount.
 
 The recount stamps each sampled row's 1 + accepted tokens at its step's end, keeps each
-request's first output_len of them and stamps tokens a request arrived with at its enqueue
-time; the summary it gives through metrics.summary must equal the one the recorder's
-per-request times and inter-token histogram give through metrics.summarize.
+request's first output_len of them (as the add record and the postprocess results report
+it) and stamps tokens a request arrived with at its enqueue time; the summary it gives
+through metrics.summary must equal the one the recorder's per-request times and
+inter-token histogram give through metrics.summarize.
 """
 
+import dataclasses
+import gc
 import threading
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from engine import EngineConfig, LLMEngine, SchedulerConfig
+from engine import EngineConfig, LLMEngine, ReferenceScheduler, Scheduler, SchedulerConfig, _core
 from engine.plan import KIND_CHUNK
 from harness import metrics, tables
-from harness.recorder import Recorder
+from harness.recorder import REQUEST_COLUMNS, Recorder
 from harness.schema import TABLES
 from harness.replay import replay
 from harness.table_sink import TableSink
 
 N = 40
-HOST_TIMES = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns"]
+HOST_TIMES = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "flush_ns"]
 
 
 def trace(seed=0):
@@ -30,26 +34,35 @@ def trace(seed=0):
                              prompt_len=rng.integers(1, 200, N), max_new_tokens=rng.integers(1, 30, N)))
 
 
+def engine_config(num_kv_blocks=512, **sched):
+    return EngineConfig(model="deepseek-v3", executor="modeled:H200", precision="fp8",
+                        mtp_acceptance=0.6, scheduler=SchedulerConfig(
+                            max_num_batched_tokens=256, max_num_seqs=16,
+                            num_kv_blocks=num_kv_blocks, **sched))
+
+
 def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=None, stop=None,
         max_new_tokens=None, **sched):
-    """A modeled replay of trace() with every StepRecord kept; returns what was recorded."""
-    config = EngineConfig(model="deepseek-v3", executor="modeled:H200", precision="fp8",
-                          mtp_acceptance=0.6, scheduler=SchedulerConfig(
-                              max_num_batched_tokens=256, max_num_seqs=16, num_kv_blocks=512,
-                              **sched))
-    engine = LLMEngine(config)
-    out = tmp_path / f"{fmt}-{chunk_steps}-{warmup}"
+    """A modeled replay of trace() with every StepRecord kept; returns what was recorded
+    (`live`: the recorder's live requests before it closed)."""
+    engine = LLMEngine(engine_config(**sched))
+    out = tmp_path / f"{fmt}-{chunk_steps}-{warmup}-{len(list(tmp_path.iterdir()))}"
     out.mkdir()
-    recorder = Recorder(engine, warmup, TableSink(out, "steps", fmt, dict(run_id="r")),
-                        TableSink(out, "batches", fmt, dict(run_id="r")), chunk_steps=chunk_steps)
+    df = trace()
+    if max_new_tokens is not None:
+        df["max_new_tokens"] = max_new_tokens
+    recorder = Recorder(engine, warmup, *(TableSink(out, name, fmt, dict(run_id="r"))
+                                          for name in ("steps", "batches")),
+                        chunk_steps=chunk_steps,
+                        requests=TableSink(out, "requests", fmt, dict(run_id="r")), trace=df)
     kept = []
 
     class Keeping:  # the recorder's face, keeping every record for the recount
         num_done = property(lambda self: recorder.num_done)
 
-        def enqueue(self, i, t):
-            kept.append(("enqueue", i, t))
-            recorder.enqueue(i, t)
+        def enqueue(self, added, t):
+            kept.append(("enqueue", added, t))
+            recorder.enqueue(added, t)
 
         def step(self, record, t0, t1):
             kept.append(("step", record, t1))
@@ -57,14 +70,12 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
             if interrupt_after is not None and len(kept) > interrupt_after:
                 raise KeyboardInterrupt
 
-    df = trace()
-    if max_new_tokens is not None:
-        df["max_new_tokens"] = max_new_tokens
     try:
         replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
                df["max_new_tokens"].to_numpy(), "virtual", Keeping(), stop=stop and stop(engine))
     except KeyboardInterrupt:
         pass
+    recorder.live = recorder.log.num_live
     steps = recorder.close()
     return engine, recorder, df, kept, steps, out
 
@@ -89,13 +100,25 @@ def read(out, name, fmt="parquet"):
     return pd.read_parquet(path) if fmt == "parquet" else pd.read_csv(path)
 
 
-def recount(engine, df, kept):
+def output_lens(df, kept):
+    """Generated tokens per request, as the add records and postprocess results say."""
+    out = np.zeros(len(df), np.int64)
+    for kind, x, _ in kept:
+        if kind == "enqueue":
+            out[x.seq_id] = x.output_len
+            continue
+        ids = np.concatenate([b.seq_ids for b in x.batches])
+        np.maximum.at(out, ids, x.post.output_len)
+    return out
+
+
+def recount(df, kept):
     """Token times in the CSR layout of metrics.per_request, the way the harness stamped
     them before the C++ recorder."""
     enqueued, tokens = {}, {i: [] for i in range(len(df))}
     for kind, x, t in kept:
         if kind == "enqueue":
-            enqueued[x] = t
+            enqueued[x.seq_id] = t
             continue
         batches = x.batches
         for batch, accepted in zip(batches, x.accepted or [None] * len(batches)):
@@ -103,8 +126,7 @@ def recount(engine, df, kept):
             counts = 1 + (np.zeros(len(batch.kind), np.int64) if accepted is None else accepted)
             for seq_id, count in zip(batch.seq_ids[sampled], counts[sampled]):
                 tokens[int(seq_id)] += [t] * int(count)
-    output_len = np.array([engine.scheduler.seq(i).output_len if i in enqueued else 0
-                           for i in range(len(df))])
+    output_len = output_lens(df, kept)
     times = []
     for i in range(len(df)):
         got = tokens[i][:output_len[i]]
@@ -112,15 +134,19 @@ def recount(engine, df, kept):
     return np.array(times, dtype=np.float64), np.concatenate(([0], np.cumsum(output_len)))
 
 
+def read_requests(out, fmt="parquet"):
+    return tables.read_requests(out / f"requests.{fmt}")
+
+
 @pytest.mark.parametrize("sched", [dict(num_mtp=2), dict(num_mtp=1, overlap=True),
                                    dict(engine_type="completion"), dict()],
                          ids=["mtp", "mtp+overlap", "completion", "plain"])
 @pytest.mark.parametrize("warmup", [0, 5])
 def test_token_times_match_a_python_recount(tmp_path, sched, warmup):
-    engine, recorder, df, kept, _, _ = run(tmp_path, warmup=warmup, **sched)
-    requests = tables.requests_frame(engine, recorder, df)
-    warm = tables.warmup_requests(recorder, len(df), warmup)
-    times, offsets = recount(engine, df, kept)
+    engine, recorder, df, kept, _, out = run(tmp_path, warmup=warmup, **sched)
+    requests = read_requests(out).drop(columns=["run_id"])
+    warm = recorder.warm
+    times, offsets = recount(df, kept)
     want = metrics.per_request(requests.drop(columns=["first_token_s", "last_token_s"]),
                                times, offsets)
     pd.testing.assert_frame_equal(requests, want[requests.columns])
@@ -128,13 +154,32 @@ def test_token_times_match_a_python_recount(tmp_path, sched, warmup):
     pd.testing.assert_frame_equal(got, metrics.summary(requests, times, offsets, warmup=warm),
                                   rtol=1e-12)
     assert (requests["status"] == "finished").all() and warm.any() == (warmup > 0)
+    assert list(requests.columns[:len(REQUEST_COLUMNS)]) == list(REQUEST_COLUMNS)
+
+
+def test_the_requests_table_holds_the_records_the_engine_handed_over(tmp_path):
+    """Rows come from add records and the postprocess results' left records (preemptions
+    and rejections included), one per trace request."""
+    engine, recorder, df, kept, _, out = run(tmp_path, num_kv_blocks=3, block_size=64)
+    left = {r.seq_id: r for kind, x, _ in kept if kind == "step" for r in x.post.left}
+    requests = read_requests(out).set_index("request_id")
+    assert len(requests) == len(df) and set(left) == set(range(len(df)))
+    for column, field in (("output_tokens", "output_len"), ("dp_rank", "dp_rank"),
+                          ("preemptions", "num_preemptions"),
+                          ("recomputed_tokens", "recomputed_tokens"),
+                          ("prefix_hit_tokens", "prefix_hit_tokens"), ("reason", "reason")):
+        want = [getattr(left[i], field) for i in range(len(df))]
+        assert requests[column].fillna("").tolist() == want, column
+    assert (requests["status"] == [left[i].status for i in range(len(df))]).all()
+    assert {"finished", "rejected"} <= set(requests["status"])
+    assert requests["preemptions"].gt(0).any() and requests["recomputed_tokens"].gt(0).any()
 
 
 def test_an_interrupted_run_counts_no_gap_of_an_unfinished_request(tmp_path):
-    engine, recorder, df, kept, _, _ = run(tmp_path, num_mtp=1, interrupt_after=60)
-    requests = tables.requests_frame(engine, recorder, df)
+    engine, recorder, df, kept, _, out = run(tmp_path, num_mtp=1, interrupt_after=60)
+    requests = read_requests(out)
     assert (requests["status"] == "unfinished").any() and (requests["status"] == "finished").any()
-    times, offsets = recount(engine, df, kept)
+    times, offsets = recount(df, kept)
     got = metrics.summarize(requests, *recorder.itl()).set_index(["metric", "stat"])
     want = metrics.summary(requests, times, offsets).set_index(["metric", "stat"])
     assert got.loc["itl", "value"].tolist() == pytest.approx(want.loc["itl", "value"].tolist())
@@ -149,6 +194,8 @@ def test_tables_are_the_same_in_one_chunk_or_many(tmp_path, fmt):
                 for out in (whole, chunked))
         assert len(a) > 3
         pd.testing.assert_frame_equal(a, b)
+    a, b = (read_requests(out, fmt) for out in (whole, chunked))
+    pd.testing.assert_frame_equal(a, b)
     steps = read(whole, "steps", fmt)
     assert list(steps.columns) == list(TABLES["steps"].names) + ["run_id"]
     assert (steps["t_end_s"] >= steps["t_start_s"]).all() and steps["model_flops"].gt(0).any()
@@ -176,15 +223,163 @@ def test_rows_reach_disk_chunk_by_chunk(tmp_path):
 
 
 def test_a_stop_inside_a_step_still_records_that_step(tmp_path):
-    engine, recorder, df, kept, steps, _ = run(tmp_path, num_mtp=1, stop=stop_inside_step(50))
+    engine, recorder, df, kept, steps, out = run(tmp_path, num_mtp=1, stop=stop_inside_step(50))
     assert steps["step"].nunique() == 51  # the step the stop arrived in, recorded
-    requests = tables.requests_frame(engine, recorder, df)
-    tokens = recorder.requests()["tokens"]
-    assert (requests["output_tokens"].to_numpy()[:len(tokens)] == tokens).all()
+    requests = read_requests(out)
+    assert (requests["output_tokens"].to_numpy() == output_lens(df, kept)).all()
     assert (requests["status"] == "unfinished").any()
 
 
 def test_requests_done_on_arrival_count_as_done(tmp_path):
-    engine, recorder, df, *_ = run(tmp_path, engine_type="completion", max_new_tokens=1)
+    engine, recorder, df, *_, out = run(tmp_path, engine_type="completion", max_new_tokens=1)
     assert recorder.num_done == len(df)
-    assert (tables.requests_frame(engine, recorder, df)["status"] == "finished").all()
+    assert (read_requests(out)["status"] == "finished").all()
+
+
+def test_live_requests_are_released_as_they_leave(tmp_path):
+    drained = run(tmp_path, num_mtp=1, overlap=True)
+    assert drained[1].live == 0  # every request left before the recorder closed
+    stopped = run(tmp_path, interrupt_after=10)
+    assert stopped[1].live > 0 and stopped[1].log.num_live == 0  # close() let them go
+    requests = read_requests(stopped[-1])
+    assert requests["request_id"].tolist() == list(range(N))  # every trace request, once
+    assert (requests["reason"] == "never enqueued").any()
+
+
+def test_flush_ns_is_set_exactly_on_the_steps_that_flushed(tmp_path):
+    *_, steps, out = run(tmp_path, chunk_steps=3)
+    table = read(out, "steps")
+    flushed = table["flush_ns"].to_numpy() > 0
+    assert flushed.any() and (table["step"][flushed] % 3 == 0).all()
+    assert flushed.tolist() == ((table["step"] % 3 == 0) & (table["step"] > 0)).tolist()
+    assert table["flush_ns"].dtype == np.int64
+
+
+class FailingSink:
+    def __init__(self):
+        self.closed = False
+
+    def write(self, chunk):
+        raise OSError("disk full")
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_writer_error_surfaces_at_close_with_the_other_tables_whole(tmp_path):
+    engine = LLMEngine(engine_config())
+    failing = FailingSink()
+    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet"), failing,
+                        chunk_steps=2)
+    df = trace()
+    replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
+           df["max_new_tokens"].to_numpy(), "virtual", recorder)  # the engine never waits on it
+    with pytest.raises(OSError, match="disk full"):
+        recorder.close()
+    assert failing.closed  # and the steps table holds what came before the failing write
+    assert read(tmp_path, "steps")["step"].tolist() == [0, 1]
+
+
+def records_of(engine, df):
+    """Every add record and StepRecord of a drained modeled run of df."""
+    added, records = [], []
+    for i, (p, m) in enumerate(zip(df["prompt_len"], df["max_new_tokens"])):
+        added.append(engine.add_request(i, prompt_len=int(p), max_new_tokens=int(m)))
+    while engine.has_unfinished():
+        record = engine.step()
+        if record is not None:
+            records.append(record)
+    return added, records
+
+
+def step_log(added, records):
+    """A StepLog fed the records; its request rows in request_id order."""
+    log = _core.StepLog(0, 10**6, lambda: None)
+    for a in added:
+        log.enqueue(a, 0.0)
+    for k, record in enumerate(records):
+        log.record(record, k * 1e-3, (k + 1) * 1e-3)
+    log.end()
+    rows = log.take_requests()
+    order = np.argsort(rows.pop("request_id"))
+    return {name: np.asarray(column)[order] for name, column in rows.items()}
+
+
+def test_the_step_log_needs_no_scheduler(tmp_path):
+    engine = LLMEngine(engine_config(num_kv_blocks=3, block_size=64, num_mtp=1))
+    added, records = records_of(engine, trace())
+    want = step_log(added, records)
+    del engine
+    gc.collect()  # the scheduler is gone; its plans and results are not
+    got = step_log(added, records)
+    for name in want:
+        assert np.array_equal(got[name], want[name], equal_nan=name.endswith("_s")), name
+    assert set(want["status"]) == {0, 1}  # finished and rejected
+
+
+def test_a_step_log_refuses_what_does_not_belong_together():
+    added, records = records_of(LLMEngine(engine_config()), trace())
+    _, others = records_of(LLMEngine(engine_config()), trace())
+    log = _core.StepLog(0, 10**6, lambda: None)
+    log.record(records[0], 0.0, 1.0)
+    mixed = dataclasses.replace(records[1], post=records[2].post)
+    with pytest.raises(ValueError, match="the postprocess result of plan 2 was recorded with "
+                                         "plan 1"):
+        log.record(mixed, 1.0, 2.0)
+    with pytest.raises(ValueError, match="of another scheduler"):
+        log.record(dataclasses.replace(records[1], post=others[1].post), 1.0, 2.0)
+    with pytest.raises(ValueError, match="comes from another scheduler"):
+        log.record(others[1], 1.0, 2.0)
+    with pytest.raises(ValueError, match="flops has 2 ranks; the plan has 1"):
+        log.record(dataclasses.replace(records[1], flops=records[1].flops * 2), 1.0, 2.0)
+    with pytest.raises(TypeError, match="flops holds a StepCost per rank"):
+        log.record(dataclasses.replace(records[1], flops=[(1.0, 1.0, 1.0)]), 1.0, 2.0)
+    ref = ReferenceScheduler(engine_config().scheduler)
+    ref.add_sequence(0, 8, 2)
+    plan = ref.schedule()
+    with pytest.raises(TypeError, match="must come from an engine._core.Scheduler"):
+        log.record(dataclasses.replace(records[1], plan=plan, post=ref.postprocess(plan)),
+                   1.0, 2.0)
+    log.enqueue(added[0], 0.0)
+    with pytest.raises(ValueError, match="request 0 was enqueued twice"):
+        log.enqueue(added[0], 0.0)
+
+
+@pytest.mark.parametrize("sched", [
+    dict(num_kv_blocks=3, num_mtp=2), dict(num_kv_blocks=4, overlap=True, dp_size=2),
+    dict(engine_type="completion", num_kv_blocks=3), dict(engine_type="prompt")],
+    ids=["mtp+preempt+reject", "overlap+dp", "completion", "prompt"])
+def test_the_records_of_the_core_and_the_reference_agree(sched):
+    """add_sequence's and postprocess's records: C++ and the Python reference alike, and
+    the reference's equal to its own sequences when they left."""
+    config = SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=8, block_size=64, **sched)
+    cpp, ref = Scheduler(config), ReferenceScheduler(config)
+    df, rng, outstanding = trace(), np.random.default_rng(1), []
+    fields = ("seq_id", "dp_rank", "status", "output_len", "num_preemptions",
+              "recomputed_tokens", "prefix_hit_tokens", "reason")
+
+    def same(a, b, where):
+        assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields], where
+
+    for i, (p, m) in enumerate(zip(df["prompt_len"], df["max_new_tokens"])):
+        same(cpp.add_sequence(i, int(p), int(m)), ref.add_sequence(i, int(p), int(m)), i)
+    for _ in range(5000):
+        if ref.is_finished() and not outstanding:
+            break
+        if not ref.is_finished():
+            outstanding.append((cpp.schedule(), ref.schedule()))
+        if len(outstanding) > 1 or not config.overlap or ref.is_finished():
+            got_plan, want_plan = outstanding.pop(0)
+            accepted = [rng.integers(0, np.maximum(b.seqlen_q, 1)) * (b.kind == 2)
+                        for b in want_plan.batches] if config.num_mtp else None
+            got, want = cpp.postprocess(got_plan, accepted), ref.postprocess(want_plan, accepted)
+            assert got.step == want.step == want_plan.step
+            assert np.array_equal(got.output_len, want.output_len)
+            assert got.output_len.dtype == want.output_len.dtype == np.int32
+            assert len(got.left) == len(want.left)
+            for a, b in zip(got.left, want.left):
+                same(a, b, want.step)
+                same(b, ref.seq(b.seq_id), want.step)
+            rows = [ref.seq(int(i)).output_len for b in want_plan.batches for i in b.seq_ids]
+            assert want.output_len.tolist() == rows
+    assert ref.is_finished() and cpp.is_finished() and not outstanding

@@ -10,10 +10,12 @@ import pytest
 from harness import replay as replay_module
 from harness.commands import main
 from harness.run import run_workload
+from harness.tables import read_requests
 from harness.workload import load_workload
 
 AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
-MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "run_id"]
+MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "flush_ns",
+            "run_id"]
 
 
 def workload(tmp_path, body, **extra):
@@ -31,6 +33,9 @@ model: tiny
 
 
 def read(run_dir, name):
+    """A table; the requests table (rows written as requests leave) in request_id order."""
+    if name == "requests":
+        return read_requests(run_dir / "requests.parquet")
     return pd.read_parquet(run_dir / f"{name}.parquet")
 
 

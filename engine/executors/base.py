@@ -10,4 +10,4 @@ class ExecutorOutput:
     forward_ns: int  # the forward of every rank (measured, or modeled)
     sample_ns: int  # sampling and draft bookkeeping
     modeled: bool  # True when the durations come from a device model, not a clock
-    flops: Optional[list] = None  # per rank (model FLOPs, executed FLOPs, bytes), if computed
+    flops: Optional[list] = None  # a _core.StepCost per rank, if computed

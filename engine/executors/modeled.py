@@ -55,9 +55,9 @@ class ModeledExecutor:
             accepted = None
             flops = self.cost.plan(plan)
         seconds = 0.0  # ranks run side by side: the step lasts as long as the slowest
-        for _, executed, nbytes in flops:
-            if nbytes:  # an empty rank moves no byte and idles
-                seconds = max(seconds, self.step_seconds(executed, nbytes))
+        for cost in flops:
+            if cost.bytes:  # an empty rank moves no byte and idles
+                seconds = max(seconds, self.step_seconds(cost.executed_flops, cost.bytes))
         return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
                               sample_ns=0, modeled=True, flops=flops)
 

@@ -4,6 +4,7 @@ harness's own overhead (MLPerf LoadGen's null SUT)."""
 
 from __future__ import annotations
 
+from .. import _core
 from ..config import EngineConfig
 from ..devices import detect_device
 from ..flops import FlopsEstimator
@@ -19,7 +20,7 @@ class NullExecutor:
     holds_requests = False  # no tokens, no KV: the engine adds and drops nothing here
 
     def __init__(self, config: EngineConfig) -> None:
-        self._flops = ((0.0, 0.0, 0.0),) * config.scheduler.dp_size
+        self._flops = [_core.StepCost(0.0, 0.0, 0.0)] * config.scheduler.dp_size
 
     def execute(self, plan) -> ExecutorOutput:
         return ExecutorOutput(accepted=None, forward_ns=0, sample_ns=0, modeled=True,

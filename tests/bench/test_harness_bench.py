@@ -1,4 +1,5 @@
-"""The harness's own costs: the recorder per step, and a one-hour modeled replay.
+"""The harness's own costs: the recorder per step, the engine's thread at a chunk boundary,
+and a one-hour modeled replay.
 
 Run: python -m pytest tests/bench/test_harness_bench.py --benchmark-enable -s
 In the ordinary test run (benchmarks disabled) each case runs once, on a short trace.
@@ -7,6 +8,7 @@ In the ordinary test run (benchmarks disabled) each case runs once, on a short t
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig
@@ -32,8 +34,8 @@ def decoding_engine(model, executor="torch"):
 
 def test_recorder_cost_per_step(benchmark, tmp_path):
     """Recorder.step on a 64-row decode step (the hot path: rows into the C++ columns),
-    then the chunk's write to Parquet per step, against the tiny model's decode step on
-    the CPU measured in the same run."""
+    then the chunk's hand-off and its write to Parquet on the writer thread per step,
+    against the tiny model's decode step on the CPU measured in the same run."""
     enabled = not benchmark.disabled
     engine = decoding_engine("tiny")
     record = engine.step()
@@ -51,13 +53,58 @@ def test_recorder_cost_per_step(benchmark, tmp_path):
     benchmark.pedantic(record_steps, setup=recorder.flush, rounds=100 if enabled else 1,
                        iterations=1, warmup_rounds=1 if enabled else 0)
     record_s = benchmark.stats.stats.min / steps if enabled else float("nan")
-    write_s = _timed(recorder.flush) / steps
+    written = recorder._writer._queue.join  # the chunks handed over so far, written
+
+    def write():
+        recorder.flush()
+        written()
+    written()
+    write_s = _timed(write) / steps
     print(f"\nrecorder {record_s * 1e6:.2f} us/step + write {write_s * 1e6:.2f} us/step;"
           f" tiny-model step {forward_s * 1e3:.2f} ms; share {(record_s + write_s) / forward_s:.4%}")
     benchmark.extra_info.update(record_us=record_s * 1e6, write_us=write_s * 1e6,
                                 tiny_step_ms=forward_s * 1e3)
     recorder.close()
     assert len(pd.read_parquet(tmp_path / "batches.parquet")) >= steps * ROWS
+
+
+def test_engine_thread_at_a_chunk_boundary(benchmark, tmp_path):
+    """engine.step() + Recorder.step per iteration, null executor, ROWS requests decoding,
+    over 32 chunk boundaries: what an iteration at a boundary (and the 8 after it, where the
+    writer thread runs) takes beyond ordinary ones, against the flushes' own flush_ns."""
+    enabled = not benchmark.disabled
+    engine = LLMEngine(EngineConfig(model="tiny", executor="null", scheduler=SchedulerConfig(
+        max_num_seqs=ROWS, num_kv_blocks=ROWS * 8, block_size=16)))
+    chunk = 1024 if enabled else 16
+    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet", dict(run_id="b")),
+                        TableSink(tmp_path, "batches", "parquet", dict(run_id="b")),
+                        chunk_steps=chunk)
+    for i in range(ROWS):
+        recorder.enqueue(engine.add_request(i, prompt_len=16, max_new_tokens=10**6), 0.0)
+    n = chunk * 32 + 8
+    ns = np.zeros(n, np.int64)
+    clock = time.perf_counter_ns
+
+    def iterations():
+        for k in range(n):
+            start = clock()
+            recorder.step(engine.step(), k * 1e-3, (k + 1) * 1e-3)
+            ns[k] = clock() - start
+        recorder.close()
+
+    benchmark.pedantic(iterations, rounds=1, iterations=1)
+    median = np.median(ns)
+    # the flush is in the record call after a full chunk (before: in the last one of it)
+    excess = np.array([ns[b:b + 9].sum() - 9 * median for b in range(chunk - 1, n - 9, chunk)])
+    flush = pd.read_parquet(tmp_path / "steps.parquet", columns=["flush_ns"])["flush_ns"]
+    flush = flush[flush > 0]
+    print(f"\n{n} iterations: median {median / 1e3:.1f} us; at a chunk boundary, beyond 9 "
+          f"ordinary iterations: median {np.median(excess) / 1e3:.0f} us, p90 "
+          f"{np.percentile(excess, 90) / 1e3:.0f} us; flush_ns median "
+          f"{flush.median() / 1e3:.0f} us")
+    benchmark.extra_info.update(median_us=median / 1e3, boundary_us=np.median(excess) / 1e3,
+                                flush_us=flush.median() / 1e3)
+    assert len(flush) == 32  # one flush per full chunk: the last one is close()'s
 
 
 def test_one_hour_modeled_replay(benchmark, tmp_path):

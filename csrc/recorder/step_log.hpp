@@ -1,0 +1,161 @@
+// The recorder's core: each post-processed plan is copied into chunked columns (one row per
+// step and rank, one per scheduled sequence) and folded into per-request token times, in
+// one call. A request's row joins the request columns when it leaves the scheduler. The
+// harness takes the columns chunk by chunk and streams them to disk, so memory stays
+// bounded by the chunk, the live requests, and the distinct inter-token gaps.
+//
+// Everything comes from what the caller hands in (the add record, the plan and its
+// postprocess output): the log reads no scheduler, and keys requests by seq_id.
+//
+// Inter-token gaps (ITL) go into a histogram of exact values as they happen: the rows of
+// one step mostly share their previous token's step, so equal gaps come in runs and cost
+// one map update per run. A measured request also holds its own gaps until it leaves;
+// those of requests that never completed stay out of itl().
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cost_model.hpp"
+#include "schedule_output.hpp"
+
+namespace steptrace {
+
+struct StepRows {  // one row per (step, DP rank)
+  std::vector<int64_t> step;
+  std::vector<int32_t> dp_rank;
+  std::vector<uint8_t> prompt_phase, empty, warmup;
+  std::vector<int32_t> num_seqs;
+  std::vector<int64_t> tokens_q, padded_tokens_q, sum_seqlen_k;
+  std::vector<int32_t> max_seqlen_k, preempted, rejected, finished;
+  std::vector<int64_t> discarded_tokens;
+  std::vector<int32_t> kv_blocks_free, waiting, running;
+  std::vector<int64_t> sched_cpp_ns;
+  std::vector<double> t_start_s, t_end_s;
+  std::vector<int64_t> sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns, flush_ns;
+  std::vector<double> model_flops, executed_flops, bytes;
+
+  template <typename F>
+  void each_column(F&& f) {  // f(name, column), in the table's order
+    f("step", step); f("dp_rank", dp_rank); f("prompt_phase", prompt_phase);
+    f("empty", empty); f("warmup", warmup); f("num_seqs", num_seqs);
+    f("tokens_q", tokens_q); f("padded_tokens_q", padded_tokens_q);
+    f("sum_seqlen_k", sum_seqlen_k); f("max_seqlen_k", max_seqlen_k);
+    f("preempted", preempted); f("rejected", rejected); f("finished", finished);
+    f("discarded_tokens", discarded_tokens); f("kv_blocks_free", kv_blocks_free);
+    f("waiting", waiting); f("running", running); f("t_start_s", t_start_s);
+    f("t_end_s", t_end_s); f("sched_cpp_ns", sched_cpp_ns); f("sched_call_ns", sched_call_ns);
+    f("forward_ns", forward_ns); f("sample_ns", sample_ns);
+    f("postprocess_ns", postprocess_ns); f("step_ns", step_ns); f("flush_ns", flush_ns);
+    f("model_flops", model_flops); f("executed_flops", executed_flops); f("bytes", bytes);
+  }
+};
+
+struct StepTimes {  // what the engine measured around one step (llm_engine.StepRecord)
+  double t_start_s, t_end_s;  // on the run's clock
+  int64_t sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns;
+  int64_t flush_ns;  // the recorder's own: handing full chunks on, after this step
+};
+
+struct BatchRows {  // one row per scheduled sequence
+  std::vector<int64_t> step;
+  std::vector<int32_t> dp_rank;
+  std::vector<int64_t> seq_id;
+  std::vector<int8_t> kind;
+  std::vector<int32_t> seqlen_q, seqlen_k;
+
+  template <typename F>
+  void each_column(F&& f) {
+    f("step", step); f("dp_rank", dp_rank); f("seq_id", seq_id); f("kind", kind);
+    f("seqlen_q", seqlen_q); f("seqlen_k", seqlen_k);
+  }
+};
+
+// How a request's row ends (harness/recorder.py names them).
+enum RequestEnd : uint8_t { kEndFinished = 0, kEndRejected = 1, kEndUnfinished = 2 };
+
+struct RequestRows {  // one row per request that left, or was still live at the end
+  std::vector<int64_t> request_id;
+  std::vector<double> enqueue_s, first_scheduled_s, first_token_s, last_token_s;
+  std::vector<int64_t> first_scheduled_step;  // -1: never scheduled
+  std::vector<int64_t> output_tokens;
+  std::vector<int32_t> dp_rank, preemptions;
+  std::vector<int64_t> recomputed_tokens, prefix_hit_tokens;
+  std::vector<uint8_t> status;  // RequestEnd
+  std::vector<std::string> reason;
+
+  template <typename F>
+  void each_column(F&& f) {  // the numeric ones; `reason` leaves as text
+    f("request_id", request_id); f("enqueue_s", enqueue_s);
+    f("first_scheduled_s", first_scheduled_s); f("first_token_s", first_token_s);
+    f("last_token_s", last_token_s); f("first_scheduled_step", first_scheduled_step);
+    f("output_tokens", output_tokens); f("dp_rank", dp_rank); f("preemptions", preemptions);
+    f("recomputed_tokens", recomputed_tokens); f("prefix_hit_tokens", prefix_hit_tokens);
+    f("status", status);
+  }
+};
+
+struct LiveRequest {  // seconds on the run's clock; NaN until it happens
+  static constexpr double kNever = std::numeric_limits<double>::quiet_NaN();
+  double enqueue_s = kNever;
+  double first_scheduled_s = kNever;
+  double first_token_s = kNever;
+  double last_token_s = kNever;
+  int64_t first_scheduled_step = -1;
+  int32_t tokens = 0;       // output tokens stamped so far
+  int32_t preemptions = 0;  // seen in plans, for a request still live at the end
+  SeqRecord added;          // as add_sequence returned it
+  std::vector<double> gaps;  // a measured request's gaps, until it leaves
+};
+
+class StepLog {
+ public:
+  explicit StepLog(int64_t warmup_steps) : warmup_steps_(warmup_steps) {}
+
+  // A request entered the engine at t, as add_sequence returned it. Tokens it arrived with
+  // (a completion engine's first) are stamped at t; one done on arrival leaves at once.
+  void enqueue(const SeqRecord& added, double t);
+  // A plan after its postprocess(), with one StepCost per batch. Tokens are stamped at
+  // times.t_end_s; a measured request's gaps join the inter-token distribution; the
+  // requests in post.left leave. A pair that does not belong together, or a plan of
+  // another scheduler than the earlier ones, is std::invalid_argument.
+  void record(const ScheduleOutput& plan, const PostprocessOutput& post, const StepTimes& times,
+              const std::vector<StepCost>& costs);
+  // The requests still live leave as rows: rejected as added, else unfinished. Their gaps
+  // leave the inter-token distribution.
+  void end();
+
+  int64_t num_done() const { return num_done_; }  // finished, handed off or rejected
+  size_t num_live() const { return live_.size(); }
+  StepRows& steps() { return steps_; }  // the rows since the caller last emptied them
+  BatchRows& batches() { return batches_; }
+  RequestRows& requests() { return requests_; }
+  // Inter-token gaps of measured, completed requests: (value, count), values ascending.
+  std::vector<std::pair<double, int64_t>> itl() const;
+
+ private:
+  void check(const ScheduleOutput& plan, const PostprocessOutput& post,
+             const std::vector<StepCost>& costs);
+  void stamp(LiveRequest& r, int32_t output_len, double t);
+  void add_gap(double gap);
+  void end_run();
+  void leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end);
+
+  int64_t warmup_steps_;
+  uint64_t owner_ = 0;  // the scheduler of the plans recorded so far
+  StepRows steps_;
+  BatchRows batches_;
+  RequestRows requests_;
+  std::unordered_map<int64_t, LiveRequest> live_;
+  std::unordered_map<double, int64_t> itl_;
+  double run_gap_ = 0.0;  // the current run of equal gaps
+  int64_t run_count_ = 0;
+  int64_t zero_gaps_ = 0;  // accepted drafts, counted apart so they don't break runs
+  int64_t num_done_ = 0;
+};
+
+}  // namespace steptrace
