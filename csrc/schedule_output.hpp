@@ -32,13 +32,11 @@ struct Batch {
 
   // Rows are written by index into columns sized for an upper bound, then cut to size:
   // cheaper than six push_backs per row on a 1024-row decode batch.
+  // A recycled plan's batch starts again from row 0, its buffers kept.
   void open_rows(size_t bound) {
-    seq_ids.resize(bound);
-    seqlen_q.resize(bound);
-    seqlen_k.resize(bound);
-    padded_q.resize(bound);
-    kind.resize(bound);
-    seq_index.resize(bound);
+    resize_rows(bound);
+    written = 0;
+    table_width = 0;
   }
   void add_row(int64_t seq_id, int32_t index, int32_t q, int32_t padded, int32_t k,
                RowKind row_kind) {
@@ -50,10 +48,28 @@ struct Batch {
     kind[written] = row_kind;
     ++written;
   }
-  void close_rows() { open_rows(written); }
+  void close_rows() { resize_rows(written); }
+  // rows x table_width entries, every one to be written by the caller.
+  int32_t* open_block_tables() {
+    const size_t n = rows() * static_cast<size_t>(table_width);
+    if (n > table_capacity) {
+      block_tables.reset(new int32_t[n]);
+      table_capacity = n;
+    }
+    return block_tables.get();
+  }
 
  private:
+  void resize_rows(size_t n) {
+    seq_ids.resize(n);
+    seqlen_q.resize(n);
+    seqlen_k.resize(n);
+    padded_q.resize(n);
+    kind.resize(n);
+    seq_index.resize(n);
+  }
   size_t written = 0;
+  size_t table_capacity = 0;
 };
 
 struct ScheduleOutput {

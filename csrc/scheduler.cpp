@@ -28,8 +28,11 @@ inline void prefetch(const Sequence& s) { __builtin_prefetch(&s); }
 
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config)
-    : config_(config), lookahead_(config.lookahead()), id_(next_scheduler_id++) {
+Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
+    : config_(config),
+      lookahead_(config.lookahead()),
+      id_(next_scheduler_id++),
+      retain_finished_(retain_finished) {
   config_.validate();
   ranks_.reserve(config_.dp_size);
   for (int32_t r = 0; r < config_.dp_size; ++r) ranks_.emplace_back(config_.num_kv_blocks);
@@ -51,6 +54,8 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
     bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
             std::to_string(prompt_len) + "-token prompt has at most " +
             std::to_string(most_blocks) + " blocks of " + std::to_string(config_.block_size));
+  if (num_added_ == std::numeric_limits<int32_t>::max())
+    bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
 
   const bool completion = config_.engine_type == EngineType::kCompletion;
   Sequence s;
@@ -58,7 +63,7 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
   s.prompt_len = static_cast<int32_t>(prompt_len);
   s.max_new_tokens = static_cast<int32_t>(max_new_tokens);
   s.arrival_time = arrival_time;
-  s.order = static_cast<int32_t>(seqs_.size());
+  s.order = num_added_;
   s.dp_rank = assign_rank(s.order);
   s.footprint = config_.engine_type == EngineType::kPrompt
                     ? s.prompt_len
@@ -69,15 +74,18 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
   s.hash_ids = std::move(hash_ids);
 
   const int32_t need = blocks_for(s.footprint);
-  const int32_t idx = s.order;
+  const int32_t idx = take_slot();
+  std::optional<int64_t> leaves_after;  // the step after whose postprocess the slot is free
   if (need > config_.num_kv_blocks) {
     s.status = SeqStatus::kRejected;
     s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
                " tokens (block_size " + std::to_string(config_.block_size) +
                ") but a rank has " + std::to_string(config_.num_kv_blocks);
     pending_rejected_.push_back(seq_id);
+    leaves_after = next_step_;  // the plan that reports it
   } else if (completion && s.output_len() >= s.max_new_tokens) {
     s.status = SeqStatus::kFinished;  // arrived with its only token already generated
+    leaves_after = next_step_ - 1;
   } else {
     Rank& rank = ranks_[s.dp_rank];
     rank.waiting.push_back(idx);
@@ -85,8 +93,49 @@ void Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new
     rank.members.push_back(idx);
     ++num_unfinished_;
   }
-  seqs_.push_back(std::move(s));
+  if (static_cast<size_t>(idx) == seqs_.size())
+    seqs_.push_back(std::move(s));
+  else
+    seqs_[idx] = std::move(s);
   index_.emplace(seq_id, idx);
+  ++num_added_;
+  if (leaves_after) leave(idx, *leaves_after);
+}
+
+int32_t Scheduler::take_slot() {
+  if (free_slots_.empty()) return static_cast<int32_t>(seqs_.size());
+  const int32_t idx = free_slots_.back();
+  free_slots_.pop_back();
+  return idx;
+}
+
+void Scheduler::leave(int32_t idx, int64_t after_step) {
+  if (!retain_finished_) leaving_.push_back({idx, after_step});
+}
+
+// A vacant slot must not stay in a decode list, where a later sequence in the same slot
+// would appear twice: the finished entries order_for_decode would drop go first.
+void Scheduler::free_left_slots() {
+  if (leaving_.empty() || leaving_.front().after_step >= next_postprocess_) return;
+  for (Rank& rank : ranks_)
+    rank.decoding.erase(std::remove_if(rank.decoding.begin(), rank.decoding.end(),
+                                       [this](int32_t idx) {
+                                         return seqs_[idx].status != SeqStatus::kRunning;
+                                       }),
+                        rank.decoding.end());
+  while (!leaving_.empty() && leaving_.front().after_step < next_postprocess_) {
+    const int32_t idx = leaving_.front().slot;
+    leaving_.pop_front();
+    Sequence& s = seqs_[idx];
+    STEPTRACE_CHECK(s.blocks.empty() && s.num_inflight == 0,
+                    "sequence " + std::to_string(s.seq_id) + " leaves with " +
+                        std::to_string(s.blocks.size()) + " blocks, " +
+                        std::to_string(s.num_inflight) + " tokens in flight");
+    index_.erase(s.seq_id);
+    s = Sequence{};
+    s.order = -1;
+    free_slots_.push_back(idx);
+  }
 }
 
 int32_t Scheduler::assign_rank(int32_t order) const {
@@ -122,7 +171,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   else if (vote && (*vote == Phase::kPrompt) != prompt)
     bad_arg(std::string("a ") + (prompt ? "prompt" : "completion") + " engine cannot run a " +
             (prompt ? "decode" : "prompt") + " round");
-  auto plan = std::make_shared<ScheduleOutput>();
+  std::shared_ptr<ScheduleOutput> plan = take_plan();
   plan->owner = id_;
   plan->step = next_step_++;
   plan->sched_start_ns = start;
@@ -142,6 +191,27 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   }
   plan->rejected.swap(pending_rejected_);
   plan->sched_ns = steady_now_ns() - start;
+  if constexpr (kChecks) {
+    check_rows(*plan);
+    check_invariants();
+  }
+  return plan;
+}
+
+std::shared_ptr<ScheduleOutput> Scheduler::take_plan() {
+  for (std::shared_ptr<ScheduleOutput>& plan : plans_) {
+    if (plan.use_count() != 1 || plan->step >= next_postprocess_) continue;
+    // Pairs with the release of the last other holder's count: its reads came first.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    plan->preempted.clear();
+    plan->rejected.clear();
+    return plan;
+  }
+  auto plan = std::make_shared<ScheduleOutput>();
+  if (plans_.size() < kPlanPool)
+    plans_.push_back(plan);
+  else  // every pooled plan is held: let one go to its holders
+    plans_[next_evicted_++ % kPlanPool] = plan;
   return plan;
 }
 
@@ -194,7 +264,9 @@ void Scheduler::prompt_round(Rank& rank, Batch& batch) {
       s.status = SeqStatus::kRunning;
       ++rank.num_running;
       if (!chunk->final) {  // keep prefilling in add order
-        auto pos = std::upper_bound(rank.prefilling.begin(), rank.prefilling.end(), idx);
+        auto pos = std::upper_bound(
+            rank.prefilling.begin(), rank.prefilling.end(), idx,
+            [this](int32_t a, int32_t b) { return seqs_[a].order < seqs_[b].order; });
         rank.prefilling.insert(pos, idx);
       }
     } else if (chunk->final) {
@@ -394,6 +466,11 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
     for (size_t j = 0; j < batch.rows(); ++j, ++row) {
       const int32_t idx = batch.seq_index[j];
       if (j + kPrefetch < batch.rows()) prefetch(seqs_[batch.seq_index[j + kPrefetch]]);
+      STEPTRACE_CHECK(idx >= 0 && static_cast<size_t>(idx) < seqs_.size() &&
+                          seqs_[idx].seq_id == batch.seq_ids[j] && seqs_[idx].order >= 0,
+                      "row " + std::to_string(j) + " of rank " + std::to_string(batch.rank) +
+                          " names sequence " + std::to_string(batch.seq_ids[j]) + " at slot " +
+                          std::to_string(idx));
       Sequence& s = seqs_[idx];
       const int32_t q = batch.seqlen_q[j];
       s.num_inflight -= q;
@@ -420,6 +497,8 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
     }
   }
   ++next_postprocess_;
+  free_left_slots();
+  if constexpr (kChecks) check_invariants();
   return out;
 }
 
@@ -444,14 +523,14 @@ void Scheduler::finish(Rank& rank, int32_t idx) {
   --num_unfinished_;
   s.status = SeqStatus::kFinished;
   if (s.num_inflight == 0) rank.pool.release(s.blocks);
+  leave(idx, next_step_ - 1);  // the newest plan may still name it
 }
 
 // ---- metadata and queries ---------------------------------------------------------------
 
 void Scheduler::fill_block_tables(Batch& batch, const Rank& rank) const {
   const size_t width = batch.table_width;
-  batch.block_tables.reset(new int32_t[batch.rows() * width]);  // every entry written below
-  int32_t* row = batch.block_tables.get();
+  int32_t* row = batch.open_block_tables();  // every entry written below
   for (int32_t idx : batch.seq_index) {
     const std::vector<int32_t>& blocks = seqs_[idx].blocks;
     const size_t n = blocks.size();
@@ -469,8 +548,11 @@ const Sequence& Scheduler::seq(int64_t seq_id) const { return seqs_[index_of(seq
 
 int32_t Scheduler::index_of(int64_t seq_id) const {
   auto it = index_.find(seq_id);
-  if (it == index_.end()) bad_arg("unknown seq_id " + std::to_string(seq_id));
-  return it->second;
+  if (it != index_.end()) return it->second;
+  if (!retain_finished_)  // a left id is forgotten: it cannot be told from one never added
+    throw SequenceLeft("sequence " + std::to_string(seq_id) +
+                       " has left the scheduler (or was never added)");
+  bad_arg("unknown seq_id " + std::to_string(seq_id));
 }
 
 int32_t Scheduler::refcount(int32_t block, int32_t rank) const {

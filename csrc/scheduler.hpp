@@ -12,6 +12,11 @@
 //    only produce tokens beyond max_new_tokens, which are discarded.
 //  * a prompt round charges at most max_num_batched_tokens; a rank runs at most
 //    max_num_seqs sequences; each sequence is in exactly one status.
+//  * with retain_finished off, a sequence that left (finished, handed off, rejected) keeps
+//    its slot until every plan that could name it is post-processed; then the slot is
+//    vacant (order -1), its id forgotten, and a later add_sequence reuses it.
+// With STEPTRACE_CHECKS (csrc/check.hpp) check_invariants() runs after every schedule()
+// and postprocess().
 #pragma once
 
 #include <algorithm>
@@ -19,19 +24,29 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "block_pool.hpp"
+#include "check.hpp"
 #include "config.hpp"
 #include "schedule_output.hpp"
 #include "sequence.hpp"
 
 namespace steptrace {
 
+// seq() of an id the scheduler no longer holds, with retain_finished off (KeyError in Python).
+struct SequenceLeft : std::out_of_range {
+  using std::out_of_range::out_of_range;
+};
+
 class Scheduler {
  public:
-  explicit Scheduler(const SchedulerConfig& config);
+  // retain_finished: keep every sequence that left, for seq() (the default); off, their
+  // state is released and their slots reused (memory bounded by what is live).
+  explicit Scheduler(const SchedulerConfig& config, bool retain_finished = true);
 
   // hash_ids[i] identifies the prompt's first i + 1 blocks (prefix caching); may be empty.
   void add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
@@ -46,13 +61,21 @@ class Scheduler {
 
   const Sequence& seq(int64_t seq_id) const;
   int32_t index_of(int64_t seq_id) const;  // the index Batch::seq_index holds
-  const Sequence& at(int32_t index) const { return seqs_[index]; }
-  size_t num_sequences() const { return seqs_.size(); }
+  const Sequence& at(int32_t index) const {
+    STEPTRACE_CHECK(index >= 0 && static_cast<size_t>(index) < seqs_.size(),
+                    "index " + std::to_string(index) + ", " + std::to_string(seqs_.size()) + " slots");
+    return seqs_[index];
+  }
+  size_t num_sequences() const { return seqs_.size(); }  // slots, vacant ones included
+  size_t num_live() const { return index_.size(); }       // sequences seq() can name
+  bool retain_finished() const { return retain_finished_; }
   int32_t num_free_blocks(int32_t rank) const;
   int32_t refcount(int32_t block, int32_t rank) const;
   bool is_finished() const { return num_unfinished_ == 0 && pending_rejected_.empty(); }
   int64_t num_outstanding_plans() const { return next_step_ - next_postprocess_; }
   const SchedulerConfig& config() const { return config_; }
+  // Throws std::logic_error naming the first broken invariant (csrc/scheduler_check.cpp).
+  void check_invariants() const;
 
  private:
   struct Rank {
@@ -85,6 +108,12 @@ class Scheduler {
   void order_for_decode(std::vector<int32_t>& decoding) const;
   void preempt(Rank& rank, int32_t idx);
   void finish(Rank& rank, int32_t idx);
+  // The slot is freed once plan `after_step` is post-processed (retain_finished off).
+  void leave(int32_t idx, int64_t after_step);
+  void free_left_slots();
+  int32_t take_slot();
+  std::shared_ptr<ScheduleOutput> take_plan();
+  void check_rows(const ScheduleOutput& plan) const;
   void add_row(Batch& batch, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
                RowKind kind) const {
     const Sequence& s = seqs_[idx];
@@ -113,6 +142,19 @@ class Scheduler {
   int64_t next_postprocess_ = 0;
   std::vector<int32_t> candidates_;  // scratch, reused across rounds
   std::vector<int32_t> victims_;     // scratch
+  bool retain_finished_;
+  int32_t num_added_ = 0;
+  struct Leaving {
+    int32_t slot;
+    int64_t after_step;
+  };
+  std::deque<Leaving> leaving_;      // add/finish order; after_step almost sorted
+  std::vector<int32_t> free_slots_;  // vacant slots, reused last-freed first
+  // Plans to recycle: one is reused when nothing else holds it (no Python Plan, no numpy
+  // view of its buffers) and it has been post-processed.
+  static constexpr size_t kPlanPool = 4;
+  std::vector<std::shared_ptr<ScheduleOutput>> plans_;
+  size_t next_evicted_ = 0;
 };
 
 }  // namespace steptrace

@@ -56,9 +56,15 @@ class PostprocessResult:
     finished: npt.NDArray[np.int64]
     discarded_tokens: int
 
+class SequenceLeft(KeyError):
+    """seq() of an id the scheduler no longer holds (retain_finished=False)."""
+
 class Scheduler:
     num_outstanding_plans: int
-    def __init__(self, config: SchedulerConfig) -> None: ...
+    num_slots: int  # sequence slots, vacant ones included
+    num_live: int  # sequences seq() can name
+    retain_finished: bool
+    def __init__(self, config: SchedulerConfig, retain_finished: bool = True) -> None: ...
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
                      arrival_time: float = 0.0,
                      hash_ids: Optional[Seq[int]] = None) -> None: ...
