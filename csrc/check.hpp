@@ -31,5 +31,6 @@ inline constexpr bool kChecks = false;
 #else
 #define STEPTRACE_CHECK(cond, message) \
   do {                                 \
+    if (false) (void)(cond);           \
   } while (false)
 #endif

@@ -97,7 +97,7 @@ class Scheduler {
   const Rank& rank_at(int32_t rank) const;  // validated
   int32_t assign_rank(int32_t order) const;
   bool would_prefill(const Rank& rank) const;
-  void prompt_round(Rank& rank, Batch& batch);
+  void prompt_round(Rank& rank, Batch::Rows& rows);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
   int32_t prefill_blocks(const Sequence& s) const;
   int32_t prefix_hit(const Rank& rank, const Sequence& s) const;
@@ -105,7 +105,7 @@ class Scheduler {
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
   int32_t decode_q(const Sequence& s) const;
   void admit_prefilled(Rank& rank);
-  void order_for_decode(std::vector<int32_t>& decoding) const;
+  int32_t order_for_decode(std::vector<int32_t>& decoding) const;
   void preempt(Rank& rank, int32_t idx);
   void finish(Rank& rank, int32_t idx);
   // The slot is freed once plan `after_step` is post-processed (retain_finished off).
@@ -114,13 +114,19 @@ class Scheduler {
   int32_t take_slot();
   std::shared_ptr<ScheduleOutput> take_plan();
   void check_rows(const ScheduleOutput& plan) const;
-  void add_row(Batch& batch, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
+  void add_row(Batch::Rows& rows, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
                RowKind kind) const {
     const Sequence& s = seqs_[idx];
-    batch.add_row(s.seq_id, idx, q, padded, seqlen_k, kind);
-    batch.table_width = std::max(batch.table_width, static_cast<int32_t>(s.blocks.size()));
+    rows.add(s.seq_id, idx, q, padded, seqlen_k, kind, static_cast<int32_t>(s.blocks.size()));
   }
-  void fill_block_tables(Batch& batch, const Rank& rank) const;
+  void fill_block_tables(Batch& batch) const;
+  // Up to `width` blocks, -1 padded; rows are short: plain loops (vectorised), no calls.
+  static void write_table_row(int32_t* row, const std::vector<int32_t>& blocks, int32_t width) {
+    const int32_t n = std::min(static_cast<int32_t>(blocks.size()), width);
+    const int32_t* src = blocks.data();
+    for (int32_t k = 0; k < n; ++k) row[k] = src[k];
+    for (int32_t k = n; k < width; ++k) row[k] = -1;
+  }
   std::vector<int64_t> flat_limits(const ScheduleOutput& plan) const;
   int32_t blocks_for(int32_t tokens) const {
     return (tokens + config_.block_size - 1) / config_.block_size;

@@ -35,11 +35,11 @@ ModelGeometry tiny() {
 
 Batch batch(std::initializer_list<int32_t> q, std::initializer_list<int32_t> k, RowKind kind) {
   Batch b;
-  b.open_rows(q.size());
+  Batch::Rows rows = b.open_rows(q.size());
   auto ki = k.begin();
   int32_t i = 0;
-  for (int32_t x : q) b.add_row(i, i, x, x, *ki++, kind), ++i;
-  b.close_rows();
+  for (int32_t x : q) rows.add(i, i, x, x, *ki++, kind, 0), ++i;
+  b.close_rows(rows);
   return b;
 }
 
