@@ -63,7 +63,8 @@ class Scheduler {
   int32_t index_of(int64_t seq_id) const;  // the index Batch::seq_index holds
   const Sequence& at(int32_t index) const {
     STEPTRACE_CHECK(index >= 0 && static_cast<size_t>(index) < seqs_.size(),
-                    "index " + std::to_string(index) + ", " + std::to_string(seqs_.size()) + " slots");
+                    "index " + std::to_string(index) + " of " + std::to_string(seqs_.size()) +
+                        " slots");
     return seqs_[index];
   }
   size_t num_sequences() const { return seqs_.size(); }  // slots, vacant ones included
@@ -120,7 +121,8 @@ class Scheduler {
     rows.add(s.seq_id, idx, q, padded, seqlen_k, kind, static_cast<int32_t>(s.blocks.size()));
   }
   void fill_block_tables(Batch& batch) const;
-  // Up to `width` blocks, -1 padded; rows are short: plain loops (vectorised), no calls.
+  // Up to `width` blocks, -1 padded; rows are short: plain loops, which the compiler
+  // vectorises, beat a memcpy call per row.
   static void write_table_row(int32_t* row, const std::vector<int32_t>& blocks, int32_t width) {
     const int32_t n = std::min(static_cast<int32_t>(blocks.size()), width);
     const int32_t* src = blocks.data();
@@ -154,7 +156,9 @@ class Scheduler {
     int32_t slot;
     int64_t after_step;
   };
-  std::deque<Leaving> leaving_;      // add/finish order; after_step almost sorted
+  // In leaving order; freed from the front, so one behind an entry not yet due waits for
+  // it (a step at most: after_step is next_step_ or next_step_ - 1 when it leaves).
+  std::deque<Leaving> leaving_;
   std::vector<int32_t> free_slots_;  // vacant slots, reused last-freed first
   // Plans to recycle: one is reused when nothing else holds it (no Python Plan, no numpy
   // view of its buffers) and it has been post-processed.
