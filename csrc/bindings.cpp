@@ -194,9 +194,14 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("output_len", [](py::handle self) { return view(self.cast<const PostprocessOutput&>().output_len, self); })
       .def_readonly("left", &PostprocessOutput::left);
 
+  // A KeyError: the id names no sequence the scheduler still holds (retain_finished=False).
+  py::register_exception<SequenceLeft>(m, "SequenceLeft", PyExc_KeyError);
+
   py::class_<Scheduler>(m, "Scheduler")
-      .def(py::init([](const py::object& config) { return std::make_unique<Scheduler>(to_config(config)); }),
-           py::arg("config"))
+      .def(py::init([](const py::object& config, bool retain_finished) {
+             return std::make_unique<Scheduler>(to_config(config), retain_finished);
+           }),
+           py::arg("config"), py::arg("retain_finished") = true)
       .def("add_sequence",
            [](Scheduler& s, int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
               double arrival_time, const py::object& hash_ids) {
@@ -227,7 +232,10 @@ PYBIND11_MODULE(_core, m) {
       .def("num_free_blocks", &Scheduler::num_free_blocks, py::arg("rank") = 0)
       .def("refcount", &Scheduler::refcount, py::arg("block"), py::arg("rank") = 0)
       .def("is_finished", &Scheduler::is_finished)
-      .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans);
+      .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans)
+      .def_property_readonly("num_slots", &Scheduler::num_sequences)
+      .def_property_readonly("num_live", &Scheduler::num_live)
+      .def_property_readonly("retain_finished", &Scheduler::retain_finished);
 
   py::class_<StepCost>(m, "StepCost")
       .def(py::init([](double model_flops, double executed_flops, double bytes) {

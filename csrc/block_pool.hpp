@@ -30,6 +30,12 @@ class BlockPool {
   // Makes a committed full block findable by its hash; the first writer wins.
   void index(int32_t block, int64_t block_hash);
 
+  // owners[b]: how many owner lists hold block b. Throws std::logic_error (STEPTRACE_CHECK
+  // builds; a no-op otherwise) unless every reference count equals its owners, the free
+  // list holds exactly the unowned blocks, each once, and the hash index names owned
+  // blocks both ways.
+  void check(const std::vector<int32_t>& owners) const;
+
  private:
   std::vector<int32_t> free_;  // a stack: the lowest ids are handed out first on a fresh pool
   std::vector<int32_t> refs_;

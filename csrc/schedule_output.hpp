@@ -34,29 +34,59 @@ struct Batch {
   size_t rows() const { return seq_ids.size(); }
 
   // Rows are written by index into columns sized for an upper bound, then cut to size:
-  // cheaper than six push_backs per row on a 1024-row decode batch.
-  void open_rows(size_t bound) {
-    seq_ids.resize(bound);
-    seqlen_q.resize(bound);
-    seqlen_k.resize(bound);
-    padded_q.resize(bound);
-    kind.resize(bound);
-    seq_index.resize(bound);
+  // cheaper than six push_backs per row on a 1024-row decode batch. The writer holds raw
+  // column pointers: kept in registers, they are not reloaded after each int8 `kind`
+  // store (which may alias anything). A recycled plan's batch keeps its buffers.
+  struct Rows {
+    int64_t* seq_ids;
+    int32_t* seqlen_q;
+    int32_t* seqlen_k;
+    int32_t* padded_q;
+    int8_t* kind;
+    int32_t* seq_index;
+    size_t n = 0;
+    int32_t table_width = 0;  // the most blocks a written row's sequence holds
+
+    void add(int64_t seq_id, int32_t index, int32_t q, int32_t padded, int32_t k,
+             RowKind row_kind, int32_t num_blocks) {
+      seq_ids[n] = seq_id;
+      seqlen_q[n] = q;
+      seqlen_k[n] = k;
+      padded_q[n] = padded;
+      seq_index[n] = index;
+      kind[n] = row_kind;
+      ++n;
+      if (num_blocks > table_width) table_width = num_blocks;
+    }
+  };
+  Rows open_rows(size_t bound) {
+    resize_rows(bound);
+    return Rows{seq_ids.data(), seqlen_q.data(), seqlen_k.data(),
+                padded_q.data(), kind.data(), seq_index.data()};
   }
-  void add_row(int64_t seq_id, int32_t index, int32_t q, int32_t padded, int32_t k,
-               RowKind row_kind) {
-    seq_ids[written] = seq_id;
-    seqlen_q[written] = q;
-    seqlen_k[written] = k;
-    padded_q[written] = padded;
-    seq_index[written] = index;
-    kind[written] = row_kind;
-    ++written;
+  void close_rows(const Rows& written) {
+    resize_rows(written.n);
+    table_width = written.table_width;
   }
-  void close_rows() { open_rows(written); }
+  // Room for n block-table entries, every one to be written by the caller.
+  int32_t* open_block_tables(size_t n) {
+    if (n > table_capacity) {
+      block_tables.reset(new int32_t[n]);
+      table_capacity = n;
+    }
+    return block_tables.get();
+  }
 
  private:
-  size_t written = 0;
+  void resize_rows(size_t n) {
+    seq_ids.resize(n);
+    seqlen_q.resize(n);
+    seqlen_k.resize(n);
+    padded_q.resize(n);
+    kind.resize(n);
+    seq_index.resize(n);
+  }
+  size_t table_capacity = 0;
 };
 
 struct ScheduleOutput {

@@ -28,8 +28,11 @@ inline void prefetch(const Sequence& s) { __builtin_prefetch(&s); }
 
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config)
-    : config_(config), lookahead_(config.lookahead()), id_(next_scheduler_id++) {
+Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
+    : config_(config),
+      lookahead_(config.lookahead()),
+      id_(next_scheduler_id++),
+      retain_finished_(retain_finished) {
   config_.validate();
   ranks_.reserve(config_.dp_size);
   for (int32_t r = 0; r < config_.dp_size; ++r) ranks_.emplace_back(config_.num_kv_blocks);
@@ -51,6 +54,8 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
     bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
             std::to_string(prompt_len) + "-token prompt has at most " +
             std::to_string(most_blocks) + " blocks of " + std::to_string(config_.block_size));
+  if (num_added_ == std::numeric_limits<int32_t>::max())
+    bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
 
   const bool completion = config_.engine_type == EngineType::kCompletion;
   Sequence s;
@@ -58,7 +63,7 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   s.prompt_len = static_cast<int32_t>(prompt_len);
   s.max_new_tokens = static_cast<int32_t>(max_new_tokens);
   s.arrival_time = arrival_time;
-  s.order = static_cast<int32_t>(seqs_.size());
+  s.order = num_added_;
   s.dp_rank = assign_rank(s.order);
   s.footprint = config_.engine_type == EngineType::kPrompt
                     ? s.prompt_len
@@ -69,15 +74,18 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   s.hash_ids = std::move(hash_ids);
 
   const int32_t need = blocks_for(s.footprint);
-  const int32_t idx = s.order;
+  const int32_t idx = take_slot();
+  std::optional<int64_t> leaves_after;  // the step after whose postprocess the slot is free
   if (need > config_.num_kv_blocks) {
     s.status = SeqStatus::kRejected;
     s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
                " tokens (block_size " + std::to_string(config_.block_size) +
                ") but a rank has " + std::to_string(config_.num_kv_blocks);
     pending_rejected_.push_back(seq_id);
+    leaves_after = next_step_;  // the plan that reports it
   } else if (completion && s.output_len() >= s.max_new_tokens) {
     s.status = SeqStatus::kFinished;  // arrived with its only token already generated
+    leaves_after = next_step_ - 1;
   } else {
     Rank& rank = ranks_[s.dp_rank];
     rank.waiting.push_back(idx);
@@ -86,9 +94,50 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
     ++num_unfinished_;
   }
   SeqRecord added = record_of(s);
-  seqs_.push_back(std::move(s));
+  if (static_cast<size_t>(idx) == seqs_.size())
+    seqs_.push_back(std::move(s));
+  else
+    seqs_[idx] = std::move(s);
   index_.emplace(seq_id, idx);
+  ++num_added_;
+  if (leaves_after) leave(idx, *leaves_after);
   return added;
+}
+
+int32_t Scheduler::take_slot() {
+  if (free_slots_.empty()) return static_cast<int32_t>(seqs_.size());
+  const int32_t idx = free_slots_.back();
+  free_slots_.pop_back();
+  return idx;
+}
+
+void Scheduler::leave(int32_t idx, int64_t after_step) {
+  if (!retain_finished_) leaving_.push_back({idx, after_step});
+}
+
+// A vacant slot must not stay in a decode list, where a later sequence in the same slot
+// would appear twice: the finished entries order_for_decode would drop go first.
+void Scheduler::free_left_slots() {
+  if (leaving_.empty() || leaving_.front().after_step >= next_postprocess_) return;
+  for (Rank& rank : ranks_)
+    rank.decoding.erase(std::remove_if(rank.decoding.begin(), rank.decoding.end(),
+                                       [this](int32_t idx) {
+                                         return seqs_[idx].status != SeqStatus::kRunning;
+                                       }),
+                        rank.decoding.end());
+  while (!leaving_.empty() && leaving_.front().after_step < next_postprocess_) {
+    const int32_t idx = leaving_.front().slot;
+    leaving_.pop_front();
+    Sequence& s = seqs_[idx];
+    STEPTRACE_CHECK(s.blocks.empty() && s.num_inflight == 0,
+                    "sequence " + std::to_string(s.seq_id) + " leaves with " +
+                        std::to_string(s.blocks.size()) + " blocks, " +
+                        std::to_string(s.num_inflight) + " tokens in flight");
+    index_.erase(s.seq_id);
+    s = Sequence{};
+    s.order = -1;
+    free_slots_.push_back(idx);
+  }
 }
 
 int32_t Scheduler::assign_rank(int32_t order) const {
@@ -124,7 +173,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   else if (vote && (*vote == Phase::kPrompt) != prompt)
     bad_arg(std::string("a ") + (prompt ? "prompt" : "completion") + " engine cannot run a " +
             (prompt ? "decode" : "prompt") + " round");
-  auto plan = std::make_shared<ScheduleOutput>();
+  std::shared_ptr<ScheduleOutput> plan = take_plan();
   plan->owner = id_;
   plan->step = next_step_++;
   plan->sched_start_ns = start;
@@ -135,15 +184,43 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     Rank& rank = ranks_[r];
     Batch& batch = plan->batches[r];
     batch.rank = static_cast<int32_t>(r);
-    if (prompt)
-      prompt_round(rank, batch);
-    else
+    if (prompt) {
+      // Partial prefills are running and new admissions stop at max_num_seqs running.
+      Batch::Rows rows = batch.open_rows(std::min<size_t>(
+          config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
+      prompt_round(rank, rows);
+      batch.close_rows(rows);
+      fill_block_tables(batch);
+    } else {
       decode_round(rank, batch, plan->preempted);
-    batch.close_rows();
-    fill_block_tables(batch, rank);
+    }
+    batch.num_free_blocks = rank.pool.num_free();
+    batch.num_waiting = static_cast<int32_t>(rank.waiting.size());
+    batch.num_running = rank.num_running;
   }
   plan->rejected.swap(pending_rejected_);
   plan->sched_ns = steady_now_ns() - start;
+  if constexpr (kChecks) {
+    check_rows(*plan);
+    check_invariants();
+  }
+  return plan;
+}
+
+std::shared_ptr<ScheduleOutput> Scheduler::take_plan() {
+  for (std::shared_ptr<ScheduleOutput>& plan : plans_) {
+    if (plan.use_count() != 1 || plan->step >= next_postprocess_) continue;
+    // Pairs with the release of the last other holder's count: its reads came first.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    plan->preempted.clear();
+    plan->rejected.clear();
+    return plan;
+  }
+  auto plan = std::make_shared<ScheduleOutput>();
+  if (plans_.size() < kPlanPool)
+    plans_.push_back(plan);
+  else  // every pooled plan is held: let one go to its holders
+    plans_[next_evicted_++ % kPlanPool] = plan;
   return plan;
 }
 
@@ -160,11 +237,9 @@ bool Scheduler::would_prefill(const Rank& rank) const {
   return next_chunk(rank, seqs_[idx], config_.max_num_batched_tokens).has_value();
 }
 
-void Scheduler::prompt_round(Rank& rank, Batch& batch) {
+void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
   int32_t budget = config_.max_num_batched_tokens;
   candidates_.assign(rank.prefilling.begin(), rank.prefilling.end());
-  // Partial prefills are running and new admissions stop at max_num_seqs running.
-  batch.open_rows(std::min<size_t>(config_.max_num_seqs, candidates_.size() + rank.waiting.size()));
   size_t next_partial = 0;
   while (true) {
     int32_t idx;
@@ -188,7 +263,7 @@ void Scheduler::prompt_round(Rank& rank, Batch& batch) {
       s.prefix_hit_tokens += chunk->done;
     }
     rank.pool.allocate(chunk->new_blocks, s.blocks);
-    add_row(batch, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
+    add_row(rows, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
             chunk->final ? kFinalChunk : kPrefillChunk);
     s.num_inflight += chunk->q;
     if (s.status == SeqStatus::kWaiting) {
@@ -196,7 +271,9 @@ void Scheduler::prompt_round(Rank& rank, Batch& batch) {
       s.status = SeqStatus::kRunning;
       ++rank.num_running;
       if (!chunk->final) {  // keep prefilling in add order
-        auto pos = std::upper_bound(rank.prefilling.begin(), rank.prefilling.end(), idx);
+        auto pos = std::upper_bound(
+            rank.prefilling.begin(), rank.prefilling.end(), idx,
+            [this](int32_t a, int32_t b) { return seqs_[a].order < seqs_[b].order; });
         rank.prefilling.insert(pos, idx);
       }
     } else if (chunk->final) {
@@ -269,11 +346,15 @@ int32_t Scheduler::prefill_blocks(const Sequence& s) const {
   return blocks_for(std::min(s.prefill_target + lookahead_, s.footprint));
 }
 
+// Block-table rows are written while their sequence is at hand, `width` wide: the widest
+// candidate's blocks. If the widest row scheduled is narrower or wider than that (it was
+// passed over, preempted, or grew a block), the table is written again afterwards.
 void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
   if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
-  order_for_decode(rank.decoding);
+  const int32_t width = order_for_decode(rank.decoding);
   candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
-  batch.open_rows(candidates_.size());
+  Batch::Rows rows = batch.open_rows(candidates_.size());
+  int32_t* table = batch.open_block_tables(candidates_.size() * static_cast<size_t>(width));
 
   victims_.clear();
   int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
@@ -291,7 +372,8 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
         new_blocks(static_cast<int32_t>(s.blocks.size()), std::min(seqlen_k, s.footprint));
     if (need <= rank.pool.num_free()) {
       if (need > 0) rank.pool.allocate(need, s.blocks);
-      add_row(batch, idx, q, q, seqlen_k, kDecodeStep);
+      write_table_row(table + rows.n * width, s.blocks, width);
+      add_row(rows, idx, q, q, seqlen_k, kDecodeStep);
       s.num_inflight += q;
       ++s.inflight_samples;
       --right;
@@ -306,6 +388,8 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
   // Preempted sequences go to the front of the queue as a group, in preemption order.
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
   for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
+  batch.close_rows(rows);
+  if (batch.table_width != width) fill_block_tables(batch);
 }
 
 int32_t Scheduler::decode_q(const Sequence& s) const {
@@ -315,24 +399,40 @@ int32_t Scheduler::decode_q(const Sequence& s) const {
 
 // Running sequences in decode order; stable insertion sort, since the order barely changes
 // from one round to the next (every decoding sequence gains about one token).
-// One pass drops the sequences that finished since the last round.
-void Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
+// One pass drops the sequences that finished since the last round, and finds the most
+// blocks a running sequence holds.
+int32_t Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
   const bool longest_first = config_.preempt_order == PreemptOrder::kLongestOutput;
-  auto before = [&](int32_t a, int32_t b) {
-    const int32_t oa = seqs_[a].output_len(), ob = seqs_[b].output_len();
-    if (oa != ob) return longest_first ? oa > ob : oa < ob;
-    return seqs_[a].order < seqs_[b].order;
+  auto before = [&](int32_t out_a, int32_t order_a, int32_t b) {
+    const int32_t out_b = seqs_[b].output_len();
+    if (out_a != out_b) return longest_first ? out_a > out_b : out_a < out_b;
+    return order_a < seqs_[b].order;
   };
-  size_t kept = 0;
+  size_t kept = 0, widest = 0;
+  int32_t last = -1;  // decoding[kept - 1]: compared with every new entry, so kept at hand
+  int32_t last_out = 0, last_order = 0;
   for (size_t i = 0; i < decoding.size(); ++i) {
     if (i + kPrefetch < decoding.size()) prefetch(seqs_[decoding[i + kPrefetch]]);
     const int32_t x = decoding[i];
-    if (seqs_[x].status != SeqStatus::kRunning) continue;
+    const Sequence& s = seqs_[x];
+    if (s.status != SeqStatus::kRunning) continue;
+    widest = std::max(widest, s.blocks.size());
+    const int32_t out = s.output_len(), order = s.order;
+    const bool in_place = last < 0 || !(longest_first ? out > last_out || (out == last_out && order < last_order)
+                                                      : out < last_out || (out == last_out && order < last_order));
+    if (in_place) {
+      decoding[kept++] = x;
+      last = x;
+      last_out = out;
+      last_order = order;
+      continue;
+    }
     size_t j = kept++;
-    for (; j > 0 && before(x, decoding[j - 1]); --j) decoding[j] = decoding[j - 1];
+    for (; j > 0 && before(out, order, decoding[j - 1]); --j) decoding[j] = decoding[j - 1];
     decoding[j] = x;
   }
   decoding.resize(kept);
+  return static_cast<int32_t>(widest);
 }
 
 void Scheduler::admit_prefilled(Rank& rank) {
@@ -396,11 +496,20 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
   size_t row = 0;
   for (const Batch& batch : plan.batches) {
     Rank& rank = ranks_[batch.rank];
-    for (size_t j = 0; j < batch.rows(); ++j, ++row) {
-      const int32_t idx = batch.seq_index[j];
-      if (j + kPrefetch < batch.rows()) prefetch(seqs_[batch.seq_index[j + kPrefetch]]);
+    const size_t n = batch.rows();
+    const int32_t* index = batch.seq_index.data();
+    const int32_t* seqlen_q = batch.seqlen_q.data();
+    const int8_t* kind = batch.kind.data();
+    for (size_t j = 0; j < n; ++j, ++row) {
+      const int32_t idx = index[j];
+      if (j + kPrefetch < n) prefetch(seqs_[index[j + kPrefetch]]);
+      STEPTRACE_CHECK(idx >= 0 && static_cast<size_t>(idx) < seqs_.size() &&
+                          seqs_[idx].seq_id == batch.seq_ids[j] && seqs_[idx].order >= 0,
+                      "row " + std::to_string(j) + " of rank " + std::to_string(batch.rank) +
+                          " names sequence " + std::to_string(batch.seq_ids[j]) + " at slot " +
+                          std::to_string(idx));
       Sequence& s = seqs_[idx];
-      const int32_t q = batch.seqlen_q[j];
+      const int32_t q = seqlen_q[j];
       s.num_inflight -= q;
       if (s.status == SeqStatus::kFinished) {  // finished while this work was in flight
         out.discarded_tokens += q;
@@ -408,7 +517,7 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
         if (s.num_inflight == 0) rank.pool.release(s.blocks);
         continue;
       }
-      if (batch.kind[j] == kPrefillChunk) {
+      if (kind[j] == kPrefillChunk) {
         s.num_cached += q;
         out.output_len[row] = s.output_len();
         if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
@@ -417,9 +526,9 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
       --s.inflight_samples;
       const int32_t cap = s.prompt_len + s.max_new_tokens;
       const int32_t gained = 1 + (accepted ? static_cast<int32_t>((*accepted)[row]) : 0);
-      s.num_cached = std::min(s.num_cached + (batch.kind[j] == kFinalChunk ? q : gained), cap);
+      s.num_cached = std::min(s.num_cached + (kind[j] == kFinalChunk ? q : gained), cap);
       s.num_tokens = std::min(s.num_tokens + gained, cap);
-      if (batch.kind[j] == kFinalChunk && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
+      if (kind[j] == kFinalChunk && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
       out.output_len[row] = s.output_len();
       if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
         out.left.push_back(record_of(s));  // before finish(), which may let it go
@@ -431,6 +540,8 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
   }
   for (int64_t seq_id : plan.rejected) out.left.push_back(record_of(seq(seq_id)));
   ++next_postprocess_;
+  free_left_slots();
+  if constexpr (kChecks) check_invariants();
   return out;
 }
 
@@ -466,33 +577,29 @@ void Scheduler::finish(Rank& rank, int32_t idx) {
   --num_unfinished_;
   s.status = SeqStatus::kFinished;
   if (s.num_inflight == 0) rank.pool.release(s.blocks);
+  leave(idx, next_step_ - 1);  // the newest plan may still name it
 }
 
 // ---- metadata and queries ---------------------------------------------------------------
 
-void Scheduler::fill_block_tables(Batch& batch, const Rank& rank) const {
-  const size_t width = batch.table_width;
-  batch.block_tables.reset(new int32_t[batch.rows() * width]);  // every entry written below
-  int32_t* row = batch.block_tables.get();
+void Scheduler::fill_block_tables(Batch& batch) const {
+  const int32_t width = batch.table_width;
+  int32_t* row = batch.open_block_tables(batch.rows() * static_cast<size_t>(width));
   for (int32_t idx : batch.seq_index) {
-    const std::vector<int32_t>& blocks = seqs_[idx].blocks;
-    const size_t n = blocks.size();
-    const int32_t* src = blocks.data();
-    for (size_t k = 0; k < n; ++k) row[k] = src[k];  // rows are short: no library calls
-    for (size_t k = n; k < width; ++k) row[k] = -1;
+    write_table_row(row, seqs_[idx].blocks, width);
     row += width;
   }
-  batch.num_free_blocks = rank.pool.num_free();
-  batch.num_waiting = static_cast<int32_t>(rank.waiting.size());
-  batch.num_running = rank.num_running;
 }
 
 const Sequence& Scheduler::seq(int64_t seq_id) const { return seqs_[index_of(seq_id)]; }
 
 int32_t Scheduler::index_of(int64_t seq_id) const {
   auto it = index_.find(seq_id);
-  if (it == index_.end()) bad_arg("unknown seq_id " + std::to_string(seq_id));
-  return it->second;
+  if (it != index_.end()) return it->second;
+  if (!retain_finished_)  // a left id is forgotten: it cannot be told from one never added
+    throw SequenceLeft("sequence " + std::to_string(seq_id) +
+                       " has left the scheduler (or was never added)");
+  bad_arg("unknown seq_id " + std::to_string(seq_id));
 }
 
 int32_t Scheduler::refcount(int32_t block, int32_t rank) const {

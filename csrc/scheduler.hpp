@@ -12,6 +12,11 @@
 //    only produce tokens beyond max_new_tokens, which are discarded.
 //  * a prompt round charges at most max_num_batched_tokens; a rank runs at most
 //    max_num_seqs sequences; each sequence is in exactly one status.
+//  * with retain_finished off, a sequence that left (finished, handed off, rejected) keeps
+//    its slot until every plan that could name it is post-processed; then the slot is
+//    vacant (order -1), its id forgotten, and a later add_sequence reuses it.
+// With STEPTRACE_CHECKS (csrc/check.hpp) check_invariants() runs after every schedule()
+// and postprocess().
 #pragma once
 
 #include <algorithm>
@@ -19,19 +24,29 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "block_pool.hpp"
+#include "check.hpp"
 #include "config.hpp"
 #include "schedule_output.hpp"
 #include "sequence.hpp"
 
 namespace steptrace {
 
+// seq() of an id the scheduler no longer holds, with retain_finished off (KeyError in Python).
+struct SequenceLeft : std::out_of_range {
+  using std::out_of_range::out_of_range;
+};
+
 class Scheduler {
  public:
-  explicit Scheduler(const SchedulerConfig& config);
+  // retain_finished: keep every sequence that left, for seq() (the default); off, their
+  // state is released and their slots reused (memory bounded by what is live).
+  explicit Scheduler(const SchedulerConfig& config, bool retain_finished = true);
 
   // hash_ids[i] identifies the prompt's first i + 1 blocks (prefix caching); may be empty.
   // Returns the sequence as added: waiting, finished (a completion engine's one-token
@@ -48,13 +63,22 @@ class Scheduler {
 
   const Sequence& seq(int64_t seq_id) const;
   int32_t index_of(int64_t seq_id) const;  // the index Batch::seq_index holds
-  const Sequence& at(int32_t index) const { return seqs_[index]; }
-  size_t num_sequences() const { return seqs_.size(); }
+  const Sequence& at(int32_t index) const {
+    STEPTRACE_CHECK(index >= 0 && static_cast<size_t>(index) < seqs_.size(),
+                    "index " + std::to_string(index) + " of " + std::to_string(seqs_.size()) +
+                        " slots");
+    return seqs_[index];
+  }
+  size_t num_sequences() const { return seqs_.size(); }  // slots, vacant ones included
+  size_t num_live() const { return index_.size(); }       // sequences seq() can name
+  bool retain_finished() const { return retain_finished_; }
   int32_t num_free_blocks(int32_t rank) const;
   int32_t refcount(int32_t block, int32_t rank) const;
   bool is_finished() const { return num_unfinished_ == 0 && pending_rejected_.empty(); }
   int64_t num_outstanding_plans() const { return next_step_ - next_postprocess_; }
   const SchedulerConfig& config() const { return config_; }
+  // Throws std::logic_error naming the first broken invariant (csrc/scheduler_check.cpp).
+  void check_invariants() const;
 
  private:
   struct Rank {
@@ -76,7 +100,7 @@ class Scheduler {
   const Rank& rank_at(int32_t rank) const;  // validated
   int32_t assign_rank(int32_t order) const;
   bool would_prefill(const Rank& rank) const;
-  void prompt_round(Rank& rank, Batch& batch);
+  void prompt_round(Rank& rank, Batch::Rows& rows);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
   int32_t prefill_blocks(const Sequence& s) const;
   int32_t prefix_hit(const Rank& rank, const Sequence& s) const;
@@ -84,18 +108,31 @@ class Scheduler {
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
   int32_t decode_q(const Sequence& s) const;
   void admit_prefilled(Rank& rank);
-  void order_for_decode(std::vector<int32_t>& decoding) const;
+  int32_t order_for_decode(std::vector<int32_t>& decoding) const;
   void preempt(Rank& rank, int32_t idx);
   void finish(Rank& rank, int32_t idx);
   SeqRecord record_of(const Sequence& s) const;
   static size_t flat_rows(const ScheduleOutput& plan);
-  void add_row(Batch& batch, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
+  // The slot is freed once plan `after_step` is post-processed (retain_finished off).
+  void leave(int32_t idx, int64_t after_step);
+  void free_left_slots();
+  int32_t take_slot();
+  std::shared_ptr<ScheduleOutput> take_plan();
+  void check_rows(const ScheduleOutput& plan) const;
+  void add_row(Batch::Rows& rows, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,
                RowKind kind) const {
     const Sequence& s = seqs_[idx];
-    batch.add_row(s.seq_id, idx, q, padded, seqlen_k, kind);
-    batch.table_width = std::max(batch.table_width, static_cast<int32_t>(s.blocks.size()));
+    rows.add(s.seq_id, idx, q, padded, seqlen_k, kind, static_cast<int32_t>(s.blocks.size()));
   }
-  void fill_block_tables(Batch& batch, const Rank& rank) const;
+  void fill_block_tables(Batch& batch) const;
+  // Up to `width` blocks, -1 padded; rows are short: plain loops, which the compiler
+  // vectorises, beat a memcpy call per row.
+  static void write_table_row(int32_t* row, const std::vector<int32_t>& blocks, int32_t width) {
+    const int32_t n = std::min(static_cast<int32_t>(blocks.size()), width);
+    const int32_t* src = blocks.data();
+    for (int32_t k = 0; k < n; ++k) row[k] = src[k];
+    for (int32_t k = n; k < width; ++k) row[k] = -1;
+  }
   std::vector<int64_t> flat_limits(const ScheduleOutput& plan) const;
   int32_t blocks_for(int32_t tokens) const {
     return (tokens + config_.block_size - 1) / config_.block_size;
@@ -117,6 +154,21 @@ class Scheduler {
   int64_t next_postprocess_ = 0;
   std::vector<int32_t> candidates_;  // scratch, reused across rounds
   std::vector<int32_t> victims_;     // scratch
+  bool retain_finished_;
+  int32_t num_added_ = 0;
+  struct Leaving {
+    int32_t slot;
+    int64_t after_step;
+  };
+  // In leaving order; freed from the front, so one behind an entry not yet due waits for
+  // it (a step at most: after_step is next_step_ or next_step_ - 1 when it leaves).
+  std::deque<Leaving> leaving_;
+  std::vector<int32_t> free_slots_;  // vacant slots, reused last-freed first
+  // Plans to recycle: one is reused when nothing else holds it (no Python Plan, no numpy
+  // view of its buffers) and it has been post-processed.
+  static constexpr size_t kPlanPool = 4;
+  std::vector<std::shared_ptr<ScheduleOutput>> plans_;
+  size_t next_evicted_ = 0;
 };
 
 }  // namespace steptrace

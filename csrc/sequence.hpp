@@ -18,7 +18,8 @@ struct alignas(64) Sequence {
   int32_t num_inflight = 0;     // tokens handed to forwards not yet post-processed
   int32_t inflight_samples = 0; // in-flight steps that will sample (final chunks, decodes)
   int32_t footprint = 0;        // most tokens whose KV this sequence can ever hold
-  int32_t order = 0;            // position in add order: queue and tie-break order
+  int32_t order = 0;            // position in add order: queue and tie-break order; -1: a
+                                // vacant slot, whose sequence has left (retain_finished off)
   std::vector<int32_t> blocks;
   SeqStatus status = SeqStatus::kWaiting;
   int32_t prefill_target = 0;   // P, or num_tokens when re-admitted after preemption

@@ -78,9 +78,15 @@ class PostprocessResult:
     output_len: npt.NDArray[np.int32]  # per scheduled row, rank-then-batch order
     left: list[SeqRecord]  # finished or handed off here, then the plan's rejected
 
+class SequenceLeft(KeyError):
+    """seq() of an id the scheduler no longer holds (retain_finished=False)."""
+
 class Scheduler:
     num_outstanding_plans: int
-    def __init__(self, config: SchedulerConfig) -> None: ...
+    num_slots: int  # sequence slots, vacant ones included
+    num_live: int  # sequences seq() can name
+    retain_finished: bool
+    def __init__(self, config: SchedulerConfig, retain_finished: bool = True) -> None: ...
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
                      arrival_time: float = 0.0,
                      hash_ids: Optional[Seq[int]] = None) -> SeqRecord: ...

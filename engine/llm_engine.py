@@ -198,8 +198,7 @@ class LLMEngine:
         post = self.scheduler.postprocess(plan, out.accepted if self._mtp else None)
         postprocess_ns = time.perf_counter_ns() - start
         if self.executor.holds_requests and (len(post.finished) or len(plan.rejected)):
-            done = [(self.scheduler.seq(i).dp_rank, i)
-                    for i in np.concatenate((post.finished, plan.rejected)).tolist()]
+            done = np.concatenate((post.finished, plan.rejected)).tolist()
             if self._thread is None:
                 self._drop(done)
             else:  # the forward in flight may still hold (discarded) work of these sequences
@@ -212,8 +211,8 @@ class LLMEngine:
             flops=flops, modeled=out.modeled)
 
     def _drop(self, done) -> None:
-        for rank, seq_id in done:
-            self.executor.drop(rank, seq_id)
+        for seq_id in done:
+            self.executor.drop(seq_id)
 
     def _flops(self, plan, accepted) -> list:
         """A StepCost per rank: a device each."""

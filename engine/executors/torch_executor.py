@@ -35,12 +35,19 @@ class TorchExecutor:
         self.workers = [Worker(self.model, sched.num_kv_blocks, sched.block_size, sched.num_mtp,
                                config.mtp_acceptance, seed=config.seed + rank, device=device)
                         for rank in range(sched.dp_size)]
+        # Each request's rank, from add() to drop(): dropping a request needs nothing from
+        # the scheduler, which may have released it already.
+        self._rank = {}
 
     def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
         self.workers[rank].add(seq_id, prompt_token_ids)
+        self._rank[seq_id] = rank
 
-    def drop(self, rank: int, seq_id: int) -> None:
-        self.workers[rank].drop(seq_id)
+    def drop(self, seq_id: int) -> None:
+        """Forget a finished or rejected request (one never added is ignored)."""
+        rank = self._rank.pop(seq_id, None)
+        if rank is not None:
+            self.workers[rank].drop(seq_id)
 
     def tokens(self, rank: int, seq_id: int):
         return self.workers[rank].tokens[seq_id]

@@ -1,0 +1,133 @@
+// The scheduler without Python: docs/scheduling.md's baseline worked example, slots of
+// sequences that left reused (retain_finished off), and plans recycled.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "harness.hpp"
+#include "scheduler.hpp"
+
+using namespace steptrace;
+
+namespace {
+
+SchedulerConfig baseline() {
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 16;
+  cfg.num_kv_blocks = 1024;
+  cfg.block_size = 16;
+  return cfg;
+}
+
+// Runs rounds until nothing is left, checking the invariants after each call.
+void drain(Scheduler& s) {
+  for (int i = 0; i < 10000 && !s.is_finished(); ++i) {
+    auto plan = s.schedule();
+    s.check_invariants();
+    s.postprocess(*plan, nullptr);
+    s.check_invariants();
+  }
+}
+
+}  // namespace
+
+TEST(baseline_two_prompts_then_decode) {
+  Scheduler s(baseline());
+  s.add_sequence(0, 6, 10, 0.0);  // A
+  s.add_sequence(1, 3, 10, 0.0);  // B
+  auto plan = s.schedule();
+  const Batch& b0 = plan->batches[0];
+  EXPECT(plan->phase == Phase::kPrompt);
+  EXPECT((b0.seq_ids == std::vector<int64_t>{0, 1}));
+  EXPECT((b0.seqlen_q == std::vector<int32_t>{6, 3}) && (b0.seqlen_k == std::vector<int32_t>{6, 3}));
+  s.postprocess(*plan, nullptr);
+  EXPECT(s.seq(0).num_tokens == 7 && s.seq(0).num_cached == 6);
+  EXPECT(s.seq(1).num_tokens == 4 && s.seq(1).num_cached == 3);
+
+  plan = s.schedule();
+  const Batch& b1 = plan->batches[0];
+  EXPECT(plan->phase == Phase::kDecode);
+  EXPECT((b1.seq_ids == std::vector<int64_t>{1, 0}));  // equal outputs: the later add first
+  EXPECT((b1.seqlen_q == std::vector<int32_t>{1, 1}) && (b1.seqlen_k == std::vector<int32_t>{4, 7}));
+  s.postprocess(*plan, nullptr);
+  EXPECT(s.seq(0).num_tokens == 8 && s.seq(0).num_cached == 7);
+  EXPECT(s.seq(1).num_tokens == 5 && s.seq(1).num_cached == 4);
+}
+
+TEST(retained_sequences_stay_readable_after_they_finish) {
+  Scheduler s(baseline());
+  s.add_sequence(0, 6, 2, 0.0);
+  drain(s);
+  EXPECT(s.seq(0).status == SeqStatus::kFinished && s.seq(0).output_len() == 2);
+  EXPECT(s.num_sequences() == 1 && s.num_live() == 1);
+}
+
+TEST(a_left_sequence_is_forgotten_and_its_slot_reused) {
+  Scheduler s(baseline(), /*retain_finished=*/false);
+  s.add_sequence(0, 6, 2, 0.0);
+  s.add_sequence(1, 5000, 2, 0.0);  // rejected: needs more blocks than a rank has
+  drain(s);
+  EXPECT(s.num_live() == 0 && s.num_sequences() == 2);
+  EXPECT_THROWS(s.seq(0), SequenceLeft);
+  EXPECT_THROWS(s.seq(1), SequenceLeft);
+  EXPECT(s.num_free_blocks(0) == 1024);
+  s.add_sequence(2, 6, 2, 0.0);
+  s.add_sequence(0, 3, 1, 0.0);  // a left id is a new request
+  EXPECT(s.num_sequences() == 2 && s.num_live() == 2);
+  drain(s);
+  EXPECT(s.num_live() == 0 && s.num_sequences() == 2);
+}
+
+TEST(a_slot_stays_until_every_plan_that_names_it_is_postprocessed) {
+  SchedulerConfig cfg = baseline();
+  cfg.overlap = true;
+  Scheduler s(cfg, /*retain_finished=*/false);
+  s.add_sequence(0, 6, 1, 0.0);
+  auto p0 = s.schedule();  // the final chunk samples the only token
+  auto p1 = s.schedule();  // nothing more to do for it: an empty plan
+  s.postprocess(*p0, nullptr);
+  EXPECT(s.num_live() == 0 || s.num_outstanding_plans() == 1);
+  s.postprocess(*p1, nullptr);
+  EXPECT(s.num_live() == 0);
+  EXPECT_THROWS(s.seq(0), SequenceLeft);
+}
+
+TEST(a_live_sequence_never_shares_its_slot_over_a_long_run) {
+  SchedulerConfig cfg = baseline();
+  cfg.num_kv_blocks = 40;
+  cfg.max_num_seqs = 4;
+  cfg.max_num_batched_tokens = 256;
+  cfg.overlap = true;
+  Scheduler s(cfg, /*retain_finished=*/false);
+  int64_t next_id = 0;
+  size_t most_live = 0;
+  std::shared_ptr<ScheduleOutput> inflight;
+  for (int round = 0; round < 3000; ++round) {
+    if (round % 3 == 0) s.add_sequence(next_id++, 1 + (round * 7) % 90, 1 + round % 13, 0.0);
+    auto plan = s.schedule();
+    s.check_invariants();
+    if (inflight) s.postprocess(*inflight, nullptr);
+    s.check_invariants();
+    inflight = plan;
+    most_live = std::max(most_live, s.num_live());
+  }
+  // Slots: the most ever live, plus those that left within the last two plans.
+  EXPECT(s.num_sequences() <= most_live + 2 * cfg.max_num_seqs);
+  EXPECT(s.num_sequences() < 50);  // 1,000 requests went through
+}
+
+TEST(a_plan_nothing_holds_is_reused_and_a_held_one_is_not) {
+  Scheduler s(baseline());
+  s.add_sequence(0, 6, 100, 0.0);
+  auto first = s.schedule();
+  const ScheduleOutput* address = first.get();
+  s.postprocess(*first, nullptr);
+  auto held = s.schedule();  // `first` still held
+  EXPECT(held.get() != address);
+  s.postprocess(*held, nullptr);
+  first.reset();
+  auto reused = s.schedule();
+  EXPECT(reused.get() == address && reused->step == 2);
+  EXPECT(reused->batches[0].rows() == 1 && reused->batches[0].seqlen_k[0] == 8);
+  EXPECT(reused->preempted.empty() && reused->rejected.empty());
+}
