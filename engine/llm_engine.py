@@ -94,7 +94,9 @@ class LLMEngine:
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
         self.config = config
         self.model_config = load_model_config(config.model)
-        self.scheduler = _core.Scheduler(config.scheduler)
+        # A request the scheduler finished or rejected is released at once (its slot
+        # reused): the recorder and the executor keep what they need of it.
+        self.scheduler = _core.Scheduler(config.scheduler, retain_finished=False)
         # The estimator is for metrics only: it never picks batches. It counts weights and
         # KV at the bytes the run moves (the modeled executor times steps with it too).
         self.executor, self.flops, self.device = \
@@ -125,14 +127,13 @@ class LLMEngine:
                                             arrival_time=arrival_time, hash_ids=hash_ids)
         if not self.executor.holds_requests:  # only lengths matter: no token ids
             return added
-        seq = self.scheduler.seq(request_id)
-        if seq.status in ("waiting", "running"):
+        if added.status == "waiting":
             vocab = self.model_config.vocab_size
             tokens = list(prompt_token_ids) if prompt_token_ids is not None \
                 else self._prompt_rng.integers(0, vocab, prompt_len).tolist()
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
                 tokens.append(int(self._prompt_rng.integers(0, vocab)))
-            self.executor.add(seq.dp_rank, request_id, tokens)
+            self.executor.add(added.dp_rank, request_id, tokens)
         return added
 
     @property

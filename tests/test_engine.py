@@ -20,14 +20,20 @@ def replay(n=200, seed=0, **sched):
     return engine, lengths, engine.run()
 
 
+def left(records):
+    """seq_id -> the scheduler's record of each sequence as it left (finished, rejected)."""
+    return {r.seq_id: r for record in records for r in record.post.left}
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_every_request_generates_exactly_max_new_tokens(overlap):
     engine, lengths, records = replay(overlap=overlap)
     finished = np.concatenate([r.finished for r in records]).tolist()
     assert sorted(finished) == list(range(len(lengths)))
+    gone = left(records)
     for i, (p, m) in enumerate(lengths):
-        seq = engine.scheduler.seq(i)
-        assert (seq.status, seq.output_len, seq.num_tokens) == ("finished", m, p + m)
+        assert (gone[i].status, gone[i].output_len) == ("finished", m)
+    assert engine.scheduler.num_live == 0  # every finished sequence released
     assert engine.scheduler.num_free_blocks() == 512
     assert [r.step for r in records] == list(range(len(records)))
     assert {r.phase for r in records} == {"prompt", "decode"}
@@ -36,7 +42,7 @@ def test_every_request_generates_exactly_max_new_tokens(overlap):
 
 def test_mtp_with_the_seeded_acceptance_model():
     engine, lengths, records = replay(n=40, num_mtp=1)
-    assert all(engine.scheduler.seq(i).output_len == m for i, (_, m) in enumerate(lengths))
+    assert all(left(records)[i].output_len == m for i, (_, m) in enumerate(lengths))
     decode_q = np.concatenate([b.seqlen_q[b.kind == 2] for r in records for b in r.batches])
     assert set(decode_q.tolist()) == {2}
     assert sum((r.executed_flops - r.model_flops).sum() for r in records) > 0  # rejected drafts
@@ -76,7 +82,7 @@ def test_overlap_mtp_sequences_finishing_with_work_in_flight():
     # is discarded, and the Worker keeps their tokens until the forward holding it is done.
     engine, lengths, records = replay(n=60, overlap=True, num_mtp=1)
     assert sum(r.discarded_tokens for r in records) > 0
-    assert all(engine.scheduler.seq(i).output_len == m for i, (_, m) in enumerate(lengths))
+    assert all(left(records)[i].output_len == m for i, (_, m) in enumerate(lengths))
 
 
 def test_prompt_longer_than_the_budget_is_prefilled_in_chunks():
@@ -86,7 +92,7 @@ def test_prompt_longer_than_the_budget_is_prefilled_in_chunks():
     engine.add_request(0, prompt_len=40, max_new_tokens=2)  # chunks with no logits at all
     records = engine.run()
     assert [r.phase for r in records] == ["prompt"] * 5 + ["decode"]
-    assert engine.scheduler.seq(0).output_len == 2
+    assert left(records)[0].output_len == 2
 
 
 def test_completion_engine_decodes_after_the_supplied_first_token():
@@ -103,7 +109,7 @@ def test_the_null_executor_serves_every_request_computing_nothing():
     for i in range(20):
         engine.add_request(i, prompt_len=5 + i, max_new_tokens=1 + i % 7)
     records = engine.run()
-    assert all(engine.scheduler.seq(i).output_len == 1 + i % 7 for i in range(20))
+    assert all(left(records)[i].output_len == 1 + i % 7 for i in range(20))
     assert all(r.forward_ns == 0 and r.modeled and r.model_flops.sum() == 0 for r in records)
     with pytest.raises(ValueError, match="the null executor generates no tokens"):
         engine.tokens(0)

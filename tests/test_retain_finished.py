@@ -140,11 +140,11 @@ def test_a_plan_python_holds_is_never_recycled():
 @pytest.mark.parametrize("overlap", [False, True])
 def test_the_engine_drops_requests_the_scheduler_has_released(overlap):
     """The torch executor knows each request's rank: finishing and rejecting ask nothing
-    of the scheduler, which with retain_finished=False no longer holds them."""
+    of the scheduler, which (built by LLMEngine with retain_finished=False) no longer
+    holds them."""
     sched_cfg = SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=8, num_kv_blocks=64,
                                 block_size=16, dp_size=2, overlap=overlap)
     engine = LLMEngine(EngineConfig(scheduler=sched_cfg, model="tiny", device="cpu"))
-    engine.scheduler = Scheduler(sched_cfg, retain_finished=False)
     for i in range(12):
         engine.add_request(i, prompt_len=int(5 + 3 * i), max_new_tokens=3)
     engine.add_request(12, prompt_len=5000, max_new_tokens=3)  # rejected: never added there

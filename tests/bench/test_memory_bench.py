@@ -17,7 +17,7 @@ WORKLOAD = ROOT / "workloads" / "bench_million.yaml"
 def peak_rss_mb(requests: int, output: Path) -> float:
     """Peak resident set of one `steptrace run` process replaying `requests` requests."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(WORKLOAD),
+        [sys.executable, "-m", "harness.commands", "run", str(WORKLOAD),
          "--set", f"trace.generate.requests={requests}", "--set", f"output={output}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     _, status, usage = os.wait4(process.pid, 0)
