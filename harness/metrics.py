@@ -230,10 +230,10 @@ def summarize(req: pd.DataFrame, itl_values, itl_counts=None, *, warmup=None,
     n = len(req)
     warm = _warmup_mask(warmup, n)
     measured = ~warm
-    status = req["status"].astype(str).to_numpy()
-    done = measured & np.isin(status, COMPLETED)
+    status = req["status"]  # text or categorical: compared as a Series, never copied to str
+    done = measured & status.isin(COMPLETED).to_numpy()
 
-    rows = [("requests", s, float(np.sum(measured & (status == s))), "requests")
+    rows = [("requests", s, float(np.sum(measured & (status == s).to_numpy())), "requests")
             for s in STATUSES]
     rows.append(("requests", "warmup", float(warm.sum()), "requests"))
 

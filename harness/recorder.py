@@ -95,8 +95,9 @@ class Recorder:
             for sink in self._sinks.values():
                 if sink is not None:
                     sink.close()
-        return pd.DataFrame({name: np.concatenate([k[name] for k in self._kept])
-                             for name in SUMMARY_STEP_COLUMNS})
+        kept, self._kept = self._kept, []  # each column once: the chunks go as they join
+        return pd.DataFrame({name: np.concatenate([k.pop(name) for k in kept])
+                             for name in SUMMARY_STEP_COLUMNS}, copy=False)
 
     @property
     def num_done(self) -> int:

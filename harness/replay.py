@@ -39,8 +39,11 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
     `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step)."""
     virtual = clock == "virtual"
     stop = threading.Event() if stop is None else stop
-    arrivals = arrivals.tolist()  # Python floats: compared once per step
-    prompt_len, max_new_tokens = prompt_len.tolist(), max_new_tokens.tolist()
+    # Read through memoryviews: Python numbers made as needed (lists of a million-request
+    # trace would hold tens of MB), and no numpy scalar in the per-step comparison.
+    arrivals = memoryview(np.ascontiguousarray(arrivals, np.float64))
+    prompt_len = memoryview(np.ascontiguousarray(prompt_len, np.int64))
+    max_new_tokens = memoryview(np.ascontiguousarray(max_new_tokens, np.int64))
     start = time.perf_counter() if start is None else start
     now = 0.0  # seconds since the replay began, on the chosen clock
     n, nxt, steps = len(arrivals), 0, 0

@@ -27,7 +27,7 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
-from .metrics import COMPLETED, REQUEST_COLUMNS, SUMMARY_COLUMNS, summarize
+from .metrics import COMPLETED, SUMMARY_COLUMNS, summarize
 from .recorder import Recorder
 from .replay import replay
 from .table_sink import TableSink, write_table
@@ -36,9 +36,10 @@ from .workload_trace import load_workload_trace
 from .workload import Workload
 
 
-# What the latency summary reads back of the requests table.
-SUMMARY_REQUEST_COLUMNS = (*REQUEST_COLUMNS, "first_token_s", "last_token_s", "ttft_s", "tpot_s",
-                           "e2e_s", "queueing_delay_s", "schedule_fidelity_s")
+# What the latency summary reads back of the requests table: no more (a million rows).
+SUMMARY_REQUEST_COLUMNS = ("request_id", "arrival_s", "last_token_s", "prompt_len",
+                           "output_tokens", "status", "ttft_s", "tpot_s", "e2e_s",
+                           "queueing_delay_s", "schedule_fidelity_s")
 
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None) -> List[Path]:
@@ -122,8 +123,9 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
 def _write_summary(workload, engine, recorder, steps, device, run_dir, fmt, labels,
                    calibration) -> None:
     """The summary table, from what the recorder wrote and kept."""
-    requests = tables.read_requests(run_dir / f"requests.{fmt}", SUMMARY_REQUEST_COLUMNS)
-    warm = recorder.warm
+    requests = tables.read_requests(run_dir / f"requests.{fmt}", SUMMARY_REQUEST_COLUMNS,
+                                    ordered=False)
+    warm = recorder.warm[requests["request_id"].to_numpy()]
     itl_values, itl_counts = recorder.itl()
     latency = summarize(requests, itl_values, itl_counts, warmup=warm)
     harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
