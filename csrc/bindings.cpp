@@ -58,22 +58,30 @@ ModelGeometry to_geometry(const py::handle& c) {
 struct GeometryNames {
   py::list out;
   template <class T>
-  void text(const char* name, T&) { out.append(name); }
+  void text(const char* name, T&) {
+    out.append(name);
+  }
   template <class T>
-  void integer(const char* name, T&) { out.append(name); }
+  void integer(const char* name, T&) {
+    out.append(name);
+  }
   template <class T>
-  void integers(const char* name, T&) { out.append(name); }
+  void integers(const char* name, T&) {
+    out.append(name);
+  }
 };
 
 std::vector<int64_t> to_vector(const py::handle& obj) {
   auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);
-  if (!a) throw py::value_error("expected None or a sequence of integers, got " +
+  if (!a)
+    throw py::value_error("expected None or a sequence of integers, got " +
                           py::repr(obj).cast<std::string>());
   return std::vector<int64_t>(a.data(), a.data() + a.size());
 }
 
 // accepted: None, a flat sequence in rank-then-batch order, or one sequence per rank.
-std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc, const ScheduleOutput& plan) {
+std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc,
+                                                   const ScheduleOutput& plan) {
   if (acc.is_none()) return std::nullopt;
   if (py::isinstance<py::array>(acc) || !py::isinstance<py::sequence>(acc) ||
       py::isinstance<py::str>(acc))
@@ -83,7 +91,7 @@ std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc, const 
   if (items.size() == plan.batches.size())
     for (py::handle x : items)
       per_rank |= py::isinstance<py::array>(x) ? x.attr("ndim").cast<int>() == 1
-                                                : py::isinstance<py::sequence>(x);
+                                               : py::isinstance<py::sequence>(x);
   if (!per_rank) return to_vector(acc);
   std::vector<int64_t> flat;
   for (size_t r = 0; r < plan.batches.size(); ++r) {
@@ -128,22 +136,34 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("status", [](const Sequence& s) { return status_name(s.status); })
       .def("__repr__", [](const Sequence& s) {
         return "<Sequence " + std::to_string(s.seq_id) + " " + status_name(s.status) +
-               " tokens=" + std::to_string(s.num_tokens) + " cached=" +
-               std::to_string(s.num_cached) + " inflight=" + std::to_string(s.num_inflight) + ">";
+               " tokens=" + std::to_string(s.num_tokens) +
+               " cached=" + std::to_string(s.num_cached) +
+               " inflight=" + std::to_string(s.num_inflight) + ">";
       });
 
   py::class_<Batch>(m, "Batch")
       .def_readonly("rank", &Batch::rank)
-      .def_property_readonly("seq_ids", [](py::handle self) { return view(self.cast<const Batch&>().seq_ids, self); })
-      .def_property_readonly("seqlen_q", [](py::handle self) { return view(self.cast<const Batch&>().seqlen_q, self); })
-      .def_property_readonly("seqlen_k", [](py::handle self) { return view(self.cast<const Batch&>().seqlen_k, self); })
-      .def_property_readonly("padded_q", [](py::handle self) { return view(self.cast<const Batch&>().padded_q, self); })
-      .def_property_readonly("kind", [](py::handle self) { return view(self.cast<const Batch&>().kind, self); })
-      .def_property_readonly("block_tables", [](py::handle self) {
-        const Batch& b = self.cast<const Batch&>();
-        return view(b.block_tables.get(),
-                    {static_cast<py::ssize_t>(b.rows()), static_cast<py::ssize_t>(b.table_width)}, self);
-      })
+      .def_property_readonly(
+          "seq_ids", [](py::handle self) { return view(self.cast<const Batch&>().seq_ids, self); })
+      .def_property_readonly(
+          "seqlen_q",
+          [](py::handle self) { return view(self.cast<const Batch&>().seqlen_q, self); })
+      .def_property_readonly(
+          "seqlen_k",
+          [](py::handle self) { return view(self.cast<const Batch&>().seqlen_k, self); })
+      .def_property_readonly(
+          "padded_q",
+          [](py::handle self) { return view(self.cast<const Batch&>().padded_q, self); })
+      .def_property_readonly(
+          "kind", [](py::handle self) { return view(self.cast<const Batch&>().kind, self); })
+      .def_property_readonly("block_tables",
+                             [](py::handle self) {
+                               const Batch& b = self.cast<const Batch&>();
+                               return view(b.block_tables.get(),
+                                           {static_cast<py::ssize_t>(b.rows()),
+                                            static_cast<py::ssize_t>(b.table_width)},
+                                           self);
+                             })
       .def_property_readonly("empty", &Batch::empty)
       .def_readonly("num_free_blocks", &Batch::num_free_blocks)
       .def_readonly("num_waiting", &Batch::num_waiting)
@@ -155,17 +175,24 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<ScheduleOutput, std::shared_ptr<ScheduleOutput>>(m, "Plan")
       .def_readonly("step", &ScheduleOutput::step)
-      .def_property_readonly("phase", [](const ScheduleOutput& p) {
-        return p.phase == Phase::kPrompt ? "prompt" : "decode";
-      })
-      .def_property_readonly("batches", [](py::handle self) {
-        ScheduleOutput& p = self.cast<ScheduleOutput&>();
-        py::list out;
-        for (Batch& b : p.batches) out.append(py::cast(&b, py::return_value_policy::reference_internal, self));
-        return out;
-      })
-      .def_property_readonly("preempted", [](py::handle self) { return view(self.cast<const ScheduleOutput&>().preempted, self); })
-      .def_property_readonly("rejected", [](py::handle self) { return view(self.cast<const ScheduleOutput&>().rejected, self); })
+      .def_property_readonly(
+          "phase",
+          [](const ScheduleOutput& p) { return p.phase == Phase::kPrompt ? "prompt" : "decode"; })
+      .def_property_readonly(
+          "batches",
+          [](py::handle self) {
+            ScheduleOutput& p = self.cast<ScheduleOutput&>();
+            py::list out;
+            for (Batch& b : p.batches)
+              out.append(py::cast(&b, py::return_value_policy::reference_internal, self));
+            return out;
+          })
+      .def_property_readonly(
+          "preempted",
+          [](py::handle self) { return view(self.cast<const ScheduleOutput&>().preempted, self); })
+      .def_property_readonly(
+          "rejected",
+          [](py::handle self) { return view(self.cast<const ScheduleOutput&>().rejected, self); })
       .def_readonly("sched_start_ns", &ScheduleOutput::sched_start_ns)
       .def_readonly("sched_ns", &ScheduleOutput::sched_ns)
       .def("__repr__", [](const ScheduleOutput& p) {
@@ -189,9 +216,15 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PostprocessOutput>(m, "PostprocessResult")
       .def_readonly("step", &PostprocessOutput::step)
-      .def_property_readonly("finished", [](py::handle self) { return view(self.cast<const PostprocessOutput&>().finished, self); })
+      .def_property_readonly("finished",
+                             [](py::handle self) {
+                               return view(self.cast<const PostprocessOutput&>().finished, self);
+                             })
       .def_readonly("discarded_tokens", &PostprocessOutput::discarded_tokens)
-      .def_property_readonly("output_len", [](py::handle self) { return view(self.cast<const PostprocessOutput&>().output_len, self); })
+      .def_property_readonly("output_len",
+                             [](py::handle self) {
+                               return view(self.cast<const PostprocessOutput&>().output_len, self);
+                             })
       .def_readonly("left", &PostprocessOutput::left);
 
   // A KeyError: the id names no sequence the scheduler still holds (retain_finished=False).
@@ -202,32 +235,36 @@ PYBIND11_MODULE(_core, m) {
              return std::make_unique<Scheduler>(to_config(config), retain_finished);
            }),
            py::arg("config"), py::arg("retain_finished") = true)
-      .def("add_sequence",
-           [](Scheduler& s, int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-              double arrival_time, const py::object& hash_ids) {
-             return s.add_sequence(seq_id, prompt_len, max_new_tokens, arrival_time,
-                            hash_ids.is_none() ? std::vector<int64_t>{} : to_vector(hash_ids));
-           },
-           py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
-           py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none())
-      .def("schedule",
-           [](Scheduler& s, bool release_gil, const py::object& phase) {
-             std::optional<Phase> vote;
-             if (!phase.is_none()) vote = parse_phase(phase.cast<std::string>());
-             if (!release_gil) return s.schedule(vote);
-             py::gil_scoped_release nogil;
-             return s.schedule(vote);
-           },
-           py::arg("release_gil") = true, py::arg("phase") = py::none(),
-           "Plan the next step. The GIL is released inside C++ unless release_gil=False; "
-           "phase forces the round a DP vote across processes agreed on.")
+      .def(
+          "add_sequence",
+          [](Scheduler& s, int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+             double arrival_time, const py::object& hash_ids) {
+            return s.add_sequence(
+                seq_id, prompt_len, max_new_tokens, arrival_time,
+                hash_ids.is_none() ? std::vector<int64_t>{} : to_vector(hash_ids));
+          },
+          py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
+          py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none())
+      .def(
+          "schedule",
+          [](Scheduler& s, bool release_gil, const py::object& phase) {
+            std::optional<Phase> vote;
+            if (!phase.is_none()) vote = parse_phase(phase.cast<std::string>());
+            if (!release_gil) return s.schedule(vote);
+            py::gil_scoped_release nogil;
+            return s.schedule(vote);
+          },
+          py::arg("release_gil") = true, py::arg("phase") = py::none(),
+          "Plan the next step. The GIL is released inside C++ unless release_gil=False; "
+          "phase forces the round a DP vote across processes agreed on.")
       .def("has_prompt_work", &Scheduler::has_prompt_work)
-      .def("postprocess",
-           [](Scheduler& s, const ScheduleOutput& plan, const py::object& accepted) {
-             std::optional<std::vector<int64_t>> flat = parse_accepted(accepted, plan);
-             return s.postprocess(plan, flat ? &*flat : nullptr);
-           },
-           py::arg("plan"), py::arg("accepted") = py::none())
+      .def(
+          "postprocess",
+          [](Scheduler& s, const ScheduleOutput& plan, const py::object& accepted) {
+            std::optional<std::vector<int64_t>> flat = parse_accepted(accepted, plan);
+            return s.postprocess(plan, flat ? &*flat : nullptr);
+          },
+          py::arg("plan"), py::arg("accepted") = py::none())
       .def("seq", &Scheduler::seq, py::arg("seq_id"))
       .def("num_free_blocks", &Scheduler::num_free_blocks, py::arg("rank") = 0)
       .def("refcount", &Scheduler::refcount, py::arg("block"), py::arg("rank") = 0)
@@ -246,53 +283,59 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("executed_flops", &StepCost::executed_flops)
       .def_readonly("bytes", &StepCost::bytes)
       .def("__repr__", [](const StepCost& c) {
-        return "<StepCost model_flops=" + std::to_string(c.model_flops) + " executed_flops=" +
-               std::to_string(c.executed_flops) + " bytes=" + std::to_string(c.bytes) + ">";
+        return "<StepCost model_flops=" + std::to_string(c.model_flops) +
+               " executed_flops=" + std::to_string(c.executed_flops) +
+               " bytes=" + std::to_string(c.bytes) + ">";
       });
 
   py::class_<CostModel>(m, "CostModel")
       .def(py::init([](const py::object& model, double weight_bytes, double expert_weight_bytes,
                        double kv_bytes, double index_kv_bytes) {
-             return CostModel(to_geometry(model),
-                              ByteSizes{weight_bytes, expert_weight_bytes, kv_bytes, index_kv_bytes});
+             return CostModel(to_geometry(model), ByteSizes{weight_bytes, expert_weight_bytes,
+                                                            kv_bytes, index_kv_bytes});
            }),
            py::arg("model"), py::arg("weight_bytes"), py::arg("expert_weight_bytes"),
            py::arg("kv_bytes"), py::arg("index_kv_bytes"))
-      .def("batch",
-           [](const CostModel& c, const Batch& b, const py::object& accepted, bool mtp) {
-             using Int64s = py::array_t<int64_t, py::array::c_style>;
-             std::optional<Int64s> acc;  // an int64 array is read in place; ensure() costs ~200 ns
-             if (!accepted.is_none()) {
-               acc = py::isinstance<Int64s>(accepted) ? py::reinterpret_borrow<Int64s>(accepted)
-                                                      : Int64s::ensure(accepted);
-               if (!*acc) throw py::type_error("accepted must be None or a sequence of integers");
-             }
-             if (acc && (acc->ndim() != 1 || static_cast<size_t>(acc->size()) != b.rows()))
-               throw py::value_error(
-                   "accepted has " + std::to_string(acc->size()) + " values" +
-                   (acc->ndim() == 1 ? "" : " in " + std::to_string(acc->ndim()) + " dimensions") +
-                   "; the batch has " + std::to_string(b.rows()) + " rows");
-             return c.batch(b, acc ? acc->data() : nullptr, mtp);
-           },
-           py::arg("batch"), py::arg("accepted") = py::none(), py::arg("mtp") = false,
-           "The StepCost (model_flops, executed_flops, bytes) of FlopsEstimator.calc_flops "
-           "on this batch, with mtp_q = seqlen_q when mtp.")
-      .def("plan",
-           [](const CostModel& c, const ScheduleOutput& plan, bool mtp) {
-             std::vector<StepCost> out;
-             out.reserve(plan.batches.size());
-             for (const Batch& b : plan.batches) out.push_back(c.batch(b, nullptr, mtp));
-             return out;
-           },
-           py::arg("plan"), py::arg("mtp") = false,
-           "batch() of every rank's batch, no drafts accepted: one call per step.");
+      .def(
+          "batch",
+          [](const CostModel& c, const Batch& b, const py::object& accepted, bool mtp) {
+            using Int64s = py::array_t<int64_t, py::array::c_style>;
+            std::optional<Int64s> acc;  // an int64 array is read in place; ensure() costs ~200 ns
+            if (!accepted.is_none()) {
+              acc = py::isinstance<Int64s>(accepted) ? py::reinterpret_borrow<Int64s>(accepted)
+                                                     : Int64s::ensure(accepted);
+              if (!*acc) throw py::type_error("accepted must be None or a sequence of integers");
+            }
+            if (acc && (acc->ndim() != 1 || static_cast<size_t>(acc->size()) != b.rows()))
+              throw py::value_error(
+                  "accepted has " + std::to_string(acc->size()) + " values" +
+                  (acc->ndim() == 1 ? "" : " in " + std::to_string(acc->ndim()) + " dimensions") +
+                  "; the batch has " + std::to_string(b.rows()) + " rows");
+            return c.batch(b, acc ? acc->data() : nullptr, mtp);
+          },
+          py::arg("batch"), py::arg("accepted") = py::none(), py::arg("mtp") = false,
+          "The StepCost (model_flops, executed_flops, bytes) of FlopsEstimator.calc_flops "
+          "on this batch, with mtp_q = seqlen_q when mtp.")
+      .def(
+          "plan",
+          [](const CostModel& c, const ScheduleOutput& plan, bool mtp) {
+            std::vector<StepCost> out;
+            out.reserve(plan.batches.size());
+            for (const Batch& b : plan.batches) out.push_back(c.batch(b, nullptr, mtp));
+            return out;
+          },
+          py::arg("plan"), py::arg("mtp") = false,
+          "batch() of every rank's batch, no drafts accepted: one call per step.");
 
   bind_config(m);
-  m.def("model_geometry_fields", [] {
-    ModelGeometry g;
-    GeometryNames names;
-    for_each_geometry_field(g, names);
-    return names.out;
-  }, "The ModelConfig fields the C++ cost model reads, in ModelGeometry's order.");
+  m.def(
+      "model_geometry_fields",
+      [] {
+        ModelGeometry g;
+        GeometryNames names;
+        for_each_geometry_field(g, names);
+        return names.out;
+      },
+      "The ModelConfig fields the C++ cost model reads, in ModelGeometry's order.");
   bind_step_log(m);
 }

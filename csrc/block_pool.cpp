@@ -1,9 +1,9 @@
 #include "block_pool.hpp"
 
-#include "check.hpp"
-
 #include <stdexcept>
 #include <string>
+
+#include "check.hpp"
 
 namespace steptrace {
 
@@ -58,13 +58,14 @@ void BlockPool::index(int32_t block, int64_t block_hash) {
 
 void BlockPool::check(const std::vector<int32_t>& owners) const {
   if constexpr (!kChecks) return;
-  STEPTRACE_CHECK(owners.size() == refs_.size(), std::to_string(owners.size()) + " owner counts for " +
+  STEPTRACE_CHECK(owners.size() == refs_.size(), std::to_string(owners.size()) +
+                                                     " owner counts for " +
                                                      std::to_string(refs_.size()) + " blocks");
   std::vector<bool> listed(refs_.size(), false);
   for (int32_t block : free_) {
     STEPTRACE_CHECK(block >= 0 && block < num_total() && !listed[block] && refs_[block] == 0,
-                    "free block " + std::to_string(block) + " of " +
-                        std::to_string(num_total()) + " is unowned and listed once");
+                    "free block " + std::to_string(block) + " of " + std::to_string(num_total()) +
+                        " is unowned and listed once");
     listed[block] = true;
   }
   int32_t owned = 0;
@@ -78,13 +79,13 @@ void BlockPool::check(const std::vector<int32_t>& owners) const {
                   std::to_string(num_free()) + " free + " + std::to_string(owned) +
                       " owned blocks of " + std::to_string(num_total()));
   STEPTRACE_CHECK(by_hash_.size() == hash_of_.size(),
-                  std::to_string(by_hash_.size()) + " hashes, " +
-                      std::to_string(hash_of_.size()) + " indexed blocks");
+                  std::to_string(by_hash_.size()) + " hashes, " + std::to_string(hash_of_.size()) +
+                      " indexed blocks");
   for (const auto& [block_hash, block] : by_hash_) {
     auto it = hash_of_.find(block);
     STEPTRACE_CHECK(it != hash_of_.end() && it->second == block_hash && refs_[block] > 0,
-                    "hash " + std::to_string(block_hash) + " names block " +
-                        std::to_string(block) + " (refcount " + std::to_string(refs_[block]) + ")");
+                    "hash " + std::to_string(block_hash) + " names block " + std::to_string(block) +
+                        " (refcount " + std::to_string(refs_[block]) + ")");
   }
 }
 

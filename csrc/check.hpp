@@ -24,8 +24,8 @@ inline constexpr bool kChecks = false;
 }  // namespace steptrace
 
 #ifdef STEPTRACE_CHECKS
-#define STEPTRACE_CHECK(cond, message)                                           \
-  do {                                                                           \
+#define STEPTRACE_CHECK(cond, message)                                            \
+  do {                                                                            \
     if (!(cond)) ::steptrace::check_failed(#cond, (message), __FILE__, __LINE__); \
   } while (false)
 #else

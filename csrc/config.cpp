@@ -12,13 +12,21 @@ namespace {
 struct ByteCount {
   size_t bytes = 0;
   template <class T, class... Rest>
-  constexpr void integer(const char*, T& m, Rest&&...) { bytes += sizeof(m); }
+  constexpr void integer(const char*, T& m, Rest&&...) {
+    bytes += sizeof(m);
+  }
   template <class T, class... Rest>
-  constexpr void optional(const char*, T& m, Rest&&...) { bytes += sizeof(m); }
+  constexpr void optional(const char*, T& m, Rest&&...) {
+    bytes += sizeof(m);
+  }
   template <class T, class... Rest>
-  constexpr void boolean(const char*, T& m, Rest&&...) { bytes += sizeof(m); }
+  constexpr void boolean(const char*, T& m, Rest&&...) {
+    bytes += sizeof(m);
+  }
   template <class T, class... Rest>
-  constexpr void choice(const char*, T& m, Rest&&...) { bytes += sizeof(m); }
+  constexpr void choice(const char*, T& m, Rest&&...) {
+    bytes += sizeof(m);
+  }
 };
 
 constexpr size_t table_bytes() {

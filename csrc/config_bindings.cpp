@@ -68,9 +68,9 @@ struct Describe {
 
   void add(const char* name, const char* type, py::object dflt, py::object minimum,
            py::object choices, const char* doc) {
-    out.append(py::dict(py::arg("name") = name, py::arg("type") = type,
-                        py::arg("default") = dflt, py::arg("minimum") = minimum,
-                        py::arg("choices") = choices, py::arg("doc") = doc));
+    out.append(py::dict(py::arg("name") = name, py::arg("type") = type, py::arg("default") = dflt,
+                        py::arg("minimum") = minimum, py::arg("choices") = choices,
+                        py::arg("doc") = doc));
   }
   void integer(const char* name, int32_t m, int32_t minimum, const char* doc) {
     add(name, "int", py::int_(m), py::int_(minimum), py::none(), doc);
@@ -100,14 +100,19 @@ SchedulerConfig to_config(const py::handle& c) {
 }
 
 void bind_config(py::module_& m) {
-  m.def("scheduler_config_fields", [] {
-    const SchedulerConfig defaults;
-    Describe d;
-    for_each_field(defaults, d);
-    return d.out;
-  }, "SchedulerConfig's fields in declaration order: name, type, default, minimum, choices, doc.");
-  m.def("check_scheduler_config", [](const py::handle& c) { to_config(c); }, py::arg("config"),
-        "Raise ValueError naming the field unless `config`'s attributes make a valid config.");
-  m.def("scheduler_config_lookahead", [](const py::handle& c) { return to_config(c).lookahead(); },
-        py::arg("config"), "KV slots reserved beyond a finished prefill for the first decode steps.");
+  m.def(
+      "scheduler_config_fields",
+      [] {
+        const SchedulerConfig defaults;
+        Describe d;
+        for_each_field(defaults, d);
+        return d.out;
+      },
+      "SchedulerConfig's fields in declaration order: name, type, default, minimum, choices, doc.");
+  m.def(
+      "check_scheduler_config", [](const py::handle& c) { to_config(c); }, py::arg("config"),
+      "Raise ValueError naming the field unless `config`'s attributes make a valid config.");
+  m.def(
+      "scheduler_config_lookahead", [](const py::handle& c) { return to_config(c).lookahead(); },
+      py::arg("config"), "KV slots reserved beyond a finished prefill for the first decode steps.");
 }

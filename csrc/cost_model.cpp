@@ -33,12 +33,15 @@ int64_t prefix_blocks(int64_t n) {  // sum of p / ratio: complete compressed blo
 
 template <int64_t kRatio>
 int64_t prefix_blocks(int64_t n, int64_t cap) {  // sum of min(p / ratio, cap)
-  const int64_t below = std::min(n, kRatio * cap - 1);  // p / ratio < cap exactly when p < ratio * cap
+  const int64_t below =
+      std::min(n, kRatio * cap - 1);  // p / ratio < cap exactly when p < ratio * cap
   return prefix_blocks<kRatio>(below) + cap * (n - below);
 }
 
 template <int64_t kRatio>
-int64_t block_pairs(int64_t q, int64_t k) { return prefix_blocks<kRatio>(k) - prefix_blocks<kRatio>(k - q); }
+int64_t block_pairs(int64_t q, int64_t k) {
+  return prefix_blocks<kRatio>(k) - prefix_blocks<kRatio>(k - q);
+}
 
 template <int64_t kRatio>
 int64_t block_pairs(int64_t q, int64_t k, int64_t cap) {
@@ -81,7 +84,8 @@ CostModel::CostModel(const ModelGeometry& m, const ByteSizes& bytes)
   } else {
     add_layers(main_, mla_layer(m), L);
   }
-  main_.flops[kTokens] += 2.0 * dense * dense_params + 2.0 * moe * moe_active + 2.0 * routed * router;
+  main_.flops[kTokens] +=
+      2.0 * dense * dense_params + 2.0 * moe * moe_active + 2.0 * routed * router;
   main_.flops[kLogits] += 2.0 * head;
   main_.weight_bytes += static_cast<double>(dense * dense_params + routed * router) * bytes.weight;
   main_.moe_layers = moe;
@@ -151,7 +155,8 @@ CostModel::Layer CostModel::v4_layer(const ModelGeometry& m, int64_t ratio) cons
   if (ratio == kCsaRatio) {
     const int64_t nI = m.index_n_heads, dI = m.index_head_dim;
     const int64_t compressor = 2 * H * 2 * d;  // wkv, wgate over overlapping windows
-    const int64_t indexer = Lq * nI * dI + H * nI + 2 * H * 2 * dI;  // wq_b, weights_proj, compressor
+    const int64_t indexer =
+        Lq * nI * dI + H * nI + 2 * H * 2 * dI;  // wq_b, weights_proj, compressor
     const double index_entry = static_cast<double>(dI) * bytes_.index_kv;
     layer.params += static_cast<double>(compressor + indexer);
     layer.flops[kTokens] += 2.0 * compressor + 2.0 * indexer;
@@ -195,8 +200,8 @@ StepCost CostModel::sum_rows(const Batch& batch, const int64_t* accepted, bool m
   int64_t mha_prefix = 0;  // cached keys of MHA rows, which a reup path up-projects too
   for (size_t i = 0; i < batch.rows(); ++i) {
     const int64_t q = batch.seqlen_q[i], k = batch.seqlen_k[i], padded = batch.padded_q[i];
-    const bool prefill = batch.kind[i] != kDecodeStep;
-    const int64_t final_chunk = batch.kind[i] == kFinalChunk;
+    const bool prefill = batch.kind[i] != kDecode;
+    const int64_t final_chunk = batch.kind[i] == kFinal;
     const int64_t logits = prefill ? final_chunk : q;
     const int64_t rejected = prefill ? 0 : q - 1 - (accepted ? accepted[i] : 0);
     if (rejected == 0 && padded == q) {

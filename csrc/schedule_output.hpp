@@ -13,8 +13,9 @@ namespace steptrace {
 
 enum class Phase : uint8_t { kPrompt, kDecode };
 
-// What a scheduled row computes (engine.plan.KIND_*).
-enum RowKind : int8_t { kPrefillChunk = 0, kFinalChunk = 1, kDecodeStep = 2 };
+// What a scheduled row computes: engine.plan.KIND_CHUNK / KIND_FINAL / KIND_DECODE, named
+// chunk / final / decode in the tables.
+enum RowKind : int8_t { kChunk = 0, kFinal = 1, kDecode = 2 };
 
 struct Batch {
   int32_t rank = 0;
@@ -47,8 +48,8 @@ struct Batch {
     size_t n = 0;
     int32_t table_width = 0;  // the most blocks a written row's sequence holds
 
-    void add(int64_t seq_id, int32_t index, int32_t q, int32_t padded, int32_t k,
-             RowKind row_kind, int32_t num_blocks) {
+    void add(int64_t seq_id, int32_t index, int32_t q, int32_t padded, int32_t k, RowKind row_kind,
+             int32_t num_blocks) {
       seq_ids[n] = seq_id;
       seqlen_q[n] = q;
       seqlen_k[n] = k;
@@ -61,8 +62,8 @@ struct Batch {
   };
   Rows open_rows(size_t bound) {
     resize_rows(bound);
-    return Rows{seq_ids.data(), seqlen_q.data(), seqlen_k.data(),
-                padded_q.data(), kind.data(), seq_index.data()};
+    return Rows{seq_ids.data(),  seqlen_q.data(), seqlen_k.data(),
+                padded_q.data(), kind.data(),     seq_index.data()};
   }
   void close_rows(const Rows& written) {
     resize_rows(written.n);

@@ -79,8 +79,8 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   if (need > config_.num_kv_blocks) {
     s.status = SeqStatus::kRejected;
     s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
-               " tokens (block_size " + std::to_string(config_.block_size) +
-               ") but a rank has " + std::to_string(config_.num_kv_blocks);
+               " tokens (block_size " + std::to_string(config_.block_size) + ") but a rank has " +
+               std::to_string(config_.num_kv_blocks);
     pending_rejected_.push_back(seq_id);
     leaves_after = next_step_;  // the plan that reports it
   } else if (completion && s.output_len() >= s.max_new_tokens) {
@@ -120,11 +120,10 @@ void Scheduler::leave(int32_t idx, int64_t after_step) {
 void Scheduler::free_left_slots() {
   if (leaving_.empty() || leaving_.front().after_step >= next_postprocess_) return;
   for (Rank& rank : ranks_)
-    rank.decoding.erase(std::remove_if(rank.decoding.begin(), rank.decoding.end(),
-                                       [this](int32_t idx) {
-                                         return seqs_[idx].status != SeqStatus::kRunning;
-                                       }),
-                        rank.decoding.end());
+    rank.decoding.erase(
+        std::remove_if(rank.decoding.begin(), rank.decoding.end(),
+                       [this](int32_t idx) { return seqs_[idx].status != SeqStatus::kRunning; }),
+        rank.decoding.end());
   while (!leaving_.empty() && leaving_.front().after_step < next_postprocess_) {
     const int32_t idx = leaving_.front().slot;
     leaving_.pop_front();
@@ -186,8 +185,8 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.rank = static_cast<int32_t>(r);
     if (prompt) {
       // Partial prefills are running and new admissions stop at max_num_seqs running.
-      Batch::Rows rows = batch.open_rows(std::min<size_t>(
-          config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
+      Batch::Rows rows = batch.open_rows(
+          std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
       prompt_round(rank, rows);
       batch.close_rows(rows);
       fill_block_tables(batch);
@@ -264,7 +263,7 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
     }
     rank.pool.allocate(chunk->new_blocks, s.blocks);
     add_row(rows, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
-            chunk->final ? kFinalChunk : kPrefillChunk);
+            chunk->final ? kFinal : kChunk);
     s.num_inflight += chunk->q;
     if (s.status == SeqStatus::kWaiting) {
       rank.waiting.pop_front();
@@ -327,8 +326,9 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
 // its own, to produce the logits (writing into a shared block would overwrite its owners' KV).
 int32_t Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
   const int32_t bs = config_.block_size;
-  const size_t full = std::min(
-      s.hash_ids.size(), static_cast<size_t>(std::min(s.prompt_len / bs, (s.prefill_target - 1) / bs)));
+  const size_t full =
+      std::min(s.hash_ids.size(),
+               static_cast<size_t>(std::min(s.prompt_len / bs, (s.prefill_target - 1) / bs)));
   int32_t n = 0;
   while (static_cast<size_t>(n) < full && rank.pool.lookup(s.hash_ids[n])) ++n;
   return n;
@@ -336,8 +336,8 @@ int32_t Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
 
 void Scheduler::index_prompt_blocks(Rank& rank, Sequence& s) const {
   const int32_t bs = config_.block_size;
-  const int32_t full = std::min({static_cast<int32_t>(s.hash_ids.size()), s.prompt_len / bs,
-                                 s.num_cached / bs});
+  const int32_t full =
+      std::min({static_cast<int32_t>(s.hash_ids.size()), s.prompt_len / bs, s.num_cached / bs});
   for (int32_t i = s.num_indexed; i < full; ++i) rank.pool.index(s.blocks[i], s.hash_ids[i]);
   s.num_indexed = std::max(s.num_indexed, full);
 }
@@ -373,7 +373,7 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
     if (need <= rank.pool.num_free()) {
       if (need > 0) rank.pool.allocate(need, s.blocks);
       write_table_row(table + rows.n * width, s.blocks, width);
-      add_row(rows, idx, q, q, seqlen_k, kDecodeStep);
+      add_row(rows, idx, q, q, seqlen_k, kDecode);
       s.num_inflight += q;
       ++s.inflight_samples;
       --right;
@@ -418,8 +418,9 @@ int32_t Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
     if (s.status != SeqStatus::kRunning) continue;
     widest = std::max(widest, s.blocks.size());
     const int32_t out = s.output_len(), order = s.order;
-    const bool in_place = last < 0 || !(longest_first ? out > last_out || (out == last_out && order < last_order)
-                                                      : out < last_out || (out == last_out && order < last_order));
+    const bool in_place =
+        last < 0 || !(longest_first ? out > last_out || (out == last_out && order < last_order)
+                                    : out < last_out || (out == last_out && order < last_order));
     if (in_place) {
       decoding[kept++] = x;
       last = x;
@@ -475,18 +476,17 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
   if (plan.step > next_postprocess_)
     bad_arg("plan " + std::to_string(plan.step) +
             " is not the oldest outstanding plan; post-process plan " +
-                  std::to_string(next_postprocess_) + " first");
+            std::to_string(next_postprocess_) + " first");
   if (accepted) {
     const std::vector<int64_t> limits = flat_limits(plan);
     if (accepted->size() != limits.size())
-      bad_arg("accepted has " + std::to_string(accepted->size()) +
-                    " values; the plan scheduled " + std::to_string(limits.size()) +
-                    " sequences");
+      bad_arg("accepted has " + std::to_string(accepted->size()) + " values; the plan scheduled " +
+              std::to_string(limits.size()) + " sequences");
     for (size_t i = 0; i < limits.size(); ++i)
       if ((*accepted)[i] < 0 || (*accepted)[i] > limits[i])
         bad_arg("accepted[" + std::to_string(i) + "] = " + std::to_string((*accepted)[i]) +
-                      " is outside 0.." + std::to_string(limits[i]) +
-                      " (drafts of that scheduled sequence)");
+                " is outside 0.." + std::to_string(limits[i]) +
+                " (drafts of that scheduled sequence)");
   }
 
   PostprocessOutput out;
@@ -517,7 +517,7 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
         if (s.num_inflight == 0) rank.pool.release(s.blocks);
         continue;
       }
-      if (kind[j] == kPrefillChunk) {
+      if (kind[j] == kChunk) {
         s.num_cached += q;
         out.output_len[row] = s.output_len();
         if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
@@ -526,9 +526,9 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
       --s.inflight_samples;
       const int32_t cap = s.prompt_len + s.max_new_tokens;
       const int32_t gained = 1 + (accepted ? static_cast<int32_t>((*accepted)[row]) : 0);
-      s.num_cached = std::min(s.num_cached + (kind[j] == kFinalChunk ? q : gained), cap);
+      s.num_cached = std::min(s.num_cached + (kind[j] == kFinal ? q : gained), cap);
       s.num_tokens = std::min(s.num_tokens + gained, cap);
-      if (kind[j] == kFinalChunk && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
+      if (kind[j] == kFinal && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
       out.output_len[row] = s.output_len();
       if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
         out.left.push_back(record_of(s));  // before finish(), which may let it go
@@ -552,15 +552,21 @@ size_t Scheduler::flat_rows(const ScheduleOutput& plan) {
 }
 
 SeqRecord Scheduler::record_of(const Sequence& s) const {
-  return SeqRecord{s.seq_id, s.dp_rank, s.status, s.output_len(),
-                   s.num_preemptions, s.recomputed_tokens, s.prefix_hit_tokens, s.reason};
+  return SeqRecord{s.seq_id,
+                   s.dp_rank,
+                   s.status,
+                   s.output_len(),
+                   s.num_preemptions,
+                   s.recomputed_tokens,
+                   s.prefix_hit_tokens,
+                   s.reason};
 }
 
 std::vector<int64_t> Scheduler::flat_limits(const ScheduleOutput& plan) const {
   std::vector<int64_t> limits;
   for (const Batch& batch : plan.batches)
     for (size_t j = 0; j < batch.rows(); ++j)
-      limits.push_back(batch.kind[j] == kDecodeStep ? batch.seqlen_q[j] - 1 : 0);
+      limits.push_back(batch.kind[j] == kDecode ? batch.seqlen_q[j] - 1 : 0);
   return limits;
 }
 

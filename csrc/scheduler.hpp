@@ -64,9 +64,9 @@ class Scheduler {
   const Sequence& seq(int64_t seq_id) const;
   int32_t index_of(int64_t seq_id) const;  // the index Batch::seq_index holds
   const Sequence& at(int32_t index) const {
-    STEPTRACE_CHECK(index >= 0 && static_cast<size_t>(index) < seqs_.size(),
-                    "index " + std::to_string(index) + " of " + std::to_string(seqs_.size()) +
-                        " slots");
+    STEPTRACE_CHECK(
+        index >= 0 && static_cast<size_t>(index) < seqs_.size(),
+        "index " + std::to_string(index) + " of " + std::to_string(seqs_.size()) + " slots");
     return seqs_[index];
   }
   size_t num_sequences() const { return seqs_.size(); }  // slots, vacant ones included

@@ -38,10 +38,11 @@ void Scheduler::check_invariants() const {
     rank.pool.check(owners[r]);
     for (size_t k = 0; k < rank.members.size(); ++k) {
       const Sequence& s = seqs_.at(rank.members[k]);
-      STEPTRACE_CHECK(s.member_pos == static_cast<int32_t>(k) && s.dp_rank == static_cast<int32_t>(r),
-                      "rank " + std::to_string(r) + " member " + std::to_string(k) +
-                          " is sequence " + std::to_string(s.seq_id) + " with member_pos " +
-                          std::to_string(s.member_pos) + " on rank " + std::to_string(s.dp_rank));
+      STEPTRACE_CHECK(
+          s.member_pos == static_cast<int32_t>(k) && s.dp_rank == static_cast<int32_t>(r),
+          "rank " + std::to_string(r) + " member " + std::to_string(k) + " is sequence " +
+              std::to_string(s.seq_id) + " with member_pos " + std::to_string(s.member_pos) +
+              " on rank " + std::to_string(s.dp_rank));
     }
   }
 }

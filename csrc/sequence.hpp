@@ -19,20 +19,20 @@ struct alignas(64) Sequence {
   int32_t inflight_samples = 0; // in-flight steps that will sample (final chunks, decodes)
   int32_t footprint = 0;        // most tokens whose KV this sequence can ever hold
   int32_t order = 0;            // position in add order: queue and tie-break order; -1: a
-                                // vacant slot, whose sequence has left (retain_finished off)
+                      // vacant slot, whose sequence has left (retain_finished off)
   std::vector<int32_t> blocks;
   SeqStatus status = SeqStatus::kWaiting;
-  int32_t prefill_target = 0;   // P, or num_tokens when re-admitted after preemption
+  int32_t prefill_target = 0;  // P, or num_tokens when re-admitted after preemption
 
   int64_t seq_id = 0;
-  double arrival_time = 0.0;    // recorded, never used for ordering
+  double arrival_time = 0.0;  // recorded, never used for ordering
   int32_t dp_rank = 0;
   int32_t num_preemptions = 0;
   int64_t recomputed_tokens = 0;
-  int32_t member_pos = -1;      // index in its rank's unfinished list, -1 when finished
-  std::string reason;           // why it was rejected
+  int32_t member_pos = -1;  // index in its rank's unfinished list, -1 when finished
+  std::string reason;  // why it was rejected
   std::vector<int64_t> hash_ids;  // hash_ids[i] identifies the prompt's first i + 1 blocks
-  int32_t num_indexed = 0;        // leading prompt blocks offered to the prefix index
+  int32_t num_indexed = 0;  // leading prompt blocks offered to the prefix index
   int32_t prefix_hit_tokens = 0;  // prompt tokens whose KV came from shared blocks
 
   int32_t output_len() const { return num_tokens - prompt_len; }

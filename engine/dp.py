@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import socket
-from queue import Empty
 from dataclasses import replace
+from queue import Empty
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch

@@ -22,8 +22,16 @@ from typing import Deque, List, Optional
 import numpy as np
 
 from .config import SchedulerConfig, check_int
-from .plan import (KIND_CHUNK, KIND_DECODE, KIND_FINAL, Batch, Plan, PostprocessResult, SeqRecord,
-                   flat_accepted)
+from .plan import (
+    KIND_CHUNK,
+    KIND_DECODE,
+    KIND_FINAL,
+    Batch,
+    Plan,
+    PostprocessResult,
+    SeqRecord,
+    flat_accepted,
+)
 from .reference_block_pool import RefBlockPool
 
 

@@ -32,9 +32,8 @@ from .recorder import Recorder
 from .replay import replay
 from .table_sink import TableSink, write_table
 from .telemetry import Sampler, device_frame, device_summary
-from .workload_trace import load_workload_trace
 from .workload import Workload
-
+from .workload_trace import load_workload_trace
 
 # What the latency summary reads back of the requests table: no more (a million rows).
 SUMMARY_REQUEST_COLUMNS = ("request_id", "arrival_s", "last_token_s", "prompt_len",

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import _core
+from engine import _core, scheduler_config
 from engine.config import SchedulerConfig
 from engine.model_config import ModelConfig
-from engine import scheduler_config
 from engine.scheduler_config import FIELDS, stub
 from harness.workload import SCHEMA
 

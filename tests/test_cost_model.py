@@ -11,10 +11,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine import (KIND_CHUNK, KIND_DECODE, KIND_FINAL, FlopsEstimator, Scheduler,
-                    SchedulerConfig, _core)
+from engine import (
+    KIND_CHUNK,
+    KIND_DECODE,
+    KIND_FINAL,
+    FlopsEstimator,
+    Scheduler,
+    SchedulerConfig,
+    _core,
+)
 from engine.model_config import load_model_config
-from tests.test_flops import V3, V32, V4F
+from tests.test_flops import V3, V4F, V32
 
 REL = 1e-12
 MODELS = [load_model_config("tiny"), V3, V32, V4F]

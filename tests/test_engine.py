@@ -31,7 +31,7 @@ def test_every_request_generates_exactly_max_new_tokens(overlap):
     finished = np.concatenate([r.finished for r in records]).tolist()
     assert sorted(finished) == list(range(len(lengths)))
     gone = left(records)
-    for i, (p, m) in enumerate(lengths):
+    for i, (_, m) in enumerate(lengths):
         assert (gone[i].status, gone[i].output_len) == ("finished", m)
     assert engine.scheduler.num_live == 0  # every finished sequence released
     assert engine.scheduler.num_free_blocks() == 512

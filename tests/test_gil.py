@@ -8,7 +8,6 @@ with it released the ticker keeps running beside the call.
 import threading
 import time
 
-
 from tests.helpers import make_scheduler
 
 N = 100_000

@@ -7,11 +7,18 @@ the expected values below are compared with ==, except where a comment says othe
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from harness.metrics import (SUMMARY_COLUMNS, describe, itl, meets_slo, measured_window,
-                             per_request, summary, token_bounds)
+from harness.metrics import (
+    SUMMARY_COLUMNS,
+    describe,
+    itl,
+    measured_window,
+    meets_slo,
+    per_request,
+    summary,
+    token_bounds,
+)
 from harness.tables import engine_summary
 
 NAN = float("nan")

@@ -20,8 +20,8 @@ from engine import EngineConfig, LLMEngine, ReferenceScheduler, Scheduler, Sched
 from engine.plan import KIND_CHUNK
 from harness import metrics, tables
 from harness.recorder import REQUEST_COLUMNS, Recorder
-from harness.schema import TABLES
 from harness.replay import replay
+from harness.schema import TABLES
 from harness.table_sink import TableSink
 
 N = 40

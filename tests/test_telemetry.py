@@ -18,7 +18,6 @@ from harness.metrics import SUMMARY_COLUMNS
 from harness.telemetry import DEVICE_COLUMNS, Sampler, device_summary
 from harness.telemetry.columns import row
 from harness.telemetry.host import HostSource
-
 from tests.helpers import wait_for_samples
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,6 @@ import psutil
 import pytest
 
 from harness.telemetry import Sampler, npu_smi
-from tests.helpers import wait_for_samples
 from harness.telemetry.npu_smi import (
     MIB,
     NpuSmiError,
@@ -21,6 +20,7 @@ from harness.telemetry.npu_smi import (
     parse,
     run_npu_smi,
 )
+from tests.helpers import wait_for_samples
 
 FIXTURES = Path(__file__).parent / "fixtures" / "npu_smi"
 

@@ -101,7 +101,7 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
         req.first_scheduled_step = plan.step;
         req.first_scheduled_s = t_start;
       }
-      if (b.kind[j] == kPrefillChunk) continue;
+      if (b.kind[j] == kChunk) continue;
       if (post.output_len[row] > req.tokens) stamp(req, post.output_len[row], t_end);
     }
     steps_.step.push_back(plan.step);
@@ -155,8 +155,7 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
   }
 }
 
-void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left,
-                    RequestEnd end) {
+void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end) {
   requests_.request_id.push_back(seq_id);
   requests_.enqueue_s.push_back(r.enqueue_s);
   requests_.first_scheduled_s.push_back(r.first_scheduled_s);

@@ -41,17 +41,35 @@ struct StepRows {  // one row per (step, DP rank)
 
   template <typename F>
   void each_column(F&& f) {  // f(name, column), in the table's order
-    f("step", step); f("dp_rank", dp_rank); f("prompt_phase", prompt_phase);
-    f("empty", empty); f("warmup", warmup); f("num_seqs", num_seqs);
-    f("tokens_q", tokens_q); f("padded_tokens_q", padded_tokens_q);
-    f("sum_seqlen_k", sum_seqlen_k); f("max_seqlen_k", max_seqlen_k);
-    f("preempted", preempted); f("rejected", rejected); f("finished", finished);
-    f("discarded_tokens", discarded_tokens); f("kv_blocks_free", kv_blocks_free);
-    f("waiting", waiting); f("running", running); f("t_start_s", t_start_s);
-    f("t_end_s", t_end_s); f("sched_cpp_ns", sched_cpp_ns); f("sched_call_ns", sched_call_ns);
-    f("forward_ns", forward_ns); f("sample_ns", sample_ns);
-    f("postprocess_ns", postprocess_ns); f("step_ns", step_ns); f("flush_ns", flush_ns);
-    f("model_flops", model_flops); f("executed_flops", executed_flops); f("bytes", bytes);
+    f("step", step);
+    f("dp_rank", dp_rank);
+    f("prompt_phase", prompt_phase);
+    f("empty", empty);
+    f("warmup", warmup);
+    f("num_seqs", num_seqs);
+    f("tokens_q", tokens_q);
+    f("padded_tokens_q", padded_tokens_q);
+    f("sum_seqlen_k", sum_seqlen_k);
+    f("max_seqlen_k", max_seqlen_k);
+    f("preempted", preempted);
+    f("rejected", rejected);
+    f("finished", finished);
+    f("discarded_tokens", discarded_tokens);
+    f("kv_blocks_free", kv_blocks_free);
+    f("waiting", waiting);
+    f("running", running);
+    f("t_start_s", t_start_s);
+    f("t_end_s", t_end_s);
+    f("sched_cpp_ns", sched_cpp_ns);
+    f("sched_call_ns", sched_call_ns);
+    f("forward_ns", forward_ns);
+    f("sample_ns", sample_ns);
+    f("postprocess_ns", postprocess_ns);
+    f("step_ns", step_ns);
+    f("flush_ns", flush_ns);
+    f("model_flops", model_flops);
+    f("executed_flops", executed_flops);
+    f("bytes", bytes);
   }
 };
 
@@ -70,8 +88,12 @@ struct BatchRows {  // one row per scheduled sequence
 
   template <typename F>
   void each_column(F&& f) {
-    f("step", step); f("dp_rank", dp_rank); f("seq_id", seq_id); f("kind", kind);
-    f("seqlen_q", seqlen_q); f("seqlen_k", seqlen_k);
+    f("step", step);
+    f("dp_rank", dp_rank);
+    f("seq_id", seq_id);
+    f("kind", kind);
+    f("seqlen_q", seqlen_q);
+    f("seqlen_k", seqlen_k);
   }
 };
 
@@ -90,11 +112,17 @@ struct RequestRows {  // one row per request that left, or was still live at the
 
   template <typename F>
   void each_column(F&& f) {  // the numeric ones; `reason` leaves as text
-    f("request_id", request_id); f("enqueue_s", enqueue_s);
-    f("first_scheduled_s", first_scheduled_s); f("first_token_s", first_token_s);
-    f("last_token_s", last_token_s); f("first_scheduled_step", first_scheduled_step);
-    f("output_tokens", output_tokens); f("dp_rank", dp_rank); f("preemptions", preemptions);
-    f("recomputed_tokens", recomputed_tokens); f("prefix_hit_tokens", prefix_hit_tokens);
+    f("request_id", request_id);
+    f("enqueue_s", enqueue_s);
+    f("first_scheduled_s", first_scheduled_s);
+    f("first_token_s", first_token_s);
+    f("last_token_s", last_token_s);
+    f("first_scheduled_step", first_scheduled_step);
+    f("output_tokens", output_tokens);
+    f("dp_rank", dp_rank);
+    f("preemptions", preemptions);
+    f("recomputed_tokens", recomputed_tokens);
+    f("prefix_hit_tokens", prefix_hit_tokens);
     f("status", status);
   }
 };

@@ -81,89 +81,102 @@ struct PyStepLog : StepLog {
 
 void bind_step_log(py::module_& m) {
   py::class_<PyStepLog>(m, "StepLog")
-      .def(py::init<int64_t, size_t, py::object>(), py::arg("warmup_steps"),
-           py::arg("chunk_steps"), py::arg("on_full"))
-      .def_static("columns", [] {
-        py::dict d;
-        d["steps"] = names<StepRows>();
-        d["batches"] = names<BatchRows>();
-        py::list requests = names<RequestRows>();
-        requests.append("reason");
-        d["requests"] = requests;
-        return d;
-      }, "The columns take_steps(), take_batches() and take_requests() return, by table.")
+      .def(py::init<int64_t, size_t, py::object>(), py::arg("warmup_steps"), py::arg("chunk_steps"),
+           py::arg("on_full"))
+      .def_static(
+          "columns",
+          [] {
+            py::dict d;
+            d["steps"] = names<StepRows>();
+            d["batches"] = names<BatchRows>();
+            py::list requests = names<RequestRows>();
+            requests.append("reason");
+            d["requests"] = requests;
+            return d;
+          },
+          "The columns take_steps(), take_batches() and take_requests() return, by table.")
       .def("enqueue", &StepLog::enqueue, py::arg("added"), py::arg("t"),
            "A request entered the engine at t: the SeqRecord add_sequence returned.")
-      .def("record",
-           [](PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
-             // Names made once: an attribute lookup by C string builds a new str each time.
-             static const auto& name = *new std::array<py::str, 8>{
-                 "plan", "post", "sched_call_ns", "forward_ns", "sample_ns", "postprocess_ns",
-                 "step_ns", "flops"};
-             auto get = [&](int i) {
-               PyObject* value = PyObject_GetAttr(rec.ptr(), name[i].ptr());
-               if (!value) throw py::error_already_set();
-               return py::reinterpret_steal<py::object>(value);
-             };
-             auto ns = [&](int i) {
-               const int64_t v = PyLong_AsLongLong(get(i).ptr());
-               if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-               return v;
-             };
-             py::object plan_obj = get(0), post_obj = get(1), flops_obj = get(7);
-             if (!py::isinstance<ScheduleOutput>(plan_obj) ||
-                 !py::isinstance<PostprocessOutput>(post_obj))
-               throw py::type_error("record.plan and record.post must come from an "
-                                    "engine._core.Scheduler, got " +
-                                    py::repr(plan_obj.get_type()).cast<std::string>() +
-                                    " and " + py::repr(post_obj.get_type()).cast<std::string>());
-             const auto& plan = plan_obj.cast<const ScheduleOutput&>();
-             const auto& post = post_obj.cast<const PostprocessOutput&>();
-             std::vector<StepCost>& costs = log.costs;
-             costs.clear();
-             for (py::handle f : py::reinterpret_borrow<py::sequence>(flops_obj)) {
-               if (!py::isinstance<StepCost>(f))
-                 throw py::type_error("flops holds a StepCost per rank, got " +
-                                      py::repr(f).cast<std::string>());
-               costs.push_back(f.cast<const StepCost&>());
-             }
-             int64_t flush_ns = 0;
-             if (log.buffered >= log.chunk_steps) {
-               const int64_t start = steady_now_ns();
-               log.on_full();
-               log.buffered = 0;
-               flush_ns = steady_now_ns() - start;
-             }
-             const StepTimes times{t_start, t_end, ns(2), ns(3), ns(4), ns(5), ns(6), flush_ns};
-             log.record(plan, post, times, costs);
-             ++log.buffered;
-           },
-           py::arg("record"), py::arg("t_start"), py::arg("t_end"),
-           "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
-           "clock); first on_full() if chunk_steps steps are buffered, its time in the "
-           "step's flush_ns.")
+      .def(
+          "record",
+          [](PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
+            // Names made once: an attribute lookup by C string builds a new str each time.
+            static const auto& name = *new std::array<py::str, 8>{
+                "plan",      "post",           "sched_call_ns", "forward_ns",
+                "sample_ns", "postprocess_ns", "step_ns",       "flops"};
+            auto get = [&](int i) {
+              PyObject* value = PyObject_GetAttr(rec.ptr(), name[i].ptr());
+              if (!value) throw py::error_already_set();
+              return py::reinterpret_steal<py::object>(value);
+            };
+            auto ns = [&](int i) {
+              const int64_t v = PyLong_AsLongLong(get(i).ptr());
+              if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+              return v;
+            };
+            py::object plan_obj = get(0), post_obj = get(1), flops_obj = get(7);
+            if (!py::isinstance<ScheduleOutput>(plan_obj) ||
+                !py::isinstance<PostprocessOutput>(post_obj))
+              throw py::type_error(
+                  "record.plan and record.post must come from an "
+                  "engine._core.Scheduler, got " +
+                  py::repr(plan_obj.get_type()).cast<std::string>() + " and " +
+                  py::repr(post_obj.get_type()).cast<std::string>());
+            const auto& plan = plan_obj.cast<const ScheduleOutput&>();
+            const auto& post = post_obj.cast<const PostprocessOutput&>();
+            std::vector<StepCost>& costs = log.costs;
+            costs.clear();
+            for (py::handle f : py::reinterpret_borrow<py::sequence>(flops_obj)) {
+              if (!py::isinstance<StepCost>(f))
+                throw py::type_error("flops holds a StepCost per rank, got " +
+                                     py::repr(f).cast<std::string>());
+              costs.push_back(f.cast<const StepCost&>());
+            }
+            int64_t flush_ns = 0;
+            if (log.buffered >= log.chunk_steps) {
+              const int64_t start = steady_now_ns();
+              log.on_full();
+              log.buffered = 0;
+              flush_ns = steady_now_ns() - start;
+            }
+            const StepTimes times{t_start, t_end, ns(2), ns(3), ns(4), ns(5), ns(6), flush_ns};
+            log.record(plan, post, times, costs);
+            ++log.buffered;
+          },
+          py::arg("record"), py::arg("t_start"), py::arg("t_end"),
+          "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
+          "clock); first on_full() if chunk_steps steps are buffered, its time in the "
+          "step's flush_ns.")
       .def("end", &StepLog::end,
            "The requests still live leave as rows: rejected as added, else unfinished.")
       .def_property_readonly("num_done", &StepLog::num_done,
                              "Requests finished, handed off or rejected so far.")
       .def_property_readonly("num_live", &StepLog::num_live,
                              "Requests enqueued that have not left yet.")
-      .def("take_steps", [](PyStepLog& log) {
-             log.buffered = 0;
-             return take(log.steps());
-           }, "The step rows recorded since the last take (0/1 flags as uint8).")
-      .def("take_batches", [](PyStepLog& log) { return take(log.batches()); },
-           "The batch rows recorded since the last take.")
-      .def("take_requests", [](PyStepLog& log) { return take_requests(log.requests()); },
-           "The rows of the requests that left since the last take (status: 0 finished, "
-           "1 rejected, 2 unfinished; reason as a list of str).")
-      .def("itl", [](const PyStepLog& log) {
-        std::vector<double> values;
-        std::vector<int64_t> counts;
-        for (const auto& [gap, count] : log.itl()) {
-          values.push_back(gap);
-          counts.push_back(count);
-        }
-        return py::make_tuple(owned(std::move(values)), owned(std::move(counts)));
-      }, "(gap values ascending, counts) of measured, completed requests.");
+      .def(
+          "take_steps",
+          [](PyStepLog& log) {
+            log.buffered = 0;
+            return take(log.steps());
+          },
+          "The step rows recorded since the last take (0/1 flags as uint8).")
+      .def(
+          "take_batches", [](PyStepLog& log) { return take(log.batches()); },
+          "The batch rows recorded since the last take.")
+      .def(
+          "take_requests", [](PyStepLog& log) { return take_requests(log.requests()); },
+          "The rows of the requests that left since the last take (status: 0 finished, "
+          "1 rejected, 2 unfinished; reason as a list of str).")
+      .def(
+          "itl",
+          [](const PyStepLog& log) {
+            std::vector<double> values;
+            std::vector<int64_t> counts;
+            for (const auto& [gap, count] : log.itl()) {
+              values.push_back(gap);
+              counts.push_back(count);
+            }
+            return py::make_tuple(owned(std::move(values)), owned(std::move(counts)));
+          },
+          "(gap values ascending, counts) of measured, completed requests.");
 }

@@ -26,7 +26,9 @@ inline int& failures() {
 }
 
 struct Register {
-  Register(const char* name, std::function<void()> body) { cases().push_back({name, std::move(body)}); }
+  Register(const char* name, std::function<void()> body) {
+    cases().push_back({name, std::move(body)});
+  }
 };
 
 inline void fail(const char* file, int line, const std::string& what) {
@@ -36,13 +38,12 @@ inline void fail(const char* file, int line, const std::string& what) {
 
 }  // namespace harness
 
-#define TEST(name)                                           \
-  static void name();                                        \
+#define TEST(name)                                             \
+  static void name();                                          \
   static const harness::Register register_##name(#name, name); \
   static void name()
 
-#define EXPECT(cond) \
-  ((cond) ? (void)0 : harness::fail(__FILE__, __LINE__, #cond))
+#define EXPECT(cond) ((cond) ? (void)0 : harness::fail(__FILE__, __LINE__, #cond))
 
 #define EXPECT_THROWS(stmt, type)                                                  \
   do {                                                                             \

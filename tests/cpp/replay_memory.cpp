@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("requests %lld retain_finished %d steps %lld most_live %zu slots %zu peak_rss_mb %.1f\n",
-              static_cast<long long>(requests), retain ? 1 : 0, static_cast<long long>(steps),
-              most_live, s.num_sequences(), usage.ru_maxrss / 1024.0);
+  std::printf(
+      "requests %lld retain_finished %d steps %lld most_live %zu slots %zu peak_rss_mb %.1f\n",
+      static_cast<long long>(requests), retain ? 1 : 0, static_cast<long long>(steps), most_live,
+      s.num_sequences(), usage.ru_maxrss / 1024.0);
 }

@@ -66,7 +66,8 @@ TEST(check_accepts_true_owner_counts_and_names_a_wrong_one) {
     try {
       pool.check({1, 1, 0, 0});
     } catch (const std::logic_error& e) {
-      EXPECT(std::string(e.what()).find("block 1 has refcount 2 and 1 owners") != std::string::npos);
+      EXPECT(std::string(e.what()).find("block 1 has refcount 2 and 1 owners") !=
+             std::string::npos);
     }
   }
 }

@@ -50,14 +50,14 @@ const CostModel model(tiny(), ByteSizes{1.0, 1.0, 2.0, 1.0});
 }  // namespace
 
 TEST(two_final_chunks_cost_what_calc_flops_says) {
-  const StepCost c = model.batch(batch({40, 10}, {40, 10}, kFinalChunk), nullptr, false);
+  const StepCost c = model.batch(batch({40, 10}, {40, 10}, kFinal), nullptr, false);
   EXPECT(close(c.model_flops, 8151936.0));
   EXPECT(close(c.executed_flops, 8151936.0));
   EXPECT(close(c.bytes, 144511.97216415795));
 }
 
 TEST(two_decode_steps_cost_what_calc_flops_says) {
-  const StepCost c = model.batch(batch({1, 1}, {11, 41}, kDecodeStep), nullptr, false);
+  const StepCost c = model.batch(batch({1, 1}, {11, 41}, kDecode), nullptr, false);
   EXPECT(close(c.model_flops, 426496.0));
   EXPECT(close(c.executed_flops, 426496.0));
   EXPECT(close(c.bytes, 109504.0));
@@ -70,6 +70,6 @@ TEST(an_empty_batch_costs_nothing) {
 
 TEST(rejected_drafts_are_executed_but_not_model_flops) {
   const int64_t none[] = {0};
-  const StepCost c = model.batch(batch({3}, {20}, kDecodeStep), none, true);
+  const StepCost c = model.batch(batch({3}, {20}, kDecode), none, true);
   EXPECT(c.executed_flops > c.model_flops && c.model_flops > 0);
 }

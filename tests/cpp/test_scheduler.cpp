@@ -39,7 +39,8 @@ TEST(baseline_two_prompts_then_decode) {
   const Batch& b0 = plan->batches[0];
   EXPECT(plan->phase == Phase::kPrompt);
   EXPECT((b0.seq_ids == std::vector<int64_t>{0, 1}));
-  EXPECT((b0.seqlen_q == std::vector<int32_t>{6, 3}) && (b0.seqlen_k == std::vector<int32_t>{6, 3}));
+  EXPECT((b0.seqlen_q == std::vector<int32_t>{6, 3}) &&
+         (b0.seqlen_k == std::vector<int32_t>{6, 3}));
   s.postprocess(*plan, nullptr);
   EXPECT(s.seq(0).num_tokens == 7 && s.seq(0).num_cached == 6);
   EXPECT(s.seq(1).num_tokens == 4 && s.seq(1).num_cached == 3);
@@ -48,7 +49,8 @@ TEST(baseline_two_prompts_then_decode) {
   const Batch& b1 = plan->batches[0];
   EXPECT(plan->phase == Phase::kDecode);
   EXPECT((b1.seq_ids == std::vector<int64_t>{1, 0}));  // equal outputs: the later add first
-  EXPECT((b1.seqlen_q == std::vector<int32_t>{1, 1}) && (b1.seqlen_k == std::vector<int32_t>{4, 7}));
+  EXPECT((b1.seqlen_q == std::vector<int32_t>{1, 1}) &&
+         (b1.seqlen_k == std::vector<int32_t>{4, 7}));
   s.postprocess(*plan, nullptr);
   EXPECT(s.seq(0).num_tokens == 8 && s.seq(0).num_cached == 7);
   EXPECT(s.seq(1).num_tokens == 5 && s.seq(1).num_cached == 4);
