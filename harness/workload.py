@@ -6,6 +6,7 @@ is the reference; SCHEMA below is the single source of keys, types and defaults.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -45,11 +46,11 @@ def number(low: float, high: Optional[float] = None, allow_none: bool = False, s
     def check(v):
         if v is None and allow_none:
             return
-        ok = not isinstance(v, bool) and isinstance(v, (int, float))
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
         ok = ok and (v > low if strict else v >= low) and (high is None or v <= high)
         if not ok:
             rng = f"> {low}" if strict else f">= {low}" if high is None else f"in {low}..{high}"
-            raise ValueError(f"a number {rng}" + (" or null" if allow_none else ""))
+            raise ValueError(f"a finite number {rng}" + (" or null" if allow_none else ""))
     return check
 
 
@@ -63,6 +64,13 @@ def one_of(*choices):
 def text(v):
     if not isinstance(v, str) or not v:
         raise ValueError("a non-empty string")
+
+
+def run_name(v):
+    """A run's folder under `output`: one path component, so it cannot write elsewhere."""
+    text(v)
+    if v in (".", "..") or "/" in v or "\\" in v or "\0" in v:
+        raise ValueError("a run name: one path component (no '/', '\\', '.' or '..')")
 
 
 def boolean(v):
@@ -97,7 +105,7 @@ def _scheduler_keys() -> Dict[str, Key]:
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 
 SCHEMA: Dict[str, Any] = {
-    "name": Key(text, None, "run name; default: the file's stem"),
+    "name": Key(run_name, None, "run name (one path component); default: the file's stem"),
     "trace": {
         "file": Key(text, None, "a trace file, relative to the workload file"),
         "format": Key(text, "auto", "auto, azure, mooncake, burstgpt, vidur, tidy"),

@@ -78,7 +78,9 @@ def test_bad_trace_names_file_and_line(tmp_path, capsys):
     (["--set", "nonsense"], "--set 'nonsense': expected KEY.PATH=VALUE"),
     (["--set", "engine.num_mtp=1"], "FIELD=VALUE with FIELD one of max_num_batched_tokens"),
     (["--set", "num_mtp=[1"], "--set 'num_mtp=[1': the value is not valid YAML"),
-    (["--step-ms", "0"], "--step-ms must be > 0, got 0"),
+    (["--step-ms", "0"], "--step-ms must be a finite number > 0, got 0"),
+    (["--step-ms", "nan"], "--step-ms must be a finite number > 0, got nan"),
+    (["--step-ms", "inf"], "--step-ms must be a finite number > 0, got inf"),
 ])
 def test_bad_replay_input_exits_2(capsys, monkeypatch, argv, words):
     monkeypatch.chdir(REPO)
@@ -109,6 +111,20 @@ def test_validate_run_and_show_speak_json(tmp_path, capsys):
     stats = {(r["metric"], r["stat"]): r["value"] for r in run["summary"]}
     assert stats[("requests", "finished")] == 12
     assert run_json(capsys, ["show", run["run_dir"]]) == run
+
+
+def test_show_into_a_closed_pipe_exits_quietly(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    path = write(tmp_path, GENERATED + f"output: {tmp_path / 'out'}\n", "w.yaml")
+    (run,) = run_json(capsys, ["run", str(path)])["runs"]
+    # `steptrace show RUN | head -1`, head gone before the output: the pipe's reader is
+    # closed before the child (a second of imports) writes a line
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands", "show", run["run_dir"]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
 
 
 def test_a_failed_run_exits_1(tmp_path, capsys, monkeypatch):

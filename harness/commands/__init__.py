@@ -8,6 +8,8 @@ validate, show, trace and replay-scheduler never do (tests/test_cli.py checks th
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from . import replay_scheduler, run, show, trace, validate
 from .common import BadInput, RunFailed, fail
@@ -31,6 +33,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.handler(args)
+    except BrokenPipeError:  # `steptrace show RUN | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 0
     except BadInput as e:
         return fail(f"steptrace: error: {e}", 2)
     except RunFailed as e:

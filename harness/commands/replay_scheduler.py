@@ -5,6 +5,7 @@ finished or was rejected."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +52,8 @@ def config(assignments) -> SchedulerConfig:
 def main(args) -> int:
     try:
         cfg = config(args.set)
-        if args.step_ms <= 0:
-            raise ValueError(f"--step-ms must be > 0, got {args.step_ms:g}")
+        if not math.isfinite(args.step_ms) or args.step_ms <= 0:
+            raise ValueError(f"--step-ms must be a finite number > 0, got {args.step_ms:g}")
         if args.trace is None and not DEFAULT_TRACE.is_file():
             raise ValueError(f"no trace given, and the bundled {DEFAULT_TRACE} is not under the "
                              f"current directory: run from the repository root or name a trace")
