@@ -1,4 +1,6 @@
-"""One way to build schedulers in tests: real objects from tiny configs."""
+"""Test helpers: schedulers built from tiny configs, and a wait for the telemetry sampler."""
+
+import time
 
 from engine import ReferenceScheduler, Scheduler, SchedulerConfig
 
@@ -45,8 +47,6 @@ def prefix_hash_ids(rng, prompt_len, block_size):
 def wait_for_samples(sampler, rows, source="cpu", timeout_s=30.0):
     """Wait until a started telemetry Sampler has journalled `rows` rows of `source`: the
     child's start-up (a Python interpreter) takes from 0.1 s to seconds on a loaded host."""
-    import time
-
     journal = sampler._dir / "journal.jsonl"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
