@@ -19,7 +19,6 @@ from engine import LLMEngine
 
 from .recorder import Recorder
 from .replay import replay
-from .table_sink import TableSink
 
 
 def calibrate(config, trace, requests: int) -> dict:
@@ -53,6 +52,5 @@ def calibrate(config, trace, requests: int) -> dict:
 
 def _null_run(config, tmp: str):
     engine = LLMEngine(config)
-    recorder = Recorder(engine, 0, TableSink(tmp, "steps", "parquet"),
-                        TableSink(tmp, "batches", "parquet"))
+    recorder = Recorder(engine, 0, tmp)
     return engine, recorder

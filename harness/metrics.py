@@ -227,43 +227,81 @@ def summarize(req: pd.DataFrame, itl_values, itl_counts=None, *, warmup=None,
               slo: Optional[Mapping[str, float]] = None) -> pd.DataFrame:
     """summary() from per-request latencies (the columns `latencies` adds) and the
     inter-token gaps of the measured, completed requests (values, with counts or None)."""
-    n = len(req)
-    warm = _warmup_mask(warmup, n)
-    measured = ~warm
-    status = req["status"]  # text or categorical: compared as a Series, never copied to str
-    done = measured & status.isin(COMPLETED).to_numpy()
+    latency = LatencySummary(slo)
+    latency.add(req, _warmup_mask(warmup, len(req)))
+    return latency.rows(itl_values, itl_counts)
 
-    rows = [("requests", s, float(np.sum(measured & (status == s).to_numpy())), "requests")
-            for s in STATUSES]
-    rows.append(("requests", "warmup", float(warm.sum()), "requests"))
 
-    window = measured_window(req["arrival_s"], req["last_token_s"], measured)
-    prompt = req["prompt_len"].to_numpy(np.float64)[done].sum()
-    output = req["output_tokens"].to_numpy(np.float64)[done].sum()
+class LatencySummary:
+    """summarize(), fed the requests a chunk at a time (the recorder's path: a million
+    requests never sit in one frame). It keeps what exact percentiles need, one value per
+    metric of each request counted, and counts and sums for the rest; the rows equal
+    summarize()'s over all the chunks as one frame."""
 
-    def rate(count):  # per second of the measured window
-        return count / window if window > 0 else float("nan")
+    METRICS = ("ttft", "tpot", "e2e", "queueing_delay", "schedule_fidelity")
 
-    rows += [("window", "duration", window, "s"),
-             ("throughput", "requests", rate(done.sum()), "req/s"),
-             ("throughput", "output_tokens", rate(output), "tok/s"),
-             ("throughput", "total_tokens", rate(prompt + output), "tok/s")]
-    if slo:
-        good = meets_slo(req["ttft_s"], req["tpot_s"], req["e2e_s"], slo) & done
-        rows.append(("goodput", "requests", rate(good.sum()), "req/s"))
-        rows += [("slo", name, float(limit), "s") for name, limit in slo.items()]
+    def __init__(self, slo: Optional[Mapping[str, float]] = None) -> None:
+        self.slo = slo
+        self.counts = dict.fromkeys((*STATUSES, "warmup"), 0)
+        self.output_tokens = 0.0  # of measured, completed requests
+        self._done = self._good = 0
+        self._prompt_tokens = 0.0
+        self._ends = []  # per chunk: its first measured arrival, its last measured token
+        self._values = {m: [] for m in self.METRICS}
 
-    lat = {m: req[f"{m}_s"].to_numpy(np.float64)[done]
-           for m in ("ttft", "tpot", "e2e", "queueing_delay")}
-    samples = dict(ttft=(lat["ttft"], None), tpot=(lat["tpot"], None),
-                   itl=(itl_values, itl_counts), e2e=(lat["e2e"], None),
-                   queueing_delay=(lat["queueing_delay"], None),
-                   schedule_fidelity=(req["schedule_fidelity_s"].to_numpy(np.float64)[measured],
-                                      None))
-    for metric, (values, counts) in samples.items():
-        rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
-                 for stat, x in describe(values, counts).items()]
-    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    def add(self, req, warm) -> None:
+        """A chunk of requests: columns (a DataFrame or a mapping of arrays) with status,
+        arrival_s, last_token_s, prompt_len, output_tokens and `latencies`' columns;
+        `warm` the chunk's warm-up mask."""
+        measured = ~np.asarray(warm, dtype=bool)
+        status = req["status"]  # text or categorical: compared in place, never copied to str
+        for s in STATUSES:
+            self.counts[s] += int(np.sum(measured & np.asarray(status == s)))
+        self.counts["warmup"] += int(np.sum(~measured))
+        done = measured & np.isin(np.asarray(status, dtype=object), COMPLETED)
+        self._done += int(done.sum())
+        self._prompt_tokens += np.asarray(req["prompt_len"], np.float64)[done].sum()
+        self.output_tokens += np.asarray(req["output_tokens"], np.float64)[done].sum()
+        if measured.any():
+            last = np.asarray(req["last_token_s"], np.float64)[measured]
+            self._ends.append((np.asarray(req["arrival_s"], np.float64)[measured].min(),
+                               np.nan if np.all(np.isnan(last)) else np.nanmax(last)))
+        lat = {m: np.asarray(req[f"{m}_s"], np.float64) for m in self.METRICS}
+        if self.slo:
+            self._good += int((meets_slo(lat["ttft"], lat["tpot"], lat["e2e"], self.slo)
+                               & done).sum())
+        for m in self.METRICS:
+            self._values[m].append(lat[m][measured if m == "schedule_fidelity" else done])
+
+    def rows(self, itl_values, itl_counts=None) -> pd.DataFrame:
+        """The tidy rows (metric, stat, value, unit), with the inter-token gaps of the
+        measured, completed requests (values, with counts or None)."""
+        rows = [("requests", s, float(self.counts[s]), "requests") for s in STATUSES]
+        rows.append(("requests", "warmup", float(self.counts["warmup"]), "requests"))
+        ends = np.array(self._ends, np.float64).reshape(-1, 2)
+        window = measured_window(ends[:, 0], ends[:, 1], np.ones(len(ends), bool))
+
+        def rate(count):  # per second of the measured window
+            return count / window if window > 0 else float("nan")
+
+        rows += [("window", "duration", window, "s"),
+                 ("throughput", "requests", rate(self._done), "req/s"),
+                 ("throughput", "output_tokens", rate(self.output_tokens), "tok/s"),
+                 ("throughput", "total_tokens", rate(self._prompt_tokens + self.output_tokens),
+                  "tok/s")]
+        if self.slo:
+            rows.append(("goodput", "requests", rate(self._good), "req/s"))
+            rows += [("slo", name, float(limit), "s") for name, limit in self.slo.items()]
+        for metric in ("ttft", "tpot", "itl", "e2e", "queueing_delay", "schedule_fidelity"):
+            values, counts = (itl_values, itl_counts) if metric == "itl" else \
+                (self._concatenated(metric), None)
+            rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
+                     for stat, x in describe(values, counts).items()]
+        return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+    def _concatenated(self, metric: str) -> np.ndarray:
+        parts = self._values[metric]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _warmup_mask(warmup, n: int) -> np.ndarray:

@@ -5,12 +5,15 @@ step's timings and FLOPs into columns and stamps the tokens each request committ
 request's row joins the request columns when the postprocess result says it left. It is
 fed only what the engine hands over (add records, StepRecords), never the engine itself.
 
-Every `chunk_steps` steps the engine's thread moves the columns out of C++ and hands them
-to a writer thread, which builds the Arrow tables and writes them (harness/table_sink.py;
-Parquet writes release the GIL). The hand-off's time is the step's `flush_ns`. The queue
-between the two is bounded, so memory stays bounded by a few chunks, the live requests
-(with a running request's own gaps), the distinct inter-token gaps, and the few numbers
-per step (and one flag per trace request) the summary needs.
+Every `chunk_steps` steps the engine's thread moves the columns out of C++ and queues
+them (the hand-off's time is the step's `flush_ns`). A sender thread completes the
+request rows (the trace's columns, the latencies; the latency summary keeps its values)
+and pipes each chunk's columns, raw, to the table writer's own process
+(harness/table_writer.py), which encodes and writes them without this process's GIL. The
+queue is bounded, so memory stays bounded by a few chunks, the live requests (with a
+running request's own gaps), the distinct inter-token gaps, one value per latency metric
+of each measured request, and the few numbers per step (and two flags per trace request)
+the summaries need.
 """
 
 from __future__ import annotations
@@ -22,13 +25,12 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from engine import _core
 from engine.plan import KIND_NAMES
 
 from . import metrics
-from .table_sink import TableSink, dictionary
+from .table_writer import TableWriter
 
 # What the engine summary needs of every step, kept in memory for the end of the run.
 SUMMARY_STEP_COLUMNS = ("step", "dp_rank", "warmup", "t_start_s", "t_end_s", "sched_call_ns",
@@ -38,23 +40,21 @@ REQUEST_COLUMNS = ("request_id", "arrival_s", "enqueue_s", "first_scheduled_s",
                    "output_tokens", "dp_rank", "preemptions", "recomputed_tokens",
                    "prefix_hit_tokens", "status", "reason")  # then metrics.latencies' columns
 PHASES = ("decode", "prompt")  # indexed by the prompt_phase flag
-QUEUED_CHUNKS = 2  # chunks waiting for the writer before the engine's thread waits
+QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread waits
 
 
 class Recorder:
-    def __init__(self, engine, warmup_steps: int, steps: TableSink, batches: TableSink,
-                 chunk_steps: int = 1024, requests: Optional[TableSink] = None,
+    def __init__(self, engine, warmup_steps: int, run_dir, fmt: str = "parquet",
+                 labels: Optional[Dict[str, object]] = None, chunk_steps: int = 1024,
                  trace: Optional[pd.DataFrame] = None) -> None:
-        """`requests` (with `trace`, whose row i is request i) streams the requests table."""
-        if (requests is None) != (trace is None):
-            raise ValueError("the requests table needs the trace, and the trace a table")
+        """Streams the steps and batches tables into run_dir, and with `trace` (whose row
+        i is request i) the requests table."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
         self.log = _core.StepLog(warmup_steps, chunk_steps, lambda: flush()())
         self.chunk_steps = chunk_steps
         self._warmup_steps = warmup_steps
         self._finished = "handed_off" if engine.config.scheduler.engine_type == "prompt" \
             else "finished"
-        self._sinks = dict(steps=steps, batches=batches, requests=requests)
         self._trace = None if trace is None else dict(
             arrival_s=trace["arrival_s"].to_numpy(np.float64),
             prompt_len=trace["prompt_len"].to_numpy(np.int64),
@@ -62,39 +62,42 @@ class Recorder:
         n = 0 if trace is None else len(trace)
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)
+        self.latency = metrics.LatencySummary()  # the requests written so far
         self._kept: List[Dict[str, np.ndarray]] = []
+        self._tables = TableWriter(run_dir, fmt,
+                                   ["steps", "batches"] + (["requests"] if n else []),
+                                   labels, dict(phase=PHASES, kind=KIND_NAMES))
         write = weakref.WeakMethod(self._write)
-        self._writer = _Writer(lambda chunk: write()(chunk))
-        weakref.finalize(self, self._writer.stop)  # a recorder dropped unclosed
+        self._sender = _Sender(lambda chunk: write()(chunk))
+        weakref.finalize(self, self._sender.stop)  # a recorder dropped unclosed
         # step(record, t_start_s, t_end_s): one C++ call, flushing every chunk_steps steps
         self.step = self.log.record
         # enqueue(added, t): the SeqRecord LLMEngine.add_request returned, enqueued at t
         self.enqueue = self.log.enqueue
 
     def flush(self) -> None:
-        """Hand the buffered rows to the writer thread (the columns move, nothing is
+        """Hand the buffered rows to the sender thread (the columns move, nothing is
         copied)."""
         steps = self.log.take_steps()
         for flag in ("prompt_phase", "empty", "warmup"):
             steps[flag] = steps[flag].view(np.bool_)
         self._kept.append({name: steps[name] for name in SUMMARY_STEP_COLUMNS})
-        self._writer.put((steps, self.log.take_batches(), self.log.take_requests()))
+        self._sender.put((steps, self.log.take_batches(), self.log.take_requests()))
 
     def close(self) -> pd.DataFrame:
         """Flush (requests still live as unfinished, trace requests never enqueued last),
-        wait for the writer, close the tables, and return the per-step columns the summary
-        needs. The tables are closed (whole, renamed into place) even if a write failed;
-        the writer's error is raised then."""
+        wait for the sender, close the tables, and return the per-step columns the engine
+        summary needs. The tables are closed (whole, renamed into place) even if sending
+        failed; the first error is raised then. A table that could not be written is not
+        left behind."""
         try:
             self.log.end()
             self.flush()
-            self._writer.close()
+            self._sender.close()
             if self._trace is not None:
-                self._sinks["requests"].write(self._requests_table(self._never_enqueued()))
+                self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
-            for sink in self._sinks.values():
-                if sink is not None:
-                    sink.close()
+            self._tables.close()
         kept, self._kept = self._kept, []  # each column once: the chunks go as they join
         return pd.DataFrame({name: np.concatenate([k.pop(name) for k in kept])
                              for name in SUMMARY_STEP_COLUMNS}, copy=False)
@@ -108,27 +111,28 @@ class Recorder:
         """(gap values, counts) of measured, completed requests."""
         return self.log.itl()
 
-    def _write(self, chunk) -> None:  # on the writer thread
+    def _write(self, chunk) -> None:  # on the sender thread
         steps, batches, requests = chunk
-        steps["phase"] = dictionary(steps.pop("prompt_phase").view(np.int8), PHASES)
-        self._sinks["steps"].write(pa.table(steps))
-        batches["kind"] = dictionary(batches["kind"], KIND_NAMES)
-        self._sinks["batches"].write(pa.table(batches))
+        steps["phase"] = steps.pop("prompt_phase").view(np.int8)
+        tables = dict(steps=steps, batches=batches)
         if self._trace is not None:
-            self._sinks["requests"].write(self._requests_table(requests))
+            tables["requests"] = self._requests_columns(requests)
+        self._tables.write(tables)
 
-    def _requests_table(self, rows: Dict[str, np.ndarray]) -> pa.Table:
+    def _requests_columns(self, rows: Dict[str, np.ndarray]) -> Dict[str, object]:
+        """The requests table's columns for these rows; the latency summary takes them."""
         ids = rows["request_id"]
         step = rows.pop("first_scheduled_step")
-        self.warm[ids] = (step >= 0) & (step < self._warmup_steps)
+        warm = (step >= 0) & (step < self._warmup_steps)
+        self.warm[ids] = warm
         self._written[ids] = True
         names = np.array([self._finished, "rejected", "unfinished"], dtype=object)
         columns = {**{name: self._trace[name][ids] for name in self._trace}, **rows}
         columns = {name: columns[name] for name in REQUEST_COLUMNS if name in columns}
         columns.update(metrics.latency_columns(columns))
-        columns["status"] = pa.array(names[rows["status"]], pa.string())
-        columns["reason"] = pa.array(rows["reason"], pa.string())
-        return pa.table(columns)
+        columns["status"] = names[rows["status"]]
+        self.latency.add(columns, warm)
+        return columns
 
     def _never_enqueued(self) -> Dict[str, np.ndarray]:
         ids = np.flatnonzero(~self._written)
@@ -143,7 +147,7 @@ class Recorder:
                     status=np.full(n, 2, np.uint8), reason=["never enqueued"] * n)
 
 
-class _Writer:
+class _Sender:
     """A thread that calls write(chunk) for each chunk put, in order. After an error it
     drops what comes (the engine's thread never waits on a dead writer); close() raises
     the error."""
@@ -152,7 +156,7 @@ class _Writer:
         self._write = write
         self._queue: queue.Queue = queue.Queue(QUEUED_CHUNKS)
         self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, name="recorder-writer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="recorder-sender", daemon=True)
         self._thread.start()
 
     def put(self, chunk) -> None:

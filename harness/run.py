@@ -10,6 +10,7 @@ import hashlib
 import os
 import platform
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,18 +28,13 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
-from .metrics import COMPLETED, SUMMARY_COLUMNS, summarize
+from .metrics import SUMMARY_COLUMNS
 from .recorder import Recorder
 from .replay import replay
-from .table_sink import TableSink, write_table
+from .table_sink import write_table
 from .telemetry import Sampler, device_frame, device_summary
 from .workload import Workload
 from .workload_trace import load_workload_trace
-
-# What the latency summary reads back of the requests table: no more (a million rows).
-SUMMARY_REQUEST_COLUMNS = ("request_id", "arrival_s", "last_token_s", "prompt_len",
-                           "output_tokens", "status", "ttft_s", "tpot_s", "e2e_s",
-                           "queueing_delay_s", "schedule_fidelity_s")
 
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None) -> List[Path]:
@@ -57,18 +53,16 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
     calibration = calibrate(config, trace.df, calibration_requests) \
         if calibration_requests else None
     engine = LLMEngine(config)
-    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
     manifest = _manifest(workload, trace, engine, gil, repeat)
+    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
     if calibration:
         manifest["calibration"] = calibration
     tables.write_manifest(manifest, run_dir)
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
     df = trace.df
-    recorder = Recorder(engine, workload.values["warmup_steps"],
-                        TableSink(run_dir, "steps", fmt, labels),
-                        TableSink(run_dir, "batches", fmt, labels),
-                        requests=TableSink(run_dir, "requests", fmt, labels), trace=df)
+    recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
+                        trace=df)
     stop = threading.Event()
     previous = _stop_on_signals(stop)
     sampler = None
@@ -87,11 +81,16 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
             device, manifest["telemetry"] = sampler.stop() if sampler else \
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
             engine.close()
-            steps = recorder.close()
-            write_table(device, run_dir, "device", fmt, labels)
-            _write_summary(workload, engine, recorder, steps, device, run_dir, fmt, labels,
-                           calibration)
-            tables.write_manifest(manifest, run_dir)
+            try:
+                steps = recorder.close()
+                write_table(device, run_dir, "device", fmt, labels)
+                _write_summary(workload, engine, recorder, steps, device, run_dir, fmt,
+                               labels, calibration)
+            except Exception as e:  # a table could not be written: the run failed
+                manifest.update(complete=False, error=f"{type(e).__name__}: {e}")
+                raise
+            finally:
+                tables.write_manifest(manifest, run_dir)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -121,18 +120,15 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
 
 def _write_summary(workload, engine, recorder, steps, device, run_dir, fmt, labels,
                    calibration) -> None:
-    """The summary table, from what the recorder wrote and kept."""
-    requests = tables.read_requests(run_dir / f"requests.{fmt}", SUMMARY_REQUEST_COLUMNS,
-                                    ordered=False)
-    warm = recorder.warm[requests["request_id"].to_numpy()]
-    itl_values, itl_counts = recorder.itl()
-    latency = summarize(requests, itl_values, itl_counts, warmup=warm)
+    """The summary table, from what the recorder kept."""
+    latency = recorder.latency.rows(*recorder.itl())
     harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
                             for stat in ("per_step", "per_request")] if calibration else [],
                            columns=list(SUMMARY_COLUMNS))
     summary_df = pd.concat([latency, tables.engine_summary(steps, engine.peak_tflops), harness,
                             device_summary(device, *_wall_window(workload, steps),
-                                           _output_tokens(requests, warm))], ignore_index=True)
+                                           recorder.latency.output_tokens)],
+                           ignore_index=True)
     write_table(summary_df, run_dir, "summary", fmt, labels)
 
 
@@ -143,11 +139,6 @@ def _wall_window(workload, steps: pd.DataFrame):
     if workload.clock == "virtual" or not len(measured):
         return 0.0, np.inf
     return float(measured["t_start_s"].min()), float(measured["t_end_s"].max())
-
-
-def _output_tokens(requests: pd.DataFrame, warm: np.ndarray) -> int:
-    done = ~warm & requests["status"].isin(COMPLETED).to_numpy()
-    return int(requests["output_tokens"].to_numpy()[done].sum())
 
 
 def _new_run_dir(base: Path, gil: str, repeat: int) -> Path:
@@ -179,7 +170,7 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
                                           chip=engine.device.chip,
                                           capability=engine.device.capability),
         executor=engine.config.executor, modeled=ExecutorSpec.parse(engine.config.executor).modeled,
-        started=_now(), complete=False)
+        started=_now(), complete=False, pid=os.getpid(), host=socket.gethostname())
 
 
 def _sha256(path: Path) -> str:

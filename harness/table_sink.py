@@ -4,8 +4,9 @@ Every chunk is cast to the table's declared columns (harness/schema), so a table
 same dtypes whichever code path wrote it; a chunk missing a declared column or carrying
 an undeclared one is an error. Chunks go to a hidden temporary file (Parquet row groups,
 or CSV lines); close() renames it into place, so a reader sees either no table or a whole
-one, never a torn file. An interrupted run still closes its sinks: the tables hold every
-chunk written. The run's labels (some of run_id, gil_mode, overlap) join every chunk as
+one, never a torn file; a write or close that fails (a full disk) gives the table up,
+leaving nothing under either name. An interrupted run still closes its sinks: the tables
+hold every chunk written. The run's labels (some of run_id, gil_mode, overlap) join every chunk as
 constant columns, text ones dictionary-encoded, so that every table reads back with the
 same dtypes (categorical).
 """
@@ -14,10 +15,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
@@ -44,11 +44,22 @@ class TableSink:
         self._labels = labels or {}
         self.schema = arrow_schema(name, list(self._labels))
         self._writer = None
+        self._given_up = False
 
-    def write(self, chunk: Union[pa.Table, pd.DataFrame]) -> None:
-        """Append a chunk of the table's declared columns, in any order; an empty chunk
-        still makes a table."""
-        if isinstance(chunk, pd.DataFrame):
+    def write(self, chunk) -> None:
+        """Append a chunk (an Arrow table or a DataFrame) of the table's declared columns,
+        in any order; an empty chunk still makes a table. If the write fails the table is
+        given up: nothing is left under either name."""
+        if self._given_up:
+            raise ValueError(f"{self.path.name}: the table was given up after a failed write")
+        try:
+            self._write(chunk)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _write(self, chunk) -> None:
+        if not isinstance(chunk, pa.Table):  # a DataFrame: pandas itself is never imported
             chunk = pa.Table.from_pandas(chunk, preserve_index=False)
         self._check(chunk.column_names)
         n = chunk.num_rows
@@ -77,15 +88,33 @@ class TableSink:
                              f"(harness/schema/tables.py declares the {self.name} table)")
 
     def close(self) -> Optional[Path]:
-        """The table in place; None (no file) if not even an empty chunk was written."""
+        """The table in place; None (no file) if not even an empty chunk was written, or
+        the table was given up. A close that fails gives the table up."""
         if self._writer is None:
             return None
-        self._writer.close()
-        os.replace(self._tmp, self.path)
+        try:
+            self._writer.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        self._writer = None
         return self.path
 
+    def abort(self) -> None:
+        """Give the table up: its temporary file removed, nothing renamed into place."""
+        self._given_up = True
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the file goes anyway
+                pass
+        if self._tmp.is_file():  # not a folder of someone else's under its name
+            self._tmp.unlink()
 
-def write_table(df: pd.DataFrame, run_dir: Path, name: str, fmt: str,
+
+def write_table(df, run_dir: Path, name: str, fmt: str,
                 labels: Optional[Dict[str, object]] = None) -> Path:
     """A whole table in one chunk."""
     sink = TableSink(run_dir, name, fmt, labels)

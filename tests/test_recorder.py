@@ -51,10 +51,8 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
     df = trace()
     if max_new_tokens is not None:
         df["max_new_tokens"] = max_new_tokens
-    recorder = Recorder(engine, warmup, *(TableSink(out, name, fmt, dict(run_id="r"))
-                                          for name in ("steps", "batches")),
-                        chunk_steps=chunk_steps,
-                        requests=TableSink(out, "requests", fmt, dict(run_id="r")), trace=df)
+    recorder = Recorder(engine, warmup, out, fmt, dict(run_id="r"), chunk_steps=chunk_steps,
+                        trace=df)
     kept = []
 
     class Keeping:  # the recorder's face, keeping every record for the recount
@@ -255,29 +253,20 @@ def test_flush_ns_is_set_exactly_on_the_steps_that_flushed(tmp_path):
     assert table["flush_ns"].dtype == np.int64
 
 
-class FailingSink:
-    def __init__(self):
-        self.closed = False
-
-    def write(self, chunk):
-        raise OSError("disk full")
-
-    def close(self):
-        self.closed = True
-
-
-def test_a_writer_error_surfaces_at_close_with_the_other_tables_whole(tmp_path):
+def test_a_table_that_cannot_be_written_fails_at_close_and_is_not_left_behind(tmp_path):
+    """A real write fault (the batches table's temporary name is taken by a folder): the
+    engine never waits on it, close() names the table, the other tables are whole."""
     engine = LLMEngine(engine_config())
-    failing = FailingSink()
-    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet"), failing,
-                        chunk_steps=2)
+    (tmp_path / ".batches.parquet.tmp").mkdir()
+    recorder = Recorder(engine, 0, tmp_path, chunk_steps=2)
     df = trace()
     replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
-           df["max_new_tokens"].to_numpy(), "virtual", recorder)  # the engine never waits on it
-    with pytest.raises(OSError, match="disk full"):
+           df["max_new_tokens"].to_numpy(), "virtual", recorder)
+    with pytest.raises(OSError, match="batches: IsADirectoryError"):
         recorder.close()
-    assert failing.closed  # and the steps table holds what came before the failing write
-    assert read(tmp_path, "steps")["step"].tolist() == [0, 1]
+    assert not (tmp_path / "batches.parquet").exists()
+    steps = read(tmp_path, "steps")["step"]
+    assert steps.tolist() == list(range(len(steps))) and len(steps) > 2
 
 
 def records_of(engine, df):

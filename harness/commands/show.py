@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pandas as pd
@@ -10,9 +12,9 @@ import pandas as pd
 from .common import BadInput, add_json, print_json
 
 # The summary rows printed as text, in this order; --json gives every row.
-HEADLINE = [("requests", "finished"), ("requests", "rejected"), ("throughput", "requests"),
-            ("throughput", "output_tokens"), ("ttft", "p50"), ("ttft", "p99"),
-            ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"), ("e2e", "p50"),
+HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejected"),
+            ("throughput", "requests"), ("throughput", "output_tokens"), ("ttft", "p50"),
+            ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"), ("e2e", "p50"),
             ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
             ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
             ("mfu", "model")]
@@ -35,20 +37,71 @@ def main(args) -> int:
 
 
 def read(run_dir: Path) -> dict:
-    """The run's manifest essentials and every summary row (metric, stat, value, unit)."""
+    """The run's state, manifest essentials and every summary row (metric, stat, value,
+    unit). A run without a summary (killed, or still running) gets the engine summary of
+    the steps it holds."""
+    run_dir = Path(run_dir)
     try:
-        manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-        summary = _read(Path(run_dir), "summary")
+        manifest = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError) as e:
         raise BadInput(f"{run_dir}: not a run directory ({e})") from None
-    return dict(run_dir=str(run_dir), complete=bool(manifest.get("complete")),
+    state = _state(manifest)
+    try:
+        summary = _read(run_dir, "summary")
+    except (OSError, ValueError) as e:
+        if state in ("complete", "interrupted"):
+            raise BadInput(f"{run_dir}: the run ended but its summary is unreadable ({e})") \
+                from None
+        summary = _steps_summary(run_dir)
+    return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
                 device=manifest["device"]["name"], modeled=bool(manifest.get("modeled")),
                 gil_mode=manifest["gil_mode"],
                 summary=summary[["metric", "stat", "value", "unit"]].to_dict("records"))
 
 
+def _state(manifest: dict) -> str:
+    """complete, failed (a table could not be written), interrupted (Ctrl-C or SIGTERM:
+    the tables whole), killed (the process ended without closing the run) or running."""
+    if manifest.get("complete"):
+        return "complete"
+    if "error" in manifest:
+        return "failed"
+    if "ended" in manifest:
+        return "interrupted"
+    if "killed" in manifest or not _alive(manifest.get("pid"), manifest.get("host")):
+        return "killed"
+    return "running"
+
+
+def _alive(pid, host) -> bool:
+    if pid is None or host != socket.gethostname():
+        return True  # cannot tell: say running, not killed
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process now holds the number
+        return True
+    return True
+
+
+def _steps_summary(run_dir: Path) -> pd.DataFrame:
+    """What the steps table of an unfinished run says: its step count and the engine
+    summary (no MFU: the device's peak is the run's to know)."""
+    from harness.metrics import SUMMARY_COLUMNS
+    from harness.tables import engine_summary
+
+    try:
+        steps = _read(run_dir, "steps")
+    except (OSError, ValueError):
+        return pd.DataFrame([], columns=list(SUMMARY_COLUMNS))
+    recorded = pd.DataFrame([("steps", "recorded", float(steps["step"].nunique()), "steps")],
+                            columns=list(SUMMARY_COLUMNS))
+    return pd.concat([recorded, engine_summary(steps, None)], ignore_index=True)
+
+
 def print_text(result: dict) -> None:
-    state = "complete" if result["complete"] else "INCOMPLETE"
+    state = result["state"] if result["complete"] else result["state"].upper()
     modeled = " (modeled)" if result["modeled"] else ""
     print(f"{result['run_dir']}  [{state}]  device {result['device']}{modeled}, "
           f"gil {result['gil_mode']}")

@@ -14,7 +14,6 @@ import pandas as pd
 from engine import EngineConfig, LLMEngine, SchedulerConfig
 from harness.recorder import Recorder
 from harness.run import run_workload
-from harness.table_sink import TableSink
 from harness.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,14 +33,14 @@ def decoding_engine(model, executor="torch"):
 
 def test_recorder_cost_per_step(benchmark, tmp_path):
     """Recorder.step on a 64-row decode step (the hot path: rows into the C++ columns),
-    then the chunk's hand-off and its write to Parquet on the writer thread per step,
-    against the tiny model's decode step on the CPU measured in the same run."""
+    then the chunk's hand-off and its trip down the pipe to the table writer's process
+    (the sender thread's work; the encoding is that process's) per step, against the tiny
+    model's decode step on the CPU measured in the same run."""
     enabled = not benchmark.disabled
     engine = decoding_engine("tiny")
     record = engine.step()
     forward_s = min(_timed(engine.step) for _ in range(5 if enabled else 1))
-    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet", dict(run_id="b")),
-                        TableSink(tmp_path, "batches", "parquet", dict(run_id="b")))
+    recorder = Recorder(engine, 0, tmp_path, labels=dict(run_id="b"))
     steps = recorder.chunk_steps - 1  # a round never reaches a flush: setup() flushes
     clock = iter(range(10**9))
 
@@ -53,14 +52,14 @@ def test_recorder_cost_per_step(benchmark, tmp_path):
     benchmark.pedantic(record_steps, setup=recorder.flush, rounds=100 if enabled else 1,
                        iterations=1, warmup_rounds=1 if enabled else 0)
     record_s = benchmark.stats.stats.min / steps if enabled else float("nan")
-    written = recorder._writer._queue.join  # the chunks handed over so far, written
+    written = recorder._sender._queue.join  # the chunks handed over so far, sent
 
     def write():
         recorder.flush()
         written()
     written()
     write_s = _timed(write) / steps
-    print(f"\nrecorder {record_s * 1e6:.2f} us/step + write {write_s * 1e6:.2f} us/step;"
+    print(f"\nrecorder {record_s * 1e6:.2f} us/step + send {write_s * 1e6:.2f} us/step;"
           f" tiny-model step {forward_s * 1e3:.2f} ms; share {(record_s + write_s) / forward_s:.4%}")
     benchmark.extra_info.update(record_us=record_s * 1e6, write_us=write_s * 1e6,
                                 tiny_step_ms=forward_s * 1e3)
@@ -71,14 +70,12 @@ def test_recorder_cost_per_step(benchmark, tmp_path):
 def test_engine_thread_at_a_chunk_boundary(benchmark, tmp_path):
     """engine.step() + Recorder.step per iteration, null executor, ROWS requests decoding,
     over 32 chunk boundaries: what an iteration at a boundary (and the 8 after it, where the
-    writer thread runs) takes beyond ordinary ones, against the flushes' own flush_ns."""
+    sender thread runs) takes beyond ordinary ones, against the flushes' own flush_ns."""
     enabled = not benchmark.disabled
     engine = LLMEngine(EngineConfig(model="tiny", executor="null", scheduler=SchedulerConfig(
         max_num_seqs=ROWS, num_kv_blocks=ROWS * 8, block_size=16)))
     chunk = 1024 if enabled else 16
-    recorder = Recorder(engine, 0, TableSink(tmp_path, "steps", "parquet", dict(run_id="b")),
-                        TableSink(tmp_path, "batches", "parquet", dict(run_id="b")),
-                        chunk_steps=chunk)
+    recorder = Recorder(engine, 0, tmp_path, labels=dict(run_id="b"), chunk_steps=chunk)
     for i in range(ROWS):
         recorder.enqueue(engine.add_request(i, prompt_len=16, max_new_tokens=10**6), 0.0)
     n = chunk * 32 + 8
