@@ -99,10 +99,9 @@ class LLMEngine:
         self.scheduler = _core.Scheduler(config.scheduler, retain_finished=False)
         # The estimator is for metrics only: it never picks batches. It counts weights and
         # KV at the bytes the run moves (the modeled executor times steps with it too).
-        self.executor, self.flops, self.device = \
+        # device_profile: that of the device the steps run on, where one is known (modeled)
+        self.executor, self.flops, self.device, self.device_profile = \
             ExecutorSpec.parse(config.executor).build(config, self.model_config)
-        # the profile of the device the steps run on, where one is known (a modeled device)
-        self.device_profile = getattr(self.executor, "profile", None)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._cost = self.flops.cost_model()
         self._release_gil = config.release_gil

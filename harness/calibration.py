@@ -43,7 +43,8 @@ def calibrate(config, trace, requests: int) -> dict:
         start = time.perf_counter()
         replay(engine, np.zeros(n), prompt, output, "virtual", recorder)
         replay_s = time.perf_counter() - start
-        steps = recorder.close()["step"].nunique()
+        recorder.close()
+        steps = recorder.step_summary.steps
         engine.close()
     per_step = max(0.0, replay_s - n * per_request) / max(steps, 1)
     return dict(requests=n, steps=steps, replay_s=replay_s, per_request_us=per_request * 1e6,

@@ -184,7 +184,8 @@ def describe(values, counts=None) -> dict:
     v = np.asarray(values, dtype=np.float64)
     c = np.ones(len(v), np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
     keep = ~np.isnan(v) & (c > 0)
-    v, c = v[keep], c[keep]
+    if not keep.all():  # a million values are not copied for nothing
+        v, c = v[keep], c[keep]
     if len(v) == 0:
         return dict(count=0, mean=np.nan, min=np.nan,
                     **{f"p{p}": np.nan for p in PERCENTILES}, max=np.nan)
@@ -227,7 +228,7 @@ def summarize(req: pd.DataFrame, itl_values, itl_counts=None, *, warmup=None,
               slo: Optional[Mapping[str, float]] = None) -> pd.DataFrame:
     """summary() from per-request latencies (the columns `latencies` adds) and the
     inter-token gaps of the measured, completed requests (values, with counts or None)."""
-    latency = LatencySummary(slo)
+    latency = LatencySummary(len(req), slo)
     latency.add(req, _warmup_mask(warmup, len(req)))
     return latency.rows(itl_values, itl_counts)
 
@@ -236,18 +237,21 @@ class LatencySummary:
     """summarize(), fed the requests a chunk at a time (the recorder's path: a million
     requests never sit in one frame). It keeps what exact percentiles need, one value per
     metric of each request counted, and counts and sums for the rest; the rows equal
-    summarize()'s over all the chunks as one frame."""
+    summarize()'s over all the chunks as one frame. The values go into arrays sized for
+    `capacity` requests up front: pages are touched as they fill, and nothing is copied to
+    join them (a long run's parts would fragment the heap)."""
 
     METRICS = ("ttft", "tpot", "e2e", "queueing_delay", "schedule_fidelity")
 
-    def __init__(self, slo: Optional[Mapping[str, float]] = None) -> None:
+    def __init__(self, capacity: int, slo: Optional[Mapping[str, float]] = None) -> None:
         self.slo = slo
         self.counts = dict.fromkeys((*STATUSES, "warmup"), 0)
         self.output_tokens = 0.0  # of measured, completed requests
         self._done = self._good = 0
         self._prompt_tokens = 0.0
         self._ends = []  # per chunk: its first measured arrival, its last measured token
-        self._values = {m: [] for m in self.METRICS}
+        self._values = {m: np.empty(capacity) for m in self.METRICS}
+        self._filled = dict.fromkeys(self.METRICS, 0)
 
     def add(self, req, warm) -> None:
         """A chunk of requests: columns (a DataFrame or a mapping of arrays) with status,
@@ -271,7 +275,10 @@ class LatencySummary:
             self._good += int((meets_slo(lat["ttft"], lat["tpot"], lat["e2e"], self.slo)
                                & done).sum())
         for m in self.METRICS:
-            self._values[m].append(lat[m][measured if m == "schedule_fidelity" else done])
+            values = lat[m][measured if m == "schedule_fidelity" else done]
+            at = self._filled[m]
+            self._values[m][at:at + len(values)] = values  # numpy refuses past the capacity
+            self._filled[m] = at + len(values)
 
     def rows(self, itl_values, itl_counts=None) -> pd.DataFrame:
         """The tidy rows (metric, stat, value, unit), with the inter-token gaps of the
@@ -294,14 +301,10 @@ class LatencySummary:
             rows += [("slo", name, float(limit), "s") for name, limit in self.slo.items()]
         for metric in ("ttft", "tpot", "itl", "e2e", "queueing_delay", "schedule_fidelity"):
             values, counts = (itl_values, itl_counts) if metric == "itl" else \
-                (self._concatenated(metric), None)
+                (self._values[metric][:self._filled[metric]], None)
             rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
                      for stat, x in describe(values, counts).items()]
         return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-
-    def _concatenated(self, metric: str) -> np.ndarray:
-        parts = self._values[metric]
-        return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _warmup_mask(warmup, n: int) -> np.ndarray:

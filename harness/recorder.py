@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 import pandas as pd
@@ -30,11 +30,9 @@ from engine import _core
 from engine.plan import KIND_NAMES
 
 from . import metrics
+from .step_summary import StepSummary
 from .table_writer import TableWriter
 
-# What the engine summary needs of every step, kept in memory for the end of the run.
-SUMMARY_STEP_COLUMNS = ("step", "dp_rank", "warmup", "t_start_s", "t_end_s", "sched_call_ns",
-                        "sched_cpp_ns", "step_ns", "forward_ns", "model_flops")
 REQUEST_COLUMNS = ("request_id", "arrival_s", "enqueue_s", "first_scheduled_s",
                    "first_token_s", "last_token_s", "prompt_len", "max_new_tokens",
                    "output_tokens", "dp_rank", "preemptions", "recomputed_tokens",
@@ -62,8 +60,8 @@ class Recorder:
         n = 0 if trace is None else len(trace)
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)
-        self.latency = metrics.LatencySummary()  # the requests written so far
-        self._kept: List[Dict[str, np.ndarray]] = []
+        self.latency = metrics.LatencySummary(n)  # the requests written so far
+        self.step_summary = StepSummary()  # the steps written so far
         self._tables = TableWriter(run_dir, fmt,
                                    ["steps", "batches"] + (["requests"] if n else []),
                                    labels, dict(phase=PHASES, kind=KIND_NAMES))
@@ -78,18 +76,14 @@ class Recorder:
     def flush(self) -> None:
         """Hand the buffered rows to the sender thread (the columns move, nothing is
         copied)."""
-        steps = self.log.take_steps()
-        for flag in ("prompt_phase", "empty", "warmup"):
-            steps[flag] = steps[flag].view(np.bool_)
-        self._kept.append({name: steps[name] for name in SUMMARY_STEP_COLUMNS})
-        self._sender.put((steps, self.log.take_batches(), self.log.take_requests()))
+        self._sender.put((self.log.take_steps(), self.log.take_batches(),
+                          self.log.take_requests()))
 
-    def close(self) -> pd.DataFrame:
+    def close(self) -> None:
         """Flush (requests still live as unfinished, trace requests never enqueued last),
-        wait for the sender, close the tables, and return the per-step columns the engine
-        summary needs. The tables are closed (whole, renamed into place) even if sending
-        failed; the first error is raised then. A table that could not be written is not
-        left behind."""
+        wait for the sender and close the tables: whole, renamed into place, even if
+        sending failed; the first error is raised then. A table that could not be written
+        is not left behind."""
         try:
             self.log.end()
             self.flush()
@@ -98,9 +92,6 @@ class Recorder:
                 self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
             self._tables.close()
-        kept, self._kept = self._kept, []  # each column once: the chunks go as they join
-        return pd.DataFrame({name: np.concatenate([k.pop(name) for k in kept])
-                             for name in SUMMARY_STEP_COLUMNS}, copy=False)
 
     @property
     def num_done(self) -> int:
@@ -113,7 +104,10 @@ class Recorder:
 
     def _write(self, chunk) -> None:  # on the sender thread
         steps, batches, requests = chunk
+        for flag in ("empty", "warmup"):
+            steps[flag] = steps[flag].view(np.bool_)
         steps["phase"] = steps.pop("prompt_phase").view(np.int8)
+        self.step_summary.add(steps)
         tables = dict(steps=steps, batches=batches)
         if self._trace is not None:
             tables["requests"] = self._requests_columns(requests)

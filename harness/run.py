@@ -82,10 +82,10 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
             engine.close()
             try:
-                steps = recorder.close()
+                recorder.close()
                 write_table(device, run_dir, "device", fmt, labels)
-                _write_summary(workload, engine, recorder, steps, device, run_dir, fmt,
-                               labels, calibration)
+                _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
+                               calibration)
             except Exception as e:  # a table could not be written: the run failed
                 manifest.update(complete=False, error=f"{type(e).__name__}: {e}")
                 raise
@@ -118,27 +118,25 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
     return sampler
 
 
-def _write_summary(workload, engine, recorder, steps, device, run_dir, fmt, labels,
+def _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
                    calibration) -> None:
     """The summary table, from what the recorder kept."""
     latency = recorder.latency.rows(*recorder.itl())
     harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
                             for stat in ("per_step", "per_request")] if calibration else [],
                            columns=list(SUMMARY_COLUMNS))
-    summary_df = pd.concat([latency, tables.engine_summary(steps, engine.peak_tflops), harness,
-                            device_summary(device, *_wall_window(workload, steps),
+    summary_df = pd.concat([latency, recorder.step_summary.rows(engine.peak_tflops), harness,
+                            device_summary(device, *_wall_window(workload, recorder),
                                            recorder.latency.output_tokens)],
                            ignore_index=True)
     write_table(summary_df, run_dir, "summary", fmt, labels)
 
 
-def _wall_window(workload, steps: pd.DataFrame):
+def _wall_window(workload, recorder):
     """The measured steps' span on the wall clock the sampler stamps. A virtual clock's
     step times are not wall times: its whole run is the window."""
-    measured = steps[~steps["warmup"]]
-    if workload.clock == "virtual" or not len(measured):
-        return 0.0, np.inf
-    return float(measured["t_start_s"].min()), float(measured["t_end_s"].max())
+    window = recorder.step_summary.window()
+    return (0.0, np.inf) if workload.clock == "virtual" or window is None else window
 
 
 def _new_run_dir(base: Path, gil: str, repeat: int) -> Path:

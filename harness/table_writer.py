@@ -81,12 +81,17 @@ class TableWriter:
             raise OSError("; ".join(f"{name}: {message}" for name, message in errors.items()))
 
     def _send(self, message) -> None:
-        buffers = []
-        meta = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
-        views = [b.raw() for b in buffers]
-        header = _HEADER.pack(len(meta), len(views)) + struct.pack(
-            f"<{len(views)}Q", *(v.nbytes for v in views))
-        _write_all(self._fd, [header, meta, *views])
+        _write_all(self._fd, frame(message))
+
+
+def frame(message) -> list:
+    """The message as the pipe carries it: header, pickle, buffers (not copied)."""
+    buffers = []
+    meta = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    views = [b.raw() for b in buffers]
+    header = _HEADER.pack(len(meta), len(views)) + struct.pack(
+        f"<{len(views)}Q", *(v.nbytes for v in views))
+    return [header, meta, *views]
 
 
 def _write_all(fd: int, parts) -> None:
@@ -193,11 +198,15 @@ def main() -> int:
         return 0
     tables = _Tables(*opened[1:])
     closed = False
-    while (message := _receive(stdin)) is not None:
-        if message[0] == "close":
-            closed = True
-            break
-        tables.write(message[1])
+    try:
+        while (message := _receive(stdin)) is not None:
+            if message[0] == "close":
+                closed = True
+                break
+            tables.write(message[1])
+    except Exception as error:  # noqa: BLE001 - a message it cannot read: answered now,
+        tables.errors["table writer"] = f"{type(error).__name__}: {error}"  # read at close
+        closed = True
     tables.close()
     if closed:
         sys.stdout.write(json.dumps(dict(errors=tables.errors)) + "\n")

@@ -1,4 +1,4 @@
-"""Reading the requests table back, the engine's summary rows, and manifest.json
+"""Reading the requests table back, and manifest.json
 (docs/metrics.md defines every column; the recorder streams the steps, batches and
 requests tables).
 
@@ -17,8 +17,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from . import metrics
 
 
 def read_requests(path: Path, columns: Optional[Sequence[str]] = None,
@@ -66,28 +64,6 @@ def _read_parquet_columns(path: Path, cols, text) -> pd.DataFrame:
     for name, codes in categories.items():
         out[name] = pd.Categorical.from_codes(out[name], list(codes))
     return pd.DataFrame(out, copy=False)
-
-
-def engine_summary(steps: pd.DataFrame, peak_tflops) -> pd.DataFrame:
-    """Scheduler-call and step percentiles, achieved TFLOP/s and MFU over measured steps;
-    `steps` needs the recorder's SUMMARY_STEP_COLUMNS."""
-    measured = steps[~steps["warmup"]]
-    per_step = measured.groupby("step").agg(
-        sched_call_ns=("sched_call_ns", "first"), sched_cpp_ns=("sched_cpp_ns", "first"),
-        step_ns=("step_ns", "first"), forward_ns=("forward_ns", "first"),
-        model_flops=("model_flops", "sum"))
-    rows = []
-    for col, metric in (("sched_call_ns", "sched_call"), ("sched_cpp_ns", "sched_cpp"),
-                        ("step_ns", "step"), ("forward_ns", "forward")):
-        for stat, value in metrics.describe(per_step[col].to_numpy() / 1e3).items():
-            rows.append((metric, stat, value, "us"))
-    forward_s = per_step["forward_ns"].sum() / 1e9
-    dp = max(1, steps["dp_rank"].max() + 1) if len(steps) else 1
-    tflops = per_step["model_flops"].sum() / forward_s / dp / 1e12 if forward_s > 0 else np.nan
-    rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
-    if peak_tflops:
-        rows.append(("mfu", "model", tflops / peak_tflops, "fraction"))
-    return pd.DataFrame(rows, columns=metrics.SUMMARY_COLUMNS)
 
 
 def write_manifest(manifest: dict, run_dir: Path) -> None:

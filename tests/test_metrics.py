@@ -19,7 +19,7 @@ from harness.metrics import (
     summary,
     token_bounds,
 )
-from harness.tables import engine_summary
+from harness.step_summary import engine_summary
 
 NAN = float("nan")
 
@@ -372,7 +372,8 @@ def test_achieved_tflops_and_mfu_by_hand():
         step=[0, 0, 1, 1, 2, 2], dp_rank=[0, 1] * 3, warmup=[True, True] + [False] * 4,
         forward_ns=[9e9, 9e9, 0.5e9, 0.5e9, 1.5e9, 1.5e9], model_flops=[9e15, 9e15, 3e12, 1e12,
                                                                           2e12, 2e12],
-        sched_call_ns=[1e3] * 6, sched_cpp_ns=[1e3] * 6, step_ns=[1e3] * 6))
+        sched_call_ns=[1e3] * 6, sched_cpp_ns=[1e3] * 6, step_ns=[1e3] * 6,
+        t_start_s=[0.0] * 6, t_end_s=[1.0] * 6))
     stats = engine_summary(steps, peak_tflops=10.0).set_index(["metric", "stat"])["value"]
     assert stats[("achieved", "tflops_per_device")] == pytest.approx(2.0, rel=1e-12)
     assert stats[("mfu", "model")] == pytest.approx(0.2, rel=1e-12)

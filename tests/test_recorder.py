@@ -74,8 +74,8 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
     except KeyboardInterrupt:
         pass
     recorder.live = recorder.log.num_live
-    steps = recorder.close()
-    return engine, recorder, df, kept, steps, out
+    recorder.close()
+    return engine, recorder, df, kept, read(out, "steps", fmt), out
 
 
 def stop_inside_step(after):

@@ -26,7 +26,8 @@ def build(config: EngineConfig, spec, model_config) -> Built:
     """The profile's roofline, on the host; weights at the run's precision, BF16 KV."""
     flops = FlopsEstimator(model_config, kv_bytes=2.0,
                            weight_bytes=PRECISION_BYTES[config.precision])
-    return Built(ModeledExecutor(config, flops, spec.device_profile()), flops, detect_device("cpu"))
+    profile = spec.device_profile()
+    return Built(ModeledExecutor(config, flops, profile), flops, detect_device("cpu"), profile)
 
 
 class ModeledExecutor:

@@ -33,6 +33,7 @@ class Built(NamedTuple):
     executor: object
     flops: object  # the FlopsEstimator at the bytes the run moves
     device: object  # the DeviceInfo the run executes on (the host for a device model)
+    profile: object = None  # the DeviceProfile the steps are timed on, where one is known
 
 
 class ExecutorSpecError(ValueError):

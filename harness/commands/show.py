@@ -89,7 +89,7 @@ def _steps_summary(run_dir: Path) -> pd.DataFrame:
     """What the steps table of an unfinished run says: its step count and the engine
     summary (no MFU: the device's peak is the run's to know)."""
     from harness.metrics import SUMMARY_COLUMNS
-    from harness.tables import engine_summary
+    from harness.step_summary import engine_summary
 
     try:
         steps = _read(run_dir, "steps")

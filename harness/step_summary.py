@@ -1,0 +1,75 @@
+"""The engine summary: scheduler-call, step and forward percentiles, achieved TFLOP/s and
+MFU over the measured steps (docs/metrics.md, "Engine"), fed the steps table a chunk at a
+time, as the recorder writes it, or whole (`engine_summary`)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from . import metrics
+
+# per-step timings: the same on every rank's row of a step
+TIMINGS = (("sched_call_ns", "sched_call"), ("sched_cpp_ns", "sched_cpp"),
+           ("step_ns", "step"), ("forward_ns", "forward"))
+
+
+def engine_summary(steps: pd.DataFrame, peak_tflops: Optional[float]) -> pd.DataFrame:
+    """The summary rows of a whole steps table."""
+    summary = StepSummary()
+    summary.add(steps)
+    return summary.rows(peak_tflops)
+
+
+class StepSummary:
+    """Keeps one value per measured step of each timing (exact percentiles need them: 32
+    bytes a step), the model FLOPs summed over ranks, the number of steps, and the
+    measured steps' first start and last end."""
+
+    def __init__(self) -> None:
+        self.steps = 0  # every step recorded, warm-up included
+        self._timings = {column: [] for column, _ in TIMINGS}
+        self._model_flops = 0.0
+        self._ranks = 1
+        self._start, self._end = np.inf, -np.inf
+
+    def add(self, steps: Mapping[str, np.ndarray]) -> None:
+        """Columns of whole steps (a DataFrame or a mapping of arrays) in step order, the
+        rows of one step adjacent, one per DP rank: step, dp_rank, warmup, the TIMINGS,
+        model_flops, t_start_s, t_end_s."""
+        step = np.asarray(steps["step"])
+        if not len(step):
+            return
+        self.steps += int(np.count_nonzero(np.r_[True, step[1:] != step[:-1]]))
+        self._ranks = max(self._ranks, int(np.max(steps["dp_rank"])) + 1)
+        measured = ~np.asarray(steps["warmup"], bool)
+        if not measured.any():
+            return
+        step = step[measured]
+        first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+        for column, _ in TIMINGS:
+            self._timings[column].append(np.asarray(steps[column])[measured][first])
+        self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
+        self._start = min(self._start, float(np.asarray(steps["t_start_s"])[measured].min()))
+        self._end = max(self._end, float(np.asarray(steps["t_end_s"])[measured].max()))
+
+    def window(self) -> Optional[Tuple[float, float]]:
+        """The measured steps' span on the run's clock; None if no step was measured."""
+        return (self._start, self._end) if self._start <= self._end else None
+
+    def rows(self, peak_tflops: Optional[float]) -> pd.DataFrame:
+        rows = []
+        for column, metric in TIMINGS:
+            parts = self._timings[column]
+            per_step = np.concatenate(parts) if parts else np.zeros(0)
+            rows += [(metric, stat, value, "us")
+                     for stat, value in metrics.describe(per_step / 1e3).items()]
+        forward_s = sum(part.sum() for part in self._timings["forward_ns"]) / 1e9
+        tflops = self._model_flops / forward_s / self._ranks / 1e12 if forward_s > 0 \
+            else np.nan
+        rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
+        if peak_tflops:
+            rows.append(("mfu", "model", tflops / peak_tflops, "fraction"))
+        return pd.DataFrame(rows, columns=metrics.SUMMARY_COLUMNS)
