@@ -9,7 +9,6 @@ says `complete: false` until the run ended cleanly.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import metrics
+from .atomic import atomic_open
 
 
 def read_requests(path: Path, columns: Optional[Sequence[str]] = None,
@@ -91,6 +91,5 @@ def engine_summary(steps: pd.DataFrame, peak_tflops) -> pd.DataFrame:
 
 
 def write_manifest(manifest: dict, run_dir: Path) -> None:
-    tmp = run_dir / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    os.replace(tmp, run_dir / "manifest.json")
+    with atomic_open(Path(run_dir) / "manifest.json") as f:
+        f.write(json.dumps(manifest, indent=2, default=str) + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..atomic import WriteFailed
 from . import show
 from .common import BadInput, RunFailed, add_json, add_set, print_json
 from .validate import load
@@ -26,6 +27,8 @@ def main(args) -> int:
         runs = run_workload(workload, _progress())
     except (WorkloadError, TraceLoadError) as e:
         raise BadInput(e) from None
+    except WriteFailed as e:  # an output could not be written (harness/atomic.py)
+        raise RunFailed(e) from e
     except Exception as e:  # the run failed: report it, with what was recorded on disk
         raise RunFailed(f"{type(e).__name__}: {e}") from e
     results = [show.read(run_dir) for run_dir in runs]
