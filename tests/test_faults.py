@@ -1,20 +1,27 @@
-"""Faults the harness survives: a conversion onto its own input, and a full disk under
-every output written outside the recorder."""
+"""Faults the harness survives: a conversion onto its own input, a full disk under every
+output written outside the recorder, and SIGINT and SIGTERM in a run and a sweep (exit
+130 / 143, the sweep stopped)."""
 
 import errno
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from harness import atomic, tables
+from harness import atomic, replay as replay_module, tables
 from harness.atomic import WriteFailed, atomic_open
 from harness.commands import main
+from harness.interrupt import Stop
+from harness.tables import read_requests
 from harness.traces import read_trace
+from harness.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "workloads" / "traces" / "synthetic_small.csv"
@@ -27,6 +34,14 @@ device: modeled:H200
 precision: fp8
 calibration_requests: 0
 telemetry: {enabled: false}
+"""
+# 400 requests over 20 s of the real clock: long enough to be interrupted mid-replay.
+SLOW = """trace:
+  generate: {requests: 400, rate: 20, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: tiny
+device: cpu
+calibration_requests: 0
 """
 
 
@@ -202,3 +217,111 @@ def test_a_run_whose_last_manifest_cannot_be_written_exits_1(tmp_path, capsys, f
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is False and "ended" not in manifest  # the first one, whole
     assert not [p for p in listing(run_dir) if p.startswith(".")]
+
+
+# --- 3. signals: exit 130 / 143, the sweep stopped -------------------------------------
+
+def start_run(tmp_path, body, *args):
+    """`steptrace run` in a process of its own, its temporary files under tmp_path/tmp;
+    returns once its first run has begun (its manifest exists)."""
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{body}")
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands", "run", str(path), *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "results").glob("w/*/manifest.json")):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("the run did not start: " + "".join(proc.communicate()))
+        time.sleep(0.1)
+    time.sleep(1.0)  # into the replay
+    return proc
+
+
+def assert_interrupted_run(run_dir):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["interrupted"] is True
+    requests = read_requests(run_dir / "requests.parquet")
+    assert len(requests) == 400 and (requests["status"] == "unfinished").any()
+    assert len(pd.read_parquet(run_dir / "steps.parquet"))
+    for name in ("batches", "summary", "device"):
+        pd.read_parquet(run_dir / f"{name}.parquet")
+    assert not [p for p in listing(run_dir) if p.startswith(".")]
+
+
+def test_sigint_stops_the_whole_sweep_and_exits_130(tmp_path):
+    proc = start_run(tmp_path, SLOW + "gil: both\nrepeats: 2\n", "--json")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()  # the three later runs never began
+    assert_interrupted_run(run_dir)
+    result = json.loads(out)
+    assert (result["interrupted"], result["signal"], result["planned"]) == (True, "SIGINT", 4)
+    assert [(r["run_dir"], r["complete"]) for r in result["runs"]] == [(str(run_dir), False)]
+    assert err.splitlines()[-1] == (f"steptrace: interrupted by SIGINT: 1 of 4 runs written: "
+                                    f"{run_dir} (incomplete); 3 not started")
+    assert "Traceback" not in err
+    assert listing(tmp_path / "tmp") == []  # the telemetry folder too
+
+
+def test_sigterm_exits_143_after_writing_the_tables(tmp_path):
+    proc = start_run(tmp_path, SLOW)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()
+    assert_interrupted_run(run_dir)
+    assert "[INCOMPLETE]" in out
+    assert err.splitlines()[-1].startswith("steptrace: interrupted by SIGTERM: 1 of 1 runs")
+    assert listing(tmp_path / "tmp") == []
+
+
+def test_a_stopped_sweep_starts_no_run(tmp_path):
+    from harness.run import run_workload
+
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}gil: both\n")
+    stop = Stop()
+    stop.request(signal.SIGTERM)
+    assert run_workload(load_workload(path), stop=stop) == []
+    assert not (tmp_path / "results").exists()
+    assert (stop.signal_name, stop.exit_code) == ("SIGTERM", 143)
+
+
+def test_a_signal_during_calibration_makes_no_run_directory(tmp_path, monkeypatch):
+    import harness.run
+    from harness.run import run_workload
+
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n"
+                    + MODELED.replace("calibration_requests: 0", "calibration_requests: 4")
+                    + "gil: both\n")
+    calibrate = harness.run.calibrate
+
+    def ctrl_c_while_calibrating(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # handled: the sweep's handler sets the flag
+        return calibrate(*args)
+    monkeypatch.setattr(harness.run, "calibrate", ctrl_c_while_calibrating)
+    stop = Stop()
+    assert run_workload(load_workload(path), stop=stop) == []
+    assert stop.exit_code == 130 and not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch):
+    from harness.run import run_workload
+
+    monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}gil: both\nrepeats: 2\n")
+
+    def ctrl_c(done, total):
+        if done >= 3:
+            raise KeyboardInterrupt
+    stop = Stop()
+    (run_dir,) = run_workload(load_workload(path), ctrl_c, stop)
+    assert stop.exit_code == 130
+    assert listing(tmp_path / "results" / "w") == [run_dir.name]
+    assert json.loads((run_dir / "manifest.json").read_text())["interrupted"] is True
