@@ -1,6 +1,6 @@
 """Faults the harness survives: a conversion onto its own input, a full disk under every
-output written outside the recorder, and SIGINT and SIGTERM in a run and a sweep (exit
-130 / 143, the sweep stopped)."""
+output written outside the recorder, SIGINT and SIGTERM in a run and a sweep (exit 130 /
+143, the sweep stopped), and a harness killed outright (no telemetry folder left behind)."""
 
 import errno
 import json
@@ -9,10 +9,12 @@ import resource
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 from harness import atomic, replay as replay_module, tables
@@ -20,8 +22,10 @@ from harness.atomic import WriteFailed, atomic_open
 from harness.commands import main
 from harness.interrupt import Stop
 from harness.tables import read_requests
+from harness.telemetry import Sampler
 from harness.traces import read_trace
 from harness.workload import load_workload
+from tests.helpers import wait_for_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "workloads" / "traces" / "synthetic_small.csv"
@@ -325,3 +329,84 @@ def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch
     assert stop.exit_code == 130
     assert listing(tmp_path / "results" / "w") == [run_dir.name]
     assert json.loads((run_dir / "manifest.json").read_text())["interrupted"] is True
+
+
+# --- 4. no telemetry folder outlives the harness ----------------------------------------
+
+HARNESS = """
+import os, sys, time
+from harness.telemetry import Sampler
+from tests.helpers import wait_for_samples
+sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+sampler.start()
+wait_for_samples(sampler, 2)
+print(sampler._dir, sampler._process.pid, flush=True)
+"""
+
+
+def _gone(pid, within_s):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _vanishes(path, within_s):
+    deadline = time.monotonic() + within_s
+    while Path(path).exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("end", ["SIGKILL", "exit without stop()"])
+def test_a_harness_that_dies_leaves_no_telemetry_folder(tmp_path, end):
+    script = HARNESS + ("time.sleep(60)\n" if end == "SIGKILL" else "sys.exit(0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        folder, child = proc.stdout.readline().split()
+        assert Path(folder).parent == tmp_path and "journal.jsonl" in listing(folder)
+        if end == "SIGKILL":
+            proc.kill()
+        proc.wait(timeout=60)
+        assert _vanishes(folder, within_s=10.0)  # a loaded host is slow
+        assert _gone(int(child), within_s=10.0)
+        assert listing(tmp_path) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_stop_removes_the_folder_even_when_it_fails(monkeypatch):
+    sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+    sampler.start()
+    wait_for_samples(sampler, 1)
+    folder, process = sampler._dir, sampler._process
+
+    def broken(self, process):
+        raise RuntimeError("halting failed")
+    monkeypatch.setattr(Sampler, "_halt", broken)
+    try:
+        with pytest.raises(RuntimeError, match="halting failed"):
+            sampler.stop()
+        assert not folder.exists()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_stopped_sampler_leaves_no_folder():
+    sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+    sampler.start()
+    wait_for_samples(sampler, 1)
+    folder = sampler._dir
+    frame, _ = sampler.stop()
+    assert len(frame) and not folder.exists()
