@@ -1,7 +1,8 @@
 """One workload, end to end: trace -> engine replay -> tables in results/<name>/<run_id>/.
 
 A run directory is new for every run (never overwritten). Ctrl-C or SIGTERM stops the replay
-and still writes readable tables of what was recorded, with `complete: false`.
+and still writes readable tables of what was recorded, with `complete: false`; in a sweep it
+stops the sweep: no later run starts (harness/interrupt.py).
 """
 
 from __future__ import annotations
@@ -9,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timezone
+from itertools import product
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -28,6 +28,7 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
+from .interrupt import Stop, install, restore, signals_stop
 from .metrics import SUMMARY_COLUMNS
 from .recorder import Recorder
 from .replay import replay
@@ -37,21 +38,36 @@ from .workload import Workload
 from .workload_trace import load_workload_trace
 
 
-def run_workload(workload: Workload, progress: Optional[Callable] = None) -> List[Path]:
-    """Every GIL mode x repeat of the workload; returns the run directories written."""
+def run_workload(workload: Workload, progress: Optional[Callable] = None,
+                 stop: Optional[Stop] = None) -> List[Path]:
+    """Every GIL mode x repeat of the workload; returns the run directories written. The
+    first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the
+    run in progress is written, marked incomplete, no later run starts, and `stop.signum`
+    says which signal it was."""
     trace = load_workload_trace(workload)
+    stop = Stop() if stop is None else stop
     out = []
-    for gil in workload.gil_modes:
-        for repeat in range(workload.values["repeats"]):
-            out.append(run_once(workload, trace, gil, repeat, progress))
+    with signals_stop(stop):
+        for gil, repeat in product(workload.gil_modes, range(workload.values["repeats"])):
+            if stop.is_set():  # the sweep was stopped: no later run starts
+                break
+            run_dir = run_once(workload, trace, gil, repeat, progress, stop)
+            if run_dir is not None:  # None: stopped during its calibration
+                out.append(run_dir)
     return out
 
 
-def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path:
+def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
+             stop: Optional[Stop] = None) -> Optional[Path]:
+    """One run; None, with nothing written, if `stop` was set during the calibration.
+    Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
+    stop = Stop() if stop is None else stop
     config = workload.engine_config(gil)
     calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
     calibration = calibrate(config, trace.df, calibration_requests) \
         if calibration_requests else None
+    if stop.is_set():
+        return None
     engine = LLMEngine(config)
     manifest = _manifest(workload, trace, engine, gil, repeat)
     run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
@@ -63,8 +79,7 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
     df = trace.df
     recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
                         trace=df)
-    stop = threading.Event()
-    previous = _stop_on_signals(stop)
+    previous = install(stop)
     sampler = None
     try:
         start = time.perf_counter()  # the real clock's zero, shared with the sampler
@@ -75,6 +90,7 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
         manifest["interrupted"] = not manifest["complete"]
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
+        stop.request()
     finally:  # a signal now only sets `stop`: the tables are written whole
         try:
             manifest["ended"] = _now()
@@ -92,18 +108,8 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress) -> Path
             finally:
                 tables.write_manifest(manifest, run_dir)
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            restore(previous)
     return run_dir
-
-
-def _stop_on_signals(stop: threading.Event) -> dict:
-    """Ctrl-C and SIGTERM set `stop` instead of raising; the previous handlers, to restore.
-    Only the main thread can take signals: elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, lambda *_: stop.set())
-            for signum in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _sampler(workload, engine, start: float) -> Optional[Sampler]:

@@ -33,6 +33,7 @@ from typing import Dict, Mapping, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .atomic import atomic_open
 from .table_sink import TableSink, dictionary
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the directory holding harness/
@@ -178,17 +179,17 @@ class _Tables:
 
 def _mark_killed(run_dir: Path) -> None:
     """The manifest says the run was killed: its process ended without closing it."""
-    path, tmp = run_dir / "manifest.json", run_dir / ".manifest.json.killed.tmp"
+    path = run_dir / "manifest.json"
     try:
         manifest = json.loads(path.read_text())
         manifest["killed"] = dict(
             detected=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             note="the harness's process ended without closing the run; the tables hold "
                  "every chunk it handed to the table writer")
-        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-        os.replace(tmp, path)
+        with atomic_open(path) as f:
+            f.write(json.dumps(manifest, indent=2) + "\n")
     except (OSError, ValueError):
-        tmp.unlink(missing_ok=True)  # no manifest to mark: `show` will not call it a run
+        pass  # no manifest to mark: `show` will not call the folder a run anyway
 
 
 def main() -> int:

@@ -9,7 +9,6 @@ says `complete: false` until the run ended cleanly.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -17,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .atomic import atomic_open
 
 
 def read_requests(path: Path, columns: Optional[Sequence[str]] = None,
@@ -67,6 +68,5 @@ def _read_parquet_columns(path: Path, cols, text) -> pd.DataFrame:
 
 
 def write_manifest(manifest: dict, run_dir: Path) -> None:
-    tmp = run_dir / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    os.replace(tmp, run_dir / "manifest.json")
+    with atomic_open(Path(run_dir) / "manifest.json") as f:
+        f.write(json.dumps(manifest, indent=2, default=str) + "\n")

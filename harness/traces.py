@@ -44,6 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .atomic import atomic_open
+
 COLUMNS = ("arrival_s", "prompt_len", "max_new_tokens")
 OLD_TIDY_NAMES = {"max_new_tokens": "output_len"}  # a tidy file may still use these
 FORMATS = ("azure", "mooncake", "burstgpt", "vidur", "tidy")
@@ -388,7 +390,8 @@ def check_trace(df, label="trace") -> None:
 
 def write_tidy(df, path, *, hash_block_size=None) -> None:
     """Write arrival_s,prompt_len,max_new_tokens[,hash_ids] as CSV, or Parquet for .parquet/.pq.
-    Parquet keeps the hash block size in its metadata; a CSV needs it again on reading."""
+    Parquet keeps the hash block size in its metadata; a CSV needs it again on reading.
+    Both writers write whole files or none (harness/atomic.py: WriteFailed on an OSError)."""
     path = Path(path)
     check_trace(df, str(path))
     block = hash_block_size or df.attrs.get("hash_block_size")
@@ -402,9 +405,10 @@ def write_tidy(df, path, *, hash_block_size=None) -> None:
         if hashes:
             arrays["hash_ids"] = pa.array([list(h) for h in df.hash_ids], type=pa.list_(pa.int64()))
         meta = {_PARQUET_KEY: str(block).encode()} if hashes and block else None
-        pq.write_table(pa.table(arrays, metadata=meta), path)
+        with atomic_open(path, "wb") as f:
+            pq.write_table(pa.table(arrays, metadata=meta), f)
         return
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(COLUMNS + (("hash_ids",) if hashes else ()))
         cols = [df.arrival_s.to_numpy(dtype=float), df.prompt_len.to_numpy(dtype=np.int64),
@@ -428,7 +432,7 @@ def write_mooncake(df, path, *, hash_block_size=None) -> None:
     if hash_block_size is not None and (not isinstance(hash_block_size, int) or hash_block_size < 1):
         raise TraceError(f"hash_block_size: expected an integer >= 1, got {hash_block_size!r}")
     next_id = 0
-    with open(path, "w") as f:
+    with atomic_open(path) as f:
         for i, (a, p, o) in enumerate(zip(df.arrival_s, df.prompt_len, df.max_new_tokens)):
             rec = {"timestamp": int(round(a * 1000)), "input_length": int(p), "output_length": int(o)}
             if "hash_ids" in df.columns:

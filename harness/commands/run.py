@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from ..atomic import WriteFailed
+from ..interrupt import Stop, signals_stop
 from . import show
 from .common import BadInput, RunFailed, add_json, add_set, print_json
 from .validate import load
@@ -18,23 +20,41 @@ def add(sub) -> None:
 
 
 def main(args) -> int:
+    """0 when every run completed; 128 + the signal's number (130 SIGINT, 143 SIGTERM) when a
+    signal stopped the sweep, after writing what ran (harness/interrupt.py)."""
     workload = load(args)
+    stop = Stop()
+    with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
+        runs = _run(workload, stop)
+        results = [show.read(run_dir) for run_dir in runs]
+        planned = len(workload.gil_modes) * workload.values["repeats"]
+        if args.json:
+            print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
+                            signal=stop.signal_name))
+        else:
+            for result in results:
+                show.print_text(result)
+        if stop.is_set():
+            written = ", ".join(f"{r['run_dir']} ({'complete' if r['complete'] else 'incomplete'})"
+                                for r in results)
+            print(f"steptrace: interrupted by {stop.signal_name}: {len(results)} of {planned} "
+                  f"runs written{': ' + written if written else ''}; "
+                  f"{planned - len(results)} not started", file=sys.stderr)
+    return stop.exit_code
+
+
+def _run(workload, stop):
     from ..run import run_workload  # torch is imported only for a real run
     from ..workload import WorkloadError
     from ..workload_trace import TraceLoadError
     try:
-        runs = run_workload(workload, _progress())
+        return run_workload(workload, _progress(), stop)
     except (WorkloadError, TraceLoadError) as e:
         raise BadInput(e) from None
+    except WriteFailed as e:  # an output could not be written (harness/atomic.py)
+        raise RunFailed(e) from e
     except Exception as e:  # the run failed: report it, with what was recorded on disk
         raise RunFailed(f"{type(e).__name__}: {e}") from e
-    results = [show.read(run_dir) for run_dir in runs]
-    if args.json:
-        print_json(dict(runs=results))
-    else:
-        for result in results:
-            show.print_text(result)
-    return 0
 
 
 def _progress():

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
+from ..atomic import WriteFailed
 from ..traces import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace, write_mooncake, write_tidy
-from .common import BadInput, add_json, print_json
+from .common import BadInput, RunFailed, add_json, print_json
 
 LENGTHS = ("prompt_len", "max_new_tokens")
 
@@ -62,11 +64,18 @@ def _read(args):
 
 
 def convert(args) -> int:
+    if _same_file(args.src, args.dst):
+        raise BadInput(f"{args.dst}: the output is the input file ({args.src}); converting "
+                       "would overwrite the trace being read: write to another path")
+    if args.dst.is_dir():
+        raise BadInput(f"{args.dst}: is a directory; give the output file's path")
     res = _read(args)
     to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
-    try:
+    try:  # the output is written whole or not at all (harness/atomic.py)
         (write_mooncake if to == "mooncake" else write_tidy)(res.df, args.dst)
-    except (OSError, ValueError) as e:
+    except WriteFailed as e:
+        raise RunFailed(e) from None
+    except ValueError as e:
         raise BadInput(e) from None
     note = None
     if to == "mooncake" and res.hash_block_size not in (None, MOONCAKE_BLOCK):
@@ -81,6 +90,15 @@ def convert(args) -> int:
     if note:
         print(f"note: {note}")
     return 0
+
+
+def _same_file(src: Path, dst: Path) -> bool:
+    """One file under both names: the same path, a symbolic or a hard link (device and
+    inode compared). An output that does not exist yet is never the input."""
+    try:
+        return os.path.samefile(src, dst)
+    except OSError:
+        return False
 
 
 def show_stats(args) -> int:

@@ -4,12 +4,15 @@ Each source samples in its own thread, so that a slow npu-smi call never delays 
 samples. Rows and notes go to a JSON-lines journal as they come, one flushed line each:
 whatever was written survives if the parent has to kill this process. The process stops
 on a line or EOF on stdin (the parent's stop, or the parent gone) and when its parent
-pid changes (the parent died while a forked sibling still holds the pipe open).
-Imports stay light: no pandas, no torch, no engine.
+pid changes (the parent died while a forked sibling still holds the pipe open). When the
+parent is gone nobody will read the journal: the child removes its folder (`dir`, the
+sampler's temporary folder) before it exits, so a harness killed outright (SIGKILL) leaves
+nothing behind. Imports stay light: no pandas, no torch, no engine.
 """
 
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -63,8 +66,9 @@ def run_source(source, journal, stop, clock):
         stop.wait(due - time.perf_counter())
 
 
-def watch_stdin(stop):
-    sys.stdin.readline()
+def watch_stdin(stop, parent_gone):
+    if not sys.stdin.readline():  # EOF without the stop line: the parent is gone
+        parent_gone.set()
     stop.set()
 
 
@@ -75,9 +79,17 @@ def main(argv):
     def clock():  # perf_counter is CLOCK_MONOTONIC on Linux: shared with the parent
         return time.perf_counter() - t0
 
-    parent = os.getppid()
-    stop = threading.Event()
-    threading.Thread(target=watch_stdin, args=(stop,), daemon=True).start()
+    parent = config.get("parent", os.getppid())
+    stop, parent_gone = threading.Event(), threading.Event()
+    threading.Thread(target=watch_stdin, args=(stop, parent_gone), daemon=True).start()
+    try:
+        sample(config, clock, stop, parent, parent_gone)
+    finally:
+        if parent_gone.is_set() and config.get("dir"):
+            shutil.rmtree(config["dir"], ignore_errors=True)
+
+
+def sample(config, clock, stop, parent, parent_gone):
     with open(config["out"], "a", encoding="utf-8") as out:
         journal = Journal(out)
         sources = open_sources(config, clock)
@@ -87,6 +99,7 @@ def main(argv):
             thread.start()
         while not stop.wait(PARENT_CHECK_S):
             if os.getppid() != parent:
+                parent_gone.set()
                 stop.set()
         for thread in threads:
             thread.join()

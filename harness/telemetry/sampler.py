@@ -45,7 +45,8 @@ class Sampler:
         self._dir = Path(tempfile.mkdtemp(prefix="steptrace-telemetry-"))
         config = {"backend": self.backend, "devices": self.devices,
                   "interval_s": self.interval_s, "t0": self.t0, "pid": self.pid,
-                  "out": str(self._dir / "journal.jsonl")}
+                  "out": str(self._dir / "journal.jsonl"), "dir": str(self._dir),
+                  "parent": os.getpid()}  # the child removes `dir` if this process dies
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
         try:
@@ -60,12 +61,14 @@ class Sampler:
     def stop(self):
         """(device table, notes for the manifest), within about interval_s + 1 s."""
         process, self._process = self._process, None
-        if process is not None:
-            self._halt(process)
-        rows = self._read_journal()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        try:
+            if process is not None:
+                self._halt(process)
+            rows = self._read_journal()
+        finally:  # the temporary folder goes, whatever failed above
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
         return device_frame(rows), self._notes
 
     def _halt(self, process):

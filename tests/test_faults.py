@@ -1,0 +1,413 @@
+"""Faults the harness survives (docs/reliability-faults.md): a conversion onto its own input,
+a full disk under every output written outside the recorder, SIGINT and SIGTERM in a run
+and a sweep (exit 130 / 143, the sweep stopped), and a harness killed outright (no
+telemetry folder left behind)."""
+
+import errno
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from harness import atomic, replay as replay_module, tables
+from harness.atomic import WriteFailed, atomic_open
+from harness.commands import main
+from harness.interrupt import Stop
+from harness.tables import read_requests
+from harness.telemetry import Sampler
+from harness.traces import read_trace
+from harness.workload import load_workload
+from tests.helpers import wait_for_samples
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / "workloads" / "traces" / "synthetic_small.csv"
+ENOSPC = os.strerror(errno.ENOSPC)  # "No space left on device"
+MODELED = """trace:
+  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: deepseek-v3
+device: modeled:H200
+precision: fp8
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+# 400 requests over 20 s of the real clock: long enough to be interrupted mid-replay.
+SLOW = """trace:
+  generate: {requests: 400, rate: 20, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: tiny
+device: cpu
+calibration_requests: 0
+"""
+
+
+def listing(folder):
+    return sorted(p.name for p in Path(folder).iterdir())
+
+
+# --- a full disk, simulated -------------------------------------------------------------
+
+class FullDisk:
+    """A file whose device fills up after `room` bytes: the write that overflows writes what
+    fits, then fails with ENOSPC, as write(2) does."""
+
+    def __init__(self, file, room):
+        self._file, self._room = file, room
+
+    def write(self, data):
+        if len(data) > self._room:
+            self._file.write(data[:self._room])
+            self._room = 0
+            raise OSError(errno.ENOSPC, ENOSPC)
+        self._room -= len(data)
+        return self._file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """full_disk(room=0, when=...): files harness.atomic opens whose final name passes `when`
+    get `room` bytes before ENOSPC."""
+    def install(room=0, when=lambda final_name: True):
+        def fake_open(path, mode, **kwargs):
+            file = open(path, mode, **kwargs)
+            final = Path(path).name[1:].rsplit(".", 2)[0]  # .NAME.<token>.tmp -> NAME
+            return FullDisk(file, room) if when(final) else file
+        monkeypatch.setattr(atomic, "open", fake_open, raising=False)
+    return install
+
+
+# --- 1. a conversion never overwrites its own input -----------------------------------
+
+@pytest.mark.parametrize("alias", ["same path", "./ path", "symlink", "hard link"])
+def test_convert_refuses_to_overwrite_its_input(tmp_path, monkeypatch, capsys, alias):
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "a.csv"
+    src.write_bytes(TRACE.read_bytes())
+    dst = {"same path": "a.csv", "./ path": "./a.csv", "symlink": "link.csv",
+           "hard link": "hard.csv"}[alias]
+    if alias == "symlink":
+        os.symlink(src, dst)
+    elif alias == "hard link":
+        os.link(src, dst)
+    assert main(["trace", "convert", "a.csv", dst]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"steptrace: error: {Path(dst)}: the output is the input file (a.csv)")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert src.read_bytes() == TRACE.read_bytes()  # untouched
+
+
+def test_convert_refuses_a_directory_as_output(tmp_path, capsys):
+    assert main(["trace", "convert", str(TRACE), str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+
+
+# --- 2. outputs are written whole or not at all ----------------------------------------
+
+@pytest.mark.parametrize("at", ["write", "fsync"])
+def test_a_full_disk_leaves_the_previous_file_and_no_temporary(tmp_path, monkeypatch,
+                                                                full_disk, at):
+    path = tmp_path / "out.txt"
+    path.write_text("the previous version\n")
+    if at == "write":
+        full_disk(room=5)
+    else:  # where a network or delayed-allocation file system reports it
+        def no_space(fd):
+            raise OSError(errno.ENOSPC, ENOSPC)
+        monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(WriteFailed) as caught:
+        with atomic_open(path) as f:
+            f.write("a new version, longer than five bytes\n" * 1000)
+    assert str(caught.value) == f"cannot write {path}: {ENOSPC}"
+    assert caught.value.errno == errno.ENOSPC
+    assert listing(tmp_path) == ["out.txt"] and path.read_text() == "the previous version\n"
+
+
+def test_an_exception_in_the_writer_leaves_no_file(tmp_path):
+    with pytest.raises(KeyError):
+        with atomic_open(tmp_path / "out.txt") as f:
+            f.write("half")
+            raise KeyError("the writer's own bug")
+    assert listing(tmp_path) == []
+
+
+def test_a_symlinked_output_is_written_through(tmp_path):
+    target, link = tmp_path / "target.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    with atomic_open(link) as f:
+        f.write("new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert listing(tmp_path) == ["link.txt", "target.txt"]
+
+
+@pytest.mark.parametrize("name", ["out.csv", "out.parquet", "out.jsonl"])
+@pytest.mark.parametrize("existing", [False, True])
+def test_convert_on_a_full_disk_exits_1_and_leaves_no_file(tmp_path, capsys, full_disk,
+                                                           name, existing):
+    dst = tmp_path / name
+    if existing:
+        dst.write_text("the previous output\n")
+    full_disk(room=100)
+    assert main(["trace", "convert", str(TRACE), str(dst)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"steptrace: run failed: cannot write {dst}: {ENOSPC}\n"
+    assert listing(tmp_path) == ([name] if existing else [])
+    if existing:
+        assert dst.read_text() == "the previous output\n"
+
+
+def test_convert_past_a_file_size_limit_exits_1(tmp_path):
+    """A real write error from the kernel (RLIMIT_FSIZE: EFBIG, `ulimit -f`), no injection."""
+    dst = tmp_path / "out.csv"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+    proc = subprocess.run([sys.executable, "-m", "harness.commands", "trace", "convert",
+                           str(TRACE), str(dst)], cwd=ROOT, capture_output=True, text=True,
+                          preexec_fn=limit, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == f"steptrace: run failed: cannot write {dst}: File too large\n"
+    assert listing(tmp_path) == []
+
+
+def test_convert_still_writes_every_format(tmp_path):
+    for name in ("out.csv", "out.parquet", "out.jsonl"):
+        assert main(["trace", "convert", str(TRACE), str(tmp_path / name)]) == 0
+        assert len(read_trace(tmp_path / name).df) == 400
+    assert listing(tmp_path) == ["out.csv", "out.jsonl", "out.parquet"]
+
+
+def test_a_manifest_that_cannot_be_written_leaves_the_previous_one(tmp_path, full_disk):
+    tables.write_manifest({"complete": False}, tmp_path)
+    full_disk(room=3)
+    with pytest.raises(WriteFailed, match=f"manifest.json: {ENOSPC}"):
+        tables.write_manifest({"complete": True, "ended": "now"}, tmp_path)
+    assert listing(tmp_path) == ["manifest.json"]
+    assert json.loads((tmp_path / "manifest.json").read_text()) == {"complete": False}
+
+
+def test_a_run_whose_last_manifest_cannot_be_written_exits_1(tmp_path, capsys, full_disk):
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
+    writes = []
+
+    def second_manifest(final_name):  # the run's first manifest goes through
+        writes.append(final_name)
+        return final_name == "manifest.json" and writes.count("manifest.json") == 2
+    full_disk(room=0, when=second_manifest)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()
+    assert err.splitlines()[-1] == (f"steptrace: run failed: cannot write "
+                                    f"{run_dir / 'manifest.json'}: {ENOSPC}")
+    assert "Traceback" not in err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and "ended" not in manifest  # the first one, whole
+    assert not [p for p in listing(run_dir) if p.startswith(".")]
+
+
+# --- 3. signals: exit 130 / 143, the sweep stopped -------------------------------------
+
+def start_run(tmp_path, body, *args):
+    """`steptrace run` in a process of its own, its temporary files under tmp_path/tmp;
+    returns once its first run has begun (its manifest exists)."""
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{body}")
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands", "run", str(path), *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "results").glob("w/*/manifest.json")):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("the run did not start: " + "".join(proc.communicate()))
+        time.sleep(0.1)
+    time.sleep(1.0)  # into the replay
+    return proc
+
+
+def assert_interrupted_run(run_dir):
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["interrupted"] is True
+    requests = read_requests(run_dir / "requests.parquet")
+    assert len(requests) == 400 and (requests["status"] == "unfinished").any()
+    assert len(pd.read_parquet(run_dir / "steps.parquet"))
+    for name in ("batches", "summary", "device"):
+        pd.read_parquet(run_dir / f"{name}.parquet")
+    assert not [p for p in listing(run_dir) if p.startswith(".")]
+
+
+def test_sigint_stops_the_whole_sweep_and_exits_130(tmp_path):
+    proc = start_run(tmp_path, SLOW + "gil: both\nrepeats: 2\n", "--json")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()  # the three later runs never began
+    assert_interrupted_run(run_dir)
+    result = json.loads(out)
+    assert (result["interrupted"], result["signal"], result["planned"]) == (True, "SIGINT", 4)
+    assert [(r["run_dir"], r["complete"]) for r in result["runs"]] == [(str(run_dir), False)]
+    assert err.splitlines()[-1] == (f"steptrace: interrupted by SIGINT: 1 of 4 runs written: "
+                                    f"{run_dir} (incomplete); 3 not started")
+    assert "Traceback" not in err
+    assert listing(tmp_path / "tmp") == []  # the telemetry folder too
+
+
+def test_sigterm_exits_143_after_writing_the_tables(tmp_path):
+    proc = start_run(tmp_path, SLOW)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()
+    assert_interrupted_run(run_dir)
+    assert "[INCOMPLETE]" in out
+    assert err.splitlines()[-1].startswith("steptrace: interrupted by SIGTERM: 1 of 1 runs")
+    assert listing(tmp_path / "tmp") == []
+
+
+def test_a_stopped_sweep_starts_no_run(tmp_path):
+    from harness.run import run_workload
+
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}gil: both\n")
+    stop = Stop()
+    stop.request(signal.SIGTERM)
+    assert run_workload(load_workload(path), stop=stop) == []
+    assert not (tmp_path / "results").exists()
+    assert (stop.signal_name, stop.exit_code) == ("SIGTERM", 143)
+
+
+def test_a_signal_during_calibration_makes_no_run_directory(tmp_path, monkeypatch):
+    import harness.run
+    from harness.run import run_workload
+
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n"
+                    + MODELED.replace("calibration_requests: 0", "calibration_requests: 4")
+                    + "gil: both\n")
+    calibrate = harness.run.calibrate
+
+    def ctrl_c_while_calibrating(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # handled: the sweep's handler sets the flag
+        return calibrate(*args)
+    monkeypatch.setattr(harness.run, "calibrate", ctrl_c_while_calibrating)
+    stop = Stop()
+    assert run_workload(load_workload(path), stop=stop) == []
+    assert stop.exit_code == 130 and not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch):
+    from harness.run import run_workload
+
+    monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}gil: both\nrepeats: 2\n")
+
+    def ctrl_c(done, total):
+        if done >= 3:
+            raise KeyboardInterrupt
+    stop = Stop()
+    (run_dir,) = run_workload(load_workload(path), ctrl_c, stop)
+    assert stop.exit_code == 130
+    assert listing(tmp_path / "results" / "w") == [run_dir.name]
+    assert json.loads((run_dir / "manifest.json").read_text())["interrupted"] is True
+
+
+# --- 4. no telemetry folder outlives the harness ----------------------------------------
+
+HARNESS = """
+import os, sys, time
+from harness.telemetry import Sampler
+from tests.helpers import wait_for_samples
+sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+sampler.start()
+wait_for_samples(sampler, 2)
+print(sampler._dir, sampler._process.pid, flush=True)
+"""
+
+
+def _gone(pid, within_s):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _vanishes(path, within_s):
+    deadline = time.monotonic() + within_s
+    while Path(path).exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("end", ["SIGKILL", "exit without stop()"])
+def test_a_harness_that_dies_leaves_no_telemetry_folder(tmp_path, end):
+    script = HARNESS + ("time.sleep(60)\n" if end == "SIGKILL" else "sys.exit(0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        folder, child = proc.stdout.readline().split()
+        assert Path(folder).parent == tmp_path and "journal.jsonl" in listing(folder)
+        if end == "SIGKILL":
+            proc.kill()
+        proc.wait(timeout=60)
+        assert _vanishes(folder, within_s=10.0)  # a loaded host is slow
+        assert _gone(int(child), within_s=10.0)
+        assert listing(tmp_path) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_stop_removes_the_folder_even_when_it_fails(monkeypatch):
+    sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+    sampler.start()
+    wait_for_samples(sampler, 1)
+    folder, process = sampler._dir, sampler._process
+
+    def broken(self, process):
+        raise RuntimeError("halting failed")
+    monkeypatch.setattr(Sampler, "_halt", broken)
+    try:
+        with pytest.raises(RuntimeError, match="halting failed"):
+            sampler.stop()
+        assert not folder.exists()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_stopped_sampler_leaves_no_folder():
+    sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+    sampler.start()
+    wait_for_samples(sampler, 1)
+    folder = sampler._dir
+    frame, _ = sampler.stop()
+    assert len(frame) and not folder.exists()
