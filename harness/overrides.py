@@ -8,13 +8,13 @@ from typing import Any, Tuple
 
 def parse_set(item: str) -> Tuple[Tuple[str, ...], Any]:
     """`a.b=value` -> (("a", "b"), value); ValueError naming the item otherwise."""
-    import yaml
+    from .yaml_lines import YamlError, load_value
 
     key, sep, raw = item.partition("=")
     parts = tuple(key.split("."))
     if not sep or not all(parts):
         raise ValueError(f"--set {item!r}: expected KEY.PATH=VALUE")
     try:
-        return parts, yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise ValueError(f"--set {item!r}: the value is not valid YAML ({e.problem})") from None
+        return parts, load_value(raw, f"--set {item!r}")
+    except YamlError as e:
+        raise ValueError(str(e)) from None

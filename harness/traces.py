@@ -16,7 +16,8 @@ Formats (format="auto" picks one from the extension and the header or first line
     mooncake  JSONL timestamp,input_length,output_length[,hash_ids]: Mooncake has timestamps
               in ms and 512-token blocks, Alibaba Bailian has seconds and 16-token blocks.
               time_unit="auto" takes seconds when a timestamp has a fractional part or the
-              records carry Bailian's chat_id, else ms; pass time_unit to be sure.
+              records carry Bailian's chat_id, else ms; pass time_unit to be sure. Both that
+              and whether there are hash_ids are told from the first FIRST_CHUNK_BYTES.
     burstgpt  CSV Timestamp (s),Model,Request tokens,Response tokens,...
     vidur     CSV arrived_at (s),num_prefill_tokens,num_decode_tokens (other columns ignored)
     tidy      CSV or Parquet arrival_s,prompt_len,max_new_tokens[,hash_ids] (CSV: a JSON
@@ -28,6 +29,13 @@ drop_bad_rows=True they are dropped instead and counted in TraceResult.dropped u
 reasons in DROP_REASONS. BurstGPT's failed requests (Response tokens == 0) are always dropped
 and counted as "failed_request". Never droppable: a missing column, arrivals out of order,
 an unknown format, a file with no requests. Blank lines hold no request and are skipped.
+A token count above 2**53 (exact in the float64 the reader parses through; past int64 it
+would wrap) or a number beyond a double is "too_large", never wrapped or rounded.
+
+Files are read as a stream, a chunk of lines at a time (CHUNK_BYTES), so memory is a chunk
+plus the rows kept; with `limit` reading stops at the limit-th kept row, and the rows after
+it are neither read nor checked (the sha256 still covers the whole file). A path that is not
+a regular file (a FIFO, a device, a directory) is refused by what it is, before it is opened.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import atomic_open
+from .files import NotAFile, check_regular
 
 COLUMNS = ("arrival_s", "prompt_len", "max_new_tokens")
 OLD_TIDY_NAMES = {"max_new_tokens": "output_len"}  # a tidy file may still use these
@@ -65,7 +74,13 @@ DROP_REASONS = {
     "zero_length": "a prompt or output of 0 tokens",
     "bad_timestamp": "an Azure TIMESTAMP that is not an ISO date-time in the file's style",
     "bad_hash_ids": "hash_ids that are not a list of integers >= 0",
+    "too_large": "a token count above 2**53, or a number beyond a double",
 }
+MAX_COUNT = 2 ** 53  # token counts are read through float64, exact up to here
+CHUNK_BYTES = 1 << 20  # text read and checked at a time: memory is a chunk plus the rows kept
+FIRST_CHUNK_BYTES = 1 << 16  # the first chunk: what a JSONL trace's keys and unit are told from
+PARQUET_BATCH_ROWS = 1 << 16
+_LITERAL = re.compile(r"\s*\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")  # a number, not inf
 _ZONE = re.compile(r"(?:[+-]\d\d:?\d\d|Z)$")
 _PARQUET_KEY = b"steptrace.hash_block_size"
 
@@ -97,12 +112,13 @@ class _Col:
     values: object       # float64 array, or a list of lists for hash_ids
     reason: np.ndarray   # str: "" where the value is good, else a DROP_REASONS key
     expected: str
+    maximum: str = ""    # the largest value read, for a too_large message
 
 
 # ---------------------------------------------------------------- reading
 
 def read_trace(path, format="auto", *, hash_block_size=None, drop_bad_rows=False,
-               time_unit="auto") -> TraceResult:
+               time_unit="auto", limit=None) -> TraceResult:
     """Read a trace file into a TraceResult; see the module docstring for formats and errors."""
     path = Path(path)
     if format not in ("auto",) + FORMATS:
@@ -111,27 +127,121 @@ def read_trace(path, format="auto", *, hash_block_size=None, drop_bad_rows=False
         raise TraceError(f"time_unit: expected auto, ms or s, got {time_unit!r}")
     if hash_block_size is not None and (not isinstance(hash_block_size, int) or hash_block_size < 1):
         raise TraceError(f"hash_block_size: expected an integer >= 1, got {hash_block_size!r}")
-    data = path.read_bytes()
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise TraceError(f"limit: expected an integer >= 1 or None, got {limit!r}")
+    try:
+        check_regular(path)
+    except NotAFile as e:
+        raise TraceError(str(e)) from None
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         if format not in ("auto", "tidy"):
             raise TraceError(f"{path}: a Parquet file is read as a tidy trace, not {format}")
-        res = _read_parquet(path, drop_bad_rows, hash_block_size)
-    elif format == "mooncake" or (format == "auto" and (suffix in (".jsonl", ".json")
-                                                        or data.lstrip()[:1] in (b"{", b"["))):
-        res = _read_jsonl(path, data, drop_bad_rows, hash_block_size, time_unit)
-    else:
-        res = _read_csv(path, data, format, drop_bad_rows, hash_block_size)
-    res.sha256 = hashlib.sha256(data).hexdigest()
+        res = _read_parquet(path, drop_bad_rows, hash_block_size, limit)
+        with open(path, "rb") as f:
+            res.sha256 = _Text(path, f).sha256()
+        return res
+    with open(path, "rb") as f:
+        text = _Text(path, f)
+        jsonl = suffix in (".jsonl", ".json") or text.head().lstrip()[:1] in (b"{", b"[")
+        if format == "mooncake" or (format == "auto" and jsonl):
+            res = _read_jsonl(text, drop_bad_rows, hash_block_size, time_unit, limit)
+        else:
+            res = _read_csv(text, format, drop_bad_rows, hash_block_size, limit)
+        res.sha256 = text.sha256()
     return res
 
 
-def _read_csv(path, data, fmt, drop, block):
-    text = _decode(path, data)
-    rows = text.splitlines()
-    if not rows or not rows[0].strip():
-        raise TraceError(f"{path}:1: expected a header line, got {'a blank line' if rows else 'an empty file'}")
-    header = [h.strip() for h in next(csv.reader(rows[:1]))]
+class _Text:
+    """A text file, a chunk of whole lines (about CHUNK_BYTES) at a time, and the sha256 of
+    all of it: when a reader stops early, the rest is hashed without being decoded."""
+
+    def __init__(self, path, f):
+        self.path, self._f, self._hash = path, f, hashlib.sha256()
+        self._buf, self._eof = b"", False
+
+    def _read(self) -> None:
+        block = self._f.read(CHUNK_BYTES)
+        self._hash.update(block)
+        self._buf += block
+        self._eof = not block
+
+    def head(self) -> bytes:
+        """The first bytes (a chunk's worth), for telling the format."""
+        if not self._buf and not self._eof:
+            self._read()
+        return self._buf
+
+    def chunks(self):
+        """(number of the first line, the lines) for each chunk, in order; line numbers are
+        those of str.splitlines over the whole text. Chunks grow from FIRST_CHUNK_BYTES to
+        CHUNK_BYTES: a limit of a few rows reads little."""
+        line, first, size = 1, True, FIRST_CHUNK_BYTES
+        while self._buf or not self._eof:
+            if len(self._buf) < size and not self._eof:
+                self._read()
+                continue
+            cut = self._buf.rfind(b"\n", 0, size) + 1 or self._buf.find(b"\n", size) + 1
+            if not cut and not self._eof:  # a line longer than the buffer: read on
+                self._read()
+                continue
+            end = cut or len(self._buf)  # the end of the file ends the last line
+            data, self._buf = self._buf[:end], self._buf[end:]
+            rows = self._decode(data, line, first).splitlines()
+            first, size = False, min(2 * size, CHUNK_BYTES)
+            yield line, rows
+            line += len(rows)
+
+    def _decode(self, data: bytes, line: int, first: bool) -> str:
+        try:
+            return data.decode("utf-8-sig" if first else "utf-8")
+        except UnicodeDecodeError as e:
+            line += data[:e.start].count(b"\n")
+            raise TraceError(f"{self.path}:{line}: expected UTF-8 text, got the byte "
+                             f"{data[e.start]:#04x}") from None
+
+    def sha256(self) -> str:
+        self._buf = b""
+        while not self._eof:
+            block = self._f.read(1 << 20)
+            self._hash.update(block)
+            self._eof = not block
+        return self._hash.hexdigest()
+
+
+def _read_csv(text, fmt, drop, block, limit):
+    path, rows_kept, azure = text.path, None, {}
+    for line, rows in text.chunks():
+        if rows_kept is None:  # the first chunk starts with the header
+            if not rows or not rows[0].strip():
+                raise TraceError(f"{path}:1: expected a header line, got a blank line")
+            header = [h.strip() for h in next(csv.reader(rows[:1]))]
+            fmt, names = _csv_columns(path, fmt, header)
+            if "hash_ids" in names and block is None:
+                raise TraceError(f"{path}: hash_ids present but a CSV does not say its hash "
+                                 f"block size: pass hash_block_size")
+            rows_kept = _Rows(path, "line", drop, limit)
+            rows, line = rows[1:], line + 1
+        if not rows:
+            continue
+        lines, ok, problems, raw = _csv_body(rows, line, header, names)
+        a, p, o = names[:3]
+        arrival = _azure_times(a, raw[a], azure) if fmt == "azure" else \
+            _numbers(a, raw[a], False, "a number of seconds >= 0")
+        cols = [arrival, _numbers(p, raw[p], True), _numbers(o, raw[o], True)]
+        if "hash_ids" in names:
+            cols.append(_hash_ids(raw["hash_ids"], from_text=True))
+        # a BurstGPT failed request has no response, whatever else the row says
+        always = {"failed_request": ok & (cols[2].values == 0)} if fmt == "burstgpt" else {}
+        if rows_kept.add(lines, cols, problems, always):
+            break
+    if rows_kept is None:
+        raise TraceError(f"{path}:1: expected a header line, got an empty file")
+    return rows_kept.result(fmt, block)
+
+
+def _csv_columns(path, fmt, header):
+    """The format (told from the header for auto) and the columns to read, as spelled."""
     if fmt == "auto":
         fmt = max(CSV_COLUMNS, key=lambda f: sum(c in header for c in CSV_COLUMNS[f]))
         if not set(CSV_COLUMNS[fmt]) & set(header):
@@ -145,44 +255,26 @@ def _read_csv(path, data, fmt, drop, block):
     if missing:
         raise TraceError(f"{path}:1: {fmt} trace: missing column(s) {', '.join(missing)}; "
                          f"the header is {','.join(header)}")
-    lines, ok, problems, raw = _csv_body(text, rows, header, names)
-    a, p, o = names[:3]
-    arrival = _azure_times(a, raw[a]) if fmt == "azure" else _numbers(a, raw[a], False, "a number of seconds >= 0")
-    cols = [arrival, _numbers(p, raw[p], True), _numbers(o, raw[o], True)]
-    always = {}
-    if fmt == "burstgpt":  # a failed request has no response, whatever else the row says
-        always["failed_request"] = ok & (cols[2].values == 0)
-    if "hash_ids" in names:
-        cols.append(_hash_ids(raw["hash_ids"], from_text=True))
-        if block is None:
-            raise TraceError(f"{path}: hash_ids present but a CSV does not say its hash block size: "
-                             f"pass hash_block_size")
-    return _finish(path, fmt, lines, "line", cols, problems, always, drop, block)
+    return fmt, names
 
 
-def _decode(path, data) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise TraceError(f"{path}:{line}: expected UTF-8 text, got the byte {data[e.start]:#04x}") from e
-
-
-def _csv_body(text, rows, header, names):
-    """Line numbers, well-formed flags, problems and the named columns' strings. A regular file
-    (no quotes, no blank lines, every line as wide as the header) takes pandas' C parser."""
+def _csv_body(rows, first_line, header, names):
+    """Line numbers, well-formed flags, problems and the named columns' strings of a chunk's
+    lines. A regular chunk (no quotes, no blank lines, every line as wide as the header) takes
+    pandas' C parser."""
     width, where = len(header), [header.index(c) for c in names]
-    if len(rows) > 1 and '"' not in text and all(r.count(",") == width - 1 for r in rows[1:]):
-        table = pd.read_csv(io.StringIO(text), header=None, skiprows=1, usecols=where,
-                            dtype=object, na_filter=False)
-        if len(table) == len(rows) - 1:
+    text = "\n".join(rows)
+    if '"' not in text and all(r.count(",") == width - 1 for r in rows):
+        table = pd.read_csv(io.StringIO(text), header=None, usecols=where, dtype=object,
+                            na_filter=False)
+        if len(table) == len(rows):
             n = len(table)
-            return (np.arange(2, n + 2), np.ones(n, dtype=bool), {},
+            return (np.arange(first_line, first_line + n), np.ones(n, dtype=bool), {},
                     {c: table[i].to_numpy(dtype=object) for c, i in zip(names, where)})
     parsed = list(csv.reader(rows))
-    lines = np.array([i for i, r in enumerate(parsed, 1) if i > 1 and (len(r) > 1 or (r and r[0].strip()))],
-                     dtype=int)
-    body = [parsed[i - 1] for i in lines]
+    at = [k for k, r in enumerate(parsed) if len(r) > 1 or (r and r[0].strip())]
+    lines = np.array(at, dtype=int) + first_line
+    body = [parsed[k] for k in at]
     ok = np.array([len(r) == width for r in body], dtype=bool)
     problems = {i: f"expected {width} comma-separated fields ({','.join(header)}), got {len(body[i])}"
                 for i in np.flatnonzero(~ok)}
@@ -191,55 +283,93 @@ def _csv_body(text, rows, header, names):
     return lines, ok, problems, raw
 
 
-def _read_jsonl(path, data, drop, block, unit):
-    records, lines, problems = [], [], {}
-    for lineno, text in enumerate(_decode(path, data).splitlines(), 1):
-        if not text.strip():
+def _read_jsonl(text, drop, block, unit, limit):
+    """Mooncake JSONL. The first chunk's records (FIRST_CHUNK_BYTES) decide which keys there
+    are (hash_ids or not) and, with unit auto, the time unit: the same whatever the limit."""
+    path, keys, rows_kept = text.path, ("timestamp", "input_length", "output_length"), None
+    hashes = False
+    for line, rows in text.chunks():
+        records, lines, problems = [], [], {}
+        for k, row in enumerate(rows):
+            if not row.strip():
+                continue
+            try:
+                rec = json.loads(row)
+                why = None if isinstance(rec, dict) else \
+                    f"expected a JSON object, got a JSON {type(rec).__name__}"
+            except json.JSONDecodeError as e:
+                rec, why = None, (f"expected a JSON object, got invalid JSON ({e.msg} at "
+                                  f"column {e.colno})")
+            except ValueError as e:  # an integer of more than 4300 digits
+                rec, why = None, f"expected a JSON object, got a number too long to read ({e})"
+            except RecursionError:
+                rec, why = None, "expected a JSON object, got JSON nested too deeply"
+            if why:
+                problems[len(records)] = why
+            records.append(rec if isinstance(rec, dict) else {})
+            lines.append(line + k)
+        if not records:
             continue
-        try:
-            rec = json.loads(text)
-            why = None if isinstance(rec, dict) else f"expected a JSON object, got a JSON {type(rec).__name__}"
-        except ValueError as e:
-            rec, why = None, f"expected a JSON object, got invalid JSON ({e.msg} at column {e.colno})"
-        if why:
-            problems[len(records)] = why
-        records.append(rec if isinstance(rec, dict) else {})
-        lines.append(lineno)
-    if not records:
+        if rows_kept is None:
+            missing = [k for k in keys if not any(k in r for r in records)]
+            if missing and problems:  # say what is wrong with the first line, not what it lacks
+                first = min(problems)
+                raise TraceError(f"{path}:{lines[first]}: {problems[first]}")
+            if missing:
+                raise TraceError(f"{path}: mooncake trace: no record has the key(s) "
+                                 f"{', '.join(missing)}")
+            hashes = any("hash_ids" in r for r in records)
+            if unit == "auto":
+                frac = any(type(r.get("timestamp")) is float and math.isfinite(r["timestamp"])
+                           and not r["timestamp"].is_integer() for r in records)
+                unit = "s" if frac or any("chat_id" in r for r in records) else "ms"
+            if hashes:
+                block = block or (MOONCAKE_BLOCK if unit == "ms" else BAILIAN_BLOCK)
+            rows_kept = _Rows(path, "line", drop, limit)
+        raw = {k: np.array([r.get(k) for r in records] + [None], dtype=object)[:-1]
+               for k in keys + ("hash_ids",) * hashes}
+        stamp = _numbers("timestamp", raw["timestamp"], False, f"a number >= 0 (in {unit})")
+        if unit == "ms":
+            stamp.values = stamp.values / 1000.0
+        cols = [stamp, _numbers("input_length", raw["input_length"], True),
+                _numbers("output_length", raw["output_length"], True)]
+        if hashes:
+            cols.append(_hash_ids(raw["hash_ids"], from_text=False))
+        if rows_kept.add(np.array(lines, dtype=int), cols, problems, {}):
+            break
+    if rows_kept is None:
         raise TraceError(f"{path}: no requests")
-    names = ("timestamp", "input_length", "output_length")
-    missing = [k for k in names if not any(k in r for r in records)]
-    if missing:
-        raise TraceError(f"{path}: mooncake trace: no record has the key(s) {', '.join(missing)}")
-    raw = {k: np.array([r.get(k) for r in records] + [None], dtype=object)[:-1]
-           for k in names + ("hash_ids",)}
-    if unit == "auto":
-        frac = any(type(v) is float and math.isfinite(v) and not v.is_integer()
-                   for v in raw["timestamp"])
-        unit = "s" if frac or any("chat_id" in r for r in records) else "ms"
-    stamp = _numbers("timestamp", raw["timestamp"], False, f"a number >= 0 (in {unit})")
-    if unit == "ms":
-        stamp.values = stamp.values / 1000.0
-    cols = [stamp, _numbers("input_length", raw["input_length"], True),
-            _numbers("output_length", raw["output_length"], True)]
-    if any("hash_ids" in r for r in records):
-        cols.append(_hash_ids(raw["hash_ids"], from_text=False))
-        block = block or (MOONCAKE_BLOCK if unit == "ms" else BAILIAN_BLOCK)
-    res = _finish(path, "mooncake", np.array(lines, dtype=int), "line", cols, problems, {}, drop, block)
+    res = rows_kept.result("mooncake", block if hashes else None)
     res.time_unit = unit
     return res
 
 
-def _read_parquet(path, drop, block):
+def _read_parquet(path, drop, block, limit):
     import pyarrow.parquet as pq
     try:
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
+        meta = pf.schema_arrow.metadata or {}
+        if block is None and _PARQUET_KEY in meta:
+            block = int(meta[_PARQUET_KEY])
     except (OSError, ValueError) as e:
         raise TraceError(f"{path}: not a readable Parquet file ({e})") from e
-    meta = table.schema.metadata or {}
-    if block is None and _PARQUET_KEY in meta:
-        block = int(meta[_PARQUET_KEY])
-    return _from_frame(table.to_pandas(), path, "row", drop, block, old_names=True)
+    names = _frame_names(pf.schema_arrow.names, path, old_names=True)
+    if "hash_ids" in names and block is None:
+        raise TraceError(f"{path}: hash_ids present but the hash block size is unknown: "
+                         f"pass hash_block_size")
+    rows_kept, row = _Rows(path, "row", drop, limit), 1
+    batches = pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=names)
+    while True:
+        try:
+            frame = next(batches).to_pandas()
+        except StopIteration:
+            break
+        except (OSError, ValueError) as e:
+            raise TraceError(f"{path}: not a readable Parquet file ({e})") from e
+        if rows_kept.add(np.arange(row, row + len(frame)), _frame_cols(frame, names), {}, {}):
+            break
+        row += len(frame)
+    return rows_kept.result("tidy", block)
 
 
 def _tidy_names(names, header):
@@ -248,30 +378,32 @@ def _tidy_names(names, header):
             and OLD_TIDY_NAMES[c] in header else c for c in names]
 
 
-def _from_frame(frame, label, kind, drop, block, old_names=False):
-    names = list(COLUMNS) + (["hash_ids"] if "hash_ids" in frame.columns else [])
+def _frame_names(columns, label, old_names=False):
+    names = list(COLUMNS) + (["hash_ids"] if "hash_ids" in columns else [])
     if old_names:
-        names = _tidy_names(names, list(frame.columns))
-    missing = [c for c in names if c not in frame.columns]
+        names = _tidy_names(names, list(columns))
+    missing = [c for c in names if c not in columns]
     if missing:
         raise TraceError(f"{label}: missing column(s) {', '.join(missing)}; the columns are "
-                         f"{', '.join(map(str, frame.columns))}")
+                         f"{', '.join(map(str, columns))}")
+    return names
+
+
+def _frame_cols(frame, names):
     raw = {c: frame[c].to_numpy() for c in names}  # numeric columns stay numeric: fast
     a, p, o = names[:3]
     cols = [_numbers(a, raw[a], False, "a number of seconds >= 0"),
             _numbers(p, raw[p], True), _numbers(o, raw[o], True)]
     if "hash_ids" in names:
         cols.append(_hash_ids(raw["hash_ids"], from_text=False))
-        if block is None:
-            raise TraceError(f"{label}: hash_ids present but the hash block size is unknown: "
-                             f"pass hash_block_size")
-    where = np.arange(1, len(frame) + 1)
-    return _finish(Path(str(label)), "tidy", where, kind, cols, {}, {}, drop, block)
+    return cols
 
 
 def _numbers(name, raw, integer, expected="an integer >= 1") -> _Col:
-    """Parse CSV text or JSON/Parquet values (None, NaN and NA are missing; a bool is bad)."""
+    """Parse CSV text or JSON/Parquet values (None, NaN and NA are missing; a bool is bad).
+    Too large: a token count above MAX_COUNT, or a literal beyond what a double holds."""
     vals, missing = np.full(len(raw), np.nan), np.zeros(len(raw), dtype=bool)
+    huge = np.zeros(len(raw), dtype=bool)
     if raw.dtype.kind in "fiu":  # a Parquet column
         vals = raw.astype(float)
         missing = np.isnan(vals)
@@ -282,33 +414,47 @@ def _numbers(name, raw, integer, expected="an integer >= 1") -> _Col:
             vals = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=float)
         blank = np.flatnonzero(np.isnan(vals))
         missing[blank] = [not raw[i].strip() for i in blank]
+        inf = np.flatnonzero(np.isinf(vals))
+        huge[inf] = [bool(_LITERAL.match(raw[i])) for i in inf]
     else:
         for i, v in enumerate(raw):
             if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and math.isnan(v)):
                 missing[i] = True
             elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
-                vals[i] = float(v)
+                try:
+                    vals[i] = float(v)
+                except OverflowError:  # a JSON integer beyond a double
+                    vals[i], huge[i] = (math.inf, True) if v > 0 else (-math.inf, False)
             elif isinstance(v, str):
                 missing[i] = not v.strip()
                 vals[i] = pd.to_numeric(v.strip(), errors="coerce") if v.strip() else np.nan
+                huge[i] = math.isinf(vals[i]) and bool(_LITERAL.match(v))
     with np.errstate(invalid="ignore"):
+        too_large = huge | (integer & np.isfinite(vals) & (vals > MAX_COUNT))
         reason = np.select(
-            [missing, ~np.isfinite(vals), integer & (vals != np.floor(vals)), vals < 0,
-             integer & (vals == 0)],
-            ["missing_value", "not_a_number", "not_an_integer", "negative", "zero_length"], "")
-    return _Col(name, raw, vals, reason.astype(object), expected)
+            [missing, too_large, ~np.isfinite(vals), integer & (vals != np.floor(vals)),
+             vals < 0, integer & (vals == 0)],
+            ["missing_value", "too_large", "not_a_number", "not_an_integer", "negative",
+             "zero_length"], "")
+    maximum = f"2**53 = {MAX_COUNT}" if integer else f"{np.finfo(float).max:.4g}"
+    return _Col(name, raw, vals, reason.astype(object), expected, maximum)
 
 
-def _azure_times(name, raw) -> _Col:
+def _azure_times(name, raw, state) -> _Col:
+    """Seconds after the file's first good TIMESTAMP; `state` carries that time and the
+    file's style (with a zone or without, from its first value) from chunk to chunk."""
     text = pd.Series(raw, dtype="str").str.strip()
     empty = text.eq("").to_numpy(dtype=bool)
     zoned = text.str.contains(_ZONE.pattern, regex=True).to_numpy(dtype=bool)
-    style = bool(zoned[np.flatnonzero(~empty)[0]]) if (~empty).any() else False
+    if "style" not in state and (~empty).any():
+        state["style"] = bool(zoned[np.flatnonzero(~empty)[0]])
+    style = state.get("style", False)
     times = pd.to_datetime(text.where(zoned == style, ""), format="ISO8601", errors="coerce", utc=style)
     good = times.notna().to_numpy()
     vals = np.full(len(raw), np.nan)
     if good.any():
-        vals[good] = ((times[good] - times[good].iloc[0]) / pd.Timedelta(seconds=1)).to_numpy()
+        t0 = state.setdefault("t0", times[good].iloc[0])
+        vals[good] = ((times[good] - t0) / pd.Timedelta(seconds=1)).to_numpy()
     reason = np.where(empty, "missing_value", np.where(good, "", "bad_timestamp")).astype(object)
     like = "2024-05-10 00:00:00.0000000+00:00" if style else "2023-11-16 18:17:03.9799600"
     return _Col(name, raw, vals, reason, f"a date-time like {like}")
@@ -320,7 +466,7 @@ def _hash_ids(raw, from_text) -> _Col:
         if from_text and isinstance(v, str):
             try:
                 v = json.loads(v) if v.strip() else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 v = "bad"
         if isinstance(v, np.ndarray):
             v = v.tolist()
@@ -330,60 +476,122 @@ def _hash_ids(raw, from_text) -> _Col:
     return _Col("hash_ids", raw, vals, np.array(reason, dtype=object), "a list of integers >= 0")
 
 
-def _finish(path, fmt, where, kind, cols, problems, always, drop, block) -> TraceResult:
-    """Check every row, drop or raise, check the order, and build the frame."""
-    n = len(where)
-    loc = (lambda i: f"{path}:{where[i]}") if kind == "line" else (lambda i: f"{path}: row {where[i]}")
-    dropped, keep = {}, np.ones(n, dtype=bool)
-    for reason, mask in always.items():
-        if mask.any():
-            dropped[reason] = int(mask.sum())
-        keep &= ~mask
-    reason = np.full(n, "", dtype=object)
-    reason[list(problems)] = "malformed_line"
-    culprit = np.full(n, -1)
-    for j, c in enumerate(cols):
-        new = (reason == "") & (c.reason != "")
-        reason[new], culprit[new] = c.reason[new], j
-    bad = keep & (reason != "")
-    if bad.any() and not drop:
-        i, count = np.flatnonzero(bad)[0], int(bad.sum())
-        c = cols[culprit[i]] if culprit[i] >= 0 else None
-        what = (f"{c.name}: expected {c.expected}, got {_show(c.raw[i])}" if c else problems[i])
-        more = f"{count} bad row{'s' * (count > 1)} in all; drop_bad_rows=True drops and counts them"
-        raise TraceError(f"{loc(i)}: {what} ({more})")
-    for r in DROP_REASONS:
-        if (bad & (reason == r)).any():
-            dropped[r] = int((bad & (reason == r)).sum())
-    keep &= ~bad
-    idx = np.flatnonzero(keep)
-    if len(idx) == 0:
-        raise TraceError(f"{path}: no requests" + (f" left after dropping {dropped}" if dropped else ""))
-    arrival = cols[0].values[idx]
-    back = np.flatnonzero(np.diff(arrival) < 0)
-    if len(back):
-        i, prev = idx[back[0] + 1], idx[back[0]]
-        raise TraceError(f"{loc(i)}: {cols[0].name}: {_show(cols[0].raw[i])} is earlier than "
-                         f"{_show(cols[0].raw[prev])} at {kind} {where[prev]}: a trace must be "
-                         f"sorted by arrival time")
-    df = pd.DataFrame({"arrival_s": arrival - arrival[0],
-                       "prompt_len": cols[1].values[idx].astype(np.int64),
-                       "max_new_tokens": cols[2].values[idx].astype(np.int64)})
-    if len(cols) > 3:
-        df["hash_ids"] = pd.Series([cols[3].values[i] for i in idx], dtype=object)
-        df.attrs["hash_block_size"] = block
-    return TraceResult(df, fmt, Path(path), dropped, block if len(cols) > 3 else None)
+class _Rows:
+    """A trace's rows, checked a chunk at a time, in order: a bad row is dropped and counted,
+    or remembered and raised once the rest are counted; arrivals must not go back; reading
+    stops once `limit` rows are kept. Only the kept rows' values stay in memory."""
+
+    def __init__(self, path, kind, drop, limit):
+        self.path, self.kind, self.drop, self.limit = path, kind, drop, limit
+        self.parts, self.kept, self.dropped = [], 0, {}
+        self.error, self.bad = None, 0  # the first bad row, and how many
+        self.last = None  # (arrival, as read, where) of the last row kept
+
+    def loc(self, where) -> str:
+        return f"{self.path}:{where}" if self.kind == "line" else f"{self.path}: row {where}"
+
+    def add(self, where, cols, problems, always) -> bool:
+        """A chunk's rows (where: their lines or rows); True once `limit` rows are kept."""
+        n = len(where)
+        reason, culprit = np.full(n, "", dtype=object), np.full(n, -1)
+        reason[list(problems)] = "malformed_line"
+        for j, c in enumerate(cols):
+            new = (reason == "") & (c.reason != "")
+            reason[new], culprit[new] = c.reason[new], j
+        skip = np.zeros(n, dtype=bool)
+        for mask in always.values():
+            skip |= mask
+        bad = ~skip & (reason != "")
+        good = ~skip & ~bad
+        stop = n  # rows past the limit-th good one are not read
+        if self.limit is not None:
+            at = np.flatnonzero(good)
+            if len(at) >= self.limit - self.kept:
+                stop = at[self.limit - self.kept - 1] + 1
+        bad[stop:] = good[stop:] = False
+        for r, mask in always.items():
+            if mask[:stop].any():
+                self.dropped[r] = self.dropped.get(r, 0) + int(mask[:stop].sum())
+        if bad.any() and not self.drop:
+            if self.error is None:
+                i = np.flatnonzero(bad)[0]
+                what = _what(cols, culprit[i], reason[i], problems, i)
+                self.error = f"{self.loc(where[i])}: {what}"
+            self.bad += int(bad.sum())
+        elif bad.any():
+            for r in DROP_REASONS:
+                count = int((bad & (reason == r)).sum())
+                if count:
+                    self.dropped[r] = self.dropped.get(r, 0) + count
+        idx = np.flatnonzero(good)
+        self.kept += len(idx)
+        if self.error is None and len(idx):
+            self._check_order(where, cols[0], idx)
+            self.parts.append((cols[0].values[idx], cols[1].values[idx].astype(np.int64),
+                               cols[2].values[idx].astype(np.int64),
+                               [cols[3].values[i] for i in idx] if len(cols) > 3 else None))
+        return self.limit is not None and self.kept >= self.limit
+
+    def _check_order(self, where, col, idx) -> None:
+        arrival = col.values[idx]
+        before = [] if self.last is None else [self.last[0]]
+        back = np.flatnonzero(np.diff(np.concatenate((before, arrival))) < 0)
+        if len(back):
+            k = back[0] - len(before)  # arrival[k + 1] is earlier than the row before it
+            i = idx[k + 1]
+            prev = self.last[1:] if k < 0 else (col.raw[idx[k]], where[idx[k]])
+            raise TraceError(f"{self.loc(where[i])}: {col.name}: {_show(col.raw[i])} is earlier "
+                             f"than {_show(prev[0])} at {self.kind} {prev[1]}: a trace must be "
+                             f"sorted by arrival time")
+        self.last = (arrival[-1], col.raw[idx[-1]], where[idx[-1]])
+
+    def result(self, fmt, block) -> TraceResult:
+        if self.error:
+            more = (f"{self.bad} bad row{'s' * (self.bad > 1)} in all; drop_bad_rows=True drops "
+                    f"and counts them")
+            raise TraceError(f"{self.error} ({more})")
+        if not self.kept:
+            raise TraceError(f"{self.path}: no requests"
+                             + (f" left after dropping {self.dropped}" if self.dropped else ""))
+        arrival, prompt, output, hashes = (list(c) for c in zip(*self.parts))
+        self.parts = []  # each column is joined, then its parts let go: the rows once, not twice
+        arrival = np.concatenate(arrival)
+        arrival -= arrival[0]
+        prompt = np.concatenate(prompt)
+        df = pd.DataFrame({"arrival_s": arrival, "prompt_len": prompt,
+                           "max_new_tokens": np.concatenate(output)}, copy=False)
+        if hashes[0] is not None:
+            df["hash_ids"] = pd.Series([h for part in hashes for h in part], dtype=object)
+            df.attrs["hash_block_size"] = block
+        return TraceResult(df, fmt, Path(self.path), self.dropped,
+                           block if hashes[0] is not None else None)
+
+
+def _what(cols, culprit, reason, problems, i) -> str:
+    """What is wrong with row i of a chunk: its column, what was expected and the value."""
+    if culprit < 0:
+        return problems[i]
+    c = cols[culprit]
+    if reason == "too_large":
+        return (f"{c.name}: {_show(c.raw[i])} is too large: expected {c.expected}, at most "
+                f"{c.maximum}")
+    return f"{c.name}: expected {c.expected}, got {_show(c.raw[i])}"
 
 
 def _show(v):
-    return repr(v.item() if isinstance(v, np.generic) else v)
+    """A value as read, for a message; a long one cut short, with its length."""
+    text = repr(v.item() if isinstance(v, np.generic) else v)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def check_trace(df, label="trace") -> None:
     """Raise TraceError (naming the 1-based row) unless df is a valid trace frame."""
     if not isinstance(df, pd.DataFrame):
         raise TraceError(f"{label}: expected a pandas DataFrame, got {type(df).__name__}")
-    _from_frame(df, label, "row", False, df.attrs.get("hash_block_size", 1))
+    names = _frame_names(df.columns, label)
+    rows = _Rows(label, "row", False, None)
+    rows.add(np.arange(1, len(df) + 1), _frame_cols(df, names), {}, {})
+    rows.result("tidy", df.attrs.get("hash_block_size", 1))
 
 
 # ---------------------------------------------------------------- writing

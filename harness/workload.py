@@ -16,7 +16,9 @@ from engine.devices.profile import PRECISIONS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
 
+from .files import NotAFile, check_regular, not_regular
 from .overrides import parse_set
+from .traces import FORMATS
 from .yaml_lines import KeyPath, load_with_lines
 
 
@@ -108,7 +110,7 @@ SCHEMA: Dict[str, Any] = {
     "name": Key(run_name, None, "run name (one path component); default: the file's stem"),
     "trace": {
         "file": Key(text, None, "a trace file, relative to the workload file"),
-        "format": Key(text, "auto", "auto, azure, mooncake, burstgpt, vidur, tidy"),
+        "format": Key(one_of("auto", *FORMATS), "auto", "auto, " + ", ".join(FORMATS)),
         "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
         "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
         "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
@@ -161,14 +163,18 @@ def _length(v):
     elif not (isinstance(arg, dict) and set(arg) <= {"median", "sigma", "min", "max"}
               and {"median", "sigma"} <= set(arg)
               and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
-                      for x in arg.values())):
-        raise ValueError("lognormal: {median: M, sigma: S[, min: A, max: B]} with positive numbers")
+                      and math.isfinite(x) for x in arg.values())
+              and all(isinstance(arg.get(k, 1), int) for k in ("min", "max"))
+              and arg.get("min", 1) <= arg.get("max", arg.get("min", 1))):
+        raise ValueError("lognormal: {median: M, sigma: S[, min: A, max: B]} with finite "
+                         "numbers > 0, integers 1 <= A <= B")
 
 
 @dataclass(frozen=True)
 class Workload:
     path: Path
     values: Dict[str, Any]  # every key of SCHEMA, defaults filled in
+    notes: Tuple[str, ...] = ()  # valid, but likely not what was meant (warm-up > the run)
 
     @property
     def name(self) -> str:
@@ -202,75 +208,161 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     """Read, apply `key.path=value` overrides, check every key, fill defaults."""
     path = Path(path)
     try:
-        data, lines = load_with_lines(path)
+        data, lines = load_with_lines(check_regular(path))
+    except NotAFile as e:
+        raise WorkloadError(str(e)) from None
     except OSError as e:
         raise WorkloadError(f"{path}: {e.strerror}") from None
     except ValueError as e:
         raise WorkloadError(str(e)) from None
+    overridden: Dict[KeyPath, str] = {}
 
     def fail(key: KeyPath, message: str):
+        item = next((overridden[key[:i]] for i in range(len(key), 0, -1)
+                     if key[:i] in overridden), None)
         line = lines.get(key) or lines.get(key[:-1])
-        where = f"{path}:{line}" if line else str(path)
+        where = f"--set {item!r}" if item else f"{path}:{line}" if line else str(path)
         raise WorkloadError(f"{where}: {'.'.join(key) or '(top level)'}: {message}")
 
     if not isinstance(data, dict):
-        fail((), "expected a mapping of workload keys")
+        fail((), f"expected a mapping of workload keys, got {_show(data)}")
     for item in overrides:
-        _apply_override(data, item)
+        overridden[_apply_override(data, item)] = item
     values = _validate(data, SCHEMA, (), fail)
     values["name"] = values["name"] or path.stem
     spec = executor_spec(values["device"])
     if values["clock"] is None:
         values["clock"] = "virtual" if spec and spec.modeled else "real"
     trace = values["trace"]
-    given = [k for k in ("file", "generate") if data.get("trace", {}).get(k) is not None]
+    given = [k for k in ("file", "generate") if (data.get("trace") or {}).get(k) is not None]
     if len(given) != 1:
         fail(("trace",), "expected exactly one of trace.file and trace.generate")
-    if trace["file"] and not (path.parent / trace["file"]).is_file():
-        fail(("trace", "file"), f"file not found: {(path.parent / trace['file']).resolve()}")
+    if trace["file"]:
+        why = not_regular(path.parent / trace["file"])
+        if why:
+            fail(("trace", "file"), f"{(path.parent / trace['file']).resolve()}: {why}")
     if values["clock"] == "real" and spec and spec.modeled:
         fail(("clock",), "a modeled device has no real clock: expected virtual")
     if "generate" not in (data.get("trace") or {}):
         trace["generate"] = None
+    else:
+        _check_generator(trace["generate"], fail)
+    _check_model(values["model"], fail)
+    _check_output(values, fail)
     try:
         Workload(path, values).engine_config(values["gil"])
     except ValueError as e:  # SchedulerConfig's own checks name the field first
         field = str(e).split()[0]
         fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))
-    return Workload(path, values)
+    return Workload(path, values, _notes(values))
+
+
+def _check_generator(g, fail) -> None:
+    """The generator's own checks (harness.arrivals), so that a run never finds them first."""
+    for name in ("prompt", "output"):
+        try:
+            length_dist(g[name])
+        except ValueError as e:
+            fail(("trace", "generate", name), str(e))
+    if g["burstiness"] != 1.0 and g["arrival"] != "gamma":
+        fail(("trace", "generate", "burstiness"),
+             f"a burstiness ({g['burstiness']:g}) needs arrival: gamma, got {g['arrival']}")
+
+
+def length_dist(spec):
+    """The arrivals.LengthDist a checked `{fixed: N}`, `{uniform: [LO, HI]}` or `{lognormal:
+    {...}}` names."""
+    from . import arrivals
+
+    (kind, arg), = spec.items()
+    if kind == "fixed":
+        return arrivals.fixed(arg)
+    if kind == "uniform":
+        return arrivals.uniform(*arg)
+    return arrivals.lognormal(median=arg["median"], sigma=arg["sigma"], lo=arg.get("min", 1),
+                              hi=arg.get("max"))
+
+
+def _check_model(name: str, fail) -> None:
+    """A bundled model or a model YAML that loads, read as the engine will read it."""
+    from engine.model_config import load_model_config
+
+    try:
+        if Path(name).suffix in (".yaml", ".yml"):
+            load_with_lines(check_regular(Path(name)))  # aliases, duplicates: refused first
+        load_model_config(name)
+    except (ValueError, TypeError, OSError) as e:
+        fail(("model",), str(e))
+    except ArithmeticError as e:  # a geometry the model's own checks let through (o_groups: 0)
+        fail(("model",), f"{name}: {type(e).__name__}: {e}")
+
+
+def _check_output(values, fail) -> None:
+    """Results go to <output>/<name>/: neither may be a file."""
+    output = Path(values["output"])
+    for where in (output, output / values["name"]):
+        if where.exists() and not where.is_dir():
+            fail(("output",), f"{where.resolve()} exists and is not a directory")
+
+
+def _notes(values) -> Tuple[str, ...]:
+    """What is valid but likely not meant, said before the run rather than found after it."""
+    trace, warmup = values["trace"], values["warmup_steps"]
+    known = [n for n in (trace["limit"], (trace["generate"] or {}).get("requests"))
+             if n is not None]
+    if warmup and known and warmup >= min(known):
+        return (f"warmup_steps: {warmup} steps of warm-up for {min(known)} requests: warm-up "
+                f"counts steps, and every request first scheduled in one is left out of the "
+                f"summary; if none is left, every latency and throughput statistic is NaN",)
+    return ()
 
 
 def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
     if not isinstance(data, dict):
-        fail(prefix, f"expected a mapping, got {data!r}")
+        fail(prefix, f"expected a mapping, got {_show(data)}")
     unknown = sorted(set(data) - set(schema))
     if unknown:
         fail(prefix + (unknown[0],), f"unknown key; expected one of {', '.join(schema)}")
     out = {}
     for name, spec in schema.items():
         key = prefix + (name,)
-        if isinstance(spec, dict):
-            out[name] = _validate(data.get(name) or {}, spec, key, fail)
+        if isinstance(spec, dict):  # a section; `engine:` with nothing under it is empty
+            section = data.get(name)
+            out[name] = _validate({} if section is None else section, spec, key, fail)
             continue
         value = data.get(name, spec.default)
         if name in data:
             try:
                 spec.check(value)
             except ValueError as e:
-                fail(key, f"expected {e}, got {value!r}")
+                fail(key, f"expected {e}, got {_show(value)}")
         out[name] = value
     return out
 
 
-def _apply_override(data: dict, item: str) -> None:
-    """--set a.b=value (harness/overrides.py) into the workload's mapping."""
+def _show(value) -> str:
+    """A value as an error message quotes it: `null` for no value, long ones cut short."""
+    if value is None:
+        return "no value (null)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _apply_override(data: dict, item: str) -> KeyPath:
+    """--set a.b=value (harness/overrides.py) into the workload's mapping; the key path set."""
     try:
         parts, value = parse_set(item)
     except ValueError as e:
         raise WorkloadError(str(e)) from None
-    node = data
+    node, schema = data, SCHEMA
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        schema = schema.get(part) if isinstance(schema, dict) else None
+        if not isinstance(schema, dict):
+            raise WorkloadError(f"--set {item!r}: {part} is not a section of a workload")
+        if node.get(part) is None:  # absent, or `trace:` with nothing under it
+            node[part] = {}
+        node = node[part]
         if not isinstance(node, dict):
             raise WorkloadError(f"--set {item!r}: {part} is not a section")
     node[parts[-1]] = value
+    return parts

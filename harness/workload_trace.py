@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import arrivals
 from .traces import TraceError, read_trace
-from .workload import Workload
+from .workload import Workload, length_dist
 
 TraceLoadError = TraceError
 
@@ -26,24 +26,15 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
     if spec["generate"] is not None:
         g = spec["generate"]
         df = arrivals.generate(g["requests"], g["rate"], g["arrival"], g["burstiness"],
-                               prompt=_length(g["prompt"]), output=_length(g["output"]),
+                               prompt=length_dist(g["prompt"]), output=length_dist(g["output"]),
                                arrival_seed=seeds["arrivals"], length_seed=seeds["lengths"])
         dropped, sha256 = {}, None
     else:
-        result = read_trace(workload.trace_file, spec["format"],
-                            drop_bad_rows=spec["drop_bad_rows"])
+        result = read_trace(workload.trace_file, spec["format"],  # stops at the limit
+                            drop_bad_rows=spec["drop_bad_rows"], limit=spec["limit"])
         df, dropped, sha256 = result.df, result.dropped, result.sha256
     if spec["limit"] is not None:
         df = df.iloc[:spec["limit"]]
     df = df.assign(arrival_s=df["arrival_s"] * spec["time_scale"]).reset_index(drop=True)
     return WorkloadTrace(df, dropped, sha256)
 
-
-def _length(spec) -> arrivals.LengthDist:
-    (kind, arg), = spec.items()
-    if kind == "fixed":
-        return arrivals.fixed(arg)
-    if kind == "uniform":
-        return arrivals.uniform(*arg)
-    return arrivals.lognormal(median=arg["median"], sigma=arg["sigma"], lo=arg.get("min", 1),
-                              hi=arg.get("max"))

@@ -1,4 +1,15 @@
-"""YAML loading that remembers where each key stood, so errors can name file and line."""
+"""YAML loading that remembers where each key stood, so errors can name file and line.
+
+A workload is plain data, so the loader is PyYAML's SafeLoader, and refuses:
+
+- aliases (`*name`, and so `<<: *name` merges), while composing, at the first one and
+  before anything is expanded: a few hundred bytes of nested aliases ("billion laughs")
+  expand to billions of values;
+- nesting deeper than MAX_DEPTH, also while composing (the composer recurses);
+- then, while the nodes (now a tree as long as the text) become values: a mapping that
+  names a key twice (two `engine:` blocks; YAML keeps the last silently), merge keys, tags
+  on mappings or sequences, keys that are not plain scalars.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +19,109 @@ from typing import Any, Dict, Tuple
 import yaml
 
 KeyPath = Tuple[str, ...]
+MAX_DEPTH = 64
+PLAIN_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map",
+              yaml.SequenceNode: "tag:yaml.org,2002:seq"}
 
 
 class YamlError(ValueError):
     pass
 
 
+class _Refused(yaml.MarkedYAMLError):
+    """What the loader refuses, with the mark (line) of the node refused."""
+
+
+class _Loader(yaml.SafeLoader):
+    _depth = 0
+    at_line = True  # messages name lines (a file), or not (a --set value)
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(problem=f"alias *{event.anchor}: aliases are not allowed in a "
+                                   f"workload; write the value out", problem_mark=event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(problem=f"nested deeper than {MAX_DEPTH} levels",
+                               problem_mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def load_with_lines(path: Path) -> Tuple[Any, Dict[KeyPath, int]]:
-    """The document as plain Python objects, and the 1-based line of every mapping key."""
+    """The document as plain Python objects, and the 1-based line of every mapping key.
+    YamlError names the file and line of what is wrong."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        data = f.read()
     try:
-        with open(path) as f:
-            node = yaml.compose(f)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise YamlError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise YamlError(f"{path}:{line}: not a YAML text file: expected UTF-8, got the byte "
+                        f"{data[e.start]:#04x}") from None
     lines: Dict[KeyPath, int] = {}
-    return (_convert(node, (), lines) if node is not None else {}), lines
+    value = _load(text, str(path), lines)
+    return ({} if value is None else value), lines
 
 
-def _convert(node, path: KeyPath, lines: Dict[KeyPath, int]):
-    if isinstance(node, yaml.MappingNode):
-        out = {}
-        for key_node, value_node in node.value:
-            key = str(yaml.safe_load(yaml.serialize(key_node)))
-            lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _convert(value_node, path + (key,), lines)
-        return out
+def load_value(text: str, label: str) -> Any:
+    """One YAML value (a --set VALUE) under the workload's rules; YamlError naming label."""
+    return _load(text, label, {}, at_line=False, invalid="the value is not valid YAML")
+
+
+def _load(text: str, label: str, lines: Dict[KeyPath, int], at_line: bool = True,
+          invalid: str = "not valid YAML"):
+    loader = None
+    try:
+        loader = _Loader(text)  # the reader refuses control characters here
+        loader.at_line = at_line
+        node = loader.get_single_node()
+        return None if node is None else _convert(loader, node, (), lines)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{label}:{mark.line + 1}" if mark and at_line else label
+        problem = ", ".join(p for p in (e.context, e.problem) if p)
+        if not isinstance(e, _Refused):
+            problem = f"{invalid}: {problem}"
+        raise YamlError(f"{where}: {problem}") from None
+    except yaml.reader.ReaderError as e:
+        line = text[:e.position].count("\n") + 1
+        where = f"{label}:{line}" if at_line else label
+        char = chr(e.character) if isinstance(e.character, int) else e.character
+        raise YamlError(f"{where}: {invalid}: the character {char!r} (U+{ord(char):04X}) is "
+                        f"not allowed in YAML") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _convert(loader, node, path: KeyPath, lines: Dict[KeyPath, int]):
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:merge":
+            raise _Refused(problem="merge keys (<<) are not allowed in a workload; write the "
+                                   "keys out", problem_mark=node.start_mark)
+        return loader.construct_object(node)
+    if node.tag != PLAIN_TAGS[type(node)]:
+        raise _Refused(problem=f"the tag {node.tag} is not allowed in a workload",
+                       problem_mark=node.start_mark)
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(v, path + (str(i),), lines) for i, v in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
+        return [_convert(loader, v, path + (str(i),), lines) for i, v in enumerate(node.value)]
+    out = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise _Refused(problem="a key must be a plain name, not a mapping or a list",
+                           problem_mark=key_node.start_mark)
+        key = str(_convert(loader, key_node, path, lines))
+        line = key_node.start_mark.line + 1
+        if key in out:
+            where = f" (first at line {lines[path + (key,)]}, again at line {line})" \
+                if loader.at_line else ""
+            raise _Refused(problem=f"{'.'.join(path + (key,))}: duplicate key{where}; YAML "
+                                   f"would keep only the last", problem_mark=key_node.start_mark)
+        lines[path + (key,)] = line
+        out[key] = _convert(loader, value_node, path + (key,), lines)
+    return out

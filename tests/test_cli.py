@@ -90,7 +90,7 @@ def test_bad_replay_input_exits_2(capsys, monkeypatch, argv, words):
 
 def test_missing_inputs_exit_2(tmp_path, capsys, monkeypatch):
     assert main(["replay-scheduler", str(tmp_path / "missing.csv")]) == 2
-    assert "No such file" in capsys.readouterr().err
+    assert "missing.csv: no such file" in capsys.readouterr().err
     assert main(["show", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
     assert main(["trace", "stats", str(tmp_path / "missing.csv")]) == 2

@@ -267,7 +267,7 @@ def test_unreadable_files(tmp_path):
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(TraceError, match=r"junk\.parquet: not a readable Parquet file"):
         read_trace(tmp_path / "junk.parquet")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(TraceError, match=r"absent\.csv: no such file"):
         read_trace(tmp_path / "absent.csv")
 
 

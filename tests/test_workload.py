@@ -43,7 +43,7 @@ def test_modeled_device_defaults_to_the_virtual_clock(tmp_path):
      "w.yaml:2: device: expected one of auto, cpu, cuda, npu, got 'tpu'"),
     ("trace: {file: t.csv}\ndevice: modeled:A100\n", "w.yaml:2: device: expected modeled:<profile>"),
     ("trace: {file: t.csv}\nclock: fast\n", "w.yaml:2: clock: expected one of real, virtual"),
-    ("trace: {file: missing.csv}\n", "w.yaml:1: trace.file: file not found: "),
+    ("trace: {file: missing.csv}\n", "w.yaml:1: trace.file: "),
     ("name: x\n", "trace: expected exactly one of trace.file and trace.generate"),
     ("trace:\n  file: t.csv\n  generate: {requests: 3}\n", "expected exactly one of trace.file"),
     ("trace:\n  generate:\n    prompt: {gauss: 3}\n",

@@ -3,6 +3,10 @@
 
 Exit codes: 0 ok, 1 the run failed, 2 bad input. Only `run` may import torch: --version,
 validate, show, trace and replay-scheduler never do (tests/test_cli.py checks the first four).
+
+A command says how it failed by raising BadInput (exit 2) or RunFailed (exit 1), and main
+prints one line for it. Any other exception is a bug in steptrace: one line that says so and
+how to report it, exit 1; `--debug` (before or after the command) adds the traceback.
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
+from pathlib import Path
 
 from . import replay_scheduler, run, show, trace, validate
 from .common import BadInput, RunFailed, fail
 
 COMMANDS = (run, validate, show, trace, replay_scheduler)
+REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
+          "with the command line, the input files it names if you can share them, and the "
+          "output of the same command with --debug")
+DEBUG_HELP = "on a failure, show the Python traceback too (for reporting a bug)"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -23,10 +33,22 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="steptrace", description="Trace-driven benchmarking "
                                 "harness for a DeepSeek-style LLM inference engine.")
     p.add_argument("--version", action="version", version=f"steptrace {__version__}")
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add(sub)
+    _add_debug(sub)
     return p
+
+
+def _add_debug(sub) -> None:
+    """--debug after the command too (`steptrace run W.yaml --debug`), nested ones included."""
+    for command in set(sub.choices.values()):
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help=DEBUG_HELP)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_debug(action)
 
 
 def main(argv=None) -> int:
@@ -37,6 +59,19 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 0
     except BadInput as e:
-        return fail(f"steptrace: error: {e}", 2)
+        return fail(f"steptrace: error: {_one_line(e)}", 2)
     except RunFailed as e:
-        return fail(f"steptrace: run failed: {e}", 1)
+        if args.debug and e.__cause__ is not None:
+            traceback.print_exception(e.__cause__, file=sys.stderr)
+        return fail(f"steptrace: run failed: {_one_line(e)}", 1)
+    except Exception as e:  # not a failure any command expects: a bug, said as one
+        if args.debug:
+            traceback.print_exc(file=sys.stderr)
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return fail(f"steptrace: internal error: {type(e).__name__}: {_one_line(e)} (at "
+                    f"{Path(where.filename).name}:{where.lineno}); {REPORT}", 1)
+
+
+def _one_line(e: BaseException) -> str:
+    """A message on one line: a multi-line one (from a library) is joined."""
+    return "; ".join(s.strip() for s in str(e).splitlines() if s.strip()) or type(e).__name__

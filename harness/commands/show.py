@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..metrics import STATUSES
 from .common import BadInput, add_json, print_json
 
 # The summary rows printed as text, in this order; --json gives every row.
@@ -38,13 +39,14 @@ def main(args) -> int:
 
 def read(run_dir: Path) -> dict:
     """The run's state, manifest essentials and every summary row (metric, stat, value,
-    unit). A run without a summary (killed, or still running) gets the engine summary of
-    the steps it holds."""
+    unit). A run without a summary (killed, failed, or still running) gets the engine
+    summary of the steps it holds."""
     run_dir = Path(run_dir)
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        text = (run_dir / "manifest.json").read_text()
     except (OSError, ValueError) as e:
         raise BadInput(f"{run_dir}: not a run directory ({e})") from None
+    manifest, device, gil_mode = _manifest(run_dir, text)
     state = _state(manifest)
     try:
         summary = _read(run_dir, "summary")
@@ -53,10 +55,47 @@ def read(run_dir: Path) -> dict:
             raise BadInput(f"{run_dir}: the run ended but its summary is unreadable ({e})") \
                 from None
         summary = _steps_summary(run_dir)
+    missing = [c for c in ("metric", "stat", "value", "unit") if c not in summary.columns]
+    if missing or not pd.api.types.is_numeric_dtype(summary["value"]):
+        what = f"no column(s) {', '.join(missing)}" if missing else "values that are not numbers"
+        raise BadInput(f"{run_dir}: the summary table is not a run's summary ({what})")
+    rows = summary[["metric", "stat", "value", "unit"]].to_dict("records")
     return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
-                device=manifest["device"]["name"], modeled=bool(manifest.get("modeled")),
-                gil_mode=manifest["gil_mode"],
-                summary=summary[["metric", "stat", "value", "unit"]].to_dict("records"))
+                device=device, modeled=bool(manifest.get("modeled")), gil_mode=gil_mode,
+                summary=rows, notes=_notes(rows))
+
+
+def _manifest(run_dir: Path, text: str):
+    """(manifest, device name, gil mode); BadInput for anything but a run's manifest."""
+    try:
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict):
+            raise TypeError(f"a JSON {type(manifest).__name__}, not an object")
+        device, gil_mode = manifest["device"]["name"], manifest["gil_mode"]
+        if not isinstance(device, str) or not isinstance(gil_mode, str):
+            raise TypeError(f"device.name and gil_mode are not text: {device!r}, {gil_mode!r}")
+    except ValueError as e:
+        raise BadInput(f"{run_dir / 'manifest.json'}: not valid JSON ({e})") from None
+    except (KeyError, TypeError) as e:
+        what = f"no key {e}" if isinstance(e, KeyError) else str(e)
+        raise BadInput(f"{run_dir / 'manifest.json'}: not a run's manifest ({what})") from None
+    return manifest, device, gil_mode
+
+
+def _notes(rows) -> list:
+    """Why every statistic is NaN, when warm-up is the reason (it is valid, and silent)."""
+    value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
+    warm = value(("requests", "warmup")) or 0
+    measured = sum(value(("requests", s)) or 0 for s in STATUSES)
+    if warm and value(("step", "count"), -1) == 0:
+        return [f"every step was a warm-up step (warmup_steps is not below the run's steps): "
+                f"no step and none of the {warm:.0f} requests was measured, so every "
+                f"statistic is NaN; lower warmup_steps"]
+    if warm and not measured:
+        return [f"all {warm:.0f} requests were first scheduled in warm-up steps: none was "
+                f"measured, so every latency and throughput statistic is NaN; lower "
+                f"warmup_steps"]
+    return []
 
 
 def _state(manifest: dict) -> str:
@@ -113,6 +152,8 @@ def print_text(result: dict) -> None:
         if key in rows:
             r = rows[key]
             print(f"  {key[0] + ' ' + key[1]:28}{r['value']:>14.4g} {r['unit']}")
+    for note in result.get("notes", ()):
+        print(f"  note: {note}")
 
 
 def _read(run_dir: Path, name: str) -> pd.DataFrame:

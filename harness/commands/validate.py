@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..workload import WorkloadError, load_workload
 from .common import BadInput, add_json, add_set, print_json
 
@@ -15,11 +17,15 @@ def add(sub) -> None:
 
 
 def load(args):
-    """The workload with its --set overrides; BadInput naming file, line and key."""
+    """The workload with its --set overrides; BadInput naming file, line and key. What is
+    valid but likely not meant is said on stderr (`run` says it too, before running)."""
     try:
-        return load_workload(args.workload, tuple(args.set))
+        workload = load_workload(args.workload, tuple(args.set))
     except WorkloadError as e:
         raise BadInput(e) from None
+    for note in workload.notes:
+        print(f"steptrace: note: {args.workload}: {note}", file=sys.stderr)
+    return workload
 
 
 def main(args) -> int:
@@ -27,7 +33,8 @@ def main(args) -> int:
     v = workload.values
     if args.json:
         print_json(dict(workload=args.workload, valid=True, name=workload.name,
-                        clock=workload.clock, device=v["device"], gil=v["gil"], values=v))
+                        clock=workload.clock, device=v["device"], gil=v["gil"], values=v,
+                        notes=list(workload.notes)))
     else:
         print(f"{args.workload}: valid ({workload.name}: {workload.clock} clock, "
               f"device {v['device']}, gil {v['gil']})")

@@ -1,0 +1,496 @@
+"""Bad input at the command line: the catalogue (docs/reliability-input.md).
+
+Three classes, one rule each, every case through `steptrace` itself (harness.commands.main):
+
+- hangs: input that cannot finish (aliases that expand without end, a FIFO no one writes
+  to, nesting without end) is refused before it is expanded or opened;
+- tracebacks: every expected failure is one line on stderr and exit 2 (bad input) or 1 (the
+  run failed); anything else is reported as a bug, exit 1, the traceback only with --debug;
+- silent acceptance: what would run as something else than written (a duplicate key, an
+  unknown model or format, a device file, warm-up longer than the run) is refused, or said.
+
+Every case checks the exit status, that the message names the file, line or row, key and
+value, and that nothing was written: no run directory, no output file.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import tracemalloc
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.commands import main
+from harness.traces import read_trace
+
+TRACE = "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,6,3\n"
+GENERATED = """trace:
+  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: deepseek-v3
+device: modeled:H200
+precision: fp8
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+# 342 bytes that expand to 9**9 strings: PyYAML's own loader builds it (shared), but any walk
+# over the values, a repr in a message included, never finishes
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A working directory holding a small trace; the default output (results/) lands here."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(TRACE)
+    return tmp_path
+
+
+def files(root: Path) -> set:
+    return {p.relative_to(root) for p in root.rglob("*")}
+
+
+@contextmanager
+def unchanged(root: Path):
+    """Nothing is written under root (no run directory, no output file, no temporary)."""
+    before = files(root)
+    yield
+    assert files(root) == before
+
+
+@contextmanager
+def within(seconds: int):
+    """Fail instead of hanging: SIGALRM interrupts a blocking open() or a runaway loop."""
+    def stop(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def steptrace(capsys, argv, status, *words, root=None):
+    """Run the command; check its status, that stderr is one line holding every word, and
+    that stdout is empty; return stderr."""
+    root = Path(root or os.getcwd())
+    with unchanged(root), within(60):
+        got = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    assert got == status, err
+    assert out == "", out
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, f"{w!r} not in {err!r}"
+    return err
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- hangs
+
+def test_billion_laughs_is_refused_before_expansion(home, capsys):
+    path = write(home / "lol.yaml", BILLION_LAUGHS)
+    assert len(BILLION_LAUGHS) < 400
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path], 2, "lol.yaml:2: alias *a: aliases are not allowed")
+
+
+@pytest.mark.parametrize("value, words", [
+    ("[&x lol, *x]", "--set 'name=[&x lol, *x]': alias *x: aliases are not allowed"),
+    ("{<<: {a: 1}}", "merge keys (<<) are not allowed"),
+    ("!!python/object:os.system x", "could not determine a constructor"),
+    ("[" * 100 + "]" * 100, "nested deeper than 64 levels"),
+])
+def test_set_values_follow_the_workload_rules(home, capsys, value, words):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n")
+    steptrace(capsys, ["validate", path, "--set", f"name={value}"], 2, words)
+
+
+def test_deep_nesting_is_refused(home, capsys):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\nname: " + "[" * 5000 + "]" * 5000 + "\n")
+    steptrace(capsys, ["validate", path], 2, "w.yaml:2: nested deeper than 64 levels")
+
+
+def test_deeply_nested_json_in_a_trace_names_the_line(home, capsys):
+    path = write(home / "t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                 + "[" * 100_000 + "]" * 100_000 + "\n")
+    steptrace(capsys, ["trace", "stats", path], 2, "t.jsonl:2: expected a JSON object, got JSON "
+              "nested too deeply")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_workload_that_is_not_a_regular_file_is_named_not_opened(home, capsys, kind):
+    path = {"fifo": home / "w.yaml", "device": Path("/dev/zero"), "directory": home}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it would wait for a writer forever
+    what = {"fifo": "is a FIFO (named pipe), not a regular file",
+            "device": "is a character device, not a regular file",
+            "directory": "is a directory, not a regular file"}[kind]
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path], 2, f"{path}: {what}")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "missing"])
+def test_a_trace_that_is_not_a_regular_file_says_what_it_is(home, capsys, kind):
+    path = {"fifo": home / "f.csv", "device": Path("/dev/null"), "directory": home / "d",
+            "missing": home / "absent.csv"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    what = {"fifo": "is a FIFO (named pipe), not a regular file",
+            "device": "is a character device, not a regular file",
+            "directory": "is a directory, not a regular file", "missing": "no such file"}[kind]
+    workload = write(home / "w.yaml", f"trace: {{file: {path}}}\n")
+    steptrace(capsys, ["validate", workload], 2, f"w.yaml:1: trace.file: {path}: {what}")
+    steptrace(capsys, ["trace", "stats", path], 2, f"{path}: {what}")
+    steptrace(capsys, ["trace", "convert", path, home / "out.csv"], 2, f"{path}: {what}")
+    steptrace(capsys, ["replay-scheduler", path], 2, f"{path}: {what}")
+
+
+# ---------------------------------------------------------------- tracebacks
+
+@pytest.mark.parametrize("text, words", [
+    ("trace: {file: t.csv}\nmodel:\n", "w.yaml:2: model: expected a non-empty string, got no "
+                                       "value (null)"),
+    ("trace: {file: t.csv}\nwarmup_steps:\n", "w.yaml:2: warmup_steps: expected an integer >= 0, "
+                                              "got no value (null)"),
+    ("trace: {file: t.csv}\nname:\n", "w.yaml:2: name: expected a non-empty string, got no value"),
+    ("trace:\n", "w.yaml:1: trace: expected exactly one of trace.file and trace.generate"),
+    ("trace:\n  file:\n", "w.yaml:2: trace.file: expected a non-empty string, got no value"),
+    ("trace: {file: t.csv}\nengine:\n  max_num_seqs:\n",
+     "w.yaml:3: engine.max_num_seqs: expected an integer >= 1, got no value (null)"),
+    ("trace:\n  generate:\n    prompt:\n", "w.yaml:3: trace.generate.prompt: expected one of "
+                                            "{fixed: N}"),
+    ("trace: {file: t.csv}\nengine: []\n", "w.yaml:2: engine: expected a mapping, got []"),
+    ("- trace\n- engine\n", "w.yaml: (top level): expected a mapping of workload keys, got "
+                            "['trace', 'engine']"),
+    ("just words\n", "w.yaml: (top level): expected a mapping of workload keys, got 'just words'"),
+    ("trace: {file: t.csv}\n---\nname: x\n",
+     "w.yaml:2: not valid YAML: expected a single document"),
+    ("trace: {file: t.csv}\nname: a\x07b\n",
+     "w.yaml:2: not valid YAML: the character '\\x07' (U+0007) is not allowed"),
+    ("trace: {file: t.csv}\n[a]: 1\n", "w.yaml:2: a key must be a plain name"),
+    ("trace: {file: t.csv}\nname: !!binary aGk=\n", "w.yaml:2: name: expected a non-empty string, "
+                                                    "got b'hi'"),
+])
+def test_a_broken_workload_is_one_line_exit_2(home, capsys, text, words):
+    path = write(home / "w.yaml", text)
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path], 2, words)
+
+
+def test_binary_garbage_as_a_workload_names_the_file_and_line(home, capsys):
+    path = home / "w.yaml"
+    path.write_bytes(b"trace: {file: t.csv}\n" + bytes(range(128, 256)) * 3)
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path], 2, "w.yaml:2: not a YAML text file: expected UTF-8, "
+                  "got the byte 0x80")
+
+
+@pytest.mark.parametrize("item, words", [
+    ("trace=null", "trace: expected exactly one of trace.file and trace.generate"),
+    ("engine.max_num_seqs=[1,", "--set 'engine.max_num_seqs=[1,': the value is not valid YAML"),
+    ("engine.max_num_seqs=-1", "--set 'engine.max_num_seqs=-1': engine.max_num_seqs: expected "
+                               "an integer >= 1, got -1"),
+    ("engine=5", "--set 'engine=5': engine: expected a mapping, got 5"),
+    ("engine.max_num_seqs.x=1", "--set 'engine.max_num_seqs.x=1': max_num_seqs is not a section "
+                                "of a workload"),
+    ("engine.foo=1", "--set 'engine.foo=1': engine.foo: unknown key; expected one of"),
+    ("trace.file=", "--set 'trace.file=': trace.file: expected a non-empty string, got no value"),
+    ("engine={a: 1, a: 2}", "--set 'engine={a: 1, a: 2}': a: duplicate key; YAML would keep"),
+    ("nonsense", "--set 'nonsense': expected KEY.PATH=VALUE"),
+])
+def test_set_errors_name_the_set(home, capsys, item, words):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n")
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path, "--set", item], 2, words)
+
+
+def test_set_fills_a_section_left_empty(home, capsys):
+    path = write(home / "w.yaml", "trace:\nengine:\n")
+    assert main(["validate", str(path), "--set", "trace.file=t.csv", "--set",
+                 "engine.max_num_seqs=4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["values"]["engine"]["max_num_seqs"] == 4
+
+
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    path = write(tmp / "g.yaml", GENERATED + f"output: {tmp / 'out'}\n")
+    assert main(["run", str(path)]) == 0
+    (run,) = (tmp / "out" / "g").iterdir()
+    return run
+
+
+@pytest.mark.parametrize("manifest, words", [
+    ("{not json", "manifest.json: not valid JSON (Expecting property name"),
+    ("[1, 2]", "manifest.json: not a run's manifest (a JSON list, not an object)"),
+    ('{"gil_mode": "held"}', "manifest.json: not a run's manifest (no key 'device')"),
+    ('{"device": "cpu", "gil_mode": "held"}', "manifest.json: not a run's manifest (string "
+                                              "indices must be integers"),
+    ('{"device": {"name": 3}, "gil_mode": "held"}', "manifest.json: not a run's manifest "
+                                                    "(device.name and gil_mode are not text"),
+])
+def test_show_on_a_malformed_manifest(a_run, tmp_path, capsys, manifest, words):
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in a_run.iterdir():
+        (run / f.name).write_bytes(f.read_bytes())
+    (run / "manifest.json").write_text(manifest)
+    steptrace(capsys, ["show", run], 2, f"{run / 'manifest.json'}", words, root=tmp_path)
+
+
+@pytest.mark.parametrize("summary, words", [
+    ("metric,stat\nrequests,finished\n", "the summary table is not a run's summary (no "
+                                         "column(s) value, unit)"),
+    ("metric,stat,value,unit\nrequests,finished,lots,requests\n",
+     "the summary table is not a run's summary (values that are not numbers)"),
+    ("", "not a run directory (No columns to parse"),
+])
+def test_show_on_a_malformed_summary(a_run, tmp_path, capsys, summary, words):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_bytes((a_run / "manifest.json").read_bytes())
+    (run / "summary.csv").write_text(summary)
+    steptrace(capsys, ["show", run], 2, str(run), words, root=tmp_path)
+
+
+@pytest.fixture
+def broken_validate(monkeypatch):
+    """A bug planted in a command handler: a KeyError no command expects."""
+    import harness.commands.validate
+
+    def handler(args):
+        return {}["planted"]
+    monkeypatch.setattr(harness.commands.validate, "main", handler)
+
+
+def test_a_bug_is_reported_as_one_without_a_traceback(home, capsys, broken_validate):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n")
+    err = steptrace(capsys, ["validate", path], 1, "steptrace: internal error: KeyError: "
+                    "'planted' (at test_bad_input_cli.py:", "this is a bug in steptrace: please "
+                    "report it", "with the command line", "with --debug")
+    assert "File " not in err
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_shows_the_traceback(home, capsys, broken_validate, where):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n")
+    argv = ["--debug", "validate", str(path)] if where == "before" else \
+        ["validate", str(path), "--debug"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and 'return {}["planted"]' in err
+    assert err.splitlines()[-1].startswith("steptrace: internal error: KeyError: 'planted'")
+
+
+def test_a_failed_run_shows_its_cause_only_with_debug(home, capsys, monkeypatch):
+    import harness.run
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the device fell over")
+    monkeypatch.setattr(harness.run, "run_workload", broken)
+    path = write(home / "g.yaml", GENERATED)
+    steptrace(capsys, ["run", path], 1, "steptrace: run failed: RuntimeError: the device fell over")
+    assert main(["run", str(path), "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and 'raise RuntimeError("the device fell over")' in err
+
+
+def test_debug_changes_nothing_for_bad_input(home, capsys):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\nmodel:\n")
+    steptrace(capsys, ["--debug", "validate", path], 2, "w.yaml:2: model:")
+
+
+# ---------------------------------------------------------------- silent acceptance
+
+@pytest.mark.parametrize("text, words", [
+    ("trace: {file: t.csv}\nengine: {max_num_seqs: 4}\nengine: {num_mtp: 1}\n",
+     "w.yaml:3: engine: duplicate key (first at line 2, again at line 3); YAML would keep only "
+     "the last"),
+    ("trace: {file: t.csv}\nengine:\n  max_num_seqs: 4\n  block_size: 8\n  max_num_seqs: 5\n",
+     "w.yaml:5: engine.max_num_seqs: duplicate key (first at line 3, again at line 5)"),
+    ("trace: {file: t.csv, limit: 1, limit: 2}\n",
+     "w.yaml:1: trace.limit: duplicate key (first at line 1, again at line 1)"),
+    ("trace: {file: t.csv}\nmodel: gpt-5\n", "w.yaml:2: model: unknown model 'gpt-5'; bundled "
+                                             "models: deepseek-v3, deepseek-v4-flash, small, tiny"),
+    ("trace: {file: t.csv}\nmodel: absent.yaml\n", "w.yaml:2: model: absent.yaml: no such file"),
+    ("trace: {file: t.csv}\nmodel: m.yaml\n", "w.yaml:2: model: m.yaml: unknown model field(s) "
+                                              "colour"),
+    ("trace: {file: t.csv}\nmodel: lol.yaml\n", "w.yaml:2: model: lol.yaml:2: alias *a"),
+    ("trace: {file: t.csv, format: parquet}\n", "w.yaml:1: trace.format: expected one of auto, "
+                                                "azure, mooncake, burstgpt, vidur, tidy, got "
+                                                "'parquet'"),
+    ("trace:\n  generate: {burstiness: 2}\n", "w.yaml:2: trace.generate.burstiness: a "
+                                              "burstiness (2) needs arrival: gamma, got poisson"),
+    ("trace:\n  generate: {prompt: {lognormal: {median: 100, sigma: 1, min: 50, max: 10}}}\n",
+     "w.yaml:2: trace.generate.prompt: expected lognormal: {median: M, sigma: S[, min: A, max: "
+     "B]} with finite numbers > 0, integers 1 <= A <= B"),
+    ("trace:\n  generate: {output: {lognormal: {median: .inf, sigma: 1}}}\n",
+     "w.yaml:2: trace.generate.output: expected lognormal"),
+    ("trace: {file: t.csv}\noutput: t.csv\n", ("w.yaml:2: output: ", "t.csv exists and is not "
+                                                                     "a directory")),
+])
+def test_what_would_run_otherwise_is_refused(home, capsys, text, words):
+    write(home / "m.yaml", (Path(__file__).parents[1] / "engine" / "models" / "tiny.yaml")
+          .read_text() + "colour: blue\n")
+    write(home / "lol.yaml", BILLION_LAUGHS)
+    path = write(home / "w.yaml", text)
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path], 2, *((words,) if isinstance(words, str) else words))
+
+
+def test_warmup_beyond_the_requests_is_said_at_validation(home, capsys):
+    path = write(home / "w.yaml", "trace: {file: t.csv, limit: 2}\nwarmup_steps: 5\n")
+    assert main(["validate", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    (note,) = json.loads(out)["notes"]
+    assert "warmup_steps: 5 steps of warm-up for 2 requests" in note and note in err
+    path = write(home / "w.yaml", "trace: {file: t.csv, limit: 2}\nwarmup_steps: 1\n")
+    assert main(["validate", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
+
+
+def test_warmup_longer_than_the_run_is_said_by_the_run_and_show(tmp_path, capsys):
+    path = write(tmp_path / "g.yaml", GENERATED + f"output: {tmp_path / 'out'}\n"
+                 "warmup_steps: 100000\n")
+    assert main(["run", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "warmup_steps: 100000 steps of warm-up for 12 requests" in err  # before it ran
+    assert "note: every step was a warm-up step" in out and "every statistic is NaN" in out
+    (run,) = (tmp_path / "out" / "g").iterdir()
+    assert main(["show", str(run), "--json"]) == 0
+    (note,) = json.loads(capsys.readouterr().out)["notes"]
+    assert "none of the 12 requests was measured" in note
+
+
+# ---------------------------------------------------------------- traces
+
+@pytest.mark.parametrize("name, text, words", [
+    ("t.csv", "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,99999999999999999999,3\n",
+     "t.csv:3: prompt_len: '99999999999999999999' is too large: expected an integer >= 1, at "
+     "most 2**53 = 9007199254740992"),
+    ("t.csv", "arrival_s,prompt_len,max_new_tokens\n0,8,4\n1e400,6,3\n",
+     "t.csv:3: arrival_s: '1e400' is too large"),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                '{"timestamp": 1, "input_length": 5, "output_length": 100000000000000000000}\n',
+     "t.jsonl:2: output_length: 100000000000000000000 is too large"),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                '{"timestamp": 1, "input_length": 1' + "0" * 400 + ', "output_length": 1}\n',
+     "t.jsonl:2: input_length: 1000000000000000000000000000000000000000... (401 characters) is "
+     "too large"),
+])
+def test_numbers_beyond_int64_are_too_large_not_negative(home, capsys, name, text, words):
+    path = write(home / name, text)
+    steptrace(capsys, ["trace", "stats", path], 2, words)
+    steptrace(capsys, ["trace", "convert", path, home / "out.csv"], 2, words)
+    workload = write(home / "w.yaml", f"trace: {{file: {name}}}\n")
+    steptrace(capsys, ["run", workload], 2, words)
+
+
+def test_a_parquet_count_beyond_int64_names_the_row(home, capsys):
+    pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": np.array([5, 2**64 - 1], np.uint64),
+                  "max_new_tokens": [1, 1]}).to_parquet(home / "t.parquet")
+    steptrace(capsys, ["trace", "stats", home / "t.parquet"], 2, "t.parquet: row 2: prompt_len: "
+              "18446744073709551615 is too large")
+
+
+def test_too_large_rows_can_be_dropped_and_counted(home):
+    path = write(home / "t.csv", TRACE + "1.0,99999999999999999999,3\n2.0,5,5\n")
+    res = read_trace(path, drop_bad_rows=True)
+    assert res.dropped == {"too_large": 1} and res.df.prompt_len.tolist() == [8, 6, 5]
+
+
+def test_a_limit_stops_the_reader(home):
+    """Rows after the limit-th are not read: a bad row there is never seen."""
+    path = write(home / "t.csv", TRACE + "1.0,x,3\n")
+    assert len(read_trace(path, limit=2).df) == 2
+    with pytest.raises(ValueError, match="t.csv:4: prompt_len: expected an integer >= 1, got 'x'"):
+        read_trace(path, limit=3)
+    res = read_trace(write(home / "d.csv", TRACE.replace("0.5,6,3", "0.5,0,3") + "1.0,7,7\n"),
+                     drop_bad_rows=True, limit=2)
+    assert res.dropped == {"zero_length": 1} and res.df.prompt_len.tolist() == [8, 7]
+
+
+def big_trace(path: Path, rows: int) -> Path:
+    """A trace of `rows` requests in the format the suffix names, written a block at a time."""
+    rng = np.random.default_rng(0)
+    arrival = np.cumsum(rng.exponential(0.01, rows))
+    prompt, output = rng.integers(1, 8000, rows), rng.integers(1, 2000, rows)
+    with open(path, "w") as f:
+        if path.suffix == ".csv":
+            f.write("arrival_s,prompt_len,max_new_tokens\n")
+        for lo in range(0, rows, 100_000):
+            a, p, o = (x[lo:lo + 100_000].tolist() for x in (arrival, prompt, output))
+            if path.suffix == ".csv":
+                f.write("".join(f"{x!r},{y},{z}\n" for x, y, z in zip(a, p, o)))
+            else:
+                f.write("".join(f'{{"timestamp": {round(x * 1000)}, "input_length": {y}, '
+                                f'"output_length": {z}}}\n' for x, y, z in zip(a, p, o)))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_large_trace_with_a_limit_reads_in_bounded_memory(tmp_path, suffix):
+    """A 22 - 27 MB trace with limit 50: the reader holds about a chunk (2 MB traced here),
+    not the file (the whole-file reader held several times the file; the figures are in
+    docs/reliability-input.md)."""
+    path = big_trace(tmp_path / f"big{suffix}", 800_000 if suffix == ".csv" else 400_000)
+    size = path.stat().st_size
+    assert size > 20e6
+    tracemalloc.start()
+    try:
+        res = read_trace(path, limit=50)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size / 4, f"peak {peak / 1e6:.1f} MB for a {size / 1e6:.0f} MB file"
+    with open(path) as f:  # the same rows as the file's first 50 read alone
+        lines = [next(f) for _ in range(50 + (suffix == ".csv"))]
+    head = write(tmp_path / f"head{suffix}", "".join(lines))
+    pd.testing.assert_frame_equal(read_trace(head).df, res.df)
+    assert res.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()  # all of it
+
+
+def test_chunks_join_seamlessly(tmp_path, monkeypatch):
+    """Chunk boundaries change nothing: line numbers, the order check and the Azure clock
+    carry over from chunk to chunk."""
+    import harness.traces as traces
+    monkeypatch.setattr(traces, "FIRST_CHUNK_BYTES", 64)
+    monkeypatch.setattr(traces, "CHUNK_BYTES", 128)
+    rows = [f"2023-11-16 18:17:{s:02d}.0000000,{s + 1},1" for s in range(40)]
+    path = write(tmp_path / "a.csv", "\n".join(["TIMESTAMP,ContextTokens,GeneratedTokens", *rows]))
+    res = read_trace(path)
+    assert res.df.arrival_s.tolist() == list(map(float, range(40)))
+    assert res.df.prompt_len.tolist() == list(range(1, 41))
+    rows[30] = rows[30].replace(":30.", ":03.")
+    with pytest.raises(ValueError, match=r"a\.csv:32: TIMESTAMP: '2023-11-16 18:17:03\.0000000' "
+                                         r"is earlier than '2023-11-16 18:17:29\.0000000' "
+                                         r"at line 31"):
+        read_trace(write(tmp_path / "a.csv", "\n".join(["TIMESTAMP,ContextTokens,GeneratedTokens",
+                                                        *rows])))
+
+
+def test_no_run_directory_for_a_bad_trace(home, capsys):
+    write(home / "bad.csv", TRACE + "1.0,x,3\n")
+    path = write(home / "w.yaml", "trace: {file: bad.csv}\n")
+    steptrace(capsys, ["run", path], 2, "bad.csv:4: prompt_len: expected an integer >= 1, got 'x'")
+    assert not (home / "results").exists()
+
+
+if sys.platform == "win32":  # FIFOs and SIGALRM: POSIX only
+    pytestmark = pytest.mark.skip("POSIX only")
