@@ -259,7 +259,7 @@ def test_show_on_a_malformed_manifest(a_run, tmp_path, capsys, manifest, words):
                                          "column(s) value, unit)"),
     ("metric,stat,value,unit\nrequests,finished,lots,requests\n",
      "the summary table is not a run's summary (values that are not numbers)"),
-    ("", "not a run directory (No columns to parse"),
+    ("", "the run ended but its summary is unreadable (No columns to parse"),
 ])
 def test_show_on_a_malformed_summary(a_run, tmp_path, capsys, summary, words):
     run = tmp_path / "run"

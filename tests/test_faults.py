@@ -279,7 +279,7 @@ def test_sigterm_exits_143_after_writing_the_tables(tmp_path):
     assert proc.returncode == 143, err
     (run_dir,) = (tmp_path / "results" / "w").iterdir()
     assert_interrupted_run(run_dir)
-    assert "[INCOMPLETE]" in out
+    assert "[INTERRUPTED]" in out
     assert err.splitlines()[-1].startswith("steptrace: interrupted by SIGTERM: 1 of 1 runs")
     assert listing(tmp_path / "tmp") == []
 

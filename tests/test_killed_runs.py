@@ -23,6 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 1024  # the recorder's chunk, in steps
+KILL_AT = random.Random(14)  # seconds into the replay: fixed, so a failure reproduces
 LONG = """name: long
 trace:
   generate:
@@ -72,8 +73,7 @@ def wait_marked_killed(run_dir: Path, timeout=60) -> dict:
     raise AssertionError("the table writer never marked the run killed")
 
 
-@pytest.mark.parametrize("delay_s", sorted(random.Random(14).uniform(0.2, 2.5)
-                                           for _ in range(3)))
+@pytest.mark.parametrize("delay_s", sorted(KILL_AT.uniform(0.2, 2.5) for _ in range(3)))
 def test_a_run_killed_at_any_point_keeps_every_chunk(tmp_path, delay_s):
     workload = tmp_path / "long.yaml"
     workload.write_text(LONG + f"output: {tmp_path / 'out'}\n")

@@ -56,7 +56,7 @@ def read(run_dir: Path) -> dict:
                 from None
         summary = _steps_summary(run_dir)
     missing = [c for c in ("metric", "stat", "value", "unit") if c not in summary.columns]
-    if missing or not pd.api.types.is_numeric_dtype(summary["value"]):
+    if missing or (len(summary) and not pd.api.types.is_numeric_dtype(summary["value"])):
         what = f"no column(s) {', '.join(missing)}" if missing else "values that are not numbers"
         raise BadInput(f"{run_dir}: the summary table is not a run's summary ({what})")
     rows = summary[["metric", "stat", "value", "unit"]].to_dict("records")
