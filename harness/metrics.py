@@ -182,20 +182,25 @@ def describe(values, counts=None) -> dict:
     percentiles by numpy's default 'linear' method. `counts` weighs each value as that many
     samples (the same result as repeating it). All NaN when nothing is left."""
     v = np.asarray(values, dtype=np.float64)
-    c = np.ones(len(v), np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
-    keep = ~np.isnan(v) & (c > 0)
-    if not keep.all():  # a million values are not copied for nothing
-        v, c = v[keep], c[keep]
-    if len(v) == 0:
-        return dict(count=0, mean=np.nan, min=np.nan,
-                    **{f"p{p}": np.nan for p in PERCENTILES}, max=np.nan)
-    if counts is None:
-        pct = np.percentile(v, PERCENTILES)  # method="linear"
+    if counts is None:  # no counts array: a million values are not copied for nothing
+        nan = np.isnan(v)
+        v = v[~nan] if nan.any() else v
+        n = len(v)
+        mean = v.mean() if n else np.nan
+        pct = np.percentile(v, PERCENTILES) if n else None  # method="linear"
     else:
+        c = np.asarray(counts, dtype=np.int64)
+        keep = ~np.isnan(v) & (c > 0)
+        v, c = v[keep], c[keep]
         order = np.argsort(v, kind="stable")
         v, c = v[order], c[order]
-        pct = _weighted_percentiles(v, np.cumsum(c), PERCENTILES)
-    return dict(count=int(c.sum()), mean=float(np.dot(v, c) / c.sum()), min=v.min(),
+        n = int(c.sum())
+        mean = np.dot(v, c) / n if n else np.nan
+        pct = _weighted_percentiles(v, np.cumsum(c), PERCENTILES) if n else None
+    if n == 0:
+        return dict(count=0, mean=np.nan, min=np.nan,
+                    **{f"p{p}": np.nan for p in PERCENTILES}, max=np.nan)
+    return dict(count=n, mean=float(mean), min=v.min(),
                 **{f"p{p}": x for p, x in zip(PERCENTILES, pct)}, max=v.max())
 
 
