@@ -1,14 +1,17 @@
 // The Python face of the scheduler core: engine._core. Metadata leaves as read-only numpy
 // views of the plan's own buffers (no per-element Python objects); schedule() runs with
-// the GIL released unless the caller asks to hold it.
+// the GIL released unless the caller asks to hold it. Arguments are checked by name
+// (py_args.hpp); calls into one Scheduler are serialised (docs/reliability-threading.md).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "cost_model.hpp"
+#include "py_args.hpp"
 #include "scheduler.hpp"
 
 namespace py = pybind11;
@@ -37,13 +40,19 @@ py::array_t<T> view(const std::vector<T>& v, py::handle base) {
 // engine.model_config.ModelConfig -> ModelGeometry (None -> 0), field by field.
 struct GeometryFromPython {
   const py::handle& c;
-  void text(const char* name, std::string& m) { m = c.attr(name).cast<std::string>(); }
+  void text(const char* name, std::string& m) {
+    py::object v = c.attr(name);
+    if (!py::isinstance<py::str>(v))
+      throw py::value_error(std::string("model.") + name + " must be a str, got " +
+                            py_args::shown(v));
+    m = v.cast<std::string>();
+  }
   void integer(const char* name, int64_t& m) {
     py::object v = c.attr(name);
-    m = v.is_none() ? 0 : v.cast<int64_t>();
+    m = v.is_none() ? 0 : py_args::integer(("model." + std::string(name)).c_str(), v);
   }
   void integers(const char* name, std::vector<int64_t>& m) {
-    m = c.attr(name).cast<std::vector<int64_t>>();
+    m = py_args::integers("model." + std::string(name), c.attr(name));
   }
 };
 
@@ -71,31 +80,22 @@ struct GeometryNames {
   }
 };
 
-std::vector<int64_t> to_vector(const py::handle& obj) {
-  auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);
-  if (!a)
-    throw py::value_error("expected None or a sequence of integers, got " +
-                          py::repr(obj).cast<std::string>());
-  return std::vector<int64_t>(a.data(), a.data() + a.size());
-}
-
 // accepted: None, a flat sequence in rank-then-batch order, or one sequence per rank.
 std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc,
                                                    const ScheduleOutput& plan) {
   if (acc.is_none()) return std::nullopt;
-  if (py::isinstance<py::array>(acc) || !py::isinstance<py::sequence>(acc) ||
-      py::isinstance<py::str>(acc))
-    return to_vector(acc);
+  if (py::isinstance<py::array>(acc) || !py_args::is_sequence(acc))
+    return py_args::integers("accepted", acc);
   py::sequence items = py::reinterpret_borrow<py::sequence>(acc);
   bool per_rank = false;
   if (items.size() == plan.batches.size())
     for (py::handle x : items)
-      per_rank |= py::isinstance<py::array>(x) ? x.attr("ndim").cast<int>() == 1
-                                               : py::isinstance<py::sequence>(x);
-  if (!per_rank) return to_vector(acc);
+      per_rank |=
+          py::isinstance<py::array>(x) ? x.attr("ndim").cast<int>() == 1 : py_args::is_sequence(x);
+  if (!per_rank) return py_args::integers("accepted", acc);
   std::vector<int64_t> flat;
   for (size_t r = 0; r < plan.batches.size(); ++r) {
-    std::vector<int64_t> part = to_vector(items[r]);
+    std::vector<int64_t> part = py_args::integers("accepted[" + std::to_string(r) + "]", items[r]);
     if (part.size() != plan.batches[r].rows())
       throw py::value_error("accepted[" + std::to_string(r) + "] has " +
                             std::to_string(part.size()) + " values; rank " + std::to_string(r) +
@@ -105,11 +105,42 @@ std::optional<std::vector<int64_t>> parse_accepted(const py::handle& acc,
   return flat;
 }
 
-Phase parse_phase(const std::string& name) {
-  if (name == "prompt") return Phase::kPrompt;
-  if (name == "decode") return Phase::kDecode;
-  throw py::value_error("phase must be prompt or decode, got '" + name + "'");
+std::optional<Phase> parse_phase(const py::handle& phase) {
+  if (phase.is_none()) return std::nullopt;
+  if (py::isinstance<py::str>(phase)) {
+    const std::string name = phase.cast<std::string>();
+    if (name == "prompt") return Phase::kPrompt;
+    if (name == "decode") return Phase::kDecode;
+  }
+  throw py::value_error("phase must be prompt or decode, got " + py_args::shown(phase));
 }
+
+// A Scheduler and the mutex that serialises calls into it. schedule() plans with the GIL
+// released, so without it a second thread could enter the scheduler while it plans (and
+// corrupt the heap). Arguments are converted before the lock is taken, results after it is
+// let go: nothing under the lock calls back into Python.
+struct GuardedScheduler {
+  GuardedScheduler(const SchedulerConfig& config, bool retain_finished)
+      : core(config, retain_finished) {}
+  Scheduler core;
+  std::mutex mutex;
+};
+
+// The mutex, for one call made with the GIL held. If another thread holds it (inside a
+// schedule() that released the GIL), wait with the GIL released: that thread needs the GIL
+// to return. Uncontended, the GIL is never let go.
+class Entered {
+ public:
+  explicit Entered(GuardedScheduler& s) : lock_(s.mutex, std::try_to_lock) {
+    if (!lock_.owns_lock()) {
+      py::gil_scoped_release nogil;
+      lock_.lock();
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
 
 }  // namespace
 
@@ -230,49 +261,114 @@ PYBIND11_MODULE(_core, m) {
   // A KeyError: the id names no sequence the scheduler still holds (retain_finished=False).
   py::register_exception<SequenceLeft>(m, "SequenceLeft", PyExc_KeyError);
 
-  py::class_<Scheduler>(m, "Scheduler")
+  // Every call but retain_finished takes the scheduler's mutex: schedule() with the GIL
+  // released, the others with it held (docs/reliability-threading.md).
+  py::class_<GuardedScheduler>(m, "Scheduler")
       .def(py::init([](const py::object& config, bool retain_finished) {
-             return std::make_unique<Scheduler>(to_config(config), retain_finished);
+             return std::make_unique<GuardedScheduler>(to_config(config), retain_finished);
            }),
            py::arg("config"), py::arg("retain_finished") = true)
       .def(
           "add_sequence",
-          [](Scheduler& s, int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-             double arrival_time, const py::object& hash_ids) {
-            return s.add_sequence(
-                seq_id, prompt_len, max_new_tokens, arrival_time,
-                hash_ids.is_none() ? std::vector<int64_t>{} : to_vector(hash_ids));
+          [](GuardedScheduler& s, const py::handle& seq_id, const py::handle& prompt_len,
+             const py::handle& max_new_tokens, const py::handle& arrival_time,
+             const py::handle& hash_ids) {
+            const int64_t id = py_args::integer("seq_id", seq_id);
+            const int64_t p = py_args::integer("prompt_len", prompt_len, 1);
+            const int64_t m = py_args::integer("max_new_tokens", max_new_tokens, 1);
+            const double t = py_args::finite("arrival_time", arrival_time);
+            std::vector<int64_t> hashes;
+            if (!hash_ids.is_none()) hashes = py_args::integers("hash_ids", hash_ids);
+            Entered entered(s);
+            return s.core.add_sequence(id, p, m, t, std::move(hashes));
           },
           py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
-          py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none())
+          py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none(),
+          "Add a request; returns its SeqRecord (waiting, finished or rejected). Holds the "
+          "GIL; waits for a schedule() running in another thread.")
       .def(
           "schedule",
-          [](Scheduler& s, bool release_gil, const py::object& phase) {
-            std::optional<Phase> vote;
-            if (!phase.is_none()) vote = parse_phase(phase.cast<std::string>());
-            if (!release_gil) return s.schedule(vote);
+          [](GuardedScheduler& s, bool release_gil, const py::handle& phase) {
+            const std::optional<Phase> vote = parse_phase(phase);
+            if (!release_gil) {
+              Entered entered(s);
+              return s.core.schedule(vote);
+            }
             py::gil_scoped_release nogil;
-            return s.schedule(vote);
+            std::lock_guard<std::mutex> lock(s.mutex);
+            return s.core.schedule(vote);
           },
           py::arg("release_gil") = true, py::arg("phase") = py::none(),
           "Plan the next step. The GIL is released inside C++ unless release_gil=False; "
-          "phase forces the round a DP vote across processes agreed on.")
-      .def("has_prompt_work", &Scheduler::has_prompt_work)
+          "phase forces the round a DP vote across processes agreed on. Calls into one "
+          "Scheduler from several threads are serialised, never concurrent.")
+      .def(
+          "has_prompt_work",
+          [](GuardedScheduler& s) {
+            Entered entered(s);
+            return s.core.has_prompt_work();
+          },
+          "This scheduler's vote: would any rank's prompt pass schedule a token?")
       .def(
           "postprocess",
-          [](Scheduler& s, const ScheduleOutput& plan, const py::object& accepted) {
+          [](GuardedScheduler& s, const py::handle& plan_obj, const py::handle& accepted) {
+            if (!py::isinstance<ScheduleOutput>(plan_obj))
+              throw py::value_error("plan was not made by this scheduler");
+            const auto& plan = plan_obj.cast<const ScheduleOutput&>();
             std::optional<std::vector<int64_t>> flat = parse_accepted(accepted, plan);
-            return s.postprocess(plan, flat ? &*flat : nullptr);
+            Entered entered(s);
+            return s.core.postprocess(plan, flat ? &*flat : nullptr);
           },
-          py::arg("plan"), py::arg("accepted") = py::none())
-      .def("seq", &Scheduler::seq, py::arg("seq_id"))
-      .def("num_free_blocks", &Scheduler::num_free_blocks, py::arg("rank") = 0)
-      .def("refcount", &Scheduler::refcount, py::arg("block"), py::arg("rank") = 0)
-      .def("is_finished", &Scheduler::is_finished)
-      .def_property_readonly("num_outstanding_plans", &Scheduler::num_outstanding_plans)
-      .def_property_readonly("num_slots", &Scheduler::num_sequences)
-      .def_property_readonly("num_live", &Scheduler::num_live)
-      .def_property_readonly("retain_finished", &Scheduler::retain_finished);
+          py::arg("plan"), py::arg("accepted") = py::none(),
+          "Commit the oldest outstanding plan. Holds the GIL; waits for a schedule() running "
+          "in another thread.")
+      .def(
+          "seq",
+          [](GuardedScheduler& s, const py::handle& seq_id) {
+            const int64_t id = py_args::integer("seq_id", seq_id);
+            Entered entered(s);
+            return Sequence(s.core.seq(id));  // a copy, taken under the lock
+          },
+          py::arg("seq_id"), "A copy of the sequence's state now.")
+      .def(
+          "num_free_blocks",
+          [](GuardedScheduler& s, const py::handle& rank) {
+            const int64_t r = py_args::integer("rank", rank);
+            Entered entered(s);
+            return s.core.num_free_blocks(r);
+          },
+          py::arg("rank") = 0)
+      .def(
+          "refcount",
+          [](GuardedScheduler& s, const py::handle& block, const py::handle& rank) {
+            const int64_t b = py_args::integer("block", block);
+            const int64_t r = py_args::integer("rank", rank);
+            Entered entered(s);
+            return s.core.refcount(b, r);
+          },
+          py::arg("block"), py::arg("rank") = 0)
+      .def("is_finished",
+           [](GuardedScheduler& s) {
+             Entered entered(s);
+             return s.core.is_finished();
+           })
+      .def_property_readonly("num_outstanding_plans",
+                             [](GuardedScheduler& s) {
+                               Entered entered(s);
+                               return s.core.num_outstanding_plans();
+                             })
+      .def_property_readonly("num_slots",
+                             [](GuardedScheduler& s) {
+                               Entered entered(s);
+                               return s.core.num_sequences();
+                             })
+      .def_property_readonly("num_live",
+                             [](GuardedScheduler& s) {
+                               Entered entered(s);
+                               return s.core.num_live();
+                             })
+      .def_property_readonly(  // fixed at construction: no lock
+          "retain_finished", [](const GuardedScheduler& s) { return s.core.retain_finished(); });
 
   py::class_<StepCost>(m, "StepCost")
       .def(py::init([](double model_flops, double executed_flops, double bytes) {

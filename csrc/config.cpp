@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "sequence.hpp"
@@ -61,15 +62,36 @@ void check_minimum(const char* name, int64_t value, int64_t minimum) {
                                 ", got " + std::to_string(value));
 }
 
+namespace {
+
+// lookahead() in 64 bits, as validate() checks it before it is used.
+int64_t lookahead_of(const SchedulerConfig& c) {
+  if (c.lookahead_slots >= 0) return c.lookahead_slots;
+  if (c.engine_type == EngineType::kPrompt) return 0;
+  return (1 + int64_t{c.num_mtp}) * (c.overlap ? 2 : 1);
+}
+
+void check_maximum(const std::string& what, int64_t value, int64_t maximum) {
+  if (value > maximum)
+    throw std::invalid_argument(what + " must be <= " + std::to_string(maximum) + ", got " +
+                                std::to_string(value));
+}
+
+}  // namespace
+
 int32_t SchedulerConfig::lookahead() const {
-  if (lookahead_slots >= 0) return lookahead_slots;
-  if (engine_type == EngineType::kPrompt) return 0;
-  return (1 + num_mtp) * (1 + (overlap ? 1 : 0));
+  return static_cast<int32_t>(std::min<int64_t>(lookahead_of(*this), kMaxSeqTokens));
 }
 
 void SchedulerConfig::validate() const {
   Validator v;
   for_each_field(*this, v);
+  // Lengths the core adds to a sequence's token counts: each at most what a sequence holds.
+  check_maximum("block_size", block_size, kMaxSeqTokens);
+  check_maximum("cp_size", cp_size, kMaxSeqTokens / 2);
+  check_maximum(lookahead_slots >= 0 ? std::string("lookahead_slots")
+                                     : "the lookahead (1 + num_mtp) * (1 + overlap)",
+                lookahead_of(*this), kMaxSeqTokens);
   const std::string twice_cp = "2 * cp_size = " + std::to_string(2 * cp_size);
   if (max_num_batched_tokens < 2 * cp_size)
     throw std::invalid_argument("max_num_batched_tokens=" + std::to_string(max_num_batched_tokens) +

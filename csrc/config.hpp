@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace steptrace {
@@ -13,6 +14,11 @@ namespace steptrace {
 enum class EngineType : uint8_t { kNormal, kPrompt, kCompletion };
 enum class PreemptOrder : uint8_t { kLongestOutput, kShortestOutput };
 enum class DpAssign : uint8_t { kRoundRobin, kLeastLoaded };
+
+// The most tokens one sequence may need, prompt_len + max(max_new_tokens, lookahead): the
+// core counts a sequence's tokens in 32 bits, with room to add a chunk, a lookahead or a
+// block to any count without overflow. A longer request is rejected when added.
+inline constexpr int32_t kMaxSeqTokens = std::numeric_limits<int32_t>::max() / 2;
 
 // A choice field's names, in enum order.
 inline constexpr const char* kEngineTypes[] = {"normal", "prompt", "completion"};
@@ -36,7 +42,8 @@ struct SchedulerConfig {
 
   // KV slots reserved beyond a finished prefill for the first decode steps.
   int32_t lookahead() const;
-  // Throws std::invalid_argument naming the field and value.
+  // Throws std::invalid_argument naming the field and value: a field below its minimum, or
+  // a length the core derives from the fields beyond kMaxSeqTokens.
   void validate() const;
 };
 

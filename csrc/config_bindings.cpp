@@ -19,36 +19,49 @@ std::string shown(const py::handle& v) { return py::repr(v).cast<std::string>();
 struct FromPython {
   const py::handle& obj;
 
-  static int32_t to_int(const char* name, const py::object& v) {
+  // Any object with the fields' attributes converts; one without them is no config.
+  py::object field(const char* name) const {
+    if (!py::hasattr(obj, name))
+      throw py::type_error("config must be a SchedulerConfig, got " +
+                           py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
+    return obj.attr(name);
+  }
+
+  // An int32 field: beyond int32, the minimum is named below it and the limit above it.
+  static int32_t to_int(const char* name, const py::object& v, int32_t minimum) {
     if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr()))
       throw py::value_error(std::string(name) + " must be an integer, got " + shown(v));
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(py::int_(v).ptr(), &overflow);
-    if (overflow || x < INT32_MIN || x > INT32_MAX)
-      throw py::value_error(std::string(name) + " must be a 32-bit integer, got " + shown(v));
-    return static_cast<int32_t>(x);
+    if (!overflow && x >= INT32_MIN && x <= INT32_MAX) return static_cast<int32_t>(x);
+    const std::string got = py::str(py::int_(v)).cast<std::string>();
+    if (overflow < 0 || x < INT32_MIN)  // every minimum is above INT32_MIN
+      throw py::value_error(std::string(name) + " must be >= " + std::to_string(minimum) +
+                            ", got " + got);
+    throw py::value_error(std::string(name) + " must be a 32-bit integer, got " + got +
+                          " (at most " + std::to_string(INT32_MAX) + ")");
   }
-  void integer(const char* name, int32_t& m, int32_t, const char*) {
-    m = to_int(name, obj.attr(name));
+  void integer(const char* name, int32_t& m, int32_t minimum, const char*) {
+    m = to_int(name, field(name), minimum);
   }
   void optional(const char* name, int32_t& m, int32_t minimum, const char*) {
-    py::object v = obj.attr(name);
+    py::object v = field(name);
     if (v.is_none()) {
       m = -1;
       return;
     }
-    m = to_int(name, v);
+    m = to_int(name, v, minimum);
     check_minimum(name, m, minimum);  // before -1 could pass for None
   }
   void boolean(const char* name, bool& m, const char*) {
-    py::object v = obj.attr(name);
+    py::object v = field(name);
     if (!py::isinstance<py::bool_>(v))
       throw py::value_error(std::string(name) + " must be a bool, got " + shown(v));
     m = v.cast<bool>();
   }
   template <class E, size_t N>
   void choice(const char* name, E& m, const char* const (&names)[N], const char*) {
-    py::object v = obj.attr(name);
+    py::object v = field(name);
     if (py::isinstance<py::str>(v))
       for (size_t i = 0; i < N; ++i)
         if (v.cast<std::string>() == names[i]) {
@@ -100,6 +113,7 @@ SchedulerConfig to_config(const py::handle& c) {
 }
 
 void bind_config(py::module_& m) {
+  m.attr("MAX_SEQ_TOKENS") = kMaxSeqTokens;
   m.def(
       "scheduler_config_fields",
       [] {

@@ -112,6 +112,7 @@ struct SeqRecord {
   int64_t recomputed_tokens = 0;
   int32_t prefix_hit_tokens = 0;
   std::string reason;  // why it was rejected
+  uint64_t owner = 0;  // the scheduler it was added to
 };
 
 struct PostprocessOutput {

@@ -45,29 +45,32 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
   if (max_new_tokens < 1)
     bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
-  if (prompt_len + max_new_tokens > std::numeric_limits<int32_t>::max() / 2)
-    bad_arg("prompt_len + max_new_tokens is too large: " +
-            std::to_string(prompt_len + max_new_tokens));
   if (index_.count(seq_id)) bad_arg("duplicate seq_id " + std::to_string(seq_id));
-  const int64_t most_blocks = (prompt_len + config_.block_size - 1) / config_.block_size;
+  const int64_t bs = config_.block_size;
+  const int64_t most_blocks = prompt_len / bs + (prompt_len % bs != 0);
   if (static_cast<int64_t>(hash_ids.size()) > most_blocks)
     bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
             std::to_string(prompt_len) + "-token prompt has at most " +
             std::to_string(most_blocks) + " blocks of " + std::to_string(config_.block_size));
   if (num_added_ == std::numeric_limits<int32_t>::max())
     bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
+  // Beyond kMaxSeqTokens a request can never run (choice 10): rejected, lengths not kept.
+  const int64_t longest = std::max<int64_t>(max_new_tokens, lookahead_);
+  const bool too_long = prompt_len > kMaxSeqTokens || longest > kMaxSeqTokens - prompt_len;
 
   const bool completion = config_.engine_type == EngineType::kCompletion;
   Sequence s;
   s.seq_id = seq_id;
-  s.prompt_len = static_cast<int32_t>(prompt_len);
-  s.max_new_tokens = static_cast<int32_t>(max_new_tokens);
+  if (!too_long) {
+    s.prompt_len = static_cast<int32_t>(prompt_len);
+    s.max_new_tokens = static_cast<int32_t>(max_new_tokens);
+    s.footprint = config_.engine_type == EngineType::kPrompt
+                      ? s.prompt_len
+                      : s.prompt_len + std::max(s.max_new_tokens, lookahead_);
+  }
   s.arrival_time = arrival_time;
   s.order = num_added_;
   s.dp_rank = assign_rank(s.order);
-  s.footprint = config_.engine_type == EngineType::kPrompt
-                    ? s.prompt_len
-                    : s.prompt_len + std::max(s.max_new_tokens, lookahead_);
   s.num_tokens = s.prompt_len + (completion ? 1 : 0);
   s.num_cached = completion ? s.prompt_len : 0;
   s.prefill_target = s.prompt_len;
@@ -76,11 +79,19 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   const int32_t need = blocks_for(s.footprint);
   const int32_t idx = take_slot();
   std::optional<int64_t> leaves_after;  // the step after whose postprocess the slot is free
-  if (need > config_.num_kv_blocks) {
+  if (too_long || need > config_.num_kv_blocks) {
     s.status = SeqStatus::kRejected;
-    s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
-               " tokens (block_size " + std::to_string(config_.block_size) + ") but a rank has " +
-               std::to_string(config_.num_kv_blocks);
+    if (too_long)  // the sum as uint64: two int64 lengths may overflow int64
+      s.reason =
+          "needs " +
+          std::to_string(static_cast<uint64_t>(prompt_len) + static_cast<uint64_t>(longest)) +
+          " tokens (prompt_len + max(max_new_tokens, lookahead)) but a sequence holds at "
+          "most " +
+          std::to_string(kMaxSeqTokens);
+    else
+      s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
+                 " tokens (block_size " + std::to_string(config_.block_size) + ") but a rank has " +
+                 std::to_string(config_.num_kv_blocks);
     pending_rejected_.push_back(seq_id);
     leaves_after = next_step_;  // the plan that reports it
   } else if (completion && s.output_len() >= s.max_new_tokens) {
@@ -559,7 +570,8 @@ SeqRecord Scheduler::record_of(const Sequence& s) const {
                    s.num_preemptions,
                    s.recomputed_tokens,
                    s.prefix_hit_tokens,
-                   s.reason};
+                   s.reason,
+                   id_};
 }
 
 std::vector<int64_t> Scheduler::flat_limits(const ScheduleOutput& plan) const {
@@ -608,16 +620,16 @@ int32_t Scheduler::index_of(int64_t seq_id) const {
   bad_arg("unknown seq_id " + std::to_string(seq_id));
 }
 
-int32_t Scheduler::refcount(int32_t block, int32_t rank) const {
+int32_t Scheduler::refcount(int64_t block, int64_t rank) const {
   if (block < 0 || block >= config_.num_kv_blocks)
     bad_arg("block " + std::to_string(block) + " is outside 0.." +
             std::to_string(config_.num_kv_blocks - 1));
-  return rank_at(rank).pool.refcount(block);
+  return rank_at(rank).pool.refcount(static_cast<int32_t>(block));
 }
 
-int32_t Scheduler::num_free_blocks(int32_t rank) const { return rank_at(rank).pool.num_free(); }
+int32_t Scheduler::num_free_blocks(int64_t rank) const { return rank_at(rank).pool.num_free(); }
 
-const Scheduler::Rank& Scheduler::rank_at(int32_t rank) const {
+const Scheduler::Rank& Scheduler::rank_at(int64_t rank) const {
   if (rank < 0 || rank >= config_.dp_size)
     bad_arg("rank " + std::to_string(rank) + " is outside 0.." +
             std::to_string(config_.dp_size - 1));

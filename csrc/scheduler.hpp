@@ -72,8 +72,8 @@ class Scheduler {
   size_t num_sequences() const { return seqs_.size(); }  // slots, vacant ones included
   size_t num_live() const { return index_.size(); }       // sequences seq() can name
   bool retain_finished() const { return retain_finished_; }
-  int32_t num_free_blocks(int32_t rank) const;
-  int32_t refcount(int32_t block, int32_t rank) const;
+  int32_t num_free_blocks(int64_t rank) const;
+  int32_t refcount(int64_t block, int64_t rank) const;
   bool is_finished() const { return num_unfinished_ == 0 && pending_rejected_.empty(); }
   int64_t num_outstanding_plans() const { return next_step_ - next_postprocess_; }
   const SchedulerConfig& config() const { return config_; }
@@ -97,7 +97,7 @@ class Scheduler {
     int32_t done;           // prefill tokens before this chunk
   };
 
-  const Rank& rank_at(int32_t rank) const;  // validated
+  const Rank& rank_at(int64_t rank) const;  // validated
   int32_t assign_rank(int32_t order) const;
   bool would_prefill(const Rank& rank) const;
   void prompt_round(Rank& rank, Batch::Rows& rows);

@@ -12,6 +12,7 @@ def scheduler_config_fields() -> list[dict]:
     """SchedulerConfig's fields (csrc/config.hpp, for_each_field): name, type, default,
     minimum, choices, doc."""
 def check_scheduler_config(config: object) -> None: ...
+MAX_SEQ_TOKENS: int  # prompt_len + max(max_new_tokens, lookahead) a sequence may need
 def scheduler_config_lookahead(config: object) -> int: ...
 def model_geometry_fields() -> list[str]:
     """The ModelConfig fields the C++ cost model reads (csrc/cost_model.hpp)."""
@@ -82,6 +83,8 @@ class SequenceLeft(KeyError):
     """seq() of an id the scheduler no longer holds (retain_finished=False)."""
 
 class Scheduler:
+    """Calls from several threads are serialised: schedule() releases the GIL, the others
+    wait for it (docs/reliability-threading.md)."""
     num_outstanding_plans: int
     num_slots: int  # sequence slots, vacant ones included
     num_live: int  # sequences seq() can name
@@ -124,8 +127,11 @@ class StepLog:
                  on_full: Callable[[], None]) -> None: ...
     @staticmethod
     def columns() -> dict[str, list[str]]: ...
-    def enqueue(self, added: SeqRecord, t: float) -> None: ...
-    def record(self, record: object, t_start: float, t_end: float) -> None: ...
+    def enqueue(self, added: SeqRecord, t: float) -> None:
+        """ValueError for a record of another scheduler than the earlier ones."""
+    def record(self, record: object, t_start: float, t_end: float) -> None:
+        """ValueError for a record of another scheduler; RuntimeError if another record()
+        of this log is running (from on_full or another thread)."""
     def end(self) -> None: ...
     def take_steps(self) -> dict[str, np.ndarray]: ...
     def take_batches(self) -> dict[str, np.ndarray]: ...

@@ -7,9 +7,11 @@ csrc/bindings.cpp); tests compare the two field by field.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
+
+from .arguments import integers, is_sequence
 
 # Batch.kind values: what a scheduled row computes.
 KIND_CHUNK = 0  # a prefill chunk that does not finish the prefill (no sampled token)
@@ -74,28 +76,38 @@ class PostprocessResult:
     #                        plan reported rejected (`rejected` order)
 
 
-def flat_accepted(plan, accepted) -> np.ndarray:
-    """Drafts accepted per scheduled row, rank-then-batch order, validated against the plan.
-
-    `accepted` is None (no drafts accepted), a flat sequence with one value per scheduled
-    row, or one sequence per rank.
-    """
-    sizes = [len(b.seq_ids) for b in plan.batches]
-    total = sum(sizes)
+def parse_accepted(plan, accepted) -> Optional[np.ndarray]:
+    """Drafts accepted per scheduled row, rank-then-batch order, as int64, or None (none
+    accepted). `accepted` is None, a flat sequence with one value per scheduled row, or one
+    sequence per rank (whose lengths are checked here). Values are checked by
+    check_accepted, once the plan is known to be the one to post-process."""
     if accepted is None:
-        return np.zeros(total, dtype=np.int64)
+        return None
+    if isinstance(accepted, np.ndarray) or not is_sequence(accepted):
+        return integers("accepted", accepted)
     items = list(accepted)
-    per_rank = len(items) == len(sizes) and any(np.ndim(x) == 1 for x in items)
-    if per_rank:
-        for r, (x, n) in enumerate(zip(items, sizes)):
-            if len(x) != n:
-                raise ValueError(f"accepted[{r}] has {len(x)} values; rank {r} scheduled {n}")
-        flat = np.concatenate([np.asarray(x, dtype=np.int64).reshape(-1) for x in items]) \
-            if items else np.zeros(0, dtype=np.int64)
-    else:
-        flat = np.asarray(items, dtype=np.int64).reshape(-1)
-        if len(flat) != total:
-            raise ValueError(f"accepted has {len(flat)} values; the plan scheduled {total} sequences")
+    per_rank = len(items) == len(plan.batches) and any(
+        x.ndim == 1 if isinstance(x, np.ndarray) else is_sequence(x) for x in items)
+    if not per_rank:
+        return integers("accepted", accepted)
+    parts = []
+    for r, (x, batch) in enumerate(zip(items, plan.batches)):
+        part = integers(f"accepted[{r}]", x)
+        if len(part) != len(batch.seq_ids):
+            raise ValueError(f"accepted[{r}] has {len(part)} values; rank {r} scheduled "
+                             f"{len(batch.seq_ids)}")
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def check_accepted(plan, flat: Optional[np.ndarray]) -> np.ndarray:
+    """parse_accepted's values checked against the plan: one per scheduled row, within
+    0..seqlen_q - 1 for a decode row and 0 for a prefill row. None: zeros."""
+    total = sum(len(b.seq_ids) for b in plan.batches)
+    if flat is None:
+        return np.zeros(total, dtype=np.int64)
+    if len(flat) != total:
+        raise ValueError(f"accepted has {len(flat)} values; the plan scheduled {total} sequences")
     limits = np.concatenate([np.where(b.kind == KIND_DECODE, b.seqlen_q.astype(np.int64) - 1, 0)
                              for b in plan.batches]) if total else np.zeros(0, dtype=np.int64)
     bad = np.flatnonzero((flat < 0) | (flat > limits))

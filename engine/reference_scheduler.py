@@ -21,7 +21,8 @@ from typing import Deque, List, Optional
 
 import numpy as np
 
-from .config import SchedulerConfig, check_int
+from .arguments import finite, integer, integers, shown
+from .config import SchedulerConfig
 from .plan import (
     KIND_CHUNK,
     KIND_DECODE,
@@ -30,9 +31,11 @@ from .plan import (
     Plan,
     PostprocessResult,
     SeqRecord,
-    flat_accepted,
+    check_accepted,
+    parse_accepted,
 )
 from .reference_block_pool import RefBlockPool
+from .scheduler_config import MAX_SEQ_TOKENS
 
 
 @dataclass(eq=False)
@@ -76,7 +79,7 @@ class _Rank:
 class ReferenceScheduler:
     def __init__(self, config: SchedulerConfig) -> None:
         if not isinstance(config, SchedulerConfig):
-            raise ValueError(f"config must be a SchedulerConfig, got {type(config).__name__}")
+            raise TypeError(f"config must be a SchedulerConfig, got {type(config).__name__}")
         self.config = config
         self._lookahead = config.lookahead
         self._ranks = [_Rank(config.num_kv_blocks) for _ in range(config.dp_size)]
@@ -92,35 +95,43 @@ class ReferenceScheduler:
                      arrival_time: float = 0.0, hash_ids=None) -> SeqRecord:
         """Returns the sequence as added: waiting, finished (a completion engine's
         one-token request) or rejected."""
-        check_int("seq_id", seq_id, -(2**63))
-        check_int("prompt_len", prompt_len, 1)
-        check_int("max_new_tokens", max_new_tokens, 1)
-        hashes = tuple(int(h) for h in hash_ids) if hash_ids is not None else ()
+        seq_id = integer("seq_id", seq_id)
+        prompt_len = integer("prompt_len", prompt_len, 1)
+        max_new_tokens = integer("max_new_tokens", max_new_tokens, 1)
+        arrival_time = finite("arrival_time", arrival_time)
+        hashes = tuple(integers("hash_ids", hash_ids).tolist()) if hash_ids is not None else ()
+        if seq_id in self._seqs:
+            raise ValueError(f"duplicate seq_id {seq_id}")
         most = self._blocks_for(prompt_len)
         if len(hashes) > most:
             raise ValueError(f"hash_ids has {len(hashes)} entries; a {prompt_len}-token prompt "
                              f"has at most {most} blocks of {self.config.block_size}")
-        if prompt_len + max_new_tokens > (2**31 - 1) // 2:
-            raise ValueError(f"prompt_len + max_new_tokens is too large: {prompt_len + max_new_tokens}")
-        if seq_id in self._seqs:
-            raise ValueError(f"duplicate seq_id {seq_id}")
         cfg = self.config
+        # Beyond MAX_SEQ_TOKENS a request can never run (choice 10): rejected, lengths not kept.
+        needs = prompt_len + max(max_new_tokens, self._lookahead)
+        too_long = needs > MAX_SEQ_TOKENS
+        if too_long:
+            prompt_len = max_new_tokens = 0
         order = len(self._seqs)
         rank_id = self._assign_rank(order)
         completion = cfg.engine_type == "completion"
-        if cfg.engine_type == "prompt":
+        if too_long:
+            footprint = 0
+        elif cfg.engine_type == "prompt":
             footprint = prompt_len
         else:
             footprint = prompt_len + max(max_new_tokens, self._lookahead)
-        seq = RefSequence(seq_id, prompt_len, max_new_tokens, float(arrival_time), rank_id, order,
+        seq = RefSequence(seq_id, prompt_len, max_new_tokens, arrival_time, rank_id, order,
                           footprint, num_tokens=prompt_len + completion,
                           num_cached=prompt_len if completion else 0, prefill_target=prompt_len,
                           hash_ids=hashes)
         self._seqs[seq_id] = seq
         need = self._blocks_for(footprint)
-        if need > cfg.num_kv_blocks:
+        if too_long or need > cfg.num_kv_blocks:
             seq.status = "rejected"
-            seq.reason = (f"needs {need} KV blocks for {footprint} tokens (block_size "
+            seq.reason = (f"needs {needs} tokens (prompt_len + max(max_new_tokens, lookahead)) "
+                          f"but a sequence holds at most {MAX_SEQ_TOKENS}" if too_long else
+                          f"needs {need} KV blocks for {footprint} tokens (block_size "
                           f"{cfg.block_size}) but a rank has {cfg.num_kv_blocks}")
             self._pending_rejected.append(seq_id)
         elif completion and seq.output_len >= max_new_tokens:
@@ -147,8 +158,8 @@ class ReferenceScheduler:
     def schedule(self, release_gil: bool = True, phase: Optional[str] = None) -> Plan:
         start = time.perf_counter_ns()
         engine_type = self.config.engine_type
-        if phase not in (None, "prompt", "decode"):
-            raise ValueError(f"phase must be prompt or decode, got {phase!r}")
+        if phase is not None and not (isinstance(phase, str) and phase in ("prompt", "decode")):
+            raise ValueError(f"phase must be prompt or decode, got {shown(phase)}")
         if engine_type == "normal":
             prompt = phase == "prompt" if phase else self.has_prompt_work()
         else:
@@ -355,14 +366,17 @@ class ReferenceScheduler:
     # -- postprocess ------------------------------------------------------------------------
 
     def postprocess(self, plan: Plan, accepted=None) -> PostprocessResult:
-        if not isinstance(plan, Plan) or plan.owner != id(self):
+        if not isinstance(plan, Plan):
+            raise ValueError("plan was not made by this scheduler")
+        parsed = parse_accepted(plan, accepted)  # its types first, as the C++ binding does
+        if plan.owner != id(self):
             raise ValueError("plan was not made by this scheduler")
         if plan.step < self._next_postprocess:
             raise ValueError(f"plan {plan.step} was already post-processed")
         if plan.step > self._next_postprocess:
             raise ValueError(f"plan {plan.step} is not the oldest outstanding plan; "
                              f"post-process plan {self._next_postprocess} first")
-        drafts = flat_accepted(plan, accepted)
+        drafts = check_accepted(plan, parsed)
         finished: List[int] = []
         left: List[SeqRecord] = []
         output_len: List[int] = []
@@ -421,15 +435,24 @@ class ReferenceScheduler:
         return -(-tokens // self.config.block_size)
 
     def seq(self, seq_id: int) -> RefSequence:
+        seq_id = integer("seq_id", seq_id)
         if seq_id not in self._seqs:
             raise ValueError(f"unknown seq_id {seq_id}")
         return self._seqs[seq_id]
 
     def num_free_blocks(self, rank: int = 0) -> int:
-        return self._ranks[rank].pool.num_free
+        return self._rank_at(integer("rank", rank)).pool.num_free
 
     def refcount(self, block: int, rank: int = 0) -> int:
-        return self._ranks[rank].pool.refcount(block)
+        block, rank = integer("block", block), integer("rank", rank)
+        if not 0 <= block < self.config.num_kv_blocks:
+            raise ValueError(f"block {block} is outside 0..{self.config.num_kv_blocks - 1}")
+        return self._rank_at(rank).pool.refcount(block)
+
+    def _rank_at(self, rank: int) -> _Rank:
+        if not 0 <= rank < self.config.dp_size:
+            raise ValueError(f"rank {rank} is outside 0..{self.config.dp_size - 1}")
+        return self._ranks[rank]
 
     def is_finished(self) -> bool:
         """Every sequence finished or rejected, and every rejection reported in a plan.

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 FIELDS: tuple[dict, ...]
+MAX_SEQ_TOKENS: int
 
 @dataclass(frozen=True)
 class SchedulerConfig:

@@ -1,12 +1,19 @@
-"""Test helpers: schedulers built from tiny configs, and a wait for the telemetry sampler."""
+"""Test helpers: schedulers built from tiny configs, a fresh interpreter for code that may
+crash, and a wait for the telemetry sampler."""
 
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 from engine import ReferenceScheduler, Scheduler, SchedulerConfig
 
 FAMILIES = 2  # prompt-prefix families that random requests share
 
 IMPLS = ("cpp", "reference")
+REPO = Path(__file__).resolve().parents[1]
 
 # The worked examples' configuration (docs/scheduling.md): KV ample, budget 16.
 BASE = dict(max_num_batched_tokens=16, max_num_seqs=256, num_kv_blocks=1024, block_size=16)
@@ -42,6 +49,18 @@ def prefix_hash_ids(rng, prompt_len, block_size):
     common = count if rng.random() < 0.5 else int(rng.integers(0, count + 1))
     return ([family * 1_000_000 + i for i in range(common)]
             + [int(h) for h in rng.integers(2**40, 2**62, count - common)])
+
+
+def in_subprocess(code: str, timeout_s: float = 120.0) -> str:
+    """Run `code` in a fresh interpreter at the repository root; its stdout. A native crash
+    (a signal) fails the calling test instead of taking pytest down with it."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode < 0:
+        raise AssertionError(f"the interpreter died of {signal.Signals(-proc.returncode).name}:\n"
+                             f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
 
 
 def wait_for_samples(sampler, rows, source="cpu", timeout_s=30.0):

@@ -4,10 +4,12 @@ lockstep with identical inputs, make identical decisions after every call."""
 import numpy as np
 import pytest
 
-from engine import SchedulerConfig
+from engine import ReferenceScheduler, Scheduler, SchedulerConfig
 from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
-from tests.helpers import make_scheduler, prefix_hash_ids
+from engine.scheduler_config import MAX_SEQ_TOKENS
+from tests.helpers import IMPLS, make_scheduler, prefix_hash_ids
 from tests.invariants import blocks_for, footprint
+from tests.test_bad_input import REFUSALS, ready
 from tests.test_properties import draw_accepted
 
 NUM_SCENARIOS = 1000
@@ -131,3 +133,47 @@ class Lockstep:
 @pytest.mark.parametrize("seed", range(NUM_SCENARIOS))
 def test_cpp_matches_reference(seed):
     Lockstep(seed).run()
+
+
+# ---- Refusals and rejections: both implementations alike ---------------------------------
+
+def refusal(call):
+    """(exception class, message) of call on each implementation, C++ first."""
+    out = []
+    for impl in IMPLS:
+        with pytest.raises(Exception) as e:
+            call(impl)
+        out.append((type(e.value), str(e.value)))
+    return out
+
+
+@pytest.mark.parametrize("call, error, words", REFUSALS)
+def test_both_refuse_alike(call, error, words):
+    def on(impl):
+        s, plan = ready(impl)
+        call(s, plan)
+    got, want = refusal(on)
+    assert got == want and got[0] is error and words in got[1]
+
+
+@pytest.mark.parametrize("config", [None, 16, {"block_size": 16}])
+def test_both_refuse_what_is_no_config(config):
+    got, want = refusal(lambda impl: (Scheduler if impl == "cpp" else ReferenceScheduler)(config))
+    assert got == want and got[0] is TypeError
+
+
+@pytest.mark.parametrize("engine_type", ENGINE_TYPES)
+@pytest.mark.parametrize("prompt_len, max_new_tokens", [(3 * 10**9, 1), (MAX_SEQ_TOKENS, 1)])
+def test_both_reject_a_request_too_long_alike(engine_type, prompt_len, max_new_tokens):
+    """(Lengths whose sum overflows int64: tests/test_bad_input.py, in a fresh interpreter.)"""
+    cpp, ref = (make_scheduler(impl, engine_type=engine_type) for impl in IMPLS)
+    records = [s.add_sequence(seq_id=7, prompt_len=prompt_len, max_new_tokens=max_new_tokens)
+               for s in (cpp, ref)]
+    fields = ("seq_id", "dp_rank", "status", "output_len", "num_preemptions",
+              "recomputed_tokens", "prefix_hit_tokens", "reason")
+    assert [getattr(records[0], f) for f in fields] == [getattr(records[1], f) for f in fields]
+    assert records[0].status == "rejected"
+    for f in SEQ_FIELDS + ("prompt_len", "max_new_tokens", "footprint"):
+        got, want = getattr(cpp.seq(7), f), getattr(ref.seq(7), f)
+        assert (list(got) if f == "blocks" else got) == want, f
+    assert cpp.schedule().rejected.tolist() == ref.schedule().rejected.tolist() == [7]

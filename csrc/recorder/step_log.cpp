@@ -14,8 +14,12 @@ namespace {
 }  // namespace
 
 void StepLog::enqueue(const SeqRecord& added, double t) {
+  if (owner_ != 0 && added.owner != owner_)
+    bad_arg("request " + std::to_string(added.seq_id) +
+            " was added to another scheduler than the requests and plans recorded before it");
   if (live_.count(added.seq_id))
     bad_arg("request " + std::to_string(added.seq_id) + " was enqueued twice");
+  owner_ = added.owner;
   LiveRequest r;
   r.enqueue_s = t;
   r.added = added;
@@ -65,7 +69,7 @@ void StepLog::check(const ScheduleOutput& plan, const PostprocessOutput& post,
             (post.owner == plan.owner ? "" : " of another scheduler"));
   if (owner_ != 0 && plan.owner != owner_)
     bad_arg("plan " + std::to_string(plan.step) +
-            " comes from another scheduler than the plans recorded before it");
+            " comes from another scheduler than the requests and plans recorded before it");
   size_t rows = 0;
   for (const Batch& b : plan.batches) rows += b.rows();
   if (post.output_len.size() != rows)

@@ -146,11 +146,12 @@ class StepLog {
 
   // A request entered the engine at t, as add_sequence returned it. Tokens it arrived with
   // (a completion engine's first) are stamped at t; one done on arrival leaves at once.
+  // A record of another scheduler than the earlier ones is std::invalid_argument.
   void enqueue(const SeqRecord& added, double t);
   // A plan after its postprocess(), with one StepCost per batch. Tokens are stamped at
   // times.t_end_s; a measured request's gaps join the inter-token distribution; the
   // requests in post.left leave. A pair that does not belong together, or a plan of
-  // another scheduler than the earlier ones, is std::invalid_argument.
+  // another scheduler than the earlier requests and plans, is std::invalid_argument.
   void record(const ScheduleOutput& plan, const PostprocessOutput& post, const StepTimes& times,
               const std::vector<StepCost>& costs);
   // The requests still live leave as rows: rejected as added, else unfinished. Their gaps
@@ -174,7 +175,7 @@ class StepLog {
   void leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end);
 
   int64_t warmup_steps_;
-  uint64_t owner_ = 0;  // the scheduler of the plans recorded so far
+  uint64_t owner_ = 0;  // the scheduler of the requests and plans recorded so far
   StepRows steps_;
   BatchRows batches_;
   RequestRows requests_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +76,26 @@ struct PyStepLog : StepLog {
   py::object on_full;
   size_t buffered = 0;  // steps recorded since the step rows were last taken
   std::vector<StepCost> costs;  // scratch, reused across record() calls
+  bool recording = false;       // inside record(), which on_full() may leave for Python
+};
+
+// Marks a record() call in progress: on_full() runs Python, which may switch threads or
+// call back into the log, and a second record() then would share the first one's scratch.
+class Recording {
+ public:
+  explicit Recording(PyStepLog& log) : log_(log) {
+    if (log.recording)
+      throw std::runtime_error(
+          "StepLog.record() called while another record() of this log is running (from "
+          "on_full or another thread): a StepLog records one step at a time");
+    log.recording = true;
+  }
+  ~Recording() { log_.recording = false; }
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+
+ private:
+  PyStepLog& log_;
 };
 
 }  // namespace
@@ -96,10 +117,12 @@ void bind_step_log(py::module_& m) {
           },
           "The columns take_steps(), take_batches() and take_requests() return, by table.")
       .def("enqueue", &StepLog::enqueue, py::arg("added"), py::arg("t"),
-           "A request entered the engine at t: the SeqRecord add_sequence returned.")
+           "A request entered the engine at t: the SeqRecord add_sequence returned (of the "
+           "scheduler whose plans this log records, else ValueError).")
       .def(
           "record",
           [](PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
+            const Recording recording(log);
             // Names made once: an attribute lookup by C string builds a new str each time.
             static const auto& name = *new std::array<py::str, 8>{
                 "plan",      "post",           "sched_call_ns", "forward_ns",
@@ -146,7 +169,8 @@ void bind_step_log(py::module_& m) {
           py::arg("record"), py::arg("t_start"), py::arg("t_end"),
           "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
           "clock); first on_full() if chunk_steps steps are buffered, its time in the "
-          "step's flush_ns.")
+          "step's flush_ns. Holds the GIL but for on_full(); a record() begun meanwhile (from "
+          "on_full or another thread) raises RuntimeError.")
       .def("end", &StepLog::end,
            "The requests still live leave as rows: rejected as added, else unfinished.")
       .def_property_readonly("num_done", &StepLog::num_done,
