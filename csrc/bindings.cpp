@@ -1,7 +1,7 @@
 // The Python face of the scheduler core: engine._core. Metadata leaves as read-only numpy
 // views of the plan's own buffers (no per-element Python objects); schedule() runs with
 // the GIL released unless the caller asks to hold it. Arguments are checked by name
-// (py_args.hpp); calls into one Scheduler are serialised (docs/reliability-threading.md).
+// (py_args.hpp); calls into one Scheduler are serialised (docs/reliability.md).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -262,7 +262,7 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<SequenceLeft>(m, "SequenceLeft", PyExc_KeyError);
 
   // Every call but retain_finished takes the scheduler's mutex: schedule() with the GIL
-  // released, the others with it held (docs/reliability-threading.md).
+  // released, the others with it held (docs/reliability.md).
   py::class_<GuardedScheduler>(m, "Scheduler")
       .def(py::init([](const py::object& config, bool retain_finished) {
              return std::make_unique<GuardedScheduler>(to_config(config), retain_finished);

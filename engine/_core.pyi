@@ -84,7 +84,7 @@ class SequenceLeft(KeyError):
 
 class Scheduler:
     """Calls from several threads are serialised: schedule() releases the GIL, the others
-    wait for it (docs/reliability-threading.md)."""
+    wait for it (docs/reliability.md)."""
     num_outstanding_plans: int
     num_slots: int  # sequence slots, vacant ones included
     num_live: int  # sequences seq() can name

@@ -1,4 +1,4 @@
-"""Bad input at the command line: the catalogue (docs/reliability-input.md).
+"""Bad input at the command line: the catalogue (docs/reliability.md).
 
 Three classes, one rule each, every case through `steptrace` itself (harness.commands.main):
 
@@ -448,7 +448,7 @@ def big_trace(path: Path, rows: int) -> Path:
 def test_a_large_trace_with_a_limit_reads_in_bounded_memory(tmp_path, suffix):
     """A 22 - 27 MB trace with limit 50: the reader holds about a chunk (2 MB traced here),
     not the file (the whole-file reader held several times the file; the figures are in
-    docs/reliability-input.md)."""
+    docs/reliability.md)."""
     path = big_trace(tmp_path / f"big{suffix}", 800_000 if suffix == ".csv" else 400_000)
     size = path.stat().st_size
     assert size > 20e6

@@ -1,4 +1,4 @@
-"""Faults the harness survives (docs/reliability-faults.md): a conversion onto its own input,
+"""Faults the harness survives (docs/reliability.md): a conversion onto its own input,
 a full disk under every output written outside the recorder, SIGINT and SIGTERM in a run
 and a sweep (exit 130 / 143, the sweep stopped), and a harness killed outright (no
 telemetry folder left behind)."""
