@@ -1,5 +1,6 @@
-"""Test helpers: schedulers built from tiny configs, a fresh interpreter for code that may
-crash, and a wait for the telemetry sampler."""
+"""Test helpers: schedulers built from tiny configs, a small modeled workload, a fresh
+interpreter for code that may crash, and waits for the telemetry sampler and for a process
+to end."""
 
 import signal
 import subprocess
@@ -7,6 +8,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+import psutil
 
 from engine import ReferenceScheduler, Scheduler, SchedulerConfig
 
@@ -73,3 +76,29 @@ def wait_for_samples(sampler, rows, source="cpu", timeout_s=30.0):
             return
         time.sleep(0.05)
     raise AssertionError(f"the sampler journalled fewer than {rows} {source} rows in {timeout_s} s")
+
+
+# A small modeled run: a dozen generated requests, no calibration, no telemetry.
+MODELED = """trace:
+  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
+model: deepseek-v3
+device: modeled:H200
+precision: fp8
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+
+
+def process_gone(pid, within_s):
+    """True once the process has exited (a zombie counts: its parent reaps it) within
+    within_s seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False

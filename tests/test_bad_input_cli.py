@@ -28,17 +28,9 @@ import pytest
 
 from harness.commands import main
 from harness.traces import read_trace
+from tests.helpers import MODELED
 
 TRACE = "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,6,3\n"
-GENERATED = """trace:
-  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
-engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
-model: deepseek-v3
-device: modeled:H200
-precision: fp8
-calibration_requests: 0
-telemetry: {enabled: false}
-"""
 # 342 bytes that expand to 9**9 strings: PyYAML's own loader builds it (shared), but any walk
 # over the values, a repr in a message included, never finishes
 BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
@@ -230,7 +222,7 @@ def test_set_fills_a_section_left_empty(home, capsys):
 @pytest.fixture(scope="module")
 def a_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run")
-    path = write(tmp / "g.yaml", GENERATED + f"output: {tmp / 'out'}\n")
+    path = write(tmp / "g.yaml", MODELED + f"output: {tmp / 'out'}\n")
     assert main(["run", str(path)]) == 0
     (run,) = (tmp / "out" / "g").iterdir()
     return run
@@ -304,7 +296,7 @@ def test_a_failed_run_shows_its_cause_only_with_debug(home, capsys, monkeypatch)
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
     monkeypatch.setattr(harness.run, "run_workload", broken)
-    path = write(home / "g.yaml", GENERATED)
+    path = write(home / "g.yaml", MODELED)
     steptrace(capsys, ["run", path], 1, "steptrace: run failed: RuntimeError: the device fell over")
     assert main(["run", str(path), "--debug"]) == 1
     err = capsys.readouterr().err
@@ -366,7 +358,7 @@ def test_warmup_beyond_the_requests_is_said_at_validation(home, capsys):
 
 
 def test_warmup_longer_than_the_run_is_said_by_the_run_and_show(tmp_path, capsys):
-    path = write(tmp_path / "g.yaml", GENERATED + f"output: {tmp_path / 'out'}\n"
+    path = write(tmp_path / "g.yaml", MODELED + f"output: {tmp_path / 'out'}\n"
                  "warmup_steps: 100000\n")
     assert main(["run", str(path)]) == 0
     out, err = capsys.readouterr()

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import pytest
 
 from harness import atomic, replay as replay_module, tables
@@ -26,20 +25,11 @@ from harness.tables import read_requests
 from harness.telemetry import Sampler
 from harness.traces import read_trace
 from harness.workload import load_workload
-from tests.helpers import wait_for_samples
+from tests.helpers import MODELED, process_gone, wait_for_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "workloads" / "traces" / "synthetic_small.csv"
 ENOSPC = os.strerror(errno.ENOSPC)  # "No space left on device"
-MODELED = """trace:
-  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
-engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
-model: deepseek-v3
-device: modeled:H200
-precision: fp8
-calibration_requests: 0
-telemetry: {enabled: false}
-"""
 # 400 requests over 20 s of the real clock: long enough to be interrupted mid-replay.
 SLOW = """trace:
   generate: {requests: 400, rate: 20, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}
@@ -345,18 +335,6 @@ print(sampler._dir, sampler._process.pid, flush=True)
 """
 
 
-def _gone(pid, within_s):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def _vanishes(path, within_s):
     deadline = time.monotonic() + within_s
     while Path(path).exists():
@@ -379,7 +357,7 @@ def test_a_harness_that_dies_leaves_no_telemetry_folder(tmp_path, end):
             proc.kill()
         proc.wait(timeout=60)
         assert _vanishes(folder, within_s=10.0)  # a loaded host is slow
-        assert _gone(int(child), within_s=10.0)
+        assert process_gone(int(child), within_s=10.0)
         assert listing(tmp_path) == []
     finally:
         proc.kill()

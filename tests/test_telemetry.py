@@ -19,7 +19,7 @@ from harness.metrics import SUMMARY_COLUMNS
 from harness.telemetry import DEVICE_COLUMNS, Sampler, device_summary
 from harness.telemetry.columns import row
 from harness.telemetry.host import HostSource
-from tests.helpers import wait_for_samples
+from tests.helpers import process_gone, wait_for_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,18 +35,6 @@ def _nvml_driver_present():
         return False
     pynvml.nvmlShutdown()
     return True
-
-
-def _gone(pid, within_s):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # --- the sampler process ---------------------------------------------------------------
@@ -134,7 +122,7 @@ def test_the_child_exits_by_itself_when_the_parent_dies():
                          text=True, check=True)
     pid, worker, journal_dir = out.stdout.split()
     try:
-        assert _gone(int(pid), within_s=10.0)  # a loaded host is slow
+        assert process_gone(int(pid), within_s=10.0)  # a loaded host is slow
         assert not Path(journal_dir).exists()  # nobody would read the journal: removed
     finally:
         os.kill(int(worker), signal.SIGKILL)
