@@ -27,6 +27,7 @@ import pickle
 import struct
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
@@ -35,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from .atomic import atomic_open
+from .schema import TABLES
 from .table_sink import TableSink, dictionary
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the directory holding harness/
@@ -62,6 +64,11 @@ class TableWriter:
             pass  # the system's limit is lower: the default pipe works, in more wake-ups
         self._send(("open", str(run_dir), fmt, labels or {}, list(names),
                     {k: list(v) for k, v in (dictionaries or {}).items()}))
+        # Ready before the run: a writer still importing pyarrow would hold up the first
+        # chunks, and the engine behind them.
+        if self._process.stdout.readline() != b"ready\n":
+            raise OSError(f"the table writer process did not start (status "
+                          f"{self._process.wait()})")
 
     def write(self, tables: Mapping[str, Mapping[str, object]]) -> None:
         """One chunk of each named table: columns of numpy arrays (or lists of text);
@@ -183,6 +190,26 @@ class _Tables:
         self._sinks[name].abort()
 
 
+def _warm_up(fmt: str, labels, names, dictionaries) -> None:
+    """A row of each table through every step of a write, into a folder thrown away: the
+    first chunk through pyarrow costs about 0.7 s of one-off set-up (compute kernels, the
+    Parquet writer), paid here before the harness is told the writer is ready."""
+    with tempfile.TemporaryDirectory(prefix="steptrace-writer-") as scratch:
+        tables = _Tables(scratch, fmt, labels, names, dictionaries)
+        tables.write({name: {c.name: _one_row(c, dictionaries) for c in TABLES[name].columns}
+                      for name in names})
+        for sink in tables._sinks.values():
+            sink.abort()
+
+
+def _one_row(column, dictionaries):
+    if column.name in dictionaries:
+        return np.zeros(1, np.int8)
+    if pa.types.is_dictionary(column.type) or pa.types.is_string(column.type):
+        return np.array([""], dtype=object)
+    return np.zeros(1, column.type.to_pandas_dtype())
+
+
 def _mark_killed(run_dir: Path) -> None:
     """The manifest says the run was killed: its process ended without closing it."""
     path = run_dir / "manifest.json"
@@ -204,6 +231,9 @@ def main() -> int:
     if opened is None:
         return 0
     tables = _Tables(*opened[1:])
+    _warm_up(*opened[2:])
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     closed = False
     try:
         while (message := _receive(stdin)) is not None:
