@@ -575,12 +575,13 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
 
 // postprocess's first pass over a batch: the decode steps that leave their sequence running
 // (a prompt engine has none: it runs prompt rounds only). drafts and output_len: the batch's.
-// Returns how many other rows it listed in `other`, in row order. Out of line, and without
-// drafts a loop of its own: fewer values than registers, none kept on the stack.
+// Returns how many other rows it listed in `other`, in row order. Out of line (declared
+// noinline: inlined, its loop shares registers with postprocess's calls and spills), and
+// without drafts a loop of its own. output_len is written between the sequence's counters:
+// four adjacent stores would be merged into one vector store that costs more than it saves.
 template <bool kDrafts>
-[[gnu::noinline]] size_t Scheduler::postprocess_decodes(const Batch& batch, const int64_t* drafts,
-                                                        int32_t* output_len, uint32_t* other,
-                                                        Gains& gains) {
+size_t Scheduler::postprocess_decodes(const Batch& batch, const int64_t* drafts,
+                                      int32_t* output_len, uint32_t* other, Gains& gains) {
   Sequence* seqs = seqs_.data();
   const size_t n = batch.rows();
   const int32_t* index = batch.seq_index.data();
@@ -607,9 +608,9 @@ template <bool kDrafts>
     }
     s.num_inflight -= q;
     --s.inflight_samples;
+    output_len[j] = tokens - s.prompt_len;
     s.num_cached = std::min(s.num_cached + gained, cap);
     s.num_tokens = tokens;  // below cap: the sequence does not finish
-    output_len[j] = tokens - s.prompt_len;
     if constexpr (kDrafts) {
       least = std::min(least, gained);
       most = std::max(most, gained);

@@ -140,8 +140,8 @@ class Scheduler {
     }
   };
   template <bool kDrafts>
-  size_t postprocess_decodes(const Batch& batch, const int64_t* drafts, int32_t* output_len,
-                             uint32_t* other, Gains& gains);
+  [[gnu::noinline]] size_t postprocess_decodes(const Batch& batch, const int64_t* drafts,
+                                               int32_t* output_len, uint32_t* other, Gains& gains);
   int32_t postprocess_row(Rank& rank, int32_t idx, int32_t q, RowKind kind, int32_t gained,
                           int32_t& output_len, PostprocessOutput& out);
   SeqRecord record_of(const Sequence& s) const;
