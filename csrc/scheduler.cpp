@@ -418,8 +418,8 @@ void Scheduler::write_decode_rows(Batch& batch, const Batch::Rows& rows) {
   int64_t* seq_ids = rows.seq_ids;
   int32_t* table = batch.open_block_tables(n, width);
   uint64_t* marks = batch.row_marks();
-  if (other_rows_.size() < n) other_rows_.resize(n);
-  uint32_t* stale = other_rows_.data();
+  if (stale_rows_.size() < n) stale_rows_.resize(n);
+  uint32_t* stale = stale_rows_.data();
   size_t num_stale = 0;
   for (size_t j = 0; j < n; ++j) {
     const Sequence& s = seqs[seq_index[j]];

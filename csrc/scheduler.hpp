@@ -195,7 +195,8 @@ class Scheduler {
   uint64_t next_version_ = 1;  // the next Sequence::blocks_version
   std::vector<int32_t> candidates_;  // scratch, reused across rounds
   std::vector<int32_t> victims_;     // scratch
-  std::vector<uint32_t> other_rows_;  // scratch: rows left for a second pass
+  std::vector<uint32_t> stale_rows_;  // scratch: decode rows whose table row is out of date
+  std::vector<uint32_t> other_rows_;  // scratch: postprocess's rows that are not plain decodes
   bool retain_finished_;
   int32_t num_added_ = 0;
   struct Leaving {
