@@ -2,6 +2,7 @@
 // the binding hands to numpy without copying.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,6 +60,13 @@ struct Batch {
       ++n;
       if (num_blocks > table_width) table_width = num_blocks;
     }
+    // A decode round writes its rows' columns one at a time (Scheduler::decode_round); these
+    // three are the same for every row.
+    void fill_decode(int32_t q) {
+      std::fill(seqlen_q, seqlen_q + n, q);
+      std::fill(padded_q, padded_q + n, q);
+      std::fill(kind, kind + n, kDecode);
+    }
   };
   Rows open_rows(size_t bound) {
     resize_rows(bound);
@@ -69,14 +77,28 @@ struct Batch {
     resize_rows(written.n);
     table_width = written.table_width;
   }
-  // Room for n block-table entries, every one to be written by the caller.
-  int32_t* open_block_tables(size_t n) {
+  // Room for a [rows, width] table, every row to be written by the caller unless its mark
+  // says it holds that already. row_marks()[j] is the Sequence::blocks_version that table row
+  // j was written from (0: none), so that a recycled plan's next round writes only the rows
+  // whose block list changed since. A new buffer or another width clears the marks.
+  int32_t* open_block_tables(size_t rows, int32_t width) {
+    const size_t n = rows * static_cast<size_t>(width);
+    bool clear = width != marked_width_;
     if (n > table_capacity) {
       block_tables.reset(new int32_t[n]);
       table_capacity = n;
+      clear = true;
     }
+    if (rows > marks_capacity) {
+      marks_.reset(new uint64_t[rows]());
+      marks_capacity = rows;
+    } else if (clear) {
+      std::fill_n(marks_.get(), marks_capacity, uint64_t{0});
+    }
+    marked_width_ = width;
     return block_tables.get();
   }
+  uint64_t* row_marks() { return marks_.get(); }
 
  private:
   void resize_rows(size_t n) {
@@ -88,6 +110,9 @@ struct Batch {
     seq_index.resize(n);
   }
   size_t table_capacity = 0;
+  std::unique_ptr<uint64_t[]> marks_;
+  size_t marks_capacity = 0;
+  int32_t marked_width_ = 0;
 };
 
 struct ScheduleOutput {

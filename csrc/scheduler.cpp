@@ -75,6 +75,7 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   s.num_cached = completion ? s.prompt_len : 0;
   s.prefill_target = s.prompt_len;
   s.hash_ids = std::move(hash_ids);
+  s.blocks_version = next_version_++;
 
   const int32_t need = blocks_for(s.footprint);
   const int32_t idx = take_slot();
@@ -272,7 +273,7 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
       s.num_cached = chunk->done;
       s.prefix_hit_tokens += chunk->done;
     }
-    rank.pool.allocate(chunk->new_blocks, s.blocks);
+    allocate_blocks(rank, s, chunk->new_blocks);  // a new version for the shared blocks too
     add_row(rows, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
             chunk->final ? kFinal : kChunk);
     s.num_inflight += chunk->q;
@@ -291,7 +292,10 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
     }
     if (chunk->final) {
       ++s.inflight_samples;
-      if (config_.engine_type != EngineType::kPrompt) rank.decoding.push_back(idx);
+      if (config_.engine_type != EngineType::kPrompt) {
+        rank.decoding.push_back(idx);
+        rank.decode_sorted = false;
+      }
     }
     budget -= chunk->padded;
   }
@@ -357,69 +361,105 @@ int32_t Scheduler::prefill_blocks(const Sequence& s) const {
   return blocks_for(std::min(s.prefill_target + lookahead_, s.footprint));
 }
 
-// Block-table rows are written while their sequence is at hand, `width` wide: the widest
-// candidate's blocks. If the widest row scheduled is narrower or wider than that (it was
-// passed over, preempted, or grew a block), the table is written again afterwards.
+// Two passes: the first chooses the rows (allocating and preempting), the second writes their
+// seq_ids and block-table rows once the table's width is known (a loop without calls).
 void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
   if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
-  const int32_t width = order_for_decode(rank.decoding);
+  order_for_decode(rank);
   candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
+  // Neither vector is resized below: their data stays put across the calls in the loop.
+  const int32_t* candidates = candidates_.data();
+  Sequence* seqs = seqs_.data();
   Batch::Rows rows = batch.open_rows(candidates_.size());
-  int32_t* table = batch.open_block_tables(candidates_.size() * static_cast<size_t>(width));
+  int32_t* seq_index = rows.seq_index;
+  int32_t* seqlen_k = rows.seqlen_k;
+  const int32_t q = 1 + config_.num_mtp;
+  size_t n = 0;
+  int32_t width = 0;  // the most blocks a scheduled sequence holds
 
   victims_.clear();
   int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
   while (left <= right) {
-    const int32_t idx = candidates_[right];
-    if (right >= kPrefetch) prefetch(seqs_[candidates_[right - kPrefetch]]);
-    Sequence& s = seqs_[idx];
-    const int32_t q = decode_q(s);
-    if (q == 0) {  // waits for in-flight samples; as a victim it would be passed over too
+    const int32_t idx = candidates[right];
+    if (right >= kPrefetch) prefetch(seqs[candidates[right - kPrefetch]]);
+    Sequence& s = seqs[idx];
+    if (!wants_token(s)) {  // waits for in-flight samples; as a victim it would be passed over
       --right;
       continue;
     }
-    const int32_t seqlen_k = s.num_cached + s.num_inflight + q;
-    const int32_t need =
-        new_blocks(static_cast<int32_t>(s.blocks.size()), std::min(seqlen_k, s.footprint));
-    if (need <= rank.pool.num_free()) {
-      if (need > 0) rank.pool.allocate(need, s.blocks);
-      write_table_row(table + rows.n * width, s.blocks, width);
-      add_row(rows, idx, q, q, seqlen_k, kDecode);
-      s.num_inflight += q;
-      ++s.inflight_samples;
-      --right;
-      continue;
+    const int32_t k = s.num_cached + s.num_inflight + q;
+    const int32_t have = static_cast<int32_t>(s.blocks.size());
+    const int32_t need = new_blocks(have, std::min(k, s.footprint));
+    if (need > 0) {
+      if (need > rank.pool.num_free()) {
+        const int32_t victim = candidates[left++];
+        if (seqs[victim].num_inflight == 0) {  // a victim with work in flight is passed over
+          preempt(rank, victim);
+          victims_.push_back(victim);
+        }
+        continue;
+      }
+      allocate_blocks(rank, s, need);
     }
-    const int32_t victim = candidates_[left++];
-    if (seqs_[victim].num_inflight == 0) {  // a victim with work in flight is passed over
-      preempt(rank, victim);
-      victims_.push_back(victim);
-    }
+    seq_index[n] = idx;
+    seqlen_k[n] = k;
+    ++n;
+    width = std::max(width, have + need);
+    s.num_inflight += q;
+    ++s.inflight_samples;
+    --right;
   }
   // Preempted sequences go to the front of the queue as a group, in preemption order.
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
   for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
+  rows.n = n;
+  rows.table_width = width;
+  rows.fill_decode(q);
+  write_decode_rows(batch, rows);
   batch.close_rows(rows);
-  if (batch.table_width != width) fill_block_tables(batch);
 }
 
-int32_t Scheduler::decode_q(const Sequence& s) const {
-  if (s.output_len() + s.inflight_samples >= s.max_new_tokens) return 0;
-  return 1 + config_.num_mtp;
+// A decode batch's seq_ids and block tables. Most rows of a recycled plan's table already
+// hold their sequence's blocks (Batch::row_marks): only the others are written, afterwards.
+void Scheduler::write_decode_rows(Batch& batch, const Batch::Rows& rows) {
+  const Sequence* seqs = seqs_.data();
+  const size_t n = rows.n;
+  const int32_t width = rows.table_width;
+  const int32_t* seq_index = rows.seq_index;
+  int64_t* seq_ids = rows.seq_ids;
+  int32_t* table = batch.open_block_tables(n, width);
+  uint64_t* marks = batch.row_marks();
+  if (stale_rows_.size() < n) stale_rows_.resize(n);
+  uint32_t* stale = stale_rows_.data();
+  size_t num_stale = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const Sequence& s = seqs[seq_index[j]];
+    seq_ids[j] = s.seq_id;
+    if (marks[j] != s.blocks_version)
+      stale[num_stale++] = static_cast<uint32_t>(j);
+    else if constexpr (kChecks)
+      check_table_row(table + j * width, s, width);
+  }
+  for (size_t k = 0; k < num_stale; ++k) {
+    const uint32_t j = stale[k];
+    write_table_row(table + j * width, marks[j], seqs[seq_index[j]], width);
+  }
 }
 
 // Running sequences in decode order; stable insertion sort, since the order barely changes
-// from one round to the next (every decoding sequence gains about one token).
-// One pass drops the sequences that finished since the last round, and finds the most
-// blocks a running sequence holds.
-int32_t Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
+// from one round to the next (every decoding sequence gains about one token). The same pass
+// drops the sequences that finished since the last round. A list known to be in order
+// (Rank::decode_sorted) is left as it is.
+void Scheduler::order_for_decode(Rank& rank) const {
+  if (rank.decode_sorted) return;
+  std::vector<int32_t>& decoding = rank.decoding;
   const bool longest_first = config_.preempt_order == PreemptOrder::kLongestOutput;
   auto before = [&](int32_t out_a, int32_t order_a, int32_t b) {
     const int32_t out_b = seqs_[b].output_len();
     if (out_a != out_b) return longest_first ? out_a > out_b : out_a < out_b;
     return order_a < seqs_[b].order;
   };
-  size_t kept = 0, widest = 0;
+  size_t kept = 0;
   int32_t last = -1;  // decoding[kept - 1]: compared with every new entry, so kept at hand
   int32_t last_out = 0, last_order = 0;
   for (size_t i = 0; i < decoding.size(); ++i) {
@@ -427,7 +467,6 @@ int32_t Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
     const int32_t x = decoding[i];
     const Sequence& s = seqs_[x];
     if (s.status != SeqStatus::kRunning) continue;
-    widest = std::max(widest, s.blocks.size());
     const int32_t out = s.output_len(), order = s.order;
     const bool in_place =
         last < 0 || !(longest_first ? out > last_out || (out == last_out && order < last_order)
@@ -444,7 +483,7 @@ int32_t Scheduler::order_for_decode(std::vector<int32_t>& decoding) const {
     decoding[j] = x;
   }
   decoding.resize(kept);
-  return static_cast<int32_t>(widest);
+  rank.decode_sorted = true;
 }
 
 void Scheduler::admit_prefilled(Rank& rank) {
@@ -454,11 +493,12 @@ void Scheduler::admit_prefilled(Rank& rank) {
     const int32_t tokens = std::min(s.num_cached + lookahead_, s.footprint);
     const int32_t need = new_blocks(static_cast<int32_t>(s.blocks.size()), tokens);
     if (need > rank.pool.num_free()) return;
-    rank.pool.allocate(need, s.blocks);
+    allocate_blocks(rank, s, need);
     rank.waiting.pop_front();
     s.status = SeqStatus::kRunning;
     ++rank.num_running;
     rank.decoding.push_back(idx);
+    rank.decode_sorted = false;
   }
 }
 
@@ -474,7 +514,7 @@ void Scheduler::preempt(Rank& rank, int32_t idx) {
     s.prefill_target = s.num_tokens;
     s.num_indexed = 0;
   }
-  rank.pool.release(s.blocks);
+  release_blocks(rank, s);
 }
 
 // ---- postprocess ------------------------------------------------------------------------
@@ -511,49 +551,124 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
     const int32_t* index = batch.seq_index.data();
     const int32_t* seqlen_q = batch.seqlen_q.data();
     const int8_t* kind = batch.kind.data();
-    for (size_t j = 0; j < n; ++j, ++row) {
-      const int32_t idx = index[j];
-      if (j + kPrefetch < n) prefetch(seqs_[index[j + kPrefetch]]);
-      STEPTRACE_CHECK(idx >= 0 && static_cast<size_t>(idx) < seqs_.size() &&
-                          seqs_[idx].seq_id == batch.seq_ids[j] && seqs_[idx].order >= 0,
-                      "row " + std::to_string(j) + " of rank " + std::to_string(batch.rank) +
-                          " names sequence " + std::to_string(batch.seq_ids[j]) + " at slot " +
-                          std::to_string(idx));
-      Sequence& s = seqs_[idx];
-      const int32_t q = seqlen_q[j];
-      s.num_inflight -= q;
-      if (s.status == SeqStatus::kFinished) {  // finished while this work was in flight
-        out.discarded_tokens += q;
-        out.output_len[row] = s.output_len();
-        if (s.num_inflight == 0) rank.pool.release(s.blocks);
-        continue;
-      }
-      if (kind[j] == kChunk) {
-        s.num_cached += q;
-        out.output_len[row] = s.output_len();
-        if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
-        continue;
-      }
-      --s.inflight_samples;
-      const int32_t cap = s.prompt_len + s.max_new_tokens;
-      const int32_t gained = 1 + (accepted ? static_cast<int32_t>((*accepted)[row]) : 0);
-      s.num_cached = std::min(s.num_cached + (kind[j] == kFinal ? q : gained), cap);
-      s.num_tokens = std::min(s.num_tokens + gained, cap);
-      if (kind[j] == kFinal && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
-      out.output_len[row] = s.output_len();
-      if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
-        out.left.push_back(record_of(s));  // before finish(), which may let it go
-        out.left.back().status = SeqStatus::kFinished;
-        finish(rank, idx);
-        out.finished.push_back(out.left.back().seq_id);
-      }
+    int32_t* output_len = out.output_len.data() + row;
+    const int64_t* drafts = accepted ? accepted->data() + row : nullptr;
+    // Output lengths are the decode order's keys: the order holds if every sequence in the
+    // rank's decode list gained the same number of tokens (rows name distinct sequences, and
+    // a sampling row's sequence is in that list or has finished, which clears the flag).
+    Gains gains;
+    // Most rows are the decode step of a running sequence that it does not finish: a first
+    // pass does them. The others follow, in row order. Each row touches only its own
+    // sequence (no sequence has two rows) and the others the rank's pool and lists, which
+    // decode steps leave alone: the two passes commute.
+    if (other_rows_.size() < n) other_rows_.resize(n);
+    uint32_t* other = other_rows_.data();
+    const size_t num_other =
+        drafts ? postprocess_decodes<true>(batch, drafts, output_len, other, gains)
+               : postprocess_decodes<false>(batch, nullptr, output_len, other, gains);
+    for (size_t k = 0; k < num_other; ++k) {
+      const uint32_t j = other[k];
+      const int32_t gained = 1 + (drafts ? static_cast<int32_t>(drafts[j]) : 0);
+      const int32_t gain = postprocess_row(
+          rank, index[j], seqlen_q[j], static_cast<RowKind>(kind[j]), gained, output_len[j], out);
+      if (gain > 0) gains.add(gain);
     }
+    if (gains.sampled > 0 && (gains.sampled != rank.decoding.size() || gains.least != gains.most))
+      rank.decode_sorted = false;
+    row += n;
   }
   for (int64_t seq_id : plan.rejected) out.left.push_back(record_of(seq(seq_id)));
   ++next_postprocess_;
   free_left_slots();
   if constexpr (kChecks) check_invariants();
   return out;
+}
+
+// postprocess's first pass over a batch: the decode steps that leave their sequence running
+// (a prompt engine has none: it runs prompt rounds only). drafts and output_len: the batch's.
+// Returns how many other rows it listed in `other`, in row order. Out of line (declared
+// noinline: inlined, its loop shares registers with postprocess's calls and spills), and
+// without drafts a loop of its own. output_len is written between the sequence's counters:
+// four adjacent stores would be merged into one vector store that costs more than it saves.
+template <bool kDrafts>
+size_t Scheduler::postprocess_decodes(const Batch& batch, const int64_t* drafts,
+                                      int32_t* output_len, uint32_t* other, Gains& gains) {
+  Sequence* seqs = seqs_.data();
+  const size_t n = batch.rows();
+  const int32_t* index = batch.seq_index.data();
+  const int8_t* kind = batch.kind.data();
+  const int32_t q = 1 + config_.num_mtp;  // every decode row's seqlen_q
+  int32_t least = std::numeric_limits<int32_t>::max(), most = 0;
+  size_t num_other = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const int32_t idx = index[j];
+    if (j + kPrefetch < n) prefetch(seqs[index[j + kPrefetch]]);
+    STEPTRACE_CHECK(idx >= 0 && static_cast<size_t>(idx) < seqs_.size() &&
+                        seqs_[idx].seq_id == batch.seq_ids[j] && seqs_[idx].order >= 0 &&
+                        (kind[j] != kDecode || batch.seqlen_q[j] == q),
+                    "row " + std::to_string(j) + " of rank " + std::to_string(batch.rank) +
+                        " names sequence " + std::to_string(batch.seq_ids[j]) + " at slot " +
+                        std::to_string(idx) + ", seqlen_q " + std::to_string(batch.seqlen_q[j]));
+    Sequence& s = seqs[idx];
+    const int32_t gained = kDrafts ? 1 + static_cast<int32_t>(drafts[j]) : 1;
+    const int32_t tokens = s.num_tokens + gained;
+    const int32_t cap = s.prompt_len + s.max_new_tokens;
+    if (kind[j] != kDecode || s.status != SeqStatus::kRunning || tokens >= cap) {
+      other[num_other++] = static_cast<uint32_t>(j);
+      continue;
+    }
+    s.num_inflight -= q;
+    --s.inflight_samples;
+    output_len[j] = tokens - s.prompt_len;
+    s.num_cached = std::min(s.num_cached + gained, cap);
+    s.num_tokens = tokens;  // below cap: the sequence does not finish
+    if constexpr (kDrafts) {
+      least = std::min(least, gained);
+      most = std::max(most, gained);
+    }
+  }
+  const size_t sampled = n - num_other;
+  if (sampled > 0) {
+    gains.sampled += sampled;
+    gains.least = std::min(gains.least, kDrafts ? least : 1);
+    gains.most = std::max(gains.most, kDrafts ? most : 1);
+  }
+  return num_other;
+}
+
+// Any row but a decode step that leaves its sequence running; returns the tokens the
+// sequence gained (0 for a chunk, or work discarded).
+int32_t Scheduler::postprocess_row(Rank& rank, int32_t idx, int32_t q, RowKind kind, int32_t gained,
+                                   int32_t& output_len, PostprocessOutput& out) {
+  Sequence& s = seqs_[idx];
+  s.num_inflight -= q;
+  if (s.status == SeqStatus::kFinished) {  // finished while this work was in flight
+    out.discarded_tokens += q;
+    output_len = s.output_len();
+    if (s.num_inflight == 0) release_blocks(rank, s);
+    return 0;
+  }
+  if (kind == kChunk) {
+    s.num_cached += q;
+    output_len = s.output_len();
+    if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
+    return 0;
+  }
+  --s.inflight_samples;
+  const int32_t cap = s.prompt_len + s.max_new_tokens;
+  const int32_t before = s.num_tokens;
+  s.num_cached = std::min(s.num_cached + (kind == kFinal ? q : gained), cap);
+  s.num_tokens = std::min(s.num_tokens + gained, cap);
+  if (kind == kFinal && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
+  output_len = s.output_len();
+  const int32_t gain = s.num_tokens - before;
+  if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {
+    out.left.push_back(record_of(s));  // before finish(), which may let it go
+    out.left.back().status = SeqStatus::kFinished;
+    finish(rank, idx);
+    out.finished.push_back(out.left.back().seq_id);
+  }
+  return gain;
 }
 
 size_t Scheduler::flat_rows(const ScheduleOutput& plan) {
@@ -594,7 +709,8 @@ void Scheduler::finish(Rank& rank, int32_t idx) {
   s.member_pos = -1;
   --num_unfinished_;
   s.status = SeqStatus::kFinished;
-  if (s.num_inflight == 0) rank.pool.release(s.blocks);
+  rank.decode_sorted = false;  // it stays in `decoding` until the next sort drops it
+  if (s.num_inflight == 0) release_blocks(rank, s);
   leave(idx, next_step_ - 1);  // the newest plan may still name it
 }
 
@@ -602,11 +718,11 @@ void Scheduler::finish(Rank& rank, int32_t idx) {
 
 void Scheduler::fill_block_tables(Batch& batch) const {
   const int32_t width = batch.table_width;
-  int32_t* row = batch.open_block_tables(batch.rows() * static_cast<size_t>(width));
-  for (int32_t idx : batch.seq_index) {
-    write_table_row(row, seqs_[idx].blocks, width);
-    row += width;
-  }
+  const size_t n = batch.rows();
+  int32_t* table = batch.open_block_tables(n, width);
+  uint64_t* marks = batch.row_marks();
+  for (size_t j = 0; j < n; ++j)
+    write_table_row(table + j * width, marks[j], seqs_[batch.seq_index[j]], width);
 }
 
 const Sequence& Scheduler::seq(int64_t seq_id) const { return seqs_[index_of(seq_id)]; }

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -89,6 +90,10 @@ class Scheduler {
     std::vector<int32_t> decoding;    // prefill fully scheduled, still generating
     std::vector<int32_t> members;     // unfinished sequences (least_loaded)
     int32_t num_running = 0;
+    // `decoding` holds running sequences only, in decode order for their present output
+    // lengths: the next decode round need not sort it. Cleared by whatever may break that
+    // (a sequence joins or finishes, outputs grow unevenly), set by the sort.
+    bool decode_sorted = false;
   };
   struct Chunk {
     int32_t q, padded, new_blocks;
@@ -106,11 +111,39 @@ class Scheduler {
   int32_t prefix_hit(const Rank& rank, const Sequence& s) const;
   void index_prompt_blocks(Rank& rank, Sequence& s) const;
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
-  int32_t decode_q(const Sequence& s) const;
+  // A decode step computes 1 + num_mtp positions, for a sequence that still wants a token
+  // once its in-flight samples are in.
+  static bool wants_token(const Sequence& s) {
+    return s.output_len() + s.inflight_samples < s.max_new_tokens;
+  }
   void admit_prefilled(Rank& rank);
-  int32_t order_for_decode(std::vector<int32_t>& decoding) const;
+  void order_for_decode(Rank& rank) const;
+  void write_decode_rows(Batch& batch, const Batch::Rows& rows);
   void preempt(Rank& rank, int32_t idx);
+  // Every change to a sequence's block list goes through these (blocks_version).
+  void allocate_blocks(Rank& rank, Sequence& s, int32_t n) {
+    rank.pool.allocate(n, s.blocks);
+    s.blocks_version = next_version_++;
+  }
+  void release_blocks(Rank& rank, Sequence& s) {
+    rank.pool.release(s.blocks);
+    s.blocks_version = next_version_++;
+  }
   void finish(Rank& rank, int32_t idx);
+  struct Gains {  // tokens gained by the sampling rows of a batch
+    size_t sampled = 0;
+    int32_t least = std::numeric_limits<int32_t>::max(), most = 0;
+    void add(int32_t gain) {
+      ++sampled;
+      least = std::min(least, gain);
+      most = std::max(most, gain);
+    }
+  };
+  template <bool kDrafts>
+  [[gnu::noinline]] size_t postprocess_decodes(const Batch& batch, const int64_t* drafts,
+                                               int32_t* output_len, uint32_t* other, Gains& gains);
+  int32_t postprocess_row(Rank& rank, int32_t idx, int32_t q, RowKind kind, int32_t gained,
+                          int32_t& output_len, PostprocessOutput& out);
   SeqRecord record_of(const Sequence& s) const;
   static size_t flat_rows(const ScheduleOutput& plan);
   // The slot is freed once plan `after_step` is post-processed (retain_finished off).
@@ -125,14 +158,21 @@ class Scheduler {
     rows.add(s.seq_id, idx, q, padded, seqlen_k, kind, static_cast<int32_t>(s.blocks.size()));
   }
   void fill_block_tables(Batch& batch) const;
-  // Up to `width` blocks, -1 padded; rows are short: plain loops, which the compiler
-  // vectorises, beat a memcpy call per row.
-  static void write_table_row(int32_t* row, const std::vector<int32_t>& blocks, int32_t width) {
-    const int32_t n = std::min(static_cast<int32_t>(blocks.size()), width);
-    const int32_t* src = blocks.data();
+  // Up to `width` of the sequence's blocks, -1 padded, unless the row's mark says it holds
+  // them already (most rows of a decode round: a sequence gains a block every block_size
+  // tokens). Rows are short: plain loops beat a memcpy call per row.
+  static void write_table_row(int32_t* row, uint64_t& mark, const Sequence& s, int32_t width) {
+    if (mark == s.blocks_version) {
+      if constexpr (kChecks) check_table_row(row, s, width);
+      return;
+    }
+    const int32_t n = std::min(static_cast<int32_t>(s.blocks.size()), width);
+    const int32_t* src = s.blocks.data();
     for (int32_t k = 0; k < n; ++k) row[k] = src[k];
     for (int32_t k = n; k < width; ++k) row[k] = -1;
+    mark = s.blocks_version;
   }
+  static void check_table_row(const int32_t* row, const Sequence& s, int32_t width);
   std::vector<int64_t> flat_limits(const ScheduleOutput& plan) const;
   int32_t blocks_for(int32_t tokens) const {
     return (tokens + config_.block_size - 1) / config_.block_size;
@@ -152,8 +192,11 @@ class Scheduler {
   int64_t num_unfinished_ = 0;
   int64_t next_step_ = 0;
   int64_t next_postprocess_ = 0;
+  uint64_t next_version_ = 1;  // the next Sequence::blocks_version
   std::vector<int32_t> candidates_;  // scratch, reused across rounds
   std::vector<int32_t> victims_;     // scratch
+  std::vector<uint32_t> stale_rows_;  // scratch: decode rows whose table row is out of date
+  std::vector<uint32_t> other_rows_;  // scratch: postprocess's rows that are not plain decodes
   bool retain_finished_;
   int32_t num_added_ = 0;
   struct Leaving {

@@ -36,6 +36,19 @@ void Scheduler::check_invariants() const {
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const Rank& rank = ranks_[r];
     rank.pool.check(owners[r]);
+    // A list said to be in decode order is: running sequences, each after its predecessor.
+    const bool longest_first = config_.preempt_order == PreemptOrder::kLongestOutput;
+    for (size_t k = 0; rank.decode_sorted && k < rank.decoding.size(); ++k) {
+      const Sequence& s = seqs_.at(rank.decoding[k]);
+      const Sequence* prev = k > 0 ? &seqs_.at(rank.decoding[k - 1]) : nullptr;
+      const bool in_order = !prev || (prev->output_len() != s.output_len()
+                                          ? (prev->output_len() > s.output_len()) == longest_first
+                                          : prev->order < s.order);
+      STEPTRACE_CHECK(s.status == SeqStatus::kRunning && in_order,
+                      "rank " + std::to_string(r) + " decode list, said to be in order, has " +
+                          std::to_string(s.seq_id) + " (" + status_name(s.status) + ", output " +
+                          std::to_string(s.output_len()) + ") at " + std::to_string(k));
+    }
     for (size_t k = 0; k < rank.members.size(); ++k) {
       const Sequence& s = seqs_.at(rank.members[k]);
       STEPTRACE_CHECK(
@@ -58,6 +71,17 @@ void Scheduler::check_rows(const ScheduleOutput& plan) const {
                           " names sequence " + std::to_string(batch.seq_ids[j]) + " at slot " +
                           std::to_string(idx) + " of " + std::to_string(seqs_.size()));
     }
+}
+
+// A row its mark says is up to date holds the sequence's blocks, -1 padded.
+void Scheduler::check_table_row(const int32_t* row, const Sequence& s, int32_t width) {
+  for (int32_t k = 0; k < width; ++k) {
+    const int32_t want = k < static_cast<int32_t>(s.blocks.size()) ? s.blocks[k] : -1;
+    STEPTRACE_CHECK(row[k] == want, "block-table row of sequence " + std::to_string(s.seq_id) +
+                                        " (blocks version " + std::to_string(s.blocks_version) +
+                                        ") holds " + std::to_string(row[k]) + " at " +
+                                        std::to_string(k) + ", not " + std::to_string(want));
+  }
 }
 
 }  // namespace steptrace

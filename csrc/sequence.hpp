@@ -25,6 +25,9 @@ struct alignas(64) Sequence {
   int32_t prefill_target = 0;  // P, or num_tokens when re-admitted after preemption
 
   int64_t seq_id = 0;
+  // Changes with every change to `blocks`, unique across the scheduler's sequences: a
+  // block-table row marked with it holds exactly this list (Batch::row_marks).
+  uint64_t blocks_version = 0;
   double arrival_time = 0.0;  // recorded, never used for ordering
   int32_t dp_rank = 0;
   int32_t num_preemptions = 0;
