@@ -73,12 +73,12 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
     run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
     if calibration:
         manifest["calibration"] = calibration
-    tables.write_manifest(manifest, run_dir)
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
     df = trace.df
     recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
-                        trace=df)
+                        trace=df)  # its table writer ready: the manifest says the run began
+    tables.write_manifest(manifest, run_dir)
     previous = install(stop)
     sampler = None
     try:
