@@ -62,9 +62,9 @@ class Recorder:
         self._written = np.zeros(n, dtype=bool)
         self.latency = metrics.LatencySummary(n)  # the requests written so far
         self.step_summary = StepSummary()  # the steps written so far
-        self._tables = TableWriter(run_dir, fmt,
-                                   ["steps", "batches"] + (["requests"] if n else []),
-                                   labels, dict(phase=PHASES, kind=KIND_NAMES))
+        names = ["steps", "batches"] + ([] if trace is None else ["requests"])
+        self._tables = TableWriter(run_dir, fmt, names, labels,
+                                   dict(phase=PHASES, kind=KIND_NAMES))
         write = weakref.WeakMethod(self._write)
         self._sender = _Sender(lambda chunk: write()(chunk))
         weakref.finalize(self, self._sender.stop)  # a recorder dropped unclosed

@@ -64,8 +64,8 @@ class TableWriter:
             pass  # the system's limit is lower: the default pipe works, in more wake-ups
         self._send(("open", str(run_dir), fmt, labels or {}, list(names),
                     {k: list(v) for k, v in (dictionaries or {}).items()}))
-        # Ready before the run: a writer still importing pyarrow would hold up the first
-        # chunks, and the engine behind them.
+        # Ready before the run: a writer still importing or warming up pyarrow would hold
+        # up the first chunks, and the engine behind them.
         if self._process.stdout.readline() != b"ready\n":
             raise OSError(f"the table writer process did not start (status "
                           f"{self._process.wait()})")
