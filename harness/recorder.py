@@ -75,7 +75,9 @@ class Recorder:
 
     def flush(self) -> None:
         """Hand the buffered rows to the sender thread (the columns move, nothing is
-        copied)."""
+        copied). A table that could not be written stops the run here: its error is
+        raised, and close() names the table."""
+        self._sender.check()
         self._sender.put((self.log.take_steps(), self.log.take_batches(),
                           self.log.take_requests()))
 
@@ -159,11 +161,14 @@ class _Sender:
     def stop(self) -> None:
         self._queue.put(None)
 
+    def check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
     def close(self) -> None:
         self.stop()
         self._thread.join()
-        if self._error is not None:
-            raise self._error
+        self.check()
 
     def _run(self) -> None:
         while True:

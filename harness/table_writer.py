@@ -13,7 +13,8 @@ per chunk, then `("close",)`; the child answers `close` with one JSON line:
 `{"errors": {table: message}}`.
 
 A table whose write fails is given up (its temporary file removed, never renamed into
-place); the others go on. If the pipe ends without `close` (the harness was killed, or
+place); the writer then closes the other tables and stops reading, so the harness's next
+send fails and the run stops there, failed. If the pipe ends without `close` (the harness was killed, or
 crashed), the writer closes every table as it stands, each holding every chunk it
 received, and marks the run killed in its manifest.
 """
@@ -241,6 +242,9 @@ def main() -> int:
                 closed = True
                 break
             tables.write(message[1])
+            if tables.errors:  # the run has failed: the harness hears it at its next send
+                closed = True
+                break
     except Exception as error:  # noqa: BLE001 - a message it cannot read: answered now,
         tables.errors["table writer"] = f"{type(error).__name__}: {error}"  # read at close
         closed = True

@@ -8,6 +8,7 @@ through metrics.summary must equal the one the recorder's per-request times and
 inter-token histogram give through metrics.summarize.
 """
 
+import contextlib
 import dataclasses
 import gc
 import threading
@@ -254,19 +255,21 @@ def test_flush_ns_is_set_exactly_on_the_steps_that_flushed(tmp_path):
 
 
 def test_a_table_that_cannot_be_written_fails_at_close_and_is_not_left_behind(tmp_path):
-    """A real write fault (the batches table's temporary name is taken by a folder): the
-    engine never waits on it, close() names the table, the other tables are whole."""
+    """A real write fault (the batches table's temporary name is taken by a folder):
+    close() names the table, the other tables are whole. (The replay may stop at a flush
+    first, once the writer has stopped reading: tests/test_killed_runs.py checks that.)"""
     engine = LLMEngine(engine_config())
     (tmp_path / ".batches.parquet.tmp").mkdir()
     recorder = Recorder(engine, 0, tmp_path, chunk_steps=2)
     df = trace()
-    replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
-           df["max_new_tokens"].to_numpy(), "virtual", recorder)
+    with contextlib.suppress(BrokenPipeError):
+        replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
+               df["max_new_tokens"].to_numpy(), "virtual", recorder)
     with pytest.raises(OSError, match="batches: IsADirectoryError"):
         recorder.close()
     assert not (tmp_path / "batches.parquet").exists()
     steps = read(tmp_path, "steps")["step"]
-    assert steps.tolist() == list(range(len(steps))) and len(steps) > 2
+    assert steps.tolist() == list(range(len(steps))) and len(steps) >= 2
 
 
 def records_of(engine, df):
