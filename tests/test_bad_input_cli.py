@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import engine
 from harness.commands import main
 from harness.traces import read_trace
 from tests.helpers import MODELED
@@ -338,8 +339,8 @@ def test_debug_changes_nothing_for_bad_input(home, capsys):
                                                                      "a directory")),
 ])
 def test_what_would_run_otherwise_is_refused(home, capsys, text, words):
-    write(home / "m.yaml", (Path(__file__).parents[1] / "engine" / "models" / "tiny.yaml")
-          .read_text() + "colour: blue\n")
+    tiny = Path(engine.__file__).parent / "models" / "tiny.yaml"  # the installed package's
+    write(home / "m.yaml", tiny.read_text() + "colour: blue\n")
     write(home / "lol.yaml", BILLION_LAUGHS)
     path = write(home / "w.yaml", text)
     for command in ("validate", "run"):
