@@ -10,17 +10,10 @@ import pytest
 
 from harness.commands import main
 from harness.commands.replay_scheduler import DEFAULT_TRACE
+from tests.helpers import MODELED
 
 REPO = Path(__file__).resolve().parents[1]
-GENERATED = """trace:
-  generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
-engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
-model: deepseek-v3
-device: modeled:H200
-precision: fp8
-calibration_requests: 4
-telemetry: {enabled: false}
-"""
+GENERATED = MODELED.replace("calibration_requests: 0", "calibration_requests: 4")
 
 
 def write(tmp_path, text, name="trace.csv"):
