@@ -185,11 +185,12 @@ def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> List[MetricResult]
     for name in names:
         a = np.array([v.get(name, math.nan) for v in values_a])
         b = np.array([v.get(name, math.nan) for v in values_b])
-        out.append(_metric(name, units.get(name, ""), a, b))
+        out.append(metric_result(name, units.get(name, ""), a, b))
     return out
 
 
-def _metric(name: str, unit: str, a: np.ndarray, b: np.ndarray) -> MetricResult:
+def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray) -> MetricResult:
+    """One metric's values in arm A and arm B (one per run; NaN ones left out) judged."""
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     r = interval.ratio(a, b)
     floors = [f.spread for f in (interval.noise_floor(a), interval.noise_floor(b))
