@@ -20,6 +20,11 @@ def add(sub) -> None:
                    help="a stored baseline (results/baselines/NAME) or run folders")
     p.add_argument("--rules", type=Path, metavar="RULES.yaml",
                    help="limits on summary metrics, e.g. `ttft.p99: {max_increase: 5%%}`")
+    p.add_argument("--bench", action="store_true",
+                   help="CANDIDATE is a pytest-benchmark JSON file (--benchmark-json) and "
+                   "BASELINE a stored ratios file (tests/bench/ratios.json): judge the C++ "
+                   "/ reference ratios (with --update: the lowest ratio of each case over "
+                   "the files given is stored)")
     p.add_argument("--update", action="store_true",
                    help="store the candidates as the baseline folder BASELINE (replaced "
                    "whole) instead of gating them")
@@ -33,6 +38,8 @@ def main(args) -> int:
     from ..analysis.rules import load_rules
     from ..analysis.runs import load_runs
 
+    if args.bench:
+        return _bench(args)
     candidates = load_runs(args.candidates)
     if args.update:
         written = stored.store(candidates, Path(args.baseline))
@@ -53,6 +60,36 @@ def main(args) -> int:
     else:
         print_text(result, args.baseline)
     return 0 if result.passed else 1
+
+
+def _bench(args) -> int:
+    from ..analysis import bench_ratios
+
+    if args.rules:
+        raise BadInput("gate --bench: judges the ratios of tests/bench/ratios.json; no --rules")
+    if args.update:  # the lowest ratio of each case over the files given
+        ratios = bench_ratios.store([Path(p) for p in args.candidates], Path(args.baseline))
+        if args.json:
+            print_json(dict(baseline=args.baseline, ratios=ratios))
+        else:
+            print(f"baseline {args.baseline}: stored {len(ratios)} ratio(s)")
+        return 0
+    if len(args.candidates) != 1:
+        raise BadInput("gate --bench: one pytest-benchmark JSON file to judge")
+    (bench_json,) = args.candidates
+    checks = bench_ratios.check(Path(bench_json), Path(args.baseline))
+    passed = not any(c.broken for c in checks)
+    if args.json:
+        print_json(dict(passed=passed, checks=[dict(c.__dict__, broken=c.broken)
+                                               for c in checks]))
+    else:
+        print(f"gate --bench: {bench_json} against {args.baseline}: "
+              f"{'pass' if passed else 'REGRESSION'}")
+        print(f"  {'case (reference / C++)':32}{'baseline':>10}{'floor':>10}{'measured':>10}")
+        for c in checks:
+            print(f"  {c.case:32}{c.baseline:>10.1f}{c.floor:>10.1f}{c.measured:>10.1f}  "
+                  f"{'BROKEN' if c.broken else 'ok'}")
+    return 0 if passed else 1
 
 
 def print_text(result, baseline: str) -> None:
