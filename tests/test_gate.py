@@ -4,6 +4,8 @@ step and column; rules judge summary metrics; bad input exits 2 naming file and 
 
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -131,3 +133,19 @@ def test_a_bad_rules_file_names_file_line_and_key(tmp_path, capsys, text, messag
     assert main(["gate", base, "--baseline", base, "--rules", str(rules)]) == 2
     err = capsys.readouterr().err
     assert str(rules) in err and message in err, err
+
+
+def test_gate_and_compare_import_no_torch():
+    """They read result folders; importing torch (or the engine's forward) would cost them
+    seconds."""
+    script = f"""
+import sys
+from harness.commands import main
+assert main(["gate", {BASELINE!r}, "--baseline", {BASELINE!r}]) == 0
+assert main(["compare", {BASELINE!r}, "--", {BASELINE!r}]) == 0
+print("torch" in sys.modules, file=sys.stderr)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "False"
