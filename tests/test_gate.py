@@ -50,8 +50,9 @@ def test_a_one_line_scheduling_change_is_caught(tmp_path, monkeypatch, capsys):
     assert main(["gate", "--json", changed, "--baseline", BASELINE]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is False and data["differing_keys"] == {}  # the workload is the same
-    steps = next(c for c in data["checks"] if c["check"] == "steps")
+    steps = next(c for c in data["checks"] if c["check"].startswith("steps @ step "))
     assert steps["broken"] and "steps: first difference at step " in steps["detail"]
+    assert steps["baseline"].startswith("tokens_q=") and steps["candidate"] == "tokens_q=1024"
     assert "tokens_q" in steps["detail"]  # the budget caps a prompt step's tokens
     assert main(["gate", changed, "--baseline", BASELINE]) == 1
     assert "REGRESSION" in capsys.readouterr().out

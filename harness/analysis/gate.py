@@ -92,8 +92,10 @@ def _exact(baseline: Run, candidate: Run, table: str) -> Check:
     diff = first_difference(baseline, candidate, table)
     if diff is None:
         return Check(table, "equal (modeled)", "", "", False, f"{candidate.name}: equal")
-    return Check(table, "equal (modeled)", _text(diff.baseline), _text(diff.candidate), True,
-                 f"{candidate.name}: {diff}")
+    first = diff.columns[0]
+    return Check(f"{table} @ {diff.key}", "equal (modeled)",
+                 _text({first: diff.baseline.get(first)}),
+                 _text({first: diff.candidate.get(first)}), True, f"{candidate.name}: {diff}")
 
 
 def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run]) -> Check:

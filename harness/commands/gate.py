@@ -98,14 +98,11 @@ def print_text(result, baseline: str) -> None:
           f"({len(result.baseline)} run(s)): {verdict}")
     for key, (a, b) in result.differing_keys.items():
         print(f"  differs from the baseline: {key}: {_values(a)} -> {_values(b)}")
-    print(f"  {'check':26}{'rule':20}{'baseline':>16}{'candidate':>16}  result")
+    print(f"  {'check':26}{'rule':18}{'baseline':>22} {'candidate':>22}  result")
     for c in result.checks:
-        print(f"  {c.check:26}{c.rule:20}{_cell(c.baseline):>16}{_cell(c.candidate):>16}  "
-              f"{'BROKEN' if c.broken else 'ok'}: {c.detail}")
-
-
-def _cell(value: str) -> str:
-    return value if len(value) <= 15 else value[:14] + "~"
+        print(f"  {c.check:26}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  "
+              f"{'BROKEN' if c.broken else 'ok'}")
+        print(f"      {c.detail}")
 
 
 def _values(values) -> str:
