@@ -62,8 +62,8 @@ def ratio(a: Sequence[float], b: Sequence[float], min_runs: int = MIN_RUNS) -> R
         return Ratio(point)
     if np.ptp(a) == 0 and np.ptp(b) == 0:  # identical runs (a modeled run): no spread at all
         return Ratio(point, point, point)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # a zero median in a resample
         result = stats.bootstrap((a, b), _median_ratio, vectorized=True, paired=False,
                                  confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
                                  method="percentile", rng=np.random.default_rng(SEED))
