@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.analysis.compare import Arm, arms_by, compare
+from harness.analysis.compare import Arm, arms_by, compare, metric_result
 from harness.analysis.runs import load_runs
 from harness.commands import main
 from tests.helpers import synthetic_run
@@ -136,3 +136,14 @@ def test_bad_input_exits_2_naming_it(tmp_path, capsys, argv, message):
     (tmp_path / "nothing-here").mkdir()
     assert main(["compare", *(a.format(root=tmp_path) for a in argv)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_interval_excluding_one_is_not_enough_inside_the_noise_floor():
+    # A's interleaved halves read 10 and 10.5: an A/A floor of ±5 %
+    a = np.array([10, 10.5] * 4)
+    inside = metric_result("x.p50", "s", a, np.full(6, 10.6))   # +3.4 %
+    assert inside.low > 1 and inside.noise_floor == pytest.approx(0.05)
+    assert inside.verdict == "none"
+    assert inside.says() == "no detectable difference (noise floor ±5.0%)"
+    beyond = metric_result("x.p50", "s", a, np.full(6, 10.9))   # +6.3 %
+    assert beyond.verdict == "higher" and beyond.says().startswith("B higher by 6.3%")
