@@ -150,3 +150,14 @@ print("torch" in sys.modules, file=sys.stderr)
                           cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_update_refuses_runs_that_differ(tmp_path, capsys):
+    a = synthetic_run(tmp_path / "a", {"ttft.p99": (0.5, "s")}, gil_mode="held")
+    b = synthetic_run(tmp_path / "b", {"ttft.p99": (0.5, "s")}, gil_mode="released")
+    stored = tmp_path / "baseline"
+    assert main(["gate", str(a), str(b), "--baseline", str(stored), "--update"]) == 2
+    assert "gil_mode is 'held'" in capsys.readouterr().err and not stored.exists()
+    c = synthetic_run(tmp_path / "c", {"ttft.p99": (0.5, "s")}, complete=False)
+    assert main(["gate", str(a), str(c), "--baseline", str(stored), "--update"]) == 2
+    assert "killed, not complete" in capsys.readouterr().err and not stored.exists()
