@@ -81,7 +81,11 @@ class Comparison:
     metrics: List[MetricResult] = field(default_factory=list)
 
     def metric(self, name: str) -> MetricResult:
-        return next(m for m in self.metrics if m.metric == name)
+        """One metric's result by name ("ttft.p99"); KeyError if it was not compared."""
+        for m in self.metrics:
+            if m.metric == name:
+                return m
+        raise KeyError(name)
 
     def to_dict(self) -> dict:
         return dict(arm_a=self.arm_a, arm_b=self.arm_b, runs_a=self.runs_a,
