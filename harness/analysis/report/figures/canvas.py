@@ -1,0 +1,52 @@
+"""What every figure shares: the Agg backend, one look, and the PNG it becomes."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+STYLE = {
+    "figure.dpi": 100, "savefig.dpi": 110, "font.size": 9.5, "axes.titlesize": 10.5,
+    "axes.titleweight": "bold", "axes.spines.top": False, "axes.spines.right": False,
+    "axes.grid": True, "grid.color": "#e3e6ea", "grid.linewidth": 0.8,
+    "axes.edgecolor": "#9aa3ad", "axes.labelcolor": "#333", "xtick.color": "#555",
+    "ytick.color": "#555", "legend.frameon": False, "legend.fontsize": 8.5,
+    "lines.linewidth": 1.4,
+}
+
+
+@dataclass
+class Drawn:
+    name: str      # the PNG's file name, without .png
+    title: str
+    caption: str   # what the figure shows and what it is built from
+    png: bytes
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 7.2, height: float = 3.2, **kw):
+    plt.rcParams.update(STYLE)
+    return plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False,
+                        constrained_layout=True, **kw)
+
+
+def done(fig, name: str, title: str, caption: str) -> Drawn:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return Drawn(name, title, caption, buf.getvalue())
+
+
+def legend_once(ax, arms) -> None:
+    """A legend only where there is more than one arm to tell apart."""
+    if len(arms) > 1:
+        ax.legend(loc="best")
+
+
+def run_label(arm, i: int):
+    """A line's legend label: the arm's on its first run only."""
+    return arm.label if i == 0 else None
