@@ -26,6 +26,11 @@ class Table:
     columns: List[str]                     # one per arm (a run's name for one run)
     rows: List[List[str]] = field(default_factory=list)  # metric, unit, a cell per column
 
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(["metric", "unit", *self.columns]) + " |",
+                 "|---|---|" + "---:|" * len(self.columns)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in self.rows])
+
 
 def fmt(value: float) -> str:
     if not math.isfinite(value):

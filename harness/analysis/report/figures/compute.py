@@ -7,6 +7,8 @@ import numpy as np
 from ..timeline import binned, per_step
 from .canvas import done, figure, legend_once, run_label
 
+RATE_BINS = 200  # a rate over a bin of a few steps is mostly noise
+
 
 def draw(arms):
     fig, axes = figure(height=3.0)
@@ -19,7 +21,8 @@ def draw(arms):
             ranks = max(1, len(np.unique(c["dp_rank"])))
             _, t = per_step(c["step"], {"start": c["t_start_s"], "end": c["t_end_s"]}, "first")
             _, f = per_step(c["step"], {"flops": c["model_flops"]})
-            centres, total = binned(t["end"], {"flops": f["flops"]}, reduce="sum")
+            centres, total = binned(t["end"], {"flops": f["flops"]}, bins=RATE_BINS,
+                                   reduce="sum")
             width = (centres[1] - centres[0]) if len(centres) > 1 else \
                 max(float(t["end"].max() - t["start"].min()), 1e-9)
             tflops = total["flops"] / (width * ranks * 1e12)
@@ -38,4 +41,5 @@ def draw(arms):
     return done(fig, "compute", "Achieved TFLOP/s and MFU over time",
                 "Model FLOPs (the work the steps needed) committed in each time bin, per "
                 "device; MFU is that over the device's dense peak at the workload's "
-                "precision (docs/metrics.md). Where the arms' peaks differ, see the table.")
+                "precision (docs/metrics.md), in 200 time bins. Where the arms' peaks differ, "
+                "see the summary table.")

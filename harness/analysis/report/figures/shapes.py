@@ -27,7 +27,7 @@ def tokens_per_step(arms):
             keep = phase == name
             if not keep.any():
                 continue
-            t, v = binned(first["t"][keep], {k: s[keep] for k, s in summed.items()})
+            t, v = binned(first["t"][keep], {k: s[keep] for k, s in summed.items()}, bins=500)
             label = name if len(arms) == 1 else f"{name}, {arm.label}"
             for ax, key in zip(axes[0], ("tokens_q", "num_seqs")):
                 ax.plot(t, v[key], styles[a % len(styles)], color=colour, alpha=0.85,
@@ -38,7 +38,7 @@ def tokens_per_step(arms):
         ax.set_yscale("symlog", linthresh=1.0)
         ax.legend(loc="best")
     return done(fig, "tokens_per_step", "Tokens and sequences per step, by phase",
-                "Summed over DP ranks, averaged per phase into at most 1,500 time bins"
+                "Summed over DP ranks, averaged per phase into at most 500 time bins"
                 + ("" if len(arms) == 1 else "; the first run of each arm") + ".")
 
 
