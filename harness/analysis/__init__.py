@@ -1,2 +1,3 @@
-"""Reading result folders back into answers: comparisons, reports, the regression gate.
-Reads run folders only; never imports the engine."""
+"""Turning result folders into answers: runs read back (runs.py), arms compared with
+bootstrap intervals over runs (compare.py), the regression gate (gate.py) and the report
+(report/). Reads result folders only; never imports the engine."""
