@@ -24,19 +24,12 @@ PALETTE = ("#1f6fb2", "#e4572e", "#2a9d5c", "#8e5ec4", "#d4a017", "#17a2b8", "#7
 
 
 def settings(run: RunData) -> Dict[str, str]:
-    """The run's settings that can tell arms apart, flattened (`engine.overlap`)."""
+    """The run's settings that can tell arms apart: its GIL mode and device, then its
+    workload keys (`engine.overlap`)."""
     flat = {"gil_mode": run.gil_mode, "device": run.device}
-    _flatten(run.manifest.get("values", {}), "", flat)
+    flat.update((k, str(v)) for k, v in run.run.keys.items()
+                if k not in _SAME_SETTING and k not in flat)
     return flat
-
-
-def _flatten(values, prefix: str, out: dict) -> None:
-    for key, value in values.items():
-        name = prefix + str(key)
-        if isinstance(value, dict):
-            _flatten(value, name + ".", out)
-        elif name not in _SAME_SETTING:
-            out[name] = str(value)
 
 
 def differing(runs: Sequence[RunData]) -> List[str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import List, Sequence
 
 from ...commands.common import BadInput
-from . import arms as arming, headline, page, trace_events
+from ..runs import find_runs, read_run
+from . import arms as arming, comparison, headline, page, trace_events
 from .figures import GIL_FIGURES, RUN_FIGURES
 from .hardware import profile_figures
 from .run_data import RunData
@@ -31,22 +32,8 @@ class Written:
     trace_events: List[str] = field(default_factory=list)
 
 
-def run_folders(paths: Sequence[Path]) -> List[Path]:
-    """Each path a run folder, or a folder of run folders (a sweep's), in name order."""
-    out = []
-    for path in map(Path, paths):
-        if (path / "manifest.json").is_file():
-            out.append(path)
-        elif path.is_dir() and (inner := sorted(p.parent for p in path.glob("*/manifest.json"))):
-            out.extend(inner)
-        else:
-            raise BadInput(f"{path}: not a run folder nor a folder of run folders "
-                           f"(no manifest.json in it or its sub-folders)")
-    return list(dict.fromkeys(out))
-
-
 def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> Written:
-    runs = [RunData(p) for p in run_folders(paths)]
+    runs = [RunData(read_run(p)) for p in find_runs(paths)]
     arms, keys = arming.group(runs)
     context = _context(runs, arms, keys)
     out = Path(out)
@@ -94,7 +81,7 @@ def _context(runs, arms, keys) -> dict:
     if "device" in keys and len(arms) > 1:
         hardware = dict(table=headline.table(arms, headline.HARDWARE), arms=[
             dict(label=a.label, kind="modeled" if a.runs[0].modeled else "measured",
-                 profile=profile_figures(a.runs[0].device) if a.runs[0].modeled else [])
+                 profile=profile_figures(a.runs[0].profile) if a.runs[0].modeled else [])
             for a in arms])
     names = {r.manifest["values"].get("name", r.name) for r in runs}
     title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
@@ -112,4 +99,5 @@ def _context(runs, arms, keys) -> dict:
                     headline.arm_median(arms[0], key)), unit=next(
                     r.summary[key][1] for r in runs if key in r.summary)))
     return dict(title=title, subtitle=subtitle, arms=arms, differing=keys, cards=cards,
-                headline=headline.table(arms), gil=gil, hardware=hardware, figures=figures)
+                headline=headline.table(arms), gil=gil, hardware=hardware, figures=figures,
+                compare=comparison.rows(arms) if len(arms) == 2 else None)
