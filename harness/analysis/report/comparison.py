@@ -7,13 +7,14 @@ import math
 
 from ...commands.common import BadInput
 from ...commands.compare import TEXT_STATS
-from ..compare import Arm, compare
 from .headline import fmt
 
 
 def rows(arms) -> dict:
     """{a, b, rows, flagged, error}: B is the second arm, A the first; `error` instead of
     rows where compare refuses the runs (different traces)."""
+    from ..compare import Arm, compare  # scipy: only for a report with two arms
+
     a, b = (Arm(arm.label, tuple(r.run for r in arm.runs)) for arm in arms)
     try:
         result = compare(a, b, include_incomplete=True)
