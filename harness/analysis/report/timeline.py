@@ -22,25 +22,23 @@ def per_step(step: np.ndarray, values: Dict[str, np.ndarray], how: str = "sum"):
 
 def binned(t: np.ndarray, values: Dict[str, np.ndarray], bins: int = BINS,
            reduce: str = "mean"):
-    """(bin centres, {name: per-bin mean or sum}) over equal time bins; empty bins are NaN
-    for a mean and 0 for a sum."""
+    """(bin centres, {name: per-bin mean or sum}) over equal time bins, at most one bin per
+    two samples; a mean leaves out empty bins (the line joins across them), a sum keeps
+    them as 0 (no work done)."""
     t = np.asarray(t, np.float64)
     if len(t) == 0:
         return t, {k: np.asarray(v, np.float64) for k, v in values.items()}
     lo, hi = float(np.nanmin(t)), float(np.nanmax(t))
-    n = max(1, min(bins, len(t)))
+    n = max(1, min(bins, len(t) // 2))
     edges = np.linspace(lo, hi if hi > lo else lo + 1e-9, n + 1)
     index = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
     count = np.bincount(index, minlength=n)
+    keep = np.ones(n, bool) if reduce == "sum" else count > 0
     out = {}
     for k, v in values.items():
-        total = np.bincount(index, weights=np.asarray(v, np.float64), minlength=n)
-        if reduce == "sum":
-            out[k] = total
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[k] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    return (edges[:-1] + edges[1:]) / 2, out
+        total = np.bincount(index, weights=np.asarray(v, np.float64), minlength=n)[keep]
+        out[k] = total if reduce == "sum" else total / count[keep]
+    return ((edges[:-1] + edges[1:]) / 2)[keep], out
 
 
 def cdf_points(values: np.ndarray, points: int = 1000):

@@ -11,7 +11,7 @@ from .canvas import done, figure
 PANELS = (("util_pct", "device utilisation (%)", 1.0),
           ("mem_used_bytes", "device memory used (GB)", 1e-9),
           ("power_w", "board power (W)", 1.0),
-          ("cpu", "CPU (% of one core)", 1.0))
+          ("cpu", "CPU (%)", 1.0))
 NAMES = ["t_s", "device", "util_pct", "mem_used_bytes", "power_w", "process_cpu_pct",
          "host_cpu_pct"]
 
@@ -28,7 +28,8 @@ def _series(run):
                 out.setdefault(name, []).append((f"device {int(dev)}", c["t_s"][rows],
                                                  v * scale))
     rows = c["device"] == -1
-    for name, label in (("process_cpu_pct", "harness process"), ("host_cpu_pct", "host")):
+    for name, label in (("process_cpu_pct", "harness process, % of one core"),
+                        ("host_cpu_pct", "host, % of all cores")):
         v = c[name][rows].astype(np.float64)
         if np.isfinite(v).any():
             out.setdefault("cpu", []).append((label, c["t_s"][rows], v))

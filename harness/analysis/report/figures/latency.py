@@ -22,11 +22,12 @@ def ttft_tpot(arms):
     for ax, (name, title) in zip(axes[0], (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))):
         for arm in arms:
             for i, run in enumerate(arm.runs):
-                x, q = cdf_points(_completed(run, name))
+                x, q = cdf_points(_completed(run, name))  # TPOT 0 (one MTP step) off a log axis
+                x, q = x[x > 0], q[x > 0]
                 ax.plot(x * 1e3, q, color=arm.colour, alpha=0.85, label=run_label(arm, i))
         ax.set(title=f"{title} CDF", xlabel=f"{title} (ms)", ylabel="fraction of requests",
                ylim=(0, 1.01))
-        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xscale("log")
         legend_once(ax, arms)
     return done(fig, "latency_cdf", "Time to first token and time per output token",
                 "Empirical CDFs over every completed request (finished or handed off); one "
@@ -43,14 +44,15 @@ def itl(arms):
     for arm in arms:
         for i, run in enumerate(arm.runs):
             x = np.array([run.stat("itl", s) for s in stats])
-            if np.isfinite(x).any():
-                ax.plot(x * 1e3, where, "o-", color=arm.colour, label=run_label(arm, i))
+            keep = np.isfinite(x) & (x > 0)
+            if keep.any():
+                ax.plot(x[keep] * 1e3, np.array(where)[keep], "o-", color=arm.colour, label=run_label(arm, i))
                 drawn = True
     if not drawn:
         return None
     ax.set(title="ITL percentiles", xlabel="inter-token latency (ms)",
            ylabel="fraction of gaps", ylim=(0, 1.01))
-    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xscale("log")
     legend_once(ax, arms)
     return done(fig, "itl", "Inter-token latency",
                 "The summary's ITL percentiles (min, p50, p90, p95, p99, max) over every "

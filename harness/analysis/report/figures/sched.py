@@ -20,7 +20,7 @@ def draw(arms):
         ax.set(title=f"{title} CDF", xlabel="µs per schedule() call", xscale="log",
                ylabel="fraction of steps", ylim=(0, 1.01))
         legend_once(ax, arms)
-    return done(fig, "sched_cdf", "Scheduler latency by GIL mode",
+    return done(fig, "sched_cdf", "sched_call and sched_cpp per arm",
                 "Every measured (not warm-up) step of every run, one line per run: sched_call "
                 "is the schedule() call seen from Python (binding and GIL reacquire included), "
                 "sched_cpp the time inside C++.")
