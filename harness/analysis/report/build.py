@@ -79,7 +79,9 @@ def _context(runs, arms, keys) -> dict:
         gil = dict(table=headline.table(arms, headline.GIL),
                    figures=[d for f in GIL_FIGURES if (d := f(arms)) is not None])
     if "device" in keys and len(arms) > 1:
-        hardware = dict(table=headline.table(arms, headline.HARDWARE), arms=[
+        table = headline.table(arms, headline.HARDWARE)
+        table.rows.insert(2, headline.per_device(arms))
+        hardware = dict(table=table, arms=[
             dict(label=a.label, kind="modeled" if a.runs[0].modeled else "measured",
                  profile=profile_figures(a.runs[0].profile) if a.runs[0].modeled else [])
             for a in arms])
