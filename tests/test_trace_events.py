@@ -1,6 +1,6 @@
 """The trace-event export: valid Chrome/Perfetto JSON (ph X and C, ts and dur in µs), one
 track per DP rank, spans in step order on each track, every part inside its step, and the
-counter tracks."""
+counter tracks, each with an event where its value changes."""
 
 import json
 
@@ -59,4 +59,8 @@ def test_one_track_per_dp_rank_in_step_order_with_parts_inside_steps(trace):
                 e["ts"] + e["dur"] <= parent["ts"] + parent["dur"] + 1e-6
         counters = [e for e in events if e["ph"] == "C" and e["pid"] == pid]
         assert {e["name"] for e in counters} == COUNTERS
-        assert len(counters) == 4 * len(steps_here)
+        for name in COUNTERS:  # one event where the value changes, starting at the first step
+            mine = [e for e in counters if e["name"] == name]
+            values = [e["args"][name] for e in mine]
+            assert mine[0]["ts"] == steps_here[0]["ts"]
+            assert all(a != b for a, b in zip(values, values[1:]))

@@ -3,7 +3,8 @@ rank, each step a span with its schedule / forward / postprocess inside it, and 
 tracks for the batch's tokens, running and waiting sequences and free KV blocks.
 
 Times are µs on the run's clock. Spans on one track start in step order and children lie
-inside their step (the trace-event format nests X events by containment).
+inside their step (the trace-event format nests X events by containment). A counter holds
+its value until its next event, so one is written only where its value changes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ NAMES = ["step", "dp_rank", "phase", "t_start_s", "t_end_s", "sched_call_ns", "f
 
 
 def events(run):
-    """The trace's events, in the order they are written."""
+    """The trace's events, in the order they are written (a generator: an hour's run has
+    millions)."""
     c = run.columns("steps", NAMES)
     order = np.lexsort((c["step"], c["dp_rank"]))
     start = c["t_start_s"][order] * 1e6
@@ -33,22 +35,25 @@ def events(run):
                      end - post - fwd_start)
     rank, step, phase = c["dp_rank"][order], c["step"][order], c["phase"][order]
     counters = {name: c[col][order] for col, name in COUNTERS}
-    out = [dict(ph="M", name="process_name", pid=int(r), tid=0,
-                args=dict(name=f"DP rank {int(r)}")) for r in np.unique(rank)]
+    for r in np.unique(rank):
+        yield dict(ph="M", name="process_name", pid=int(r), tid=0,
+                   args=dict(name=f"DP rank {int(r)}"))
+    last = {}
     for i in range(len(order)):
         pid = int(rank[i])
         s, e = float(start[i]), float(end[i])
-        out.append(dict(ph="X", name=f"{phase[i]} step", cat="step", pid=pid, tid=0, ts=s,
-                        dur=e - s, args=dict(step=int(step[i]))))
+        yield dict(ph="X", name=f"{phase[i]} step", cat="step", pid=pid, tid=0, ts=s,
+                   dur=e - s, args=dict(step=int(step[i])))
         for name, ts, dur in (("schedule", s, sched[i]), ("forward", fwd_start[i], fwd[i]),
                               ("postprocess", e - post[i], post[i])):
             if dur > 0:
-                out.append(dict(ph="X", name=name, cat="step", pid=pid, tid=0, ts=float(ts),
-                                dur=float(dur)))
+                yield dict(ph="X", name=name, cat="step", pid=pid, tid=0, ts=float(ts),
+                           dur=float(dur))
         for name, values in counters.items():
-            out.append(dict(ph="C", name=name, pid=pid, ts=s,
-                            args={name: int(values[i])}))
-    return out
+            value = int(values[i])
+            if last.get((pid, name)) != value:
+                last[(pid, name)] = value
+                yield dict(ph="C", name=name, pid=pid, ts=s, args={name: value})
 
 
 def write(run, path) -> None:
@@ -56,5 +61,8 @@ def write(run, path) -> None:
         f.write('{"displayTimeUnit": "ms", "otherData": ')
         f.write(json.dumps(dict(run=run.name, modeled=run.modeled, device=run.device)))
         f.write(', "traceEvents": [\n')
-        f.write(",\n".join(json.dumps(e, separators=(",", ":")) for e in events(run)))
+        separator = ""
+        for event in events(run):
+            f.write(separator + json.dumps(event, separators=(",", ":")))
+            separator = ",\n"
         f.write("\n]}\n")
