@@ -19,6 +19,7 @@ from .figures import GIL_FIGURES, RUN_FIGURES
 from .hardware import profile_figures
 from .run_data import RunData
 
+NEEDED = ("steps", "batches", "requests")  # the device table is optional
 CARDS = [("throughput", "output_tokens"), ("ttft", "p99"), ("tpot", "p50"), ("mfu", "model"),
          ("sched_call", "p50")]
 
@@ -34,6 +35,9 @@ class Written:
 
 def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> Written:
     runs = [RunData(read_run(p)) for p in find_runs(paths)]
+    for run in runs:  # before any drawing: a missing table is bad input, named at once
+        for table in NEEDED:
+            run.run.table_path(table)
     arms, keys = arming.group(runs)
     context = _context(runs, arms, keys)
     out = Path(out)
