@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 STYLE = {
     "figure.dpi": 100, "savefig.dpi": 110, "font.size": 9.5, "axes.titlesize": 10.5,
@@ -40,6 +41,12 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 7.2, height: float = 3
 
 
 def done(fig, name: str, title: str, caption: str) -> Drawn:
+    for ax in fig.axes:  # log axes labelled 1000, not 10^3, no minor ticks: each tick and
+        # its mathtext label cost more than the data
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() in ("log", "symlog"):
+                axis.set_major_formatter(ticker.FuncFormatter(_plain))
+                axis.set_minor_locator(ticker.NullLocator())
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -55,3 +62,7 @@ def legend_once(ax, arms) -> None:
 def run_label(arm, i: int):
     """A line's legend label: the arm's on its first run only."""
     return arm.label if i == 0 else None
+
+
+def _plain(value: float, _position) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
