@@ -44,6 +44,8 @@ def done(fig, name: str, title: str, caption: str) -> Drawn:
     for ax in fig.axes:  # log axes labelled 1000, not 10^3, no minor ticks: each tick and
         # its mathtext label cost more than the data
         for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0), numticks=7))
             if axis.get_scale() in ("log", "symlog"):
                 axis.set_major_formatter(ticker.FuncFormatter(_plain))
                 axis.set_minor_locator(ticker.NullLocator())
