@@ -105,5 +105,5 @@ def _context(runs, arms, keys) -> dict:
                     headline.arm_median(arms[0], key)), unit=next(
                     r.summary[key][1] for r in runs if key in r.summary)))
     return dict(title=title, subtitle=subtitle, arms=arms, differing=keys, cards=cards,
-                headline=headline.table(arms), gil=gil, hardware=hardware, figures=figures,
-                compare=comparison.rows(arms) if len(arms) == 2 else None)
+                kinds=kinds, headline=headline.table(arms), gil=gil, hardware=hardware,
+                figures=figures, compare=comparison.rows(arms) if len(arms) == 2 else None)
