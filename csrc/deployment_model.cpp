@@ -36,23 +36,25 @@ DeploymentModel::DeploymentModel(const CostModel& cost, const DeploymentRates& r
                                     {"scaleup_bytes_per_s", rates.scaleup_bytes_per_s},
                                     {"scaleout_bytes_per_s", rates.scaleout_bytes_per_s}})
     check_positive(name, value);
-  // A token's top-k experts fall on distinct devices of the EP group uniformly: it is sent
-  // once to each other device holding one of them.
-  const double ep = static_cast<double>(r_.moe_ep);
-  remote_fraction_ = (ep - 1) * -std::expm1(cost_.top_k() * std::log1p(-1 / ep));
-  const double domain = static_cast<double>(std::min(r_.scaleup_devices, r_.moe_ep));
-  scaleout_fraction_ = r_.moe_ep > 1 ? 1 - (domain - 1) / (ep - 1) : 0;
+  // A token's top-k experts fall on the EP group's devices uniformly: it is sent once to
+  // each other device holding one of them, and crosses scale-out once per other scale-up
+  // domain among those (DeepEP forwards within the domain, as DeepSeek-V3 routes).
+  const double ep = static_cast<double>(r_.moe_ep), k = static_cast<double>(cost_.top_k());
+  const double domains = std::ceil(ep / static_cast<double>(r_.scaleup_devices));
+  remote_devices_ = (ep - 1) * -std::expm1(k * std::log1p(-1 / ep));
+  remote_domains_ = domains > 1 ? (domains - 1) * -std::expm1(k * std::log1p(-1 / domains)) : 0;
 }
 
 double DeploymentModel::roofline(double flops, double flops_per_s, double bytes) const {
   return std::max(flops / flops_per_s, bytes / r_.hbm_bytes_per_s);
 }
 
-double DeploymentModel::all_to_all(double bytes, double calls) const {
-  if (bytes == 0) return 0;
-  const double latency = scaleout_fraction_ > 0 ? r_.scaleout_latency_s : r_.scaleup_latency_s;
-  return calls * latency + std::max(bytes * (1 - scaleout_fraction_) / r_.scaleup_bytes_per_s,
-                                    bytes * scaleout_fraction_ / r_.scaleout_bytes_per_s);
+double DeploymentModel::all_to_all(double copies, double payload, double calls) const {
+  if (copies == 0) return 0;
+  const double bytes = copies * r_.hidden * payload;
+  const double scaleout = bytes * remote_domains_ / remote_devices_;
+  return calls * (remote_domains_ > 0 ? r_.scaleout_latency_s : r_.scaleup_latency_s) +
+         std::max(bytes / r_.scaleup_bytes_per_s, scaleout / r_.scaleout_bytes_per_s);
 }
 
 double DeploymentModel::all_reduce(double tokens, int64_t group, double layers) const {
@@ -88,7 +90,7 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
   const double experts_s =
       roofline(routed * cost_.expert_flops() / r_.moe_tp, r_.expert_flops_per_s,
                mb * layers * touched * cost_.expert_bytes() / r_.moe_tp);
-  const double received = moe_tokens * remote_fraction_ / devices * r_.expert_imbalance;
+  const double received = moe_tokens * remote_devices_ / devices * r_.expert_imbalance;
   const double calls = mb * layers;
 
   double slowest = 0;
@@ -101,9 +103,9 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
     c.dense_s = roofline(p.dense_flops / tp, r_.dense_flops_per_s,
                          mb * p.dense_bytes / static_cast<double>(r_.dense_tp));
     c.experts_s = experts_s;
-    const double sent = std::max(p.moe_tokens / tp * remote_fraction_, received) * r_.hidden;
-    c.dispatch_s = all_to_all(sent * r_.dispatch_bytes, calls);
-    c.combine_s = all_to_all(sent * r_.combine_bytes, calls);
+    const double copies = std::max(p.moe_tokens / tp * remote_devices_, received);
+    c.dispatch_s = all_to_all(copies, r_.dispatch_bytes, calls);
+    c.combine_s = all_to_all(copies, r_.combine_bytes, calls);
     const double rank_tokens = p.tokens + p.mtp_tokens;
     const double reduces = r_.layers + (p.mtp_tokens > 0 ? 1 : 0);  // one per layer
     c.allreduce_s = all_reduce(rank_tokens, r_.attention_tp, reduces) +

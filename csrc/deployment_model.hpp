@@ -56,15 +56,16 @@ class DeploymentModel {
 
  private:
   double roofline(double flops, double flops_per_s, double bytes) const;
-  // All-to-alls moving `bytes` from a device in all, over `calls` collectives.
-  double all_to_all(double bytes, double calls) const;
+  // All-to-alls moving `copies` tokens to other devices in all, at `payload` bytes an
+  // element, over `calls` collectives.
+  double all_to_all(double copies, double payload, double calls) const;
   // One ring all-reduce of `tokens` activations per layer, per micro-batch.
   double all_reduce(double tokens, int64_t group, double layers) const;
 
   CostModel cost_;
   DeploymentRates r_;
-  double remote_fraction_;  // of a token's top-k experts, those on another device
-  double scaleout_fraction_;  // of the remote ones, those outside the scale-up domain
+  double remote_devices_;  // other devices a token's top-k experts fall on
+  double remote_domains_;  // other scale-up domains among them
 };
 
 }  // namespace steptrace
