@@ -25,6 +25,18 @@ void bind_deployment(py::module_& m) {
                               RATE(scaleup_latency_s) RATE(scaleout_latency_s) RATE(overhead_s);
 #undef RATE
 
+  py::class_<StepCosts>(m, "StepCosts")
+      .def("__len__", [](const StepCosts& c) { return c.ranks.size(); })
+      .def("__getitem__",
+           [](const StepCosts& c, size_t i) {
+             if (i >= c.ranks.size()) throw py::index_error("rank " + std::to_string(i));
+             return c.ranks[i];
+           })
+      .def(
+          "__iter__",
+          [](const StepCosts& c) { return py::make_iterator(c.ranks.begin(), c.ranks.end()); },
+          py::keep_alive<0, 1>());
+
   py::class_<DeploymentModel>(m, "DeploymentModel")
       .def(py::init<const CostModel&, const DeploymentRates&>(), py::arg("cost"), py::arg("rates"))
       .def(
@@ -46,10 +58,11 @@ void bind_deployment(py::module_& m) {
                 rows.push_back(held.back().data());
               }
             }
-            const DeploymentStep s = d.step(plan, rows, mtp);
-            return py::make_tuple(s.seconds, s.costs);
+            DeploymentStep s = d.step(plan, rows, mtp);
+            return py::make_tuple(s.seconds, std::move(s.costs));
           },
           py::arg("plan"), py::arg("accepted") = py::none(), py::arg("mtp") = false,
-          "(seconds, [StepCost per rank with its parts' seconds]) of one step; accepted: "
+          "(seconds, StepCosts: a StepCost per rank with its parts' seconds) of one step; "
+          "accepted: "
           "None or an array of accepted drafts per rank.");
 }

@@ -76,8 +76,8 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
     moe_tokens += parts[i].moe_tokens;
   }
   DeploymentStep out;
-  out.costs.reserve(ranks);
-  for (const StepParts& p : parts) out.costs.push_back(p.cost);
+  out.costs.ranks.reserve(ranks);
+  for (const StepParts& p : parts) out.costs.ranks.push_back(p.cost);
   if (moe_tokens == 0 && tokens == 0) return out;  // nothing ran: every device idles
 
   const double mb = static_cast<double>(r_.micro_batches), k = cost_.top_k();
@@ -96,7 +96,7 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
   double slowest = 0;
   for (size_t i = 0; i < ranks; ++i) {
     const StepParts& p = parts[i];
-    StepCost& c = out.costs[i];
+    StepCost& c = out.costs.ranks[i];
     const double tp = static_cast<double>(r_.attention_tp);
     c.attention_s = roofline(p.attention_flops / tp, r_.attention_flops_per_s,
                              mb * p.attention_bytes / tp + p.kv_bytes);

@@ -40,9 +40,15 @@ struct DeploymentRates {
   double overhead_s = 0;  // one step
 };
 
+// Every rank's StepCost of one step: handed to Python and on to the recorder as one
+// object (engine._core.StepCosts), not one Python object per rank.
+struct StepCosts {
+  std::vector<StepCost> ranks;
+};
+
 struct DeploymentStep {
   double seconds = 0;
-  std::vector<StepCost> costs;  // per rank, with its parts' seconds
+  StepCosts costs;  // per rank, with its parts' seconds
 };
 
 class DeploymentModel {

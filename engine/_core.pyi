@@ -1,6 +1,6 @@
 """Type stub for the C++ scheduler core (csrc/bindings.cpp)."""
 
-from typing import Callable, Optional, Sequence as Seq, Union
+from typing import Callable, Iterator, Optional, Sequence as Seq, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -151,11 +151,17 @@ class DeploymentRates:
     overhead_s: float
     def __init__(self) -> None: ...
 
+class StepCosts:
+    """Every rank's StepCost of one step, held in C++ (DeploymentModel.step)."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, rank: int) -> StepCost: ...
+    def __iter__(self) -> Iterator[StepCost]: ...
+
 class DeploymentModel:
     """One step of a deployment, per rank and part (csrc/deployment_model.hpp)."""
     def __init__(self, cost: CostModel, rates: DeploymentRates) -> None: ...
     def step(self, plan: Plan, accepted: Optional[Seq[npt.ArrayLike]] = None,
-             mtp: bool = False) -> tuple[float, list[StepCost]]: ...
+             mtp: bool = False) -> tuple[float, StepCosts]: ...
 
 class StepLog:
     """The recorder's core (harness/recorder.py): step, batch and request rows, token times.
