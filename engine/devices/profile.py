@@ -1,8 +1,8 @@
 """Device profiles: published device figures with their sources, one YAML per device.
 
 Every figure carries `kind`: vendor (a vendor document), press (third parties), derived
-(arithmetic on other figures) or assumption (a roofline default of this harness, not a
-measurement). A figure nobody published is null, never guessed: asking for it raises.
+(arithmetic on other figures), assumption (a roofline default of this harness, not a
+measurement) or fitted (a step-model constant fitted to published deployments). A figure nobody published is null, never guessed: asking for it raises.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ import yaml
 DEVICES_DIR = Path(__file__).resolve().parent
 PRECISIONS = ("bf16", "fp8", "fp4")  # dense tensor-core rates; MX/NV block formats run at these
 FIGURE_KINDS = ("vendor", "press", "derived")
+# the step model's constants: a default (assumption) or fitted to published deployments
+# (docs/modeling.md, "Efficiencies")
+MODEL_KINDS = ("assumption", "fitted")
 BACKENDS = ("cuda", "npu")
 
 
@@ -105,7 +108,7 @@ def _parse(path: Path, data: dict) -> DeviceProfile:
                                         FIGURE_KINDS, required=True)
     for name in ("step_overhead_us", "compute_efficiency", "memory_efficiency",
                  "scaleup_latency_us", "scaleout_latency_us", "network_efficiency"):
-        values[name] = _figure(path, name, data[name], ("assumption",), required=True)
+        values[name] = _figure(path, name, data[name], MODEL_KINDS, required=True)
     return DeviceProfile(**values)
 
 
