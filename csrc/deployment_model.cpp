@@ -71,7 +71,9 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
   std::vector<StepParts> parts(ranks);
   double tokens = 0, moe_tokens = 0;
   for (size_t i = 0; i < ranks; ++i) {
-    parts[i] = cost_.parts(plan.batches[i], i < accepted.size() ? accepted[i] : nullptr, mtp);
+    const Batch& batch = plan.batches[i];
+    if (batch.empty()) continue;  // an idle rank's parts are all zero
+    parts[i] = cost_.parts(batch, i < accepted.size() ? accepted[i] : nullptr, mtp);
     tokens += parts[i].tokens;
     moe_tokens += parts[i].moe_tokens;
   }

@@ -17,8 +17,6 @@ from .model_config import ModelConfig
 
 BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 COMPUTE_PARTS = ("attention", "dense", "experts")  # GEMMs: timed at the device's peak
-PAYLOAD_PARTS = ("kv", "dispatch", "combine")  # bytes only
-PARTS = COMPUTE_PARTS + PAYLOAD_PARTS
 # The hottest device's expert load over the mean, by default: SGLang's 96 x H100 prefill
 # ran 59,337 tok/s per node with simulated perfect balancing and 50,302 with its default
 # EPLB (LMSYS blog, 2025-05-05): 1.18.

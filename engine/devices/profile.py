@@ -2,7 +2,8 @@
 
 Every figure carries `kind`: vendor (a vendor document), press (third parties), derived
 (arithmetic on other figures), assumption (a roofline default of this harness, not a
-measurement) or fitted (a step-model constant fitted to published deployments). A figure nobody published is null, never guessed: asking for it raises.
+measurement) or fitted (a step-model constant fitted to published deployments). A figure
+nobody published is null, never guessed: asking for it raises.
 """
 
 from __future__ import annotations
