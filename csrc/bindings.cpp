@@ -19,6 +19,7 @@ using namespace steptrace;
 
 void bind_step_log(py::module_& m);  // recorder/step_log_bindings.cpp
 void bind_config(py::module_& m);    // config_bindings.cpp
+void bind_deployment(py::module_& m);  // deployment_bindings.cpp
 SchedulerConfig to_config(const py::handle& c);  // config_bindings.cpp
 
 namespace {
@@ -378,6 +379,12 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("model_flops", &StepCost::model_flops)
       .def_readonly("executed_flops", &StepCost::executed_flops)
       .def_readonly("bytes", &StepCost::bytes)
+      .def_readonly("attention_s", &StepCost::attention_s)
+      .def_readonly("dense_s", &StepCost::dense_s)
+      .def_readonly("experts_s", &StepCost::experts_s)
+      .def_readonly("dispatch_s", &StepCost::dispatch_s)
+      .def_readonly("combine_s", &StepCost::combine_s)
+      .def_readonly("allreduce_s", &StepCost::allreduce_s)
       .def("__repr__", [](const StepCost& c) {
         return "<StepCost model_flops=" + std::to_string(c.model_flops) +
                " executed_flops=" + std::to_string(c.executed_flops) +
@@ -424,6 +431,7 @@ PYBIND11_MODULE(_core, m) {
           "batch() of every rank's batch, no drafts accepted: one call per step.");
 
   bind_config(m);
+  bind_deployment(m);
   m.def(
       "model_geometry_fields",
       [] {

@@ -84,6 +84,10 @@ CostModel::CostModel(const ModelGeometry& m, const ByteSizes& bytes)
   } else {
     add_layers(main_, mla_layer(m), L);
   }
+  main_.attention_flops = main_.flops;
+  main_.attention_weight_bytes = main_.weight_bytes;
+  main_.dense_flops_per_token =
+      2.0 * dense * dense_params + 2.0 * moe * expert * m.n_shared_experts + 2.0 * routed * router;
   main_.flops[kTokens] +=
       2.0 * dense * dense_params + 2.0 * moe * moe_active + 2.0 * routed * router;
   main_.flops[kLogits] += 2.0 * head;
@@ -92,7 +96,10 @@ CostModel::CostModel(const ModelGeometry& m, const ByteSizes& bytes)
 
   if (has_mtp_) {  // eh_proj, one attention + MoE layer, the shared head
     add_layers(mtp_, v4_ ? v4_layer(m, m.compress_ratios.at(L)) : mla_layer(m), 1);
+    mtp_.attention_flops = mtp_.flops;
+    mtp_.attention_weight_bytes = mtp_.weight_bytes;
     const int64_t eh_proj = 2 * H * H;
+    mtp_.dense_flops_per_token = 2.0 * (eh_proj + router + expert * m.n_shared_experts);
     mtp_.flops[kTokens] += 2.0 * (eh_proj + router + moe_active);
     mtp_.flops[kLogits] += 2.0 * head;
     mtp_.weight_bytes += static_cast<double>(eh_proj + router) * bytes.weight;
@@ -105,6 +112,8 @@ CostModel::CostModel(const ModelGeometry& m, const ByteSizes& bytes)
   log1p_miss_ = every_expert_ ? 0.0 : std::log1p(-static_cast<double>(m.num_experts_per_tok) / E);
   expert_bytes_ = static_cast<double>(expert) * bytes.expert_weight;
   shared_expert_bytes_ = static_cast<double>(m.n_shared_experts * expert) * bytes.weight;
+  top_k_ = m.num_experts_per_tok;
+  expert_flops_ = 2.0 * expert;
 }
 
 // One MLA layer (attention_cost.mla_layer). Prefill rows of a model without an indexer run
@@ -186,14 +195,54 @@ void CostModel::add_layers(Module& module, const Layer& layer, int64_t count) co
   module.weight_bytes += count * layer.params * bytes_.weight;
 }
 
-StepCost CostModel::batch(const Batch& batch, const int64_t* accepted, bool mtp) const {
+CostModel::Paths CostModel::paths(const Batch& batch, const int64_t* accepted, bool mtp) const {
   if (mtp && !has_mtp_)
     throw std::invalid_argument("model " + name_ + " has no MTP module; mtp must be false");
   return v4_ ? sum_rows<true>(batch, accepted, mtp) : sum_rows<false>(batch, accepted, mtp);
 }
 
+StepCost CostModel::batch(const Batch& batch, const int64_t* accepted, bool mtp) const {
+  return cost(paths(batch, accepted, mtp), mtp);
+}
+
+StepCost CostModel::cost(const Paths& p, bool mtp) const {
+  StepCost cost{dot(main_.flops, p.model), dot(main_.flops, p.executed),
+                module_bytes(main_, p.executed)};
+  if (mtp && p.drafted[kTokens] > 0) {
+    cost.executed_flops += dot(mtp_.flops, p.drafted);
+    cost.bytes += module_bytes(mtp_, p.drafted);
+  }
+  return cost;
+}
+
+StepParts CostModel::parts(const Batch& batch, const int64_t* accepted, bool mtp) const {
+  const Paths p = paths(batch, accepted, mtp);
+  StepParts parts;
+  parts.cost = cost(p, mtp);
+  const auto add = [this, &parts](const Module& module, const Terms& sums) {
+    const double tokens = sums[kTokens];
+    if (tokens == 0) return;
+    parts.attention_flops += dot(module.attention_flops, sums);
+    parts.attention_bytes += module.attention_weight_bytes;
+    parts.kv_bytes += dot(module.kv_bytes, sums);
+    parts.dense_flops +=
+        module.dense_flops_per_token * tokens + module.flops[kLogits] * sums[kLogits];
+    parts.dense_bytes += module.weight_bytes - module.attention_weight_bytes +
+                         module.moe_layers * shared_expert_bytes_ +
+                         (sums[kLogits] > 0 ? head_bytes_ : 0.0);
+    parts.moe_tokens += module.moe_layers * tokens;
+  };
+  add(main_, p.executed);
+  parts.tokens = p.executed[kTokens];
+  if (mtp) {
+    add(mtp_, p.drafted);
+    parts.mtp_tokens = p.drafted[kTokens];
+  }
+  return parts;
+}
+
 template <bool kV4>
-StepCost CostModel::sum_rows(const Batch& batch, const int64_t* accepted, bool mtp) const {
+CostModel::Paths CostModel::sum_rows(const Batch& batch, const int64_t* accepted, bool mtp) const {
   // Most rows run as scheduled on every path (no draft rejected, no padding): they add to
   // `common` once instead of to each path.
   Sums<kV4> common{}, model{}, executed{}, drafted{};
@@ -223,14 +272,9 @@ StepCost CostModel::sum_rows(const Batch& batch, const int64_t* accepted, bool m
     t[kUpTokens] = t[kTokens] + static_cast<double>(reup_prefix);
     return t;
   };
-  const Terms e = totals(executed, mha_prefix);
-  StepCost cost{dot(main_.flops, totals(model, 0)), dot(main_.flops, e), module_bytes(main_, e)};
-  if (mtp && !batch.empty()) {
-    const Terms d = totals(drafted, mha_prefix);
-    cost.executed_flops += dot(mtp_.flops, d);
-    cost.bytes += module_bytes(mtp_, d);
-  }
-  return cost;
+  Paths paths{totals(model, 0), totals(executed, mha_prefix), {}};
+  if (mtp) paths.drafted = totals(drafted, mha_prefix);
+  return paths;
 }
 
 template <bool kV4>

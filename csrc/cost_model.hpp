@@ -92,6 +92,28 @@ struct StepCost {
   double model_flops = 0;
   double executed_flops = 0;
   double bytes = 0;
+  // A deployment's modeled step on this rank, by part (DeploymentModel; 0 elsewhere), in
+  // seconds: each part's roofline, the all-to-alls and TP all-reduces
+  double attention_s = 0;
+  double dense_s = 0;  // dense FFN, shared experts, router, LM head
+  double experts_s = 0;
+  double dispatch_s = 0;
+  double combine_s = 0;
+  double allreduce_s = 0;
+};
+
+// One rank's executed step by part, for a deployment to time: the attention layers, the
+// rest but the routed experts, and the tokens the MoE layers route.
+struct StepParts {
+  StepCost cost;
+  double attention_flops = 0;
+  double attention_bytes = 0;  // attention weights, read once
+  double kv_bytes = 0;  // KV cache read and written
+  double dense_flops = 0;
+  double dense_bytes = 0;  // dense FFN, shared experts, router, eh_proj, LM head weights
+  double tokens = 0;  // positions through the main model
+  double mtp_tokens = 0;  // positions through the MTP module
+  double moe_tokens = 0;  // sum over MoE layers of the tokens routed there
 };
 
 class CostModel {
@@ -105,6 +127,13 @@ class CostModel {
   // decode rows, 0 on prefill rows. Nothing is checked but that the model has an MTP module
   // when mtp is set (std::invalid_argument).
   StepCost batch(const Batch& batch, const int64_t* accepted, bool mtp) const;
+  // The same step by part (batch()'s StepCost included).
+  StepParts parts(const Batch& batch, const int64_t* accepted, bool mtp) const;
+
+  int64_t top_k() const { return top_k_; }
+  // Routed-expert FLOPs per token per expert, and one routed expert's weight bytes.
+  double expert_flops() const { return expert_flops_; }
+  double expert_bytes() const { return expert_bytes_; }
 
  private:
   // Per-row integers whose batch sums the costs are linear in; a deepseek_v3 model sums
@@ -142,6 +171,15 @@ class CostModel {
     Terms kv_bytes{};
     double weight_bytes = 0;  // read whenever the module runs: all but the experts and head
     double moe_layers = 0;
+    // the attention layers alone (flops and weight_bytes before the FFN is added)
+    Terms attention_flops{};
+    double attention_weight_bytes = 0;
+    double dense_flops_per_token = 0;  // dense FFN, shared experts, router, eh_proj
+  };
+  // Each path's term sums over a batch: model (accepted positions), executed, drafted (the
+  // MTP module's); drafted is all zero without mtp.
+  struct Paths {
+    Terms model{}, executed{}, drafted{};
   };
   struct Layer {
     Terms flops{};
@@ -153,7 +191,9 @@ class CostModel {
   void add_layers(Module& module, const Layer& layer, int64_t count) const;
 
   template <bool kV4>
-  StepCost sum_rows(const Batch& batch, const int64_t* accepted, bool mtp) const;
+  Paths sum_rows(const Batch& batch, const int64_t* accepted, bool mtp) const;
+  Paths paths(const Batch& batch, const int64_t* accepted, bool mtp) const;
+  StepCost cost(const Paths& p, bool mtp) const;
   template <bool kV4>
   void add_row(int64_t q, int64_t k, int64_t logits, bool prefill, Sums<kV4>& sums) const;
   double module_bytes(const Module& module, const Terms& sums) const;
@@ -176,6 +216,8 @@ class CostModel {
   bool every_expert_;  // top_k == E
   double expert_bytes_;
   double shared_expert_bytes_;
+  int64_t top_k_;
+  double expert_flops_;
 };
 
 }  // namespace steptrace

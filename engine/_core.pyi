@@ -1,6 +1,6 @@
 """Type stub for the C++ scheduler core (csrc/bindings.cpp)."""
 
-from typing import Callable, Optional, Sequence as Seq, Union
+from typing import Callable, Iterator, Optional, Sequence as Seq, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -108,6 +108,13 @@ class StepCost:
     model_flops: float
     executed_flops: float
     bytes: float
+    # a deployment's modeled parts on this rank, in seconds (DeploymentModel; 0 elsewhere)
+    attention_s: float
+    dense_s: float
+    experts_s: float
+    dispatch_s: float
+    combine_s: float
+    allreduce_s: float
     def __init__(self, model_flops: float, executed_flops: float, bytes: float) -> None: ...
 
 class CostModel:
@@ -117,6 +124,44 @@ class CostModel:
     def batch(self, batch: Batch, accepted: Optional[npt.NDArray[np.int64]] = None,
               mtp: bool = False) -> StepCost: ...
     def plan(self, plan: Plan, mtp: bool = False) -> list[StepCost]: ...
+
+class DeploymentRates:
+    """The DeploymentModel's inputs (engine.executors.modeled.deployment_rates)."""
+    devices: int
+    attention_tp: int
+    dense_tp: int
+    moe_ep: int
+    moe_tp: int
+    micro_batches: int
+    scaleup_devices: int
+    local_experts: float
+    expert_imbalance: float
+    hidden: float
+    dispatch_bytes: float
+    combine_bytes: float
+    layers: float
+    attention_flops_per_s: float
+    dense_flops_per_s: float
+    expert_flops_per_s: float
+    hbm_bytes_per_s: float
+    scaleup_bytes_per_s: float
+    scaleout_bytes_per_s: float
+    scaleup_latency_s: float
+    scaleout_latency_s: float
+    overhead_s: float
+    def __init__(self) -> None: ...
+
+class StepCosts:
+    """Every rank's StepCost of one step, held in C++ (DeploymentModel.step)."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, rank: int) -> StepCost: ...
+    def __iter__(self) -> Iterator[StepCost]: ...
+
+class DeploymentModel:
+    """One step of a deployment, per rank and part (csrc/deployment_model.hpp)."""
+    def __init__(self, cost: CostModel, rates: DeploymentRates) -> None: ...
+    def step(self, plan: Plan, accepted: Optional[Seq[npt.ArrayLike]] = None,
+             mtp: bool = False) -> tuple[float, StepCosts]: ...
 
 class StepLog:
     """The recorder's core (harness/recorder.py): step, batch and request rows, token times.

@@ -8,6 +8,7 @@ from typing import Optional
 
 import numpy as np
 
+from .deployment import Deployment
 from .devices.profile import PRECISIONS
 from .executors.spec import ExecutorSpec
 from .scheduler_config import SchedulerConfig, choices
@@ -40,6 +41,9 @@ class EngineConfig:
     seed: int = 0  # weights, synthetic prompts and the MTP acceptance model
     mtp_acceptance: Optional[float] = 0.8  # per-draft acceptance; None: verify with the model
     release_gil: bool = True  # schedule() with the GIL released (False: held)
+    # modeled executors: how the model spreads over devices; None: one device, whole-batch
+    # roofline
+    deployment: Optional[Deployment] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, SchedulerConfig):
@@ -54,3 +58,5 @@ class EngineConfig:
         check_int("seed", self.seed, 0)
         if self.mtp_acceptance is not None and not 0.0 <= self.mtp_acceptance <= 1.0:
             raise ValueError(f"mtp_acceptance must be within 0..1 (or None), got {self.mtp_acceptance}")
+        if self.deployment is not None and not isinstance(self.deployment, Deployment):
+            raise ValueError(f"deployment must be a Deployment or None, got {self.deployment!r}")

@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from engine.config import DEVICES, DTYPES, EngineConfig, SchedulerConfig
+from engine.deployment import (
+    COMPUTE_PARTS,
+    DEFAULT_IMBALANCE,
+    DEFAULT_MEMORY_UTILIZATION,
+    Deployment,
+)
 from engine.devices.profile import PRECISIONS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
@@ -51,7 +57,8 @@ def number(low: float, high: Optional[float] = None, allow_none: bool = False, s
         ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
         ok = ok and (v > low if strict else v >= low) and (high is None or v <= high)
         if not ok:
-            rng = f"> {low}" if strict else f">= {low}" if high is None else f"in {low}..{high}"
+            rng = (f"> {low}" + ("" if high is None else f" and <= {high}") if strict
+                   else f">= {low}" if high is None else f"in {low}..{high}")
             raise ValueError(f"a finite number {rng}" + (" or null" if allow_none else ""))
     return check
 
@@ -98,10 +105,15 @@ def executor_spec(device_value: str) -> Optional[ExecutorSpec]:
 
 def _scheduler_keys() -> Dict[str, Key]:
     """SchedulerConfig's fields, as the C++ core declares them (csrc/config.hpp); a choice
-    is checked by SchedulerConfig itself, its error naming the allowed values."""
+    is checked by SchedulerConfig itself, its error naming the allowed values.
+    num_kv_blocks may also be `auto` (the default): derived from device memory."""
     checks = {"bool": lambda f: boolean, "str": lambda f: text,
               "int": lambda f: integer(f["minimum"], allow_none=f["default"] is None)}
-    return {f["name"]: Key(checks[f["type"]](f), f["default"], f["doc"]) for f in FIELDS}
+    keys = {f["name"]: Key(checks[f["type"]](f), f["default"], f["doc"]) for f in FIELDS}
+    blocks = keys["num_kv_blocks"]
+    keys["num_kv_blocks"] = Key(lambda v: None if v == "auto" else blocks.check(v), "auto",
+                                blocks.doc + "; auto: what device memory leaves")
+    return keys
 
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
@@ -142,6 +154,32 @@ SCHEMA: Dict[str, Any] = {
     "telemetry": {
         "enabled": Key(boolean, True, "sample device and host in a separate process"),
         "interval_s": Key(number(0.01), 0.1, "seconds between samples (GPM >= 0.1, npu-smi >= 1)"),
+    },
+    "deployment": {
+        "devices": Key(integer(1), 1, "devices per instance"),
+        "attention": {
+            "dp": Key(integer(1, allow_none=True), None,
+                      "DP attention ranks (the scheduler's dp_size); null: devices / tp"),
+            "tp": Key(integer(1), 1, "attention TP group per DP rank"),
+        },
+        "moe": {
+            "ep": Key(integer(1, allow_none=True), None, "expert parallelism; null: devices / tp"),
+            "tp": Key(integer(1), 1, "each expert split over this many devices"),
+        },
+        "dense": {"tp": Key(integer(1), 1, "dense FFN, shared experts, LM head; 1: replicated")},
+        "micro_batches": Key(one_of(1, 2), 1, "2: two-batch overlap"),
+        "precision": {
+            **{part: Key(one_of(*PRECISIONS), None, "GEMMs; null: the workload's precision")
+               for part in COMPUTE_PARTS},
+            "kv": Key(one_of("bf16", "fp8"), None, "KV cache; null: bf16"),
+            "dispatch": Key(one_of(*PRECISIONS), None, "payload; null: the workload's precision"),
+            "combine": Key(one_of(*PRECISIONS), None, "payload; null: bf16"),
+        },
+        "redundant_experts": Key(integer(0), 0, "extra expert replicas (EPLB)"),
+        "expert_imbalance": Key(number(1), DEFAULT_IMBALANCE,
+                                "hottest device's expert load over the mean"),
+        "memory_utilization": Key(number(0, 1, strict=True), DEFAULT_MEMORY_UTILIZATION,
+                                  "share of HBM for weights and KV"),
     },
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
@@ -197,7 +235,10 @@ class Workload:
     def engine_config(self, gil: str) -> EngineConfig:
         v = self.values
         spec = executor_spec(v["device"])
+        deployment = Deployment.from_values(v["deployment"], v["precision"]) \
+            if spec and spec.modeled else None
         return EngineConfig(scheduler=SchedulerConfig(**v["engine"]), model=v["model"],
+                            deployment=deployment,
                             device="cpu" if spec else v["device"],
                             executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
@@ -248,6 +289,7 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     else:
         _check_generator(trace["generate"], fail)
     _check_model(values["model"], fail)
+    _check_deployment(values, data, spec, fail)
     _check_output(values, fail)
     try:
         Workload(path, values).engine_config(values["gil"])
@@ -295,6 +337,48 @@ def _check_model(name: str, fail) -> None:
         fail(("model",), str(e))
     except ArithmeticError as e:  # a geometry the model's own checks let through (o_groups: 0)
         fail(("model",), f"{name}: {type(e).__name__}: {e}")
+
+
+def _check_deployment(values, data, spec, fail) -> None:
+    """A modeled device's deployment checked against the model and the device, its DP
+    degree made the scheduler's dp_size, and num_kv_blocks checked against memory (or,
+    `auto`, derived from it). Elsewhere `auto` is the core's default pool."""
+    from engine.deployment import DeploymentError
+    from engine.device_memory import DoesNotFit, kv_blocks
+    from engine.model_config import load_model_config
+
+    engine = values["engine"]
+    given = data.get("engine") or {}
+    if not (spec and spec.modeled):
+        if data.get("deployment") is not None:
+            fail(("deployment",), f"a deployment is modeled: expected device "
+                                  f"modeled:<profile>, got {values['device']}")
+        if engine["num_kv_blocks"] == "auto":
+            engine["num_kv_blocks"] = next(f["default"] for f in FIELDS
+                                           if f["name"] == "num_kv_blocks")
+        return
+    model = load_model_config(values["model"])
+    profile = spec.device_profile()
+    deployment = Deployment.from_values(values["deployment"], values["precision"])
+    try:
+        deployment.check(model, profile)
+    except DeploymentError as e:
+        fail(("deployment",) + e.key, e.message)
+    if "dp_size" in given and given["dp_size"] != deployment.attention_dp:
+        fail(("engine", "dp_size"), f"the deployment's attention.dp is {deployment.attention_dp}"
+                                    f", got dp_size {given['dp_size']}: leave dp_size out")
+    engine["dp_size"] = deployment.attention_dp
+    sizes = (engine["block_size"], engine["max_num_seqs"])
+    try:
+        fit = kv_blocks(model, deployment, profile, *sizes)
+    except DoesNotFit as e:
+        fail(("deployment",), str(e))
+    requested = engine["num_kv_blocks"]
+    try:
+        engine["num_kv_blocks"] = fit if requested == "auto" else \
+            kv_blocks(model, deployment, profile, *sizes, requested=requested)
+    except DoesNotFit as e:
+        fail(("engine", "num_kv_blocks"), str(e))
 
 
 def _check_output(values, fail) -> None:

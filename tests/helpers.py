@@ -78,13 +78,15 @@ def wait_for_samples(sampler, rows, source="cpu", timeout_s=30.0):
     raise AssertionError(f"the sampler journalled fewer than {rows} {source} rows in {timeout_s} s")
 
 
-# A small modeled run: a dozen generated requests, no calibration, no telemetry.
+# A small modeled run: a dozen generated requests, no calibration, no telemetry; one DP rank
+# over 8 H200s (the weights need at least 8).
 MODELED = """trace:
   generate: {requests: 12, rate: 100, prompt: {uniform: [4, 40]}, output: {uniform: [1, 6]}}
 engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
 model: deepseek-v3
 device: modeled:H200
 precision: fp8
+deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}
 calibration_requests: 0
 telemetry: {enabled: false}
 """

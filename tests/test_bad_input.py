@@ -382,7 +382,8 @@ def test_a_modeled_run_rejects_the_oversized_request_and_finishes_the_others(tmp
     workload = tmp_path / "w.yaml"
     workload.write_text(f"output: {tmp_path / 'results'}\ntrace: {{file: {trace}}}\n"
                         "engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}\n"
-                        "model: deepseek-v3\ndevice: modeled:H200\n")
+                        "model: deepseek-v3\ndevice: modeled:H200\nprecision: fp8\n"
+                        "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}\n")
     (run_dir,) = run_workload(load_workload(workload))
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"]

@@ -11,6 +11,7 @@ from engine.devices.profile import DEVICES_DIR
 DOC = {
     "H100": (989, 1979, None, 80, 3.35, 900, 700),
     "H200": (989, 1979, None, 141, 4.8, 900, 700),
+    "H800": (989, 1979, None, 80, 3.35, 400, 700),
     "B200": (2250, 4500, 9000, 180, 8, 1800, 1000),
     "GB200": (2500, 5000, 10000, 186, 8, 1800, 1200),
     "B300": (2250, 4500, 13500, 288, 8, 1800, 1100),
@@ -35,8 +36,9 @@ def test_profile_matches_doc(name):
     got = tuple(value(p.peak_tflops[x]) for x in PRECISIONS) + tuple(
         value(getattr(p, f)) for f in ("hbm_gb", "hbm_tb_s", "interconnect_gb_s", "tdp_w"))
     assert got == DOC[name]
-    for f in ("step_overhead_us", "compute_efficiency", "memory_efficiency"):
-        assert getattr(p, f).kind == "assumption"
+    for f in ("step_overhead_us", "compute_efficiency", "memory_efficiency",
+              "scaleup_latency_us", "scaleout_latency_us", "network_efficiency"):
+        assert getattr(p, f).kind in ("assumption", "fitted")
 
 
 @pytest.mark.parametrize("name", sorted(DOC))

@@ -35,6 +35,7 @@ engine: {max_num_batched_tokens: 16384, max_num_seqs: 256, num_kv_blocks: 65536,
 model: deepseek-v4-flash
 device: modeled:B200
 precision: fp8
+deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}
 calibration_requests: 0
 telemetry: {enabled: false}
 """

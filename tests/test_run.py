@@ -60,7 +60,7 @@ def test_real_clock_run_writes_every_table(tmp_path):
 
 
 def test_virtual_clock_modeled_runs_are_identical(tmp_path):
-    body = GENERATED.replace("model: tiny", "model: deepseek-v3")
+    body = GENERATED.replace("model: tiny", "model: deepseek-v3\ndeployment: {devices: 8}")
     runs = [run_workload(workload(tmp_path, body, device="modeled:B200", precision="fp8"))[0]
             for _ in range(2)]
     assert runs[0] != runs[1]  # a run never overwrites another
@@ -90,7 +90,7 @@ def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path, monkeypatch
 def test_azure_trace_replay_keeps_every_request(tmp_path):
     w = workload(tmp_path, f"trace: {{file: {AZURE}}}\nmodel: deepseek-v3\n"
                            "engine: {max_num_batched_tokens: 16384, max_num_seqs: 256, "
-                           "num_kv_blocks: 65536, block_size: 64}\n",
+                           "block_size: 64}\ndeployment: {devices: 8}\n",
                  device="modeled:H200", precision="fp8")
     (run_dir,) = run_workload(w)
     requests = read(run_dir, "requests")

@@ -137,6 +137,12 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
     steps_.model_flops.push_back(costs[r].model_flops);
     steps_.executed_flops.push_back(costs[r].executed_flops);
     steps_.bytes.push_back(costs[r].bytes);
+    steps_.attention_s.push_back(costs[r].attention_s);
+    steps_.dense_s.push_back(costs[r].dense_s);
+    steps_.experts_s.push_back(costs[r].experts_s);
+    steps_.dispatch_s.push_back(costs[r].dispatch_s);
+    steps_.combine_s.push_back(costs[r].combine_s);
+    steps_.allreduce_s.push_back(costs[r].allreduce_s);
 
     batches_.step.insert(batches_.step.end(), b.rows(), plan.step);
     batches_.dp_rank.insert(batches_.dp_rank.end(), b.rows(), b.rank);

@@ -38,6 +38,7 @@ struct StepRows {  // one row per (step, DP rank)
   std::vector<double> t_start_s, t_end_s;
   std::vector<int64_t> sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns, flush_ns;
   std::vector<double> model_flops, executed_flops, bytes;
+  std::vector<double> attention_s, dense_s, experts_s, dispatch_s, combine_s, allreduce_s;
 
   template <typename F>
   void each_column(F&& f) {  // f(name, column), in the table's order
@@ -70,6 +71,12 @@ struct StepRows {  // one row per (step, DP rank)
     f("model_flops", model_flops);
     f("executed_flops", executed_flops);
     f("bytes", bytes);
+    f("attention_s", attention_s);
+    f("dense_s", dense_s);
+    f("experts_s", experts_s);
+    f("dispatch_s", dispatch_s);
+    f("combine_s", combine_s);
+    f("allreduce_s", allreduce_s);
   }
 };
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "deployment_model.hpp"
 #include "step_log.hpp"
 
 namespace py = pybind11;
@@ -149,11 +150,16 @@ void bind_step_log(py::module_& m) {
             const auto& post = post_obj.cast<const PostprocessOutput&>();
             std::vector<StepCost>& costs = log.costs;
             costs.clear();
-            for (py::handle f : py::reinterpret_borrow<py::sequence>(flops_obj)) {
-              if (!py::isinstance<StepCost>(f))
-                throw py::type_error("flops holds a StepCost per rank, got " +
-                                     py::repr(f).cast<std::string>());
-              costs.push_back(f.cast<const StepCost&>());
+            if (py::isinstance<StepCosts>(flops_obj)) {  // a deployment's: no object per rank
+              const auto& ranks = flops_obj.cast<const StepCosts&>().ranks;
+              costs.assign(ranks.begin(), ranks.end());
+            } else {
+              for (py::handle f : py::reinterpret_borrow<py::sequence>(flops_obj)) {
+                if (!py::isinstance<StepCost>(f))
+                  throw py::type_error("flops holds a StepCost per rank, got " +
+                                       py::repr(f).cast<std::string>());
+                costs.push_back(f.cast<const StepCost&>());
+              }
             }
             int64_t flush_ns = 0;
             if (log.buffered >= log.chunk_steps) {

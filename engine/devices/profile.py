@@ -1,8 +1,9 @@
 """Device profiles: published device figures with their sources, one YAML per device.
 
 Every figure carries `kind`: vendor (a vendor document), press (third parties), derived
-(arithmetic on other figures) or assumption (a roofline default of this harness, not a
-measurement). A figure nobody published is null, never guessed: asking for it raises.
+(arithmetic on other figures), assumption (a roofline default of this harness, not a
+measurement) or fitted (a step-model constant fitted to published deployments). A figure
+nobody published is null, never guessed: asking for it raises.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import yaml
 DEVICES_DIR = Path(__file__).resolve().parent
 PRECISIONS = ("bf16", "fp8", "fp4")  # dense tensor-core rates; MX/NV block formats run at these
 FIGURE_KINDS = ("vendor", "press", "derived")
+# the step model's constants: a default (assumption) or fitted to published deployments
+# (docs/modeling.md, "Efficiencies")
+MODEL_KINDS = ("assumption", "fitted")
 BACKENDS = ("cuda", "npu")
 
 
@@ -37,6 +41,12 @@ class DeviceProfile:
     hbm_tb_s: Optional[Figure]
     interconnect_gb_s: Optional[Figure]  # scale-up, per chip, both directions summed
     tdp_w: Optional[Figure]
+    scaleup_devices: Figure  # devices in one scale-up domain (NVLink, UB)
+    scaleout_gb_s: Optional[Figure]  # per device, one direction, across scale-up domains
+    # all-to-all defaults (kind: assumption): seconds = latency + bytes / (bw * network_efficiency)
+    scaleup_latency_us: Figure
+    scaleout_latency_us: Figure
+    network_efficiency: Figure
     # roofline defaults (kind: assumption): step time =
     # step_overhead_us + max(flops / (peak * compute_efficiency), bytes / (bw * memory_efficiency))
     step_overhead_us: Figure
@@ -93,10 +103,13 @@ def _parse(path: Path, data: dict) -> DeviceProfile:
     values = dict(data)
     values["peak_tflops"] = {p: _figure(path, f"peak_tflops.{p}", peaks[p], FIGURE_KINDS)
                              for p in PRECISIONS}
-    for name in ("hbm_gb", "hbm_tb_s", "interconnect_gb_s", "tdp_w"):
+    for name in ("hbm_gb", "hbm_tb_s", "interconnect_gb_s", "tdp_w", "scaleout_gb_s"):
         values[name] = _figure(path, name, data[name], FIGURE_KINDS)
-    for name in ("step_overhead_us", "compute_efficiency", "memory_efficiency"):
-        values[name] = _figure(path, name, data[name], ("assumption",), required=True)
+    values["scaleup_devices"] = _figure(path, "scaleup_devices", data["scaleup_devices"],
+                                        FIGURE_KINDS, required=True)
+    for name in ("step_overhead_us", "compute_efficiency", "memory_efficiency",
+                 "scaleup_latency_us", "scaleout_latency_us", "network_efficiency"):
+        values[name] = _figure(path, name, data[name], MODEL_KINDS, required=True)
     return DeviceProfile(**values)
 
 

@@ -4,30 +4,67 @@ on a device profile says, so a run needs no such device:
     step = overhead + max(executed_flops / (peak * compute_eff), bytes / (hbm_bw * memory_eff))
 
 DP ranks run side by side on their own devices: the step lasts as long as the slowest rank.
-Accepted MTP drafts come from the seeded acceptance model. Everything it reports is
-labelled modeled.
+With a deployment (engine/deployment.py) each rank's step is timed part by part on one of
+its devices, with the routed experts of every rank's tokens and the communication between
+them (the C++ DeploymentModel; docs/modeling.md). Accepted MTP drafts come from the seeded
+acceptance model. Everything it reports is labelled modeled.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from ..config import EngineConfig
+from ..deployment import BYTES, Deployment
 from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
 from ..plan import KIND_DECODE
 from .base import ExecutorOutput
 from .spec import Built
 
-PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+PRECISION_BYTES = BYTES
 
 
 def build(config: EngineConfig, spec, model_config) -> Built:
-    """The profile's roofline, on the host; weights at the run's precision, BF16 KV."""
-    flops = FlopsEstimator(model_config, kv_bytes=2.0,
-                           weight_bytes=PRECISION_BYTES[config.precision])
+    """The profile's roofline, on the host. Without a deployment: weights at the run's
+    precision, BF16 KV; with one, each part at its own."""
+    d = config.deployment
+    if d is None:
+        flops = FlopsEstimator(model_config, kv_bytes=2.0,
+                               weight_bytes=PRECISION_BYTES[config.precision])
+    else:
+        flops = FlopsEstimator(model_config, weight_bytes=BYTES[d.precision["dense"]],
+                               expert_weight_bytes=BYTES[d.precision["experts"]],
+                               kv_bytes=BYTES[d.precision["kv"]])
     profile = spec.device_profile()
     return Built(ModeledExecutor(config, flops, profile), flops, detect_device("cpu"), profile)
+
+
+def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _core.DeploymentRates:
+    """The C++ step model's inputs: degrees, payloads, and each part's effective rate."""
+    r = _core.DeploymentRates()
+    r.devices, r.attention_tp, r.dense_tp = d.devices, d.attention_tp, d.dense_tp
+    r.moe_ep, r.moe_tp, r.micro_batches = d.moe_ep, d.moe_tp, d.micro_batches
+    r.scaleup_devices = int(profile.scaleup_devices.value)
+    r.local_experts = (model_config.n_routed_experts + d.redundant_experts) / d.moe_ep
+    r.expert_imbalance = d.expert_imbalance
+    r.hidden = model_config.hidden_size
+    r.dispatch_bytes, r.combine_bytes = BYTES[d.precision["dispatch"]], BYTES[d.precision["combine"]]
+    r.layers = model_config.num_hidden_layers
+    compute = profile.compute_efficiency.value * 1e12
+    r.attention_flops_per_s = profile.peak(d.precision["attention"]) * compute
+    r.dense_flops_per_s = profile.peak(d.precision["dense"]) * compute
+    r.expert_flops_per_s = profile.peak(d.precision["experts"]) * compute
+    r.hbm_bytes_per_s = profile.hbm_tb_s.value * 1e12 * profile.memory_efficiency.value
+    network = profile.network_efficiency.value * 1e9
+    r.scaleup_bytes_per_s = profile.interconnect_gb_s.value / 2 * network  # one direction
+    out = profile.scaleout_gb_s  # None: Deployment.check keeps the deployment in one domain
+    r.scaleout_bytes_per_s = (out.value if out else profile.interconnect_gb_s.value / 2) * network
+    r.scaleup_latency_s = profile.scaleup_latency_us.value * 1e-6
+    r.scaleout_latency_s = profile.scaleout_latency_us.value * 1e-6
+    r.overhead_s = profile.step_overhead_us.value * 1e-6
+    return r
 
 
 class ModeledExecutor:
@@ -46,14 +83,18 @@ class ModeledExecutor:
         self.mtp = config.scheduler.num_mtp > 0
         self.acceptance = config.mtp_acceptance
         self._rng = np.random.default_rng(config.seed)
+        self.deployment = None if config.deployment is None else _core.DeploymentModel(
+            self.cost, deployment_rates(config.deployment, profile, estimator.cfg))
 
     def execute(self, plan) -> ExecutorOutput:
+        accepted = [self._accept(b) for b in plan.batches] if self.mtp else None
+        if self.deployment is not None:
+            seconds, flops = self.deployment.step(plan, accepted, self.mtp)
+            return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
+                                  sample_ns=0, modeled=True, flops=flops)
         if self.mtp:
-            batches = plan.batches
-            accepted = [self._accept(b) for b in batches]
-            flops = [self.cost.batch(b, a, True) for b, a in zip(batches, accepted)]
+            flops = [self.cost.batch(b, a, True) for b, a in zip(plan.batches, accepted)]
         else:
-            accepted = None
             flops = self.cost.plan(plan)
         seconds = 0.0  # ranks run side by side: the step lasts as long as the slowest
         for cost in flops:

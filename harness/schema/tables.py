@@ -15,6 +15,7 @@ WORK = "metrics.md#work-per-step"
 PER_REQUEST = "metrics.md#per-request"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
+STEP_PARTS = "modeling.md#the-step"
 
 
 def _col(name, type_, unit, meaning, defined=""):
@@ -67,6 +68,17 @@ STEPS = Table("steps", "engine step and DP rank",
     _col("executed_flops", F64, "FLOP", "the work the step ran: padding, rejected drafts, "
          "re-up-projection and the MTP module included", WORK),
     _col("bytes", F64, "bytes", "what the executed step moves through device memory", WORK),
+    _col("attention_s", F64, "s", "modeled deployment: the attention layers on one device of "
+         "the rank (0 without a deployment)", STEP_PARTS),
+    _col("dense_s", F64, "s", "modeled deployment: dense FFN, shared experts, router and LM "
+         "head on one device of the rank", STEP_PARTS),
+    _col("experts_s", F64, "s", "modeled deployment: the routed experts of the hottest device",
+         STEP_PARTS),
+    _col("dispatch_s", F64, "s", "modeled deployment: the rank's dispatch all-to-alls",
+         STEP_PARTS),
+    _col("combine_s", F64, "s", "modeled deployment: the rank's combine all-to-alls",
+         STEP_PARTS),
+    _col("allreduce_s", F64, "s", "modeled deployment: the rank's TP all-reduces", STEP_PARTS),
 ), "`preempted`, `rejected`, `finished` and `discarded_tokens` count the whole plan and "
    "repeat on every rank's row; the step's times too.")
 

@@ -1,0 +1,123 @@
+#include "deployment_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace steptrace {
+namespace {
+
+constexpr double kActivationBytes = 2;  // TP all-reduces move BF16 activations
+
+void check_positive(const char* name, double value) {
+  if (!(value > 0))
+    throw std::invalid_argument(std::string("deployment ") + name + " must be > 0, got " +
+                                std::to_string(value));
+}
+
+}  // namespace
+
+DeploymentModel::DeploymentModel(const CostModel& cost, const DeploymentRates& rates)
+    : cost_(cost), r_(rates) {
+  for (const auto& [name, value] : {std::pair<const char*, double>{"devices", rates.devices},
+                                    {"attention_tp", rates.attention_tp},
+                                    {"dense_tp", rates.dense_tp},
+                                    {"moe_ep", rates.moe_ep},
+                                    {"moe_tp", rates.moe_tp},
+                                    {"micro_batches", rates.micro_batches},
+                                    {"scaleup_devices", rates.scaleup_devices},
+                                    {"local_experts", rates.local_experts},
+                                    {"expert_imbalance", rates.expert_imbalance},
+                                    {"attention_flops_per_s", rates.attention_flops_per_s},
+                                    {"dense_flops_per_s", rates.dense_flops_per_s},
+                                    {"expert_flops_per_s", rates.expert_flops_per_s},
+                                    {"hbm_bytes_per_s", rates.hbm_bytes_per_s},
+                                    {"scaleup_bytes_per_s", rates.scaleup_bytes_per_s},
+                                    {"scaleout_bytes_per_s", rates.scaleout_bytes_per_s}})
+    check_positive(name, value);
+  // A token's top-k experts fall on the EP group's devices uniformly: it is sent once to
+  // each other device holding one of them, and crosses scale-out once per other scale-up
+  // domain among those (DeepEP forwards within the domain, as DeepSeek-V3 routes).
+  const double ep = static_cast<double>(r_.moe_ep), k = static_cast<double>(cost_.top_k());
+  const double domains = std::ceil(ep / static_cast<double>(r_.scaleup_devices));
+  remote_devices_ = (ep - 1) * -std::expm1(k * std::log1p(-1 / ep));
+  remote_domains_ = domains > 1 ? (domains - 1) * -std::expm1(k * std::log1p(-1 / domains)) : 0;
+}
+
+double DeploymentModel::roofline(double flops, double flops_per_s, double bytes) const {
+  return std::max(flops / flops_per_s, bytes / r_.hbm_bytes_per_s);
+}
+
+double DeploymentModel::all_to_all(double copies, double payload, double calls) const {
+  if (copies == 0) return 0;
+  const double bytes = copies * r_.hidden * payload;
+  const double scaleout = bytes * remote_domains_ / remote_devices_;
+  return calls * (remote_domains_ > 0 ? r_.scaleout_latency_s : r_.scaleup_latency_s) +
+         std::max(bytes / r_.scaleup_bytes_per_s, scaleout / r_.scaleout_bytes_per_s);
+}
+
+double DeploymentModel::all_reduce(double tokens, int64_t group, double layers) const {
+  if (group <= 1 || tokens == 0) return 0;
+  const double g = static_cast<double>(group);  // ring: 2 (g - 1) / g of the data each way
+  return layers *
+         (static_cast<double>(r_.micro_batches) * r_.scaleup_latency_s +
+          2 * (g - 1) / g * tokens * r_.hidden * kActivationBytes / r_.scaleup_bytes_per_s);
+}
+
+DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
+                                     const std::vector<const int64_t*>& accepted, bool mtp) const {
+  const size_t ranks = plan.batches.size();
+  std::vector<StepParts> parts(ranks);
+  double tokens = 0, moe_tokens = 0;
+  for (size_t i = 0; i < ranks; ++i) {
+    const Batch& batch = plan.batches[i];
+    if (batch.empty()) continue;  // an idle rank's parts are all zero
+    parts[i] = cost_.parts(batch, i < accepted.size() ? accepted[i] : nullptr, mtp);
+    tokens += parts[i].tokens;
+    moe_tokens += parts[i].moe_tokens;
+  }
+  DeploymentStep out;
+  out.costs.ranks.reserve(ranks);
+  for (const StepParts& p : parts) out.costs.ranks.push_back(p.cost);
+  if (moe_tokens == 0 && tokens == 0) return out;  // nothing ran: every device idles
+
+  const double mb = static_cast<double>(r_.micro_batches), k = cost_.top_k();
+  const double ep = static_cast<double>(r_.moe_ep), devices = static_cast<double>(r_.devices);
+  // The hottest device: its share of every rank's routed tokens, times the imbalance
+  const double layers = tokens > 0 ? moe_tokens / tokens : 0;  // MoE layers a token crosses
+  const double routed = moe_tokens * k / ep * r_.expert_imbalance;
+  const double per_layer = tokens * k / ep * r_.expert_imbalance / mb;  // one micro-batch
+  const double touched = r_.local_experts * -std::expm1(-per_layer / r_.local_experts);
+  const double experts_s =
+      roofline(routed * cost_.expert_flops() / r_.moe_tp, r_.expert_flops_per_s,
+               mb * layers * touched * cost_.expert_bytes() / r_.moe_tp);
+  const double received = moe_tokens * remote_devices_ / devices * r_.expert_imbalance;
+  const double calls = mb * layers;
+
+  double slowest = 0;
+  for (size_t i = 0; i < ranks; ++i) {
+    const StepParts& p = parts[i];
+    StepCost& c = out.costs.ranks[i];
+    const double tp = static_cast<double>(r_.attention_tp);
+    c.attention_s = roofline(p.attention_flops / tp, r_.attention_flops_per_s,
+                             mb * p.attention_bytes / tp + p.kv_bytes);
+    c.dense_s = roofline(p.dense_flops / tp, r_.dense_flops_per_s,
+                         mb * p.dense_bytes / static_cast<double>(r_.dense_tp));
+    c.experts_s = experts_s;
+    const double copies = std::max(p.moe_tokens / tp * remote_devices_, received);
+    c.dispatch_s = all_to_all(copies, r_.dispatch_bytes, calls);
+    c.combine_s = all_to_all(copies, r_.combine_bytes, calls);
+    const double rank_tokens = p.tokens + p.mtp_tokens;
+    const double reduces = r_.layers + (p.mtp_tokens > 0 ? 1 : 0);  // one per layer
+    c.allreduce_s = all_reduce(rank_tokens, r_.attention_tp, reduces) +
+                    all_reduce(rank_tokens, r_.dense_tp, reduces);
+    const double compute = c.attention_s + c.dense_s + c.experts_s;
+    const double comm = c.dispatch_s + c.combine_s + c.allreduce_s;
+    slowest = std::max(slowest, r_.micro_batches > 1 ? std::max(compute, comm) : compute + comm);
+  }
+  out.seconds = r_.overhead_s + slowest;
+  return out;
+}
+
+}  // namespace steptrace

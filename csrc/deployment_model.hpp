@@ -1,0 +1,77 @@
+// A step of one serving instance spread over devices (engine/deployment.py): per DP rank,
+// the roofline of each part on one device of the rank, the routed experts of the hottest
+// device (every rank's tokens, top-k routing, times the imbalance), dispatch and combine
+// all-to-alls and TP all-reduces. Two micro-batches hide communication under compute;
+// one adds them. The step lasts as long as the slowest rank. docs/modeling.md has the
+// equations.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cost_model.hpp"
+#include "schedule_output.hpp"
+
+namespace steptrace {
+
+struct DeploymentRates {
+  int64_t devices = 1;
+  int64_t attention_tp = 1;
+  int64_t dense_tp = 1;
+  int64_t moe_ep = 1;
+  int64_t moe_tp = 1;
+  int64_t micro_batches = 1;
+  int64_t scaleup_devices = 1;
+  double local_experts = 1;  // routed experts per EP group, redundant ones included
+  double expert_imbalance = 1;  // the hottest device's expert load over the mean
+  double hidden = 0;  // hidden size: the all-to-all and all-reduce payload per token
+  double dispatch_bytes = 1;  // per element
+  double combine_bytes = 2;
+  double layers = 0;  // main model layers (TP all-reduces)
+  // effective rates: peak x efficiency, per device
+  double attention_flops_per_s = 1;
+  double dense_flops_per_s = 1;
+  double expert_flops_per_s = 1;
+  double hbm_bytes_per_s = 1;
+  double scaleup_bytes_per_s = 1;  // one direction, x network efficiency
+  double scaleout_bytes_per_s = 1;
+  double scaleup_latency_s = 0;  // one collective
+  double scaleout_latency_s = 0;
+  double overhead_s = 0;  // one step
+};
+
+// Every rank's StepCost of one step: handed to Python and on to the recorder as one
+// object (engine._core.StepCosts), not one Python object per rank.
+struct StepCosts {
+  std::vector<StepCost> ranks;
+};
+
+struct DeploymentStep {
+  double seconds = 0;
+  StepCosts costs;  // per rank, with its parts' seconds
+};
+
+class DeploymentModel {
+ public:
+  // Throws std::invalid_argument for a degree below 1 or a rate not above 0.
+  DeploymentModel(const CostModel& cost, const DeploymentRates& rates);
+
+  // accepted: per rank, drafts accepted per row, or nullptr (none).
+  DeploymentStep step(const ScheduleOutput& plan, const std::vector<const int64_t*>& accepted,
+                      bool mtp) const;
+
+ private:
+  double roofline(double flops, double flops_per_s, double bytes) const;
+  // All-to-alls moving `copies` tokens to other devices in all, at `payload` bytes an
+  // element, over `calls` collectives.
+  double all_to_all(double copies, double payload, double calls) const;
+  // One ring all-reduce of `tokens` activations per layer, per micro-batch.
+  double all_reduce(double tokens, int64_t group, double layers) const;
+
+  CostModel cost_;
+  DeploymentRates r_;
+  double remote_devices_;  // other devices a token's top-k experts fall on
+  double remote_domains_;  // other scale-up domains among them
+};
+
+}  // namespace steptrace

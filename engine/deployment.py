@@ -1,0 +1,115 @@
+"""How one serving instance spreads the model over devices, named as SGLang and
+TensorRT-LLM name it: DP or TP attention, EP or TP experts, the dense FFN and LM head
+sharded or replicated, one or two micro-batches, a precision per part.
+
+check() refuses what no engine could run, naming the key: degrees that do not divide the
+devices or the experts, a TP group wider than the scale-up domain, a precision the device
+has no peak for. docs/workloads.md is the reference; docs/modeling.md the step it times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
+
+from .devices.profile import PRECISIONS, DeviceProfile
+from .model_config import ModelConfig
+
+BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+COMPUTE_PARTS = ("attention", "dense", "experts")  # GEMMs: timed at the device's peak
+# The hottest device's expert load over the mean, by default: SGLang's 96 x H100 prefill
+# ran 59,337 tok/s per node with simulated perfect balancing and 50,302 with its default
+# EPLB (LMSYS blog, 2025-05-05): 1.18.
+DEFAULT_IMBALANCE = 1.18
+# vLLM's gpu_memory_utilization default: the rest is activations, workspace, graphs.
+DEFAULT_MEMORY_UTILIZATION = 0.9
+
+
+class DeploymentError(ValueError):
+    def __init__(self, key: Tuple[str, ...], message: str) -> None:
+        super().__init__(f"deployment.{'.'.join(key)}: {message}")
+        self.key = key
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Deployment:
+    devices: int = 1
+    attention_dp: int = 1
+    attention_tp: int = 1
+    moe_ep: int = 1
+    moe_tp: int = 1
+    dense_tp: int = 1  # dense FFN, shared experts and LM head: 1 replicates them
+    micro_batches: int = 1  # 2: one micro-batch's all-to-all hidden under the other's compute
+    precision: Dict[str, str] = field(default_factory=lambda: {
+        "attention": "bf16", "kv": "bf16", "dense": "bf16", "experts": "bf16",
+        "dispatch": "bf16", "combine": "bf16"})
+    redundant_experts: int = 0
+    expert_imbalance: float = DEFAULT_IMBALANCE
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+
+    @classmethod
+    def from_values(cls, v: dict, precision: str) -> Deployment:
+        """The workload's `deployment:` section, its defaults filled in (harness.workload);
+        parts without a precision run at the workload's `precision`, combine at BF16."""
+        devices = v["devices"]
+        tp, moe_tp = v["attention"]["tp"], v["moe"]["tp"]
+        dp = v["attention"]["dp"] or max(devices // tp, 1)  # default: the rest of the devices
+        ep = v["moe"]["ep"] or max(devices // moe_tp, 1)
+        given = v["precision"]
+        parts = {p: given[p] or precision for p in COMPUTE_PARTS}
+        parts.update(kv=given["kv"] or "bf16", dispatch=given["dispatch"] or precision,
+                     combine=given["combine"] or "bf16")
+        return cls(devices=devices, attention_dp=dp, attention_tp=tp, moe_ep=ep, moe_tp=moe_tp,
+                   dense_tp=v["dense"]["tp"],
+                   micro_batches=v["micro_batches"], precision=parts,
+                   redundant_experts=v["redundant_experts"],
+                   expert_imbalance=v["expert_imbalance"],
+                   memory_utilization=v["memory_utilization"])
+
+    def check(self, model: ModelConfig, profile: DeviceProfile) -> None:
+        """DeploymentError, naming the key, for what no serving engine could run."""
+        n = self.devices
+        if self.attention_dp * self.attention_tp != n:
+            raise DeploymentError(("attention",), f"dp x tp must equal devices ({n}), got "
+                                  f"dp {self.attention_dp} x tp {self.attention_tp}")
+        if self.moe_ep * self.moe_tp != n:
+            raise DeploymentError(("moe",), f"ep x tp must equal devices ({n}), got "
+                                  f"ep {self.moe_ep} x tp {self.moe_tp}")
+        if n % self.dense_tp:
+            raise DeploymentError(("dense", "tp"), f"must divide devices ({n}), got "
+                                  f"{self.dense_tp}")
+        experts = model.n_routed_experts
+        if self.moe_ep > experts:
+            raise DeploymentError(("moe", "ep"), f"{self.moe_ep} is more than {model.name}'s "
+                                  f"{experts} routed experts")
+        if (experts + self.redundant_experts) % self.moe_ep:
+            raise DeploymentError(("moe", "ep"), f"must divide the routed experts plus the "
+                                  f"redundant ones ({experts} + {self.redundant_experts}), got "
+                                  f"{self.moe_ep}")
+        if model.moe_intermediate_size % self.moe_tp:
+            raise DeploymentError(("moe", "tp"), f"must divide moe_intermediate_size "
+                                  f"({model.moe_intermediate_size}), got {self.moe_tp}")
+        if model.num_attention_heads % self.attention_tp:
+            raise DeploymentError(("attention", "tp"), f"must divide {model.name}'s "
+                                  f"{model.num_attention_heads} attention heads, got "
+                                  f"{self.attention_tp}")
+        domain = int(profile.scaleup_devices.value)
+        for key, group in ((("attention", "tp"), self.attention_tp), (("moe", "tp"), self.moe_tp),
+                           (("dense", "tp"), self.dense_tp)):
+            if group > domain:
+                raise DeploymentError(key, f"a TP group of {group} is wider than {profile.name}'s "
+                                      f"scale-up domain of {domain} devices")
+        if n > domain and profile.scaleout_gb_s is None:
+            raise DeploymentError(("devices",), f"{n} devices span more than one scale-up "
+                                  f"domain of {domain}, and {profile.name} has no published "
+                                  f"scale-out bandwidth")
+        for part in COMPUTE_PARTS:
+            if profile.peak_tflops[self.precision[part]] is None:
+                published = [p for p in PRECISIONS if profile.peak_tflops[p] is not None]
+                raise DeploymentError(("precision", part), f"{profile.name} has no published "
+                                      f"dense {self.precision[part]} peak; published: "
+                                      f"{', '.join(published)}")
+        if self.precision["kv"] == "fp4":
+            raise DeploymentError(("precision", "kv"), "expected bf16 or fp8, got fp4")
+

@@ -1,0 +1,129 @@
+"""The workload's `deployment:` section: what no serving engine could run is refused by key,
+weights that do not fit are refused with the numbers, and `num_kv_blocks: auto` is what
+memory leaves."""
+
+import subprocess
+import sys
+
+import pytest
+
+from engine.deployment import Deployment
+from engine.device_memory import kv_bytes_per_token, weight_bytes
+from engine.model_config import load_model_config
+from harness.workload import WorkloadError, load_workload
+
+BASE = """trace:
+  generate: {requests: 4, rate: 10, prompt: {fixed: 64}, output: {fixed: 4}}
+model: deepseek-v3
+device: modeled:H200
+precision: fp8
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+EP8 = ["deployment.devices=8"]  # DP attention on 8 devices, EP8: the default degrees
+
+
+def load(tmp_path, *overrides, body=BASE):
+    path = tmp_path / "w.yaml"
+    path.write_text(body)
+    return load_workload(path, tuple(overrides) + (f"output={tmp_path / 'results'}",))
+
+
+def refused(tmp_path, *overrides, body=BASE) -> str:
+    with pytest.raises(WorkloadError) as e:
+        load(tmp_path, *overrides, body=body)
+    return str(e.value)
+
+
+def test_deepseek_v3_on_one_h200_is_refused_with_the_numbers(tmp_path):
+    message = refused(tmp_path)
+    assert "w.yaml: deployment: deepseek-v3 fp8 on 1 x H200: weights about 683 GB per " \
+           "device > 127 GB of HBM per device (141 GB at memory_utilization 0.9); shard " \
+           "the experts, e.g. moe.ep >= 8" in message
+
+
+def test_the_cli_refuses_it_with_exit_2_and_writes_nothing(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + f"output: {tmp_path / 'results'}\n")
+    for command in ("validate", "run"):
+        proc = subprocess.run([sys.executable, "-m", "harness.commands", command, str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "weights about 683 GB per device > 127 GB" in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_auto_is_what_memory_leaves_per_dp_rank(tmp_path):
+    w = load(tmp_path, *EP8, "engine.block_size=64")
+    engine = w.values["engine"]
+    cfg = load_model_config("deepseek-v3")
+    d = Deployment.from_values(w.values["deployment"], "fp8")
+    left = 141e9 * 0.9 - weight_bytes(cfg, d)
+    assert engine["num_kv_blocks"] == int(left // (64 * kv_bytes_per_token(cfg, d)))
+    assert engine["dp_size"] == 8
+    # BF16 latent KV of 61 + 1 (MTP) layers: (512 + 64) x 2 bytes each
+    assert kv_bytes_per_token(cfg, d) == 62 * 576 * 2
+
+
+def test_weights_shard_as_the_deployment_says():
+    cfg = load_model_config("deepseek-v3")
+    fp8 = dict(attention="fp8", kv="fp8", dense="fp8", experts="fp8", dispatch="fp8",
+               combine="bf16")
+    one = weight_bytes(cfg, Deployment(precision=fp8))
+    assert 680e9 < one < 690e9  # 671B parameters + the 14B MTP module, one byte each
+    expert = 3 * 7168 * 2048
+    moe_layers = 58 + 1  # and the MTP module's
+    ep8 = weight_bytes(cfg, Deployment(devices=8, attention_dp=8, moe_ep=8, precision=fp8))
+    assert one - ep8 == pytest.approx(moe_layers * 256 * expert * 7 / 8)
+    redundant = weight_bytes(cfg, Deployment(devices=8, attention_dp=8, moe_ep=8,
+                                             redundant_experts=32, precision=fp8))
+    assert redundant - ep8 == pytest.approx(moe_layers * 32 / 8 * expert)
+
+
+def test_an_explicit_pool_larger_than_memory_allows_is_refused(tmp_path):
+    fits = load(tmp_path, *EP8, "engine.block_size=64").values["engine"]["num_kv_blocks"]
+    assert load(tmp_path, *EP8, "engine.block_size=64",
+                f"engine.num_kv_blocks={fits}").values["engine"]["num_kv_blocks"] == fits
+    message = refused(tmp_path, *EP8, "engine.block_size=64", f"engine.num_kv_blocks={fits + 1}")
+    assert f"engine.num_kv_blocks: deepseek-v3 fp8 on 8 x H200: {fits + 1} KV blocks of 64 " \
+           f"tokens need" in message and f"leaves room for {fits}" in message
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["deployment.devices=8", "deployment.attention.dp=3"],
+     "deployment.attention: dp x tp must equal devices (8), got dp 3 x tp 1"),
+    (["deployment.devices=8", "deployment.moe.ep=3"],
+     "deployment.moe: ep x tp must equal devices (8), got ep 3 x tp 1"),
+    (["deployment.devices=12", "deployment.moe.ep=12"],
+     "deployment.moe.ep: must divide the routed experts plus the redundant ones (256 + 0), got 12"),
+    (["deployment.devices=512", "deployment.moe.ep=512"],
+     "deployment.moe.ep: 512 is more than deepseek-v3's 256 routed experts"),
+    (["deployment.devices=16", "deployment.attention.tp=16"],
+     "deployment.attention.tp: a TP group of 16 is wider than H200's scale-up domain of 8 "
+     "devices"),
+    (["deployment.devices=8", "deployment.precision.experts=fp4"],
+     "deployment.precision.experts: H200 has no published dense fp4 peak; published: bf16, fp8"),
+    (["device=modeled:Ascend 950DT", "deployment.devices=8",
+      "deployment.precision.attention=bf16"],
+     "deployment.precision.attention: Ascend 950DT has no published dense bf16 peak; "
+     "published: fp8, fp4"),
+    (["device=modeled:Ascend 910C", "deployment.devices=512", "deployment.moe.ep=256",
+      "deployment.moe.tp=2"],
+     "deployment.devices: 512 devices span more than one scale-up domain of 384, and Ascend "
+     "910C has no published scale-out bandwidth"),
+    (["deployment.devices=8", "engine.dp_size=4"],
+     "engine.dp_size: the deployment's attention.dp is 8, got dp_size 4: leave dp_size out"),
+    (["deployment.micro_batches=3"], "deployment.micro_batches: expected one of 1, 2, got 3"),
+    (["deployment.expert_imbalance=0.9"],
+     "deployment.expert_imbalance: expected a finite number >= 1, got 0.9"),
+    (["deployment.precision.kv=fp4"], "deployment.precision.kv: expected one of bf16, fp8"),
+    (["device=cpu", "deployment.devices=8"],
+     "deployment: a deployment is modeled: expected device modeled:<profile>, got cpu"),
+])
+def test_what_no_engine_could_run_is_refused_by_key(tmp_path, overrides, message):
+    assert message in refused(tmp_path, *overrides)
+
+
+def test_a_torch_device_keeps_the_cores_default_pool(tmp_path):
+    w = load(tmp_path, "device=cpu", "model=tiny")
+    assert w.values["engine"]["num_kv_blocks"] == 4096
