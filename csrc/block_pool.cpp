@@ -107,15 +107,17 @@ void BlockPool::check(const std::vector<int32_t>& owners) const {
     listed[block] = true;
   }
   int32_t retained = 0;
-  for (int32_t block = oldest_, before = kNone; block != kNone; before = block, block = next_[block]) {
-    STEPTRACE_CHECK(retained < num_total() && !listed[block] && refs_[block] == 0 &&
-                        indexed_[block] && prev_[block] == before,
-                    "retained block " + std::to_string(block) +
-                        " is unowned, indexed, linked and listed once");
+  for (int32_t block = oldest_, before = kNone; block != kNone;
+       before = block, block = next_[block]) {
+    STEPTRACE_CHECK(
+        retained < num_total() && !listed[block] && refs_[block] == 0 && indexed_[block] &&
+            prev_[block] == before,
+        "retained block " + std::to_string(block) + " is unowned, indexed, linked and listed once");
     listed[block] = true;
     ++retained;
   }
-  STEPTRACE_CHECK(retained == num_retained_, std::to_string(retained) + " retained blocks listed, " +
+  STEPTRACE_CHECK(retained == num_retained_, std::to_string(retained) +
+                                                 " retained blocks listed, " +
                                                  std::to_string(num_retained_) + " counted");
   int32_t owned = 0;
   for (int32_t b = 0; b < num_total(); ++b) {
@@ -131,9 +133,9 @@ void BlockPool::check(const std::vector<int32_t>& owners) const {
                       " owned blocks of " + std::to_string(num_total()));
   int32_t indexed = 0;
   for (int32_t b = 0; b < num_total(); ++b) indexed += indexed_[b];
-  STEPTRACE_CHECK(static_cast<int32_t>(by_hash_.size()) == indexed,
-                  std::to_string(by_hash_.size()) + " hashes, " + std::to_string(indexed) +
-                      " indexed blocks");
+  STEPTRACE_CHECK(
+      static_cast<int32_t>(by_hash_.size()) == indexed,
+      std::to_string(by_hash_.size()) + " hashes, " + std::to_string(indexed) + " indexed blocks");
   for (const auto& [block_hash, block] : by_hash_)
     STEPTRACE_CHECK(indexed_[block] && hash_of_[block] == block_hash,
                     "hash " + std::to_string(block_hash) + " names block " + std::to_string(block));

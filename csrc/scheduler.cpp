@@ -357,8 +357,8 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
 // its own, to produce the logits (writing into a shared block would overwrite its owners' KV).
 std::pair<int32_t, int32_t> Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
   const int32_t bs = config_.block_size;
-  const size_t full = std::min(s.block_hashes.size(),
-                               static_cast<size_t>((s.prefill_target - 1) / bs));
+  const size_t full =
+      std::min(s.block_hashes.size(), static_cast<size_t>((s.prefill_target - 1) / bs));
   int32_t n = 0, retained = 0;
   for (; static_cast<size_t>(n) < full; ++n) {
     const std::optional<int32_t> block = rank.pool.lookup(s.block_hashes[n]);
