@@ -350,7 +350,7 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
       reserved += prefill_blocks(seqs_[p]) - static_cast<int32_t>(seqs_[p].blocks.size());
     if (prefill_blocks(s) - have > free - reserved) return std::nullopt;
   }
-  return Chunk{q, padded, need, final, shared, revived, done};
+  return Chunk{q, padded, need, final, shared, done};
 }
 
 // A hit never covers the whole prefill: the last block is then computed again, in a block of

@@ -102,7 +102,6 @@ class Scheduler {
     int32_t q, padded, new_blocks;
     bool final;
     int32_t shared_blocks;  // admission: leading prompt blocks found in the prefix index
-    int32_t revived;        // of which retained ones, which leave the free count
     int32_t done;           // prefill tokens before this chunk
   };
 
