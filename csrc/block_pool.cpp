@@ -15,7 +15,11 @@ BlockPool::BlockPool(int32_t num_blocks)
       indexed_(num_blocks, false) {
   free_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
-  by_hash_.reserve(num_blocks);
+  size_t slots = 1;
+  while (slots < 2 * static_cast<size_t>(num_blocks)) slots *= 2;
+  slot_hash_.assign(slots, 0);
+  slot_block_.assign(slots, kNone);
+  mask_ = slots - 1;
 }
 
 void BlockPool::allocate(int32_t n, std::vector<int32_t>& owner) {
@@ -62,15 +66,39 @@ void BlockPool::release(std::vector<int32_t>& owner) {
 }
 
 std::optional<int32_t> BlockPool::lookup(int64_t block_hash) const {
-  auto it = by_hash_.find(block_hash);
-  if (it == by_hash_.end()) return std::nullopt;
-  return it->second;
+  const int32_t block = slot_block_[find_slot(block_hash)];
+  if (block == kNone) return std::nullopt;
+  return block;
 }
 
 void BlockPool::index(int32_t block, int64_t block_hash) {
-  if (indexed_[block] || !by_hash_.emplace(block_hash, block).second) return;
+  if (indexed_[block]) return;
+  const size_t slot = find_slot(block_hash);
+  if (slot_block_[slot] != kNone) return;
+  slot_hash_[slot] = block_hash;
+  slot_block_[slot] = block;
   hash_of_[block] = block_hash;
   indexed_[block] = true;
+}
+
+size_t BlockPool::find_slot(int64_t block_hash) const {
+  size_t slot = static_cast<uint64_t>(block_hash) & mask_;
+  while (slot_block_[slot] != kNone && slot_hash_[slot] != block_hash) slot = (slot + 1) & mask_;
+  return slot;
+}
+
+// Backward-shift deletion: every later entry of the probe run that may move to the hole
+// does, so a lookup never stops early at it.
+void BlockPool::erase_slot(size_t slot) {
+  for (size_t next = (slot + 1) & mask_; slot_block_[next] != kNone; next = (next + 1) & mask_) {
+    const size_t home = static_cast<uint64_t>(slot_hash_[next]) & mask_;
+    const bool stays = slot <= next ? (slot < home && home <= next) : (slot < home || home <= next);
+    if (stays) continue;
+    slot_hash_[slot] = slot_hash_[next];
+    slot_block_[slot] = slot_block_[next];
+    slot = next;
+  }
+  slot_block_[slot] = kNone;
 }
 
 void BlockPool::retain(int32_t block) {
@@ -89,7 +117,7 @@ void BlockPool::unretain(int32_t block) {
 }
 
 void BlockPool::unindex(int32_t block) {
-  by_hash_.erase(hash_of_[block]);
+  erase_slot(find_slot(hash_of_[block]));
   indexed_[block] = false;
 }
 
@@ -131,14 +159,19 @@ void BlockPool::check(const std::vector<int32_t>& owners) const {
   STEPTRACE_CHECK(num_free() + owned == num_total(),
                   std::to_string(num_free()) + " free + " + std::to_string(owned) +
                       " owned blocks of " + std::to_string(num_total()));
-  int32_t indexed = 0;
+  int32_t indexed = 0, hashes = 0;
   for (int32_t b = 0; b < num_total(); ++b) indexed += indexed_[b];
-  STEPTRACE_CHECK(
-      static_cast<int32_t>(by_hash_.size()) == indexed,
-      std::to_string(by_hash_.size()) + " hashes, " + std::to_string(indexed) + " indexed blocks");
-  for (const auto& [block_hash, block] : by_hash_)
-    STEPTRACE_CHECK(indexed_[block] && hash_of_[block] == block_hash,
-                    "hash " + std::to_string(block_hash) + " names block " + std::to_string(block));
+  for (size_t slot = 0; slot < slot_block_.size(); ++slot) {
+    const int32_t block = slot_block_[slot];
+    if (block == kNone) continue;
+    ++hashes;
+    STEPTRACE_CHECK(indexed_[block] && hash_of_[block] == slot_hash_[slot] &&
+                        find_slot(slot_hash_[slot]) == slot,
+                    "hash " + std::to_string(slot_hash_[slot]) + " names block " +
+                        std::to_string(block) + " and is found where it is");
+  }
+  STEPTRACE_CHECK(hashes == indexed, std::to_string(hashes) + " hashes, " +
+                                         std::to_string(indexed) + " indexed blocks");
 }
 
 }  // namespace steptrace

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 namespace steptrace {
@@ -50,6 +49,12 @@ class BlockPool {
   void retain(int32_t block);   // appends to the retained list (most recently used end)
   void unretain(int32_t block);
   void unindex(int32_t block);
+  // The prefix index: open addressing with linear probing over a table sized once, at least
+  // twice the blocks (a block has at most one hash), so indexing and eviction never allocate.
+  // Block hashes come out of a 64-bit mixer (csrc/block_hashes.cpp): their low bits are the
+  // home slot.
+  size_t find_slot(int64_t block_hash) const;  // the hash's slot, or an empty one
+  void erase_slot(size_t slot);
 
   std::vector<int32_t> free_;  // a stack: the lowest ids are handed out first on a fresh pool
   std::vector<int32_t> refs_;
@@ -57,7 +62,9 @@ class BlockPool {
   std::vector<int32_t> prev_, next_;
   int32_t oldest_ = kNone, newest_ = kNone, num_retained_ = 0;
   int64_t num_evicted_ = 0;
-  std::unordered_map<int64_t, int32_t> by_hash_;
+  std::vector<int64_t> slot_hash_;
+  std::vector<int32_t> slot_block_;  // kNone: empty
+  size_t mask_ = 0;
   std::vector<int64_t> hash_of_;  // valid where indexed_
   std::vector<bool> indexed_;
 };

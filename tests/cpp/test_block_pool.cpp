@@ -73,6 +73,20 @@ TEST(a_release_retains_an_owners_later_blocks_first) {
   EXPECT((b == std::vector<int32_t>{2, 1}) && pool.lookup(80) == 0);
 }
 
+TEST(hashes_sharing_a_home_slot_stay_found_as_others_leave) {
+  BlockPool pool(4);  // 8 slots: 1, 9 and 17 share home slot 1, 2 is displaced by them
+  std::vector<int32_t> a, b;
+  pool.allocate(4, a);
+  const int64_t hashes[] = {1, 9, 2, 17};
+  for (int32_t i = 0; i < 4; ++i) pool.index(a[i], hashes[i]);
+  pool.release(a);  // retained 3 2 1 0: 17 leaves first, then 2, 9, 1
+  pool.allocate(1, b);
+  EXPECT(!pool.lookup(17) && pool.lookup(1) == 0 && pool.lookup(9) == 1 && pool.lookup(2) == 2);
+  pool.allocate(2, b);
+  EXPECT(!pool.lookup(2) && !pool.lookup(9) && pool.lookup(1) == 0);
+  pool.check({0, 1, 1, 1});
+}
+
 TEST(check_accepts_true_owner_counts_and_names_a_wrong_one) {
   BlockPool pool(4);
   std::vector<int32_t> a, b;
