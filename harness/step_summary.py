@@ -58,6 +58,9 @@ class StepSummary:
         phase = np.asarray(steps["phase"])
         prompt = measured & (phase == (1 if phase.dtype.kind in "iu" else "prompt"))
         self._prefill_tokens += int(np.asarray(steps["tokens_q"])[prompt].sum())
+        if "prefix_hit_tokens" not in steps:  # a steps table from before prefix caching
+            self._hit_tokens = self._evicted = np.nan
+            return
         self._hit_tokens += int(np.asarray(steps["prefix_hit_tokens"])[measured].sum())
         self._evicted += int(np.asarray(steps["kv_blocks_evicted"])[measured].sum())
         self._start = min(self._start, float(np.asarray(steps["t_start_s"])[measured].min()))

@@ -395,3 +395,12 @@ def test_prefix_cache_hit_rate_by_hand():
     assert stats[("prefix_cache", "hit_rate")] == pytest.approx(0.6, rel=1e-12)
     assert (stats[("prefix_cache", "hit_tokens")], stats[("prefix_cache", "evicted_blocks")]) \
         == (60, 3)
+
+
+def test_a_steps_table_from_before_prefix_caching_has_no_cache_figures():
+    steps = pd.DataFrame(dict(
+        step=[0, 1], dp_rank=[0, 0], warmup=[False, False], phase=["prompt", "decode"],
+        tokens_q=[5, 1], forward_ns=[1e3] * 2, model_flops=[1.0] * 2, sched_call_ns=[1e3] * 2,
+        sched_cpp_ns=[1e3] * 2, step_ns=[1e3] * 2, t_start_s=[0.0] * 2, t_end_s=[1.0] * 2))
+    stats = engine_summary(steps, None).set_index(["metric", "stat"])["value"]
+    assert stats["prefix_cache"].isna().all() and len(stats["prefix_cache"]) == 3
