@@ -200,6 +200,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("num_free_blocks", &Batch::num_free_blocks)
       .def_readonly("num_waiting", &Batch::num_waiting)
       .def_readonly("num_running", &Batch::num_running)
+      .def_readonly("num_hit_tokens", &Batch::num_hit_tokens)
+      .def_readonly("num_evicted_blocks", &Batch::num_evicted_blocks)
+      .def_readonly("num_retained_blocks", &Batch::num_retained_blocks)
       .def("__len__", &Batch::rows)
       .def("__repr__", [](const Batch& b) {
         return "<Batch rank=" + std::to_string(b.rank) + " rows=" + std::to_string(b.rows()) + ">";
@@ -273,18 +276,22 @@ PYBIND11_MODULE(_core, m) {
           "add_sequence",
           [](GuardedScheduler& s, const py::handle& seq_id, const py::handle& prompt_len,
              const py::handle& max_new_tokens, const py::handle& arrival_time,
-             const py::handle& hash_ids) {
+             const py::handle& hash_ids, const py::handle& hash_block_size) {
             const int64_t id = py_args::integer("seq_id", seq_id);
             const int64_t p = py_args::integer("prompt_len", prompt_len, 1);
             const int64_t m = py_args::integer("max_new_tokens", max_new_tokens, 1);
             const double t = py_args::finite("arrival_time", arrival_time);
             std::vector<int64_t> hashes;
             if (!hash_ids.is_none()) hashes = py_args::integers("hash_ids", hash_ids);
+            const int64_t hb = hash_block_size.is_none()
+                                   ? 0
+                                   : py_args::integer("hash_block_size", hash_block_size, 1);
             Entered entered(s);
-            return s.core.add_sequence(id, p, m, t, std::move(hashes));
+            return s.core.add_sequence(id, p, m, t, hashes, hb);
           },
           py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
           py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none(),
+          py::arg("hash_block_size") = py::none(),
           "Add a request; returns its SeqRecord (waiting, finished or rejected). Holds the "
           "GIL; waits for a schedule() running in another thread.")
       .def(

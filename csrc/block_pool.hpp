@@ -1,12 +1,12 @@
 // A DP rank's pool of paged KV blocks, with reference counts so that sequences with a
 // common prompt prefix share the blocks that hold it (prefix caching). A full prompt block
-// is indexed by its hash once its KV is committed, and leaves the index when its last
-// owner lets it go.
+// is indexed by its hash once its KV is committed. When its last owner lets it go it stays
+// indexed, *retained*: free for allocation, yet still found by a lookup, until an
+// allocation evicts it, least recently used first (docs/scheduling.md, "Prefix caching").
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 namespace steptrace {
@@ -15,15 +15,23 @@ class BlockPool {
  public:
   explicit BlockPool(int32_t num_blocks);
 
-  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  // Free blocks: never indexed ones and retained ones.
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()) + num_retained_; }
+  int32_t num_retained() const { return num_retained_; }
   int32_t num_total() const { return static_cast<int32_t>(refs_.size()); }
   int32_t refcount(int32_t block) const { return refs_.at(block); }
+  // Retained blocks evicted since the pool was made.
+  int64_t num_evicted() const { return num_evicted_; }
 
-  // Appends n free blocks to `owner`; the caller has checked n <= num_free().
+  // Appends n free blocks to `owner`: unindexed ones first (last freed first), then retained
+  // ones, least recently used first, each leaving the index. The caller has checked
+  // n <= num_free().
   void allocate(int32_t n, std::vector<int32_t>& owner);
-  // Appends an owned block to another owner.
+  // Appends an indexed block to another owner (taking it out of retention if it was there).
   void share(int32_t block, std::vector<int32_t>& owner);
-  // Drops `owner`'s references (freeing blocks that reach zero) and clears it.
+  // Drops `owner`'s references and clears it. A block that reaches zero is retained when
+  // indexed, its owner's later blocks ahead of its earlier ones in eviction order; else it
+  // is freed.
   void release(std::vector<int32_t>& owner);
 
   std::optional<int32_t> lookup(int64_t block_hash) const;
@@ -32,15 +40,33 @@ class BlockPool {
 
   // owners[b]: how many owner lists hold block b. Throws std::logic_error (STEPTRACE_CHECK
   // builds; a no-op otherwise) unless every reference count equals its owners, the free
-  // list holds exactly the unowned blocks, each once, and the hash index names owned
-  // blocks both ways.
+  // list holds exactly the unowned unindexed blocks, each once, the retained list exactly
+  // the unowned indexed ones, and the hash index names blocks both ways.
   void check(const std::vector<int32_t>& owners) const;
 
  private:
+  static constexpr int32_t kNone = -1;
+  void retain(int32_t block);   // appends to the retained list (most recently used end)
+  void unretain(int32_t block);
+  void unindex(int32_t block);
+  // The prefix index: open addressing with linear probing over a table sized once, at least
+  // twice the blocks (a block has at most one hash), so indexing and eviction never allocate.
+  // Block hashes come out of a 64-bit mixer (csrc/block_hashes.cpp): their low bits are the
+  // home slot.
+  size_t find_slot(int64_t block_hash) const;  // the hash's slot, or an empty one
+  void erase_slot(size_t slot);
+
   std::vector<int32_t> free_;  // a stack: the lowest ids are handed out first on a fresh pool
   std::vector<int32_t> refs_;
-  std::unordered_map<int64_t, int32_t> by_hash_;
-  std::unordered_map<int32_t, int64_t> hash_of_;
+  // The retained blocks as a doubly linked list over block ids, oldest (next evicted) first.
+  std::vector<int32_t> prev_, next_;
+  int32_t oldest_ = kNone, newest_ = kNone, num_retained_ = 0;
+  int64_t num_evicted_ = 0;
+  std::vector<int64_t> slot_hash_;
+  std::vector<int32_t> slot_block_;  // kNone: empty
+  size_t mask_ = 0;
+  std::vector<int64_t> hash_of_;  // valid where indexed_
+  std::vector<bool> indexed_;
 };
 
 }  // namespace steptrace

@@ -36,7 +36,12 @@ constexpr size_t table_bytes() {
   for_each_field(c, count);
   return count.bytes;
 }
-static_assert(table_bytes() == sizeof(SchedulerConfig),
+// The members' bytes, padded to the struct's alignment as the compiler pads them at the end.
+constexpr size_t padded_table_bytes() {
+  constexpr size_t align = alignof(SchedulerConfig);
+  return (table_bytes() + align - 1) / align * align;
+}
+static_assert(padded_table_bytes() == sizeof(SchedulerConfig),
               "every SchedulerConfig member needs its row in for_each_field");
 
 struct Validator {

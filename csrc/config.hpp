@@ -34,6 +34,7 @@ struct SchedulerConfig {
   int32_t dp_size = 1;
   int32_t num_mtp = 0;
   bool overlap = false;
+  bool prefix_caching = true;
   EngineType engine_type = EngineType::kNormal;
   PreemptOrder preempt_order = PreemptOrder::kLongestOutput;
   DpAssign dp_assign = DpAssign::kRoundRobin;
@@ -60,6 +61,8 @@ constexpr void for_each_field(Config& c, Visitor& v) {
   v.integer("dp_size", c.dp_size, 1, "data-parallel ranks, each with its own block pool");
   v.integer("num_mtp", c.num_mtp, 0, "MTP draft tokens per decode step (q = 1 + num_mtp)");
   v.boolean("overlap", c.overlap, "one forward in flight while the next step is scheduled");
+  v.boolean("prefix_caching", c.prefix_caching,
+            "share committed prompt blocks by their hash ids, retained until evicted (LRU)");
   v.choice("engine_type", c.engine_type, kEngineTypes,
            "normal, prompt (prefill only) or completion (decode only)");
   v.choice("preempt_order", c.preempt_order, kPreemptOrders,

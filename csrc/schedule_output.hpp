@@ -31,6 +31,9 @@ struct Batch {
   int32_t num_free_blocks = 0;        // rank state after this round
   int32_t num_waiting = 0;
   int32_t num_running = 0;
+  int32_t num_hit_tokens = 0;       // prompt tokens this round's admissions found cached
+  int32_t num_evicted_blocks = 0;   // retained blocks this round's allocations evicted
+  int32_t num_retained_blocks = 0;  // free blocks still in the prefix index, after this round
 
   bool empty() const { return seq_ids.empty(); }
   size_t rows() const { return seq_ids.size(); }

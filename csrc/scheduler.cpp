@@ -6,6 +6,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "block_hashes.hpp"
 
 namespace steptrace {
 
@@ -41,17 +44,22 @@ Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
 // ---- requests ---------------------------------------------------------------------------
 
 SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                                  double arrival_time, std::vector<int64_t> hash_ids) {
+                                  double arrival_time, const std::vector<int64_t>& hash_ids,
+                                  int64_t hash_block_size) {
   if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
   if (max_new_tokens < 1)
     bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
   if (index_.count(seq_id)) bad_arg("duplicate seq_id " + std::to_string(seq_id));
-  const int64_t bs = config_.block_size;
-  const int64_t most_blocks = prompt_len / bs + (prompt_len % bs != 0);
+  if (hash_block_size < 0)
+    bad_arg("hash_block_size must be >= 1, got " + std::to_string(hash_block_size));
+  const int64_t hb = hash_block_size == 0 ? config_.block_size : hash_block_size;
+  if (std::string mismatch = block_size_mismatch(hb, config_.block_size); !mismatch.empty())
+    bad_arg(mismatch);
+  const int64_t most_blocks = prompt_len / hb + (prompt_len % hb != 0);
   if (static_cast<int64_t>(hash_ids.size()) > most_blocks)
     bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
             std::to_string(prompt_len) + "-token prompt has at most " +
-            std::to_string(most_blocks) + " blocks of " + std::to_string(config_.block_size));
+            std::to_string(most_blocks) + " blocks of " + std::to_string(hb));
   if (num_added_ == std::numeric_limits<int32_t>::max())
     bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
   // Beyond kMaxSeqTokens a request can never run (choice 10): rejected, lengths not kept.
@@ -74,7 +82,8 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   s.num_tokens = s.prompt_len + (completion ? 1 : 0);
   s.num_cached = completion ? s.prompt_len : 0;
   s.prefill_target = s.prompt_len;
-  s.hash_ids = std::move(hash_ids);
+  if (config_.prefix_caching && !hash_ids.empty())
+    block_hashes(hash_ids, hb, config_.block_size, s.prompt_len, s.block_hashes);
   s.blocks_version = next_version_++;
 
   const int32_t need = blocks_for(s.footprint);
@@ -195,6 +204,8 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     Rank& rank = ranks_[r];
     Batch& batch = plan->batches[r];
     batch.rank = static_cast<int32_t>(r);
+    rank.round_hit_tokens = 0;
+    const int64_t evicted = rank.pool.num_evicted();
     if (prompt) {
       // Partial prefills are running and new admissions stop at max_num_seqs running.
       Batch::Rows rows = batch.open_rows(
@@ -208,6 +219,9 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.num_free_blocks = rank.pool.num_free();
     batch.num_waiting = static_cast<int32_t>(rank.waiting.size());
     batch.num_running = rank.num_running;
+    batch.num_hit_tokens = rank.round_hit_tokens;
+    batch.num_evicted_blocks = static_cast<int32_t>(rank.pool.num_evicted() - evicted);
+    batch.num_retained_blocks = rank.pool.num_retained();
   }
   plan->rejected.swap(pending_rejected_);
   plan->sched_ns = steady_now_ns() - start;
@@ -269,9 +283,10 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
 
     if (s.status == SeqStatus::kWaiting) {  // admission: shared prefix blocks come first
       for (int32_t i = 0; i < chunk->shared_blocks; ++i)
-        rank.pool.share(*rank.pool.lookup(s.hash_ids[i]), s.blocks);
+        rank.pool.share(*rank.pool.lookup(s.block_hashes[i]), s.blocks);
       s.num_cached = chunk->done;
       s.prefix_hit_tokens += chunk->done;
+      rank.round_hit_tokens += chunk->done;
     }
     allocate_blocks(rank, s, chunk->new_blocks);  // a new version for the shared blocks too
     add_row(rows, idx, chunk->q, chunk->padded, s.num_cached + s.num_inflight + chunk->q,
@@ -305,7 +320,8 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
 std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Sequence& s,
                                                       int32_t budget) const {
   const bool admit = s.status == SeqStatus::kWaiting;
-  const int32_t shared = admit ? prefix_hit(rank, s) : 0;
+  const auto [shared, revived] = admit ? prefix_hit(rank, s) : std::pair<int32_t, int32_t>{0, 0};
+  const int32_t free = rank.pool.num_free() - revived;  // sharing a retained block takes it
   const int32_t have = admit ? shared : static_cast<int32_t>(s.blocks.size());
   const int32_t done = admit ? shared * config_.block_size : s.num_cached + s.num_inflight;
   const int32_t remaining = s.prefill_target - done;
@@ -325,35 +341,37 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
   const bool final = q == remaining;
   const int32_t tokens = std::min(done + q + (final ? lookahead_ : 0), s.footprint);
   const int32_t need = new_blocks(have, tokens);
-  if (need > rank.pool.num_free()) return std::nullopt;
+  if (need > free) return std::nullopt;
   if (admit) {
     // Admission reserves what the rank's partial prefills still need to finish, so partial
     // prefills can never hold the pool between them and deadlock.
     int32_t reserved = 0;
     for (int32_t p : rank.prefilling)
       reserved += prefill_blocks(seqs_[p]) - static_cast<int32_t>(seqs_[p].blocks.size());
-    if (prefill_blocks(s) - have > rank.pool.num_free() - reserved) return std::nullopt;
+    if (prefill_blocks(s) - have > free - reserved) return std::nullopt;
   }
   return Chunk{q, padded, need, final, shared, done};
 }
 
 // A hit never covers the whole prefill: the last block is then computed again, in a block of
 // its own, to produce the logits (writing into a shared block would overwrite its owners' KV).
-int32_t Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
+std::pair<int32_t, int32_t> Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
   const int32_t bs = config_.block_size;
   const size_t full =
-      std::min(s.hash_ids.size(),
-               static_cast<size_t>(std::min(s.prompt_len / bs, (s.prefill_target - 1) / bs)));
-  int32_t n = 0;
-  while (static_cast<size_t>(n) < full && rank.pool.lookup(s.hash_ids[n])) ++n;
-  return n;
+      std::min(s.block_hashes.size(), static_cast<size_t>((s.prefill_target - 1) / bs));
+  int32_t n = 0, retained = 0;
+  for (; static_cast<size_t>(n) < full; ++n) {
+    const std::optional<int32_t> block = rank.pool.lookup(s.block_hashes[n]);
+    if (!block) break;
+    retained += rank.pool.refcount(*block) == 0;
+  }
+  return {n, retained};
 }
 
 void Scheduler::index_prompt_blocks(Rank& rank, Sequence& s) const {
   const int32_t bs = config_.block_size;
-  const int32_t full =
-      std::min({static_cast<int32_t>(s.hash_ids.size()), s.prompt_len / bs, s.num_cached / bs});
-  for (int32_t i = s.num_indexed; i < full; ++i) rank.pool.index(s.blocks[i], s.hash_ids[i]);
+  const int32_t full = std::min(static_cast<int32_t>(s.block_hashes.size()), s.num_cached / bs);
+  for (int32_t i = s.num_indexed; i < full; ++i) rank.pool.index(s.blocks[i], s.block_hashes[i]);
   s.num_indexed = std::max(s.num_indexed, full);
 }
 
@@ -651,7 +669,7 @@ int32_t Scheduler::postprocess_row(Rank& rank, int32_t idx, int32_t q, RowKind k
   if (kind == kChunk) {
     s.num_cached += q;
     output_len = s.output_len();
-    if (!s.hash_ids.empty()) index_prompt_blocks(rank, s);
+    if (!s.block_hashes.empty()) index_prompt_blocks(rank, s);
     return 0;
   }
   --s.inflight_samples;
@@ -659,7 +677,7 @@ int32_t Scheduler::postprocess_row(Rank& rank, int32_t idx, int32_t q, RowKind k
   const int32_t before = s.num_tokens;
   s.num_cached = std::min(s.num_cached + (kind == kFinal ? q : gained), cap);
   s.num_tokens = std::min(s.num_tokens + gained, cap);
-  if (kind == kFinal && !s.hash_ids.empty()) index_prompt_blocks(rank, s);
+  if (kind == kFinal && !s.block_hashes.empty()) index_prompt_blocks(rank, s);
   output_len = s.output_len();
   const int32_t gain = s.num_tokens - before;
   if (config_.engine_type == EngineType::kPrompt || s.output_len() >= s.max_new_tokens) {

@@ -49,11 +49,13 @@ class Scheduler {
   // state is released and their slots reused (memory bounded by what is live).
   explicit Scheduler(const SchedulerConfig& config, bool retain_finished = true);
 
-  // hash_ids[i] identifies the prompt's first i + 1 blocks (prefix caching); may be empty.
+  // hash_ids[i] identifies the prompt's first (i + 1) * hash_block_size tokens (prefix
+  // caching; csrc/block_hashes.hpp); may be empty. hash_block_size 0 is block_size.
   // Returns the sequence as added: waiting, finished (a completion engine's one-token
   // request) or rejected.
   SeqRecord add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                         double arrival_time, std::vector<int64_t> hash_ids = {});
+                         double arrival_time, const std::vector<int64_t>& hash_ids = {},
+                         int64_t hash_block_size = 0);
   // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
   // the ranks of this scheduler vote among themselves.
   std::shared_ptr<ScheduleOutput> schedule(std::optional<Phase> vote = std::nullopt);
@@ -90,6 +92,7 @@ class Scheduler {
     std::vector<int32_t> decoding;    // prefill fully scheduled, still generating
     std::vector<int32_t> members;     // unfinished sequences (least_loaded)
     int32_t num_running = 0;
+    int32_t round_hit_tokens = 0;  // prefix hits admitted in the present round
     // `decoding` holds running sequences only, in decode order for their present output
     // lengths: the next decode round need not sort it. Cleared by whatever may break that
     // (a sequence joins or finishes, outputs grow unevenly), set by the sort.
@@ -108,7 +111,8 @@ class Scheduler {
   void prompt_round(Rank& rank, Batch::Rows& rows);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
   int32_t prefill_blocks(const Sequence& s) const;
-  int32_t prefix_hit(const Rank& rank, const Sequence& s) const;
+  // Leading prompt blocks found in the prefix index, and how many of them are retained.
+  std::pair<int32_t, int32_t> prefix_hit(const Rank& rank, const Sequence& s) const;
   void index_prompt_blocks(Rank& rank, Sequence& s) const;
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
   // A decode step computes 1 + num_mtp positions, for a sequence that still wants a token

@@ -34,7 +34,7 @@ struct alignas(64) Sequence {
   int64_t recomputed_tokens = 0;
   int32_t member_pos = -1;  // index in its rank's unfinished list, -1 when finished
   std::string reason;  // why it was rejected
-  std::vector<int64_t> hash_ids;  // hash_ids[i] identifies the prompt's first i + 1 blocks
+  std::vector<int64_t> block_hashes;  // [i] identifies the prompt's first i + 1 full blocks
   int32_t num_indexed = 0;  // leading prompt blocks offered to the prefix index
   int32_t prefix_hit_tokens = 0;  // prompt tokens whose KV came from shared blocks
 

@@ -50,6 +50,9 @@ class Batch:
     num_free_blocks: int
     num_waiting: int
     num_running: int
+    num_hit_tokens: int
+    num_evicted_blocks: int
+    num_retained_blocks: int
     def __len__(self) -> int: ...
 
 class Plan:
@@ -92,7 +95,8 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig, retain_finished: bool = True) -> None: ...
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
                      arrival_time: float = 0.0,
-                     hash_ids: Optional[Seq[int]] = None) -> SeqRecord: ...
+                     hash_ids: Optional[Seq[int]] = None,
+                     hash_block_size: Optional[int] = None) -> SeqRecord: ...
     def schedule(self, release_gil: bool = True, phase: Optional[str] = None) -> Plan: ...
     def has_prompt_work(self) -> bool: ...
     def postprocess(self, plan: Plan,

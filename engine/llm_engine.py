@@ -111,7 +111,8 @@ class LLMEngine:
 
     def add_request(self, request_id: int, prompt_token_ids: Optional[Sequence[int]] = None,
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
-                    arrival_time: float = 0.0, hash_ids=None) -> _core.SeqRecord:
+                    arrival_time: float = 0.0, hash_ids=None,
+                    hash_block_size: Optional[int] = None) -> _core.SeqRecord:
         """Queue a request; prompt ids are synthesised (seeded) when only a length is given.
         Returns the scheduler's record of it as added (waiting, finished or rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
@@ -123,7 +124,8 @@ class LLMEngine:
             raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
         added = self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
                                             max_new_tokens=max_new_tokens,
-                                            arrival_time=arrival_time, hash_ids=hash_ids)
+                                            arrival_time=arrival_time, hash_ids=hash_ids,
+                                            hash_block_size=hash_block_size)
         if not self.executor.holds_requests:  # only lengths matter: no token ids
             return added
         if added.status == "waiting":

@@ -32,6 +32,9 @@ class Batch:
     num_free_blocks: int  # after this round
     num_waiting: int
     num_running: int
+    num_hit_tokens: int  # prompt tokens this round's admissions found cached
+    num_evicted_blocks: int  # retained blocks this round's allocations evicted
+    num_retained_blocks: int  # free blocks still in the prefix index, after this round
 
     @property
     def empty(self) -> bool:

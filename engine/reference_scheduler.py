@@ -22,6 +22,7 @@ from typing import Deque, List, Optional
 import numpy as np
 
 from .arguments import finite, integer, integers, shown
+from .block_hashes import block_hashes, block_size_mismatch
 from .config import SchedulerConfig
 from .plan import (
     KIND_CHUNK,
@@ -57,7 +58,7 @@ class RefSequence:
     num_preemptions: int = 0
     recomputed_tokens: int = 0
     reason: str = ""
-    hash_ids: tuple = ()  # hash_ids[i] identifies the prompt's first (i + 1) blocks
+    block_hashes: tuple = ()  # [i] identifies the prompt's first (i + 1) full blocks
     num_indexed: int = 0  # leading prompt blocks offered to the prefix index
     prefix_hit_tokens: int = 0  # prompt tokens whose KV came from shared blocks
 
@@ -74,6 +75,7 @@ class _Rank:
         self.decoding: List[RefSequence] = []  # prefill fully scheduled, still generating
         self.members: set = set()  # unfinished sequences, for least_loaded
         self.num_running = 0
+        self.round_hit_tokens = 0  # prefix hits admitted in the present round
 
 
 class ReferenceScheduler:
@@ -92,20 +94,26 @@ class ReferenceScheduler:
     # -- requests ---------------------------------------------------------------------------
 
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
-                     arrival_time: float = 0.0, hash_ids=None) -> SeqRecord:
+                     arrival_time: float = 0.0, hash_ids=None,
+                     hash_block_size=None) -> SeqRecord:
         """Returns the sequence as added: waiting, finished (a completion engine's
         one-token request) or rejected."""
         seq_id = integer("seq_id", seq_id)
         prompt_len = integer("prompt_len", prompt_len, 1)
         max_new_tokens = integer("max_new_tokens", max_new_tokens, 1)
         arrival_time = finite("arrival_time", arrival_time)
-        hashes = tuple(integers("hash_ids", hash_ids).tolist()) if hash_ids is not None else ()
+        ids = integers("hash_ids", hash_ids).tolist() if hash_ids is not None else []
+        hash_block = (self.config.block_size if hash_block_size is None
+                      else integer("hash_block_size", hash_block_size, 1))
         if seq_id in self._seqs:
             raise ValueError(f"duplicate seq_id {seq_id}")
-        most = self._blocks_for(prompt_len)
-        if len(hashes) > most:
-            raise ValueError(f"hash_ids has {len(hashes)} entries; a {prompt_len}-token prompt "
-                             f"has at most {most} blocks of {self.config.block_size}")
+        mismatch = block_size_mismatch(hash_block, self.config.block_size)
+        if mismatch:
+            raise ValueError(mismatch)
+        most = -(-prompt_len // hash_block)
+        if len(ids) > most:
+            raise ValueError(f"hash_ids has {len(ids)} entries; a {prompt_len}-token prompt "
+                             f"has at most {most} blocks of {hash_block}")
         cfg = self.config
         # Beyond MAX_SEQ_TOKENS a request can never run (choice 10): rejected, lengths not kept.
         needs = prompt_len + max(max_new_tokens, self._lookahead)
@@ -124,7 +132,9 @@ class ReferenceScheduler:
         seq = RefSequence(seq_id, prompt_len, max_new_tokens, arrival_time, rank_id, order,
                           footprint, num_tokens=prompt_len + completion,
                           num_cached=prompt_len if completion else 0, prefill_target=prompt_len,
-                          hash_ids=hashes)
+                          block_hashes=tuple(block_hashes(ids, hash_block, cfg.block_size,
+                                                          prompt_len))
+                          if cfg.prefix_caching else ())
         self._seqs[seq_id] = seq
         need = self._blocks_for(footprint)
         if too_long or need > cfg.num_kv_blocks:
@@ -170,11 +180,13 @@ class ReferenceScheduler:
         batches = []
         for rank_id, rank in enumerate(self._ranks):
             builder = _BatchBuilder(rank_id)
+            rank.round_hit_tokens = 0
+            evicted = rank.pool.num_evicted
             if prompt:
                 self._prompt_round(rank, builder)
             else:
                 self._decode_round(rank, builder, preempted)
-            batches.append(builder.build(rank))
+            batches.append(builder.build(rank, rank.pool.num_evicted - evicted))
         plan = Plan(step=self._next_step, phase="prompt" if prompt else "decode", batches=batches,
                     preempted=np.array(preempted, dtype=np.int64),
                     rejected=np.array(self._pending_rejected, dtype=np.int64),
@@ -218,6 +230,7 @@ class ReferenceScheduler:
                     rank.pool.share(block, seq.blocks)
                 seq.num_cached = done
                 seq.prefix_hit_tokens += done
+                rank.round_hit_tokens += done
             rank.pool.allocate(need, seq.blocks)
             builder.add(seq, q, padded, seq.num_cached + seq.num_inflight + q,
                         KIND_FINAL if final else KIND_CHUNK)
@@ -249,6 +262,8 @@ class ReferenceScheduler:
             shared = []
             done = seq.num_cached + seq.num_inflight
             have = len(seq.blocks)
+        # sharing a retained block takes it out of the free count
+        free = rank.pool.num_free - sum(rank.pool.refcount(b) == 0 for b in shared)
         remaining = seq.prefill_target - done
         q = min(remaining, budget, cfg.max_prefill_chunk or remaining)
         padded = q
@@ -265,13 +280,13 @@ class ReferenceScheduler:
         final = q == remaining
         tokens = min(done + q + (self._lookahead if final else 0), seq.footprint)
         need = max(0, self._blocks_for(tokens) - have)
-        if need > rank.pool.num_free:
+        if need > free:
             return None
         if seq.status == "waiting":
             # Admission reserves what the rank's partial prefills still need to finish, so
             # partial prefills can never hold the pool between them and deadlock.
             reserved = sum(self._prefill_blocks(s) - len(s.blocks) for s in rank.prefilling)
-            if self._prefill_blocks(seq) - have > rank.pool.num_free - reserved:
+            if self._prefill_blocks(seq) - have > free - reserved:
                 return None
         return q, padded, final, need, shared, done
 
@@ -280,9 +295,9 @@ class ReferenceScheduler:
         whole prefill: the last block is then computed again, in a block of its own, to
         produce the logits (writing into a shared block would overwrite its owners' KV)."""
         bs = self.config.block_size
-        full = min(len(seq.hash_ids), seq.prompt_len // bs, (seq.prefill_target - 1) // bs)
+        full = min(len(seq.block_hashes), (seq.prefill_target - 1) // bs)
         shared = []
-        for block_hash in seq.hash_ids[:full]:
+        for block_hash in seq.block_hashes[:full]:
             block = rank.pool.lookup(block_hash)
             if block is None:
                 break
@@ -292,9 +307,9 @@ class ReferenceScheduler:
     def _index_prompt_blocks(self, rank: _Rank, seq: RefSequence) -> None:
         """Offer seq's committed full prompt blocks to the prefix index."""
         bs = self.config.block_size
-        full = min(len(seq.hash_ids), seq.prompt_len // bs, seq.num_cached // bs)
+        full = min(len(seq.block_hashes), seq.num_cached // bs)
         for i in range(seq.num_indexed, full):
-            rank.pool.index(seq.blocks[i], seq.hash_ids[i])
+            rank.pool.index(seq.blocks[i], seq.block_hashes[i])
         seq.num_indexed = max(seq.num_indexed, full)
 
     def _prefill_blocks(self, seq: RefSequence) -> int:
@@ -399,7 +414,7 @@ class ReferenceScheduler:
                 if kind == KIND_CHUNK:
                     seq.num_cached += q
                     output_len.append(seq.output_len)
-                    if seq.hash_ids:
+                    if seq.block_hashes:
                         self._index_prompt_blocks(rank, seq)
                     continue
                 seq.inflight_samples -= 1
@@ -407,7 +422,7 @@ class ReferenceScheduler:
                 gained = 1 + a
                 seq.num_cached = min(seq.num_cached + (q if kind == KIND_FINAL else gained), cap)
                 seq.num_tokens = min(seq.num_tokens + gained, cap)
-                if kind == KIND_FINAL and seq.hash_ids:
+                if kind == KIND_FINAL and seq.block_hashes:
                     self._index_prompt_blocks(rank, seq)
                 output_len.append(seq.output_len)
                 if self.config.engine_type == "prompt" or seq.output_len >= seq.max_new_tokens:
@@ -474,7 +489,7 @@ class _BatchBuilder:
     def add(self, seq: RefSequence, q: int, padded: int, seqlen_k: int, kind: int) -> None:
         self.rows.append((seq.seq_id, q, seqlen_k, padded, kind, list(seq.blocks)))
 
-    def build(self, rank: _Rank) -> Batch:
+    def build(self, rank: _Rank, evicted: int) -> Batch:
         n = len(self.rows)
         width = max((len(r[5]) for r in self.rows), default=0)
         tables = np.full((n, width), -1, dtype=np.int32)
@@ -489,7 +504,8 @@ class _BatchBuilder:
                      kind=np.array(cols[4], dtype=np.int8),
                      block_tables=tables,
                      num_free_blocks=rank.pool.num_free, num_waiting=len(rank.waiting),
-                     num_running=rank.num_running)
+                     num_running=rank.num_running, num_hit_tokens=rank.round_hit_tokens,
+                     num_evicted_blocks=evicted, num_retained_blocks=rank.pool.num_retained)
 
 
 def _record(seq: RefSequence) -> SeqRecord:

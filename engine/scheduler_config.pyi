@@ -16,6 +16,7 @@ class SchedulerConfig:
     dp_size: int = 1  # data-parallel ranks, each with its own block pool
     num_mtp: int = 0  # MTP draft tokens per decode step (q = 1 + num_mtp)
     overlap: bool = False  # one forward in flight while the next step is scheduled
+    prefix_caching: bool = True  # share committed prompt blocks by their hash ids, retained until evicted (LRU)
     engine_type: str = 'normal'  # normal, prompt (prefill only) or completion (decode only)
     preempt_order: str = 'longest_output'  # which running sequence is preempted first under KV pressure
     dp_assign: str = 'round_robin'  # how new sequences are spread over DP ranks

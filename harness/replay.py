@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -30,10 +30,12 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
            max_new_tokens: np.ndarray, clock: str, recorder,
            on_step: Optional[Callable[[int, int], None]] = None,
            start: Optional[float] = None, stop: Optional[threading.Event] = None,
-           step_seconds: Callable[[object], float] = engine_step_seconds) -> bool:
+           step_seconds: Callable[[object], float] = engine_step_seconds,
+           hash_ids: Optional[Sequence] = None, hash_block_size: Optional[int] = None) -> bool:
     """Replay the requests (sorted by arrival, ids 0..n-1) to completion, or until `stop`
     is set (checked between steps: a step and its record always go together). `start` is
     the perf_counter() value of the real clock's zero (default: now). True if completed.
+    `hash_ids` (one list per request, or None) go to add_request with `hash_block_size`.
 
     `engine` is an LLMEngine or anything with its add_request / has_unfinished / step;
     `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step)."""
@@ -51,9 +53,10 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
         if not virtual:
             now = time.perf_counter() - start
         while nxt < n and arrivals[nxt] <= now:
-            recorder.enqueue(engine.add_request(nxt, prompt_len=prompt_len[nxt],
-                                                max_new_tokens=max_new_tokens[nxt],
-                                                arrival_time=arrivals[nxt]), now)
+            recorder.enqueue(engine.add_request(
+                nxt, prompt_len=prompt_len[nxt], max_new_tokens=max_new_tokens[nxt],
+                arrival_time=arrivals[nxt], hash_ids=None if hash_ids is None else hash_ids[nxt],
+                hash_block_size=hash_block_size), now)
             nxt += 1
         if not engine.has_unfinished():  # idle until the next arrival, if any
             if nxt < n and virtual:

@@ -86,7 +86,9 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
         sampler = _sampler(workload, engine, start)
         manifest["complete"] = replay(
             engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
-            df["max_new_tokens"].to_numpy(), workload.clock, recorder, progress, start, stop)
+            df["max_new_tokens"].to_numpy(), workload.clock, recorder, progress, start, stop,
+            hash_ids=df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
+            hash_block_size=trace.hash_block_size)
         manifest["interrupted"] = not manifest["complete"]
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True

@@ -36,9 +36,11 @@ class SchedulerStepper:
         self.left_to_add = requests
         self.outstanding: list = []
 
-    def add_request(self, seq_id, prompt_len, max_new_tokens, arrival_time) -> None:
+    def add_request(self, seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids=None,
+                    hash_block_size=None) -> None:
         self.sched.add_sequence(seq_id=seq_id, prompt_len=prompt_len,
-                                max_new_tokens=max_new_tokens, arrival_time=arrival_time)
+                                max_new_tokens=max_new_tokens, arrival_time=arrival_time,
+                                hash_ids=hash_ids, hash_block_size=hash_block_size)
         self.left_to_add -= 1
 
     def has_unfinished(self) -> bool:
@@ -94,5 +96,7 @@ def replay(trace: pd.DataFrame, config: SchedulerConfig, step_s: float, impl: st
     out = ReplayResult()
     drive(stepper, trace["arrival_s"].to_numpy(np.float64), trace["prompt_len"].to_numpy(),
           trace["max_new_tokens"].to_numpy(), "virtual", out,
-          step_seconds=lambda record: record.step_s)
+          step_seconds=lambda record: record.step_s,
+          hash_ids=trace["hash_ids"].to_numpy(object) if "hash_ids" in trace else None,
+          hash_block_size=trace.attrs.get("hash_block_size"))
     return out

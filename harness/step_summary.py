@@ -1,6 +1,7 @@
 """The engine summary: scheduler-call, step and forward percentiles, achieved TFLOP/s and
-MFU over the measured steps (docs/metrics.md, "Engine"), fed the steps table a chunk at a
-time, as the recorder writes it, or whole (`engine_summary`)."""
+MFU, the prefix cache's hit rate and evictions over the measured steps (docs/metrics.md,
+"Engine", "Prefix cache"), fed the steps table a chunk at a time, as the recorder writes
+it, or whole (`engine_summary`)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,15 @@ class StepSummary:
         self.steps = 0  # every step recorded, warm-up included
         self._timings = {column: [] for column, _ in TIMINGS}
         self._model_flops = 0.0
+        self._hit_tokens = self._prefill_tokens = self._evicted = 0
         self._ranks = 1
         self._start, self._end = np.inf, -np.inf
 
     def add(self, steps: Mapping[str, np.ndarray]) -> None:
         """Columns of whole steps (a DataFrame or a mapping of arrays) in step order, the
         rows of one step adjacent, one per DP rank: step, dp_rank, warmup, the TIMINGS,
-        model_flops, t_start_s, t_end_s."""
+        model_flops, t_start_s, t_end_s, phase (`prompt` / `decode`, or the recorder's codes,
+        1 for prompt), tokens_q, prefix_hit_tokens, kv_blocks_evicted."""
         step = np.asarray(steps["step"])
         if not len(step):
             return
@@ -52,6 +55,14 @@ class StepSummary:
         for column, _ in TIMINGS:
             self._timings[column].append(np.asarray(steps[column])[measured][first])
         self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
+        phase = np.asarray(steps["phase"])
+        prompt = measured & (phase == (1 if phase.dtype.kind in "iu" else "prompt"))
+        self._prefill_tokens += int(np.asarray(steps["tokens_q"])[prompt].sum())
+        if "prefix_hit_tokens" not in steps:  # a steps table from before prefix caching
+            self._hit_tokens = self._evicted = np.nan
+            return
+        self._hit_tokens += int(np.asarray(steps["prefix_hit_tokens"])[measured].sum())
+        self._evicted += int(np.asarray(steps["kv_blocks_evicted"])[measured].sum())
         self._start = min(self._start, float(np.asarray(steps["t_start_s"])[measured].min()))
         self._end = max(self._end, float(np.asarray(steps["t_end_s"])[measured].max()))
 
@@ -72,4 +83,9 @@ class StepSummary:
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
         if peak_tflops:
             rows.append(("mfu", "model", tflops / peak_tflops, "fraction"))
+        filled = self._hit_tokens + self._prefill_tokens
+        rows += [("prefix_cache", "hit_rate", self._hit_tokens / filled if filled else np.nan,
+                  "fraction"),
+                 ("prefix_cache", "hit_tokens", self._hit_tokens, "tokens"),
+                 ("prefix_cache", "evicted_blocks", self._evicted, "blocks")]
         return pd.DataFrame(rows, columns=metrics.SUMMARY_COLUMNS)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from engine.block_hashes import block_size_mismatch
 from engine.config import DEVICES, DTYPES, EngineConfig, SchedulerConfig
 from engine.deployment import (
     COMPUTE_PARTS,
@@ -24,7 +25,7 @@ from engine.scheduler_config import FIELDS
 
 from .files import NotAFile, check_regular, not_regular
 from .overrides import parse_set
-from .traces import FORMATS
+from .traces import FORMATS, TraceError, read_trace
 from .yaml_lines import KeyPath, load_with_lines
 
 
@@ -126,6 +127,8 @@ SCHEMA: Dict[str, Any] = {
         "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
         "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
         "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
+        "hash_block_size": Key(integer(1, allow_none=True), None,
+                               "tokens per hash id; default: the trace's own"),
         "generate": {
             "requests": Key(integer(1), 100),
             "rate": Key(number(0, strict=True), 1.0, "requests per second"),
@@ -291,12 +294,32 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     _check_model(values["model"], fail)
     _check_deployment(values, data, spec, fail)
     _check_output(values, fail)
+    if trace["file"]:
+        _check_hash_block(path.parent / trace["file"], values, fail)
     try:
         Workload(path, values).engine_config(values["gil"])
     except ValueError as e:  # SchedulerConfig's own checks name the field first
         field = str(e).split()[0]
         fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))
     return Workload(path, values, _notes(values))
+
+
+def _check_hash_block(trace_file: Path, values, fail) -> None:
+    """The trace's hash block size against the engine's block size: one must divide the
+    other. Read from the trace's head when not given; a trace that cannot be read is left
+    for the run to report."""
+    spec = values["trace"]
+    size = spec["hash_block_size"]
+    key = ("trace", "hash_block_size")
+    if size is None:
+        try:
+            head = read_trace(trace_file, spec["format"], limit=1)
+        except TraceError:
+            return
+        size, key = head.df.attrs.get("hash_block_size"), ("trace", "file")
+    mismatch = size and block_size_mismatch(size, values["engine"]["block_size"])
+    if mismatch:
+        fail(key, mismatch)
 
 
 def _check_generator(g, fail) -> None:

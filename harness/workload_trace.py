@@ -19,6 +19,7 @@ class WorkloadTrace:
     df: pd.DataFrame  # arrival_s (scaled, from 0), prompt_len, max_new_tokens
     dropped: dict = field(default_factory=dict)  # reason -> rows dropped while reading
     sha256: Optional[str] = None  # of the trace file; None when generated
+    hash_block_size: Optional[int] = None  # tokens per hash id, when df has hash_ids
 
 
 def load_workload_trace(workload: Workload) -> WorkloadTrace:
@@ -31,10 +32,12 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
         dropped, sha256 = {}, None
     else:
         result = read_trace(workload.trace_file, spec["format"],  # stops at the limit
-                            drop_bad_rows=spec["drop_bad_rows"], limit=spec["limit"])
+                            drop_bad_rows=spec["drop_bad_rows"], limit=spec["limit"],
+                            hash_block_size=spec["hash_block_size"])
         df, dropped, sha256 = result.df, result.dropped, result.sha256
+    block = df.attrs.get("hash_block_size") if "hash_ids" in df.columns else None
     if spec["limit"] is not None:
         df = df.iloc[:spec["limit"]]
     df = df.assign(arrival_s=df["arrival_s"] * spec["time_scale"]).reset_index(drop=True)
-    return WorkloadTrace(df, dropped, sha256)
+    return WorkloadTrace(df, dropped, sha256, block)
 

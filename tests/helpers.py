@@ -54,6 +54,15 @@ def prefix_hash_ids(rng, prompt_len, block_size):
             + [int(h) for h in rng.integers(2**40, 2**62, count - common)])
 
 
+def hash_block_size(rng, block_size):
+    """Tokens per hash id: mostly the block size, else a multiple of it or (for block sizes
+    above 1) a divisor, as a trace's hash block relates to an engine's block."""
+    choices = [block_size, block_size, 2 * block_size, 4 * block_size]
+    if block_size > 1:
+        choices.append(block_size // 2)
+    return int(rng.choice(choices))
+
+
 def in_subprocess(code: str, timeout_s: float = 120.0) -> str:
     """Run `code` in a fresh interpreter at the repository root; its stdout. A native crash
     (a signal) fails the calling test instead of taking pytest down with it."""

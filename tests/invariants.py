@@ -100,6 +100,13 @@ def _check_plan(sched, cfg, seqs, plan):
         assert b.num_waiting == on_rank.count("waiting"), f"{where}: num_waiting {b.num_waiting}"
         assert b.num_running == on_rank.count("running"), f"{where}: num_running {b.num_running}"
         assert b.num_running <= cfg.max_num_seqs, f"{where}: num_running {b.num_running}"
+        # A retained block (cached, unowned) counts as free, never as owned too.
+        assert 0 <= b.num_retained_blocks <= b.num_free_blocks, \
+            f"{where}: {b.num_retained_blocks} retained of {b.num_free_blocks} free"
+        assert b.num_evicted_blocks >= 0 and b.num_hit_tokens >= 0, where
+        assert prompt or b.num_hit_tokens == 0, f"{where}: prefix hits in a decode round"
+        if not cfg.prefix_caching:
+            assert b.num_retained_blocks == b.num_evicted_blocks == b.num_hit_tokens == 0, where
     assert len(set(scheduled)) == len(scheduled), f"step {plan.step}: a sequence appears twice"
     assert all(seqs[i].status == "waiting" for i in plan.preempted.tolist()), plan.preempted
     assert all(seqs[i].status == "rejected" for i in plan.rejected.tolist()), plan.rejected
@@ -115,12 +122,19 @@ def check_seqlen_k(sched, plan, before):
     them: num_inflight as of `before` (the plan adds seqlen_q), num_cached as of now (equal
     to `before` but for an admission that starts after shared prefix blocks)."""
     for b in plan.batches:
+        hits = 0
         for seq_id, q, k in zip(b.seq_ids.tolist(), b.seqlen_q.tolist(), b.seqlen_k.tolist()):
             cached, inflight = before[seq_id]
             now = sched.seq(seq_id)
+            hit = now.num_cached - cached
+            # An admission after shared blocks: never the last block of what it prefills.
+            assert hit <= min(now.prompt_len, now.num_tokens - 1), \
+                f"step {plan.step} seq {seq_id}: {hit} hit tokens, prompt {now.prompt_len}"
+            hits += hit
             assert now.num_inflight == inflight + q, \
                 f"step {plan.step} seq {seq_id}: num_inflight {inflight} -> {now.num_inflight} for q {q}"
             assert now.num_cached == cached or (cached == 0 and now.prefix_hit_tokens > 0), \
                 f"step {plan.step} seq {seq_id}: num_cached {cached} -> {now.num_cached}"
             assert k == now.num_cached + inflight + q, \
                 f"step {plan.step} seq {seq_id}: seqlen_k {k} != {now.num_cached} + {inflight} + {q}"
+        assert b.num_hit_tokens == hits, f"step {plan.step} rank {b.rank}: num_hit_tokens"

@@ -29,7 +29,7 @@ import pytest
 import engine
 from harness.commands import main
 from harness.traces import read_trace
-from tests.helpers import MODELED
+from tests.helpers import MODELED, REPO
 
 TRACE = "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,6,3\n"
 # 342 bytes that expand to 9**9 strings: PyYAML's own loader builds it (shared), but any walk
@@ -487,3 +487,10 @@ def test_no_run_directory_for_a_bad_trace(home, capsys):
 
 if sys.platform == "win32":  # FIFOs and SIGALRM: POSIX only
     pytestmark = pytest.mark.skip("POSIX only")
+
+
+def test_replay_scheduler_refuses_a_block_size_the_hash_block_does_not_fit(capsys, tmp_path):
+    trace = REPO / "workloads" / "traces" / "conversation_small.jsonl"
+    steptrace(capsys, ["replay-scheduler", trace, "--set", "block_size=96"], 2,
+              "conversation_small.jsonl: hash block size 512 and block_size 96: one must divide "
+              "the other", root=tmp_path)

@@ -7,7 +7,7 @@ import pytest
 from engine import ReferenceScheduler, Scheduler, SchedulerConfig
 from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
 from engine.scheduler_config import MAX_SEQ_TOKENS
-from tests.helpers import IMPLS, make_scheduler, prefix_hash_ids
+from tests.helpers import IMPLS, hash_block_size, make_scheduler, prefix_hash_ids
 from tests.invariants import blocks_for, footprint
 from tests.test_bad_input import REFUSALS, ready
 from tests.test_properties import draw_accepted
@@ -15,7 +15,8 @@ from tests.test_properties import draw_accepted
 NUM_SCENARIOS = 1000
 PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
-                "empty", "num_free_blocks", "num_waiting", "num_running")
+                "empty", "num_free_blocks", "num_waiting", "num_running", "num_hit_tokens",
+                "num_evicted_blocks", "num_retained_blocks")
 SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
               "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens")
 
@@ -64,7 +65,9 @@ class Lockstep:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         config, self.reqs, self.depth = random_scenario(self.rng)
-        self.hash_ids = [prefix_hash_ids(self.rng, p, config["block_size"]) for _, p, _ in self.reqs]
+        config["prefix_caching"] = bool(self.rng.random() < 0.9)
+        self.hash_block = hash_block_size(self.rng, config["block_size"])
+        self.hash_ids = [prefix_hash_ids(self.rng, p, self.hash_block) for _, p, _ in self.reqs]
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -90,7 +93,7 @@ class Lockstep:
                 for sched in (self.cpp, self.ref):
                     sched.add_sequence(seq_id=i, prompt_len=prompt_len,
                                        max_new_tokens=max_new_tokens, arrival_time=float(step),
-                                       hash_ids=self.hash_ids[i])
+                                       hash_ids=self.hash_ids[i], hash_block_size=self.hash_block)
                 self.ids.append(i)
         self.compare_state(f"seed {self.seed} step {step} after add_sequence")
 

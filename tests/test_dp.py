@@ -31,3 +31,22 @@ def test_large_results_come_back():
     requests = [dict(request_id=i, prompt_len=6, max_new_tokens=20) for i in range(4)]
     per_rank = run_dp(config, 2, requests, records_as_they_are)
     assert all(len(r) >= 20 * 200 for r in per_rank)
+
+
+def hit_tokens(records):
+    return sum(int(b.num_hit_tokens) for r in records for b in r.batches)
+
+
+def test_hash_ids_reach_each_rank():
+    # Round robin by id. A 16-token prompt fills the budget, so each rank's second request
+    # is admitted after its first one's prompt is committed. Hash ids name 8-token blocks
+    # (two engine blocks each): rank 0's second request shares the first hash block (8
+    # tokens); rank 1's repeats its first request's whole prompt (12 tokens: all but the
+    # last block).
+    config = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=16, block_size=4,
+                                                    num_kv_blocks=64),
+                          model="tiny", device="cpu")
+    ids = {0: [1, 2], 1: [5, 6], 2: [1, 3], 3: [5, 6]}
+    requests = [dict(request_id=i, prompt_len=16, max_new_tokens=2, hash_ids=ids[i],
+                     hash_block_size=8) for i in range(4)]
+    assert run_dp(config, 2, requests, hit_tokens) == [8, 12]

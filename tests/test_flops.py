@@ -284,3 +284,16 @@ def test_bad_input_names_the_problem(v3, kw, match):
     with pytest.raises(ValueError, match=match):
         v3.calc_flops(**{n: (np.array(v) if isinstance(v, list) else v)
                          for n, v in kw.items()})
+
+
+def test_a_prefix_hit_is_not_computed_but_its_kv_is_read(v3):
+    # 1,024 prompt tokens of which 768 came from the prefix cache: the row computes 256
+    # positions (seqlen_q) over 1,024 keys (seqlen_k).
+    hit = one(v3, 256, 1024, "prompt")
+    whole = one(v3, 1024, 1024, "prompt")
+    fresh = one(v3, 256, 256, "prompt")
+    assert fresh.model_flops < hit.model_flops < whole.model_flops
+    assert hit.model_breakdown["attn_proj"] == fresh.model_breakdown["attn_proj"]
+    assert hit.bytes_breakdown["kv_read"] == whole.bytes_breakdown["kv_read"] \
+        > fresh.bytes_breakdown["kv_read"]
+    assert hit.bytes_breakdown["kv_write"] == fresh.bytes_breakdown["kv_write"]

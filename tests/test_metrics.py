@@ -373,8 +373,34 @@ def test_achieved_tflops_and_mfu_by_hand():
         forward_ns=[9e9, 9e9, 0.5e9, 0.5e9, 1.5e9, 1.5e9], model_flops=[9e15, 9e15, 3e12, 1e12,
                                                                           2e12, 2e12],
         sched_call_ns=[1e3] * 6, sched_cpp_ns=[1e3] * 6, step_ns=[1e3] * 6,
-        t_start_s=[0.0] * 6, t_end_s=[1.0] * 6))
+        t_start_s=[0.0] * 6, t_end_s=[1.0] * 6, phase=["prompt"] * 6, tokens_q=[1] * 6,
+        prefix_hit_tokens=[0] * 6, kv_blocks_evicted=[0] * 6))
     stats = engine_summary(steps, peak_tflops=10.0).set_index(["metric", "stat"])["value"]
     assert stats[("achieved", "tflops_per_device")] == pytest.approx(2.0, rel=1e-12)
     assert stats[("mfu", "model")] == pytest.approx(0.2, rel=1e-12)
     assert stats[("forward", "mean")] == pytest.approx(1e6)  # us: the warm-up step left out
+
+
+def test_prefix_cache_hit_rate_by_hand():
+    # Measured steps 1 (prompt: 30 + 10 tokens computed, 40 + 20 hit, 3 evicted) and 2
+    # (decode: its 8 tokens are no prompt tokens); step 0 is warm-up. Hit rate:
+    # 60 / (60 + 40) = 0.6.
+    steps = pd.DataFrame(dict(
+        step=[0, 0, 1, 1, 2, 2], dp_rank=[0, 1] * 3, warmup=[True, True] + [False] * 4,
+        phase=["prompt"] * 4 + ["decode"] * 2, tokens_q=[99, 99, 30, 10, 4, 4],
+        prefix_hit_tokens=[99, 99, 40, 20, 0, 0], kv_blocks_evicted=[9, 9, 1, 2, 0, 0],
+        forward_ns=[1e3] * 6, model_flops=[1.0] * 6, sched_call_ns=[1e3] * 6,
+        sched_cpp_ns=[1e3] * 6, step_ns=[1e3] * 6, t_start_s=[0.0] * 6, t_end_s=[1.0] * 6))
+    stats = engine_summary(steps, None).set_index(["metric", "stat"])["value"]
+    assert stats[("prefix_cache", "hit_rate")] == pytest.approx(0.6, rel=1e-12)
+    assert (stats[("prefix_cache", "hit_tokens")], stats[("prefix_cache", "evicted_blocks")]) \
+        == (60, 3)
+
+
+def test_a_steps_table_from_before_prefix_caching_has_no_cache_figures():
+    steps = pd.DataFrame(dict(
+        step=[0, 1], dp_rank=[0, 0], warmup=[False, False], phase=["prompt", "decode"],
+        tokens_q=[5, 1], forward_ns=[1e3] * 2, model_flops=[1.0] * 2, sched_call_ns=[1e3] * 2,
+        sched_cpp_ns=[1e3] * 2, step_ns=[1e3] * 2, t_start_s=[0.0] * 2, t_end_s=[1.0] * 2))
+    stats = engine_summary(steps, None).set_index(["metric", "stat"])["value"]
+    assert stats["prefix_cache"].isna().all() and len(stats["prefix_cache"]) == 3

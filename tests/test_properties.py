@@ -9,7 +9,7 @@ from hypothesis import event, given, settings, strategies as st
 
 from engine import KIND_DECODE, SchedulerConfig
 from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
-from tests.helpers import IMPLS, make_scheduler, prefix_hash_ids
+from tests.helpers import IMPLS, hash_block_size, make_scheduler, prefix_hash_ids
 from tests.invariants import blocks_for, check_invariants, check_seqlen_k, footprint, snapshot
 
 
@@ -33,6 +33,7 @@ def scenarios(draw, pressure=False):
         max_num_seqs=draw(st.integers(2 if pressure else 1, 8)),
         max_prefill_chunk=draw(st.none() | st.integers(2 * cp_size, 32)),
         lookahead_slots=draw(st.none() | st.integers(0, 4)),
+        prefix_caching=draw(st.booleans()),
     )
     request = st.tuples(st.integers(0, 2 if pressure else 20), st.integers(1, 60), st.integers(1, 20))
     reqs = draw(st.lists(request, min_size=2 if pressure else 1, max_size=12))
@@ -59,7 +60,8 @@ class Engine:
         self.sched = make_scheduler(impl, **config)
         self.reqs = reqs
         self.rng = np.random.default_rng(seed)
-        self.hash_ids = [prefix_hash_ids(self.rng, p, self.cfg.block_size) for _, p, _ in reqs]
+        self.hash_block = hash_block_size(self.rng, self.cfg.block_size)
+        self.hash_ids = [prefix_hash_ids(self.rng, p, self.hash_block) for _, p, _ in reqs]
         self.ids = []
         self.plans = []
         self.finished = []  # every id postprocess returned, in order
@@ -71,7 +73,7 @@ class Engine:
                 continue
             self.sched.add_sequence(seq_id=i, prompt_len=prompt_len,
                                     max_new_tokens=max_new_tokens, arrival_time=float(step),
-                                    hash_ids=self.hash_ids[i])
+                                    hash_ids=self.hash_ids[i], hash_block_size=self.hash_block)
             self.ids.append(i)
             seq = self.sched.seq(i)
             completion = self.cfg.engine_type == "completion"

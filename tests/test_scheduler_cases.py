@@ -281,12 +281,21 @@ def test_prefix_caching_shares_committed_prompt_blocks(impl):
     assert s.num_free_blocks() == 1024 and s.refcount(a_blocks[0]) == 0
 
 
-def test_prefix_index_forgets_freed_blocks(impl):
+def test_prefix_index_retains_freed_blocks(impl):
     s = make_scheduler(impl, block_size=4, engine_type="prompt")
     s.add_sequence(seq_id=0, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
-    run_step(s)  # handed off: its blocks are freed and leave the index
+    run_step(s)  # handed off: its blocks are free, and retained in the index
     s.add_sequence(seq_id=1, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
-    assert rows(s.schedule()) == [(1, 8, 8)] and s.seq(1).prefix_hit_tokens == 0
+    assert rows(s.schedule()) == [(1, 4, 8)] and s.seq(1).prefix_hit_tokens == 4
+
+
+def test_prefix_caching_off_shares_nothing(impl):
+    s = make_scheduler(impl, block_size=4, prefix_caching=False)
+    s.add_sequence(seq_id=0, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
+    s.add_sequence(seq_id=1, prompt_len=8, max_new_tokens=4, hash_ids=[1, 2])
+    run_step(s)
+    s.add_sequence(seq_id=2, prompt_len=8, max_new_tokens=1, hash_ids=[1, 2])
+    assert rows(s.schedule()) == [(2, 8, 8)] and s.seq(2).prefix_hit_tokens == 0
 
 
 def test_phase_agreed_by_a_cross_process_vote(impl):

@@ -125,6 +125,9 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
     steps_.kv_blocks_free.push_back(b.num_free_blocks);
     steps_.waiting.push_back(b.num_waiting);
     steps_.running.push_back(b.num_running);
+    steps_.prefix_hit_tokens.push_back(b.num_hit_tokens);
+    steps_.kv_blocks_evicted.push_back(b.num_evicted_blocks);
+    steps_.kv_blocks_retained.push_back(b.num_retained_blocks);
     steps_.sched_cpp_ns.push_back(plan.sched_ns);
     steps_.t_start_s.push_back(t_start);
     steps_.t_end_s.push_back(t_end);

@@ -34,6 +34,7 @@ struct StepRows {  // one row per (step, DP rank)
   std::vector<int32_t> max_seqlen_k, preempted, rejected, finished;
   std::vector<int64_t> discarded_tokens;
   std::vector<int32_t> kv_blocks_free, waiting, running;
+  std::vector<int32_t> prefix_hit_tokens, kv_blocks_evicted, kv_blocks_retained;
   std::vector<int64_t> sched_cpp_ns;
   std::vector<double> t_start_s, t_end_s;
   std::vector<int64_t> sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns, flush_ns;
@@ -59,6 +60,9 @@ struct StepRows {  // one row per (step, DP rank)
     f("kv_blocks_free", kv_blocks_free);
     f("waiting", waiting);
     f("running", running);
+    f("prefix_hit_tokens", prefix_hit_tokens);
+    f("kv_blocks_evicted", kv_blocks_evicted);
+    f("kv_blocks_retained", kv_blocks_retained);
     f("t_start_s", t_start_s);
     f("t_end_s", t_end_s);
     f("sched_cpp_ns", sched_cpp_ns);

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.block_hashes import block_size_mismatch
 from engine.config import SchedulerConfig
 
 from ..overrides import parse_set
@@ -59,6 +60,10 @@ def main(args) -> int:
                              f"current directory: run from the repository root or name a trace")
         path = args.trace or DEFAULT_TRACE
         trace = read_trace(path).df
+        mismatch = block_size_mismatch(trace.attrs.get("hash_block_size") or cfg.block_size,
+                                       cfg.block_size)
+        if mismatch:
+            raise ValueError(f"{path}: {mismatch}")
     except (OSError, ValueError) as e:
         raise BadInput(e) from None
     step_s = args.step_ms / 1e3

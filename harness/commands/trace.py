@@ -7,7 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.block_hashes import block_size_mismatch
+
 from ..atomic import WriteFailed
+from ..reuse import reuse_bound
 from ..traces import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace, write_mooncake, write_tidy
 from .common import BadInput, RunFailed, add_json, print_json
 
@@ -26,6 +29,8 @@ def add(sub) -> None:
     conv.set_defaults(handler=convert)
     stats = commands.add_parser("stats", help="print a trace's size, rate and length percentiles")
     stats.add_argument("src", type=Path, metavar="file")
+    stats.add_argument("--block-size", type=int,
+                       help="the reuse bound at this engine block size (default: the hash block)")
     stats.set_defaults(handler=show_stats)
     for p in (conv, stats):
         p.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
@@ -107,6 +112,16 @@ def show_stats(args) -> int:
         s = trace_stats(res.df)
     except ValueError as e:
         raise BadInput(e) from None
+    if args.block_size is not None:
+        if args.block_size < 1:
+            raise BadInput(f"--block-size: expected an integer >= 1, got {args.block_size}")
+        if not res.hash_block_size:
+            raise BadInput(f"--block-size: {args.src} has no hash_ids, so no reuse bound")
+        mismatch = block_size_mismatch(res.hash_block_size, args.block_size)
+        if mismatch:
+            raise BadInput(f"--block-size: {mismatch}")
+    if res.hash_block_size:
+        s["reuse"] = reuse_bound(res.df, res.hash_block_size, args.block_size)
     if args.json:
         print_json(dict(file=args.src, source=res.source, time_unit=res.time_unit,
                         hash_block_size=res.hash_block_size, dropped=res.dropped, **s))
@@ -117,7 +132,11 @@ def show_stats(args) -> int:
             ("mean rate (req/s)", f"{s['mean_rate']:.3f}"),
             ("inter-arrival CV", f"{s['interarrival_cv']:.3f}"), ("dropped rows", _dropped(res))]
     if res.hash_block_size:
-        rows.append(("hash block (tokens)", res.hash_block_size))
+        r = s["reuse"]
+        rows += [("hash block (tokens)", res.hash_block_size),
+                 ("reuse bound", f"{r['reuse_bound']:.4f} ({r['reuse_tokens']} of "
+                                 f"{r['prompt_tokens']} prompt tokens, {r['block_size']}-token "
+                                 f"blocks)")]
     for name, value in rows:
         print(f"{name:20}{value}")
     keys = ("mean", "p50", "p90", "p99", "min", "max")

@@ -53,6 +53,12 @@ STEPS = Table("steps", "engine step and DP rank",
     _col("kv_blocks_free", I32, "blocks", "the rank's free KV blocks after the round"),
     _col("waiting", I32, "", "the rank's waiting sequences after the round"),
     _col("running", I32, "", "the rank's running sequences after the round"),
+    _col("prefix_hit_tokens", I32, "tokens", "prompt tokens the round's admissions found in "
+         "the prefix cache, not computed"),
+    _col("kv_blocks_evicted", I32, "blocks", "retained blocks the round's allocations evicted "
+         "from the prefix cache"),
+    _col("kv_blocks_retained", I32, "blocks", "of the free blocks after the round, those held "
+         "only by the prefix cache"),
     _col("t_start_s", F64, "s", "when the step's schedule() was called, on the run's clock"),
     _col("t_end_s", F64, "s", "when its postprocess() returned, on the run's clock"),
     _col("sched_cpp_ns", I64, "ns", "time inside the C++ schedule()"),

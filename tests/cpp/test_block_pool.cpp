@@ -41,18 +41,50 @@ TEST(a_shared_block_is_freed_by_its_last_owner) {
   EXPECT(pool.refcount(0) == 0 && pool.num_free() == 4);
 }
 
-TEST(an_indexed_block_leaves_the_index_with_its_last_owner) {
+TEST(an_indexed_block_is_retained_until_evicted_least_recently_used) {
   BlockPool pool(4);
-  std::vector<int32_t> a, b;
-  pool.allocate(2, a);
-  pool.index(a[0], 77);
-  pool.index(a[1], 77);  // the first writer wins
-  EXPECT(pool.lookup(77) == a[0]);
+  std::vector<int32_t> a, b, c;
+  pool.allocate(3, a);  // 0 1 2
+  pool.index(a[0], 70);
+  pool.index(a[1], 71);
+  pool.index(a[2], 71);  // the first writer wins: block 2 stays unindexed
+  EXPECT(pool.lookup(71) == a[1]);
   pool.share(a[0], b);
-  pool.release(a);
-  EXPECT(pool.lookup(77) == b[0]);
-  pool.release(b);
-  EXPECT(!pool.lookup(77));
+  pool.release(a);  // 1 retained; 2 freed; 0 still owned by b
+  EXPECT(pool.num_free() == 3 && pool.num_retained() == 1 && pool.lookup(71) == 1);
+  pool.release(b);  // 0 retained after 1
+  EXPECT(pool.num_retained() == 2 && pool.lookup(70) == 0);
+  pool.check({0, 0, 0, 0});
+  pool.allocate(3, c);  // unindexed 2 then 3, then the oldest retained: 1
+  EXPECT((c == std::vector<int32_t>{2, 3, 1}));
+  EXPECT(!pool.lookup(71) && pool.lookup(70) == 0 && pool.num_evicted() == 1);
+  pool.share(0, c);  // a retained block shared leaves the retained list
+  EXPECT(pool.num_free() == 0 && pool.num_retained() == 0);
+  pool.check({1, 1, 1, 1});
+}
+
+TEST(a_release_retains_an_owners_later_blocks_first) {
+  BlockPool pool(3);
+  std::vector<int32_t> a, b;
+  pool.allocate(3, a);
+  for (int32_t i = 0; i < 3; ++i) pool.index(a[i], 80 + i);
+  pool.release(a);  // retained 2 1 0: the last block is evicted first
+  pool.allocate(2, b);
+  EXPECT((b == std::vector<int32_t>{2, 1}) && pool.lookup(80) == 0);
+}
+
+TEST(hashes_sharing_a_home_slot_stay_found_as_others_leave) {
+  BlockPool pool(4);  // 8 slots: 1, 9 and 17 share home slot 1, 2 is displaced by them
+  std::vector<int32_t> a, b;
+  pool.allocate(4, a);
+  const int64_t hashes[] = {1, 9, 2, 17};
+  for (int32_t i = 0; i < 4; ++i) pool.index(a[i], hashes[i]);
+  pool.release(a);  // retained 3 2 1 0: 17 leaves first, then 2, 9, 1
+  pool.allocate(1, b);
+  EXPECT(!pool.lookup(17) && pool.lookup(1) == 0 && pool.lookup(9) == 1 && pool.lookup(2) == 2);
+  pool.allocate(2, b);
+  EXPECT(!pool.lookup(2) && !pool.lookup(9) && pool.lookup(1) == 0);
+  pool.check({0, 1, 1, 1});
 }
 
 TEST(check_accepts_true_owner_counts_and_names_a_wrong_one) {

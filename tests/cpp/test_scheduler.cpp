@@ -133,3 +133,31 @@ TEST(a_plan_nothing_holds_is_reused_and_a_held_one_is_not) {
   EXPECT(reused->batches[0].rows() == 1 && reused->batches[0].seqlen_k[0] == 8);
   EXPECT(reused->preempted.empty() && reused->rejected.empty());
 }
+
+// Conversations through a pool too small to keep them all: every turn repeats its
+// session's earlier prompt, so blocks are shared, retained, revived and evicted, and the
+// invariants (the pool's retained list and prefix index included) hold after every call.
+TEST(conversations_through_a_small_pool_share_retain_and_evict) {
+  SchedulerConfig cfg = baseline();
+  cfg.block_size = 4;
+  cfg.num_kv_blocks = 24;
+  cfg.max_num_batched_tokens = 32;
+  Scheduler s(cfg, false);
+  int64_t id = 0, hits = 0, evicted = 0;
+  for (int turn = 1; turn <= 4; ++turn) {
+    for (int64_t session = 0; session < 5; ++session) {
+      std::vector<int64_t> ids;  // 8-token hash blocks: two engine blocks each
+      for (int i = 0; i < turn; ++i) ids.push_back(session * 100 + i);
+      s.add_sequence(id++, 8 * turn, 3, 0.0, ids, 8);
+    }
+    for (int i = 0; i < 10000 && !s.is_finished(); ++i) {
+      auto plan = s.schedule();
+      s.check_invariants();
+      hits += plan->batches[0].num_hit_tokens;
+      evicted += plan->batches[0].num_evicted_blocks;
+      s.postprocess(*plan, nullptr);
+      s.check_invariants();
+    }
+  }
+  EXPECT(s.is_finished() && hits > 0 && evicted > 0 && s.num_free_blocks(0) == 24);
+}

@@ -1,0 +1,35 @@
+"""A trace's reuse bound: the share of its prompt tokens in leading blocks that an earlier
+request's prompt already held, which an infinite prefix cache, every prefill committed
+before the next request arrives, would serve (docs/metrics.md, "Prefix cache"). Like the
+cache, the bound counts full blocks only and never a prompt's last block, and converts the
+trace's hash blocks to the engine's block size as the scheduler does (engine/block_hashes.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pandas as pd
+
+from engine.block_hashes import block_hashes
+
+
+def reuse_bound(df: pd.DataFrame, hash_block_size: int,
+                block_size: Optional[int] = None) -> dict:
+    """{reuse_bound: fraction, reuse_tokens, prompt_tokens, block_size} over df's requests in
+    order; df has prompt_len and hash_ids (a list, or None, per request). block_size: the
+    engine's (default: the hash block)."""
+    block = block_size or hash_block_size
+    seen: set = set()
+    hit = 0
+    for prompt_len, ids in zip(df["prompt_len"].tolist(), df["hash_ids"].tolist()):
+        if ids is None:
+            continue
+        hashes = block_hashes(ids, hash_block_size, block, prompt_len)
+        shareable, n = min(len(hashes), (prompt_len - 1) // block), 0
+        while n < shareable and hashes[n] in seen:
+            n += 1
+        hit += n * block
+        seen.update(hashes)
+    total = int(df["prompt_len"].sum())
+    return dict(reuse_bound=hit / total if total else float("nan"), reuse_tokens=hit,
+                prompt_tokens=total, block_size=block)

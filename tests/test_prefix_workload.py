@@ -1,0 +1,47 @@
+"""The bundled prefix-caching workload: its A/B switch, the hash block size checked at
+validate time, and a short run of each arm (hits, fewer FLOPs, the same trace)."""
+
+import pandas as pd
+import pytest
+
+from harness.run import run_workload
+from harness.workload import WorkloadError, load_workload
+from tests.helpers import REPO
+
+WORKLOAD = REPO / "workloads" / "prefix_caching.yaml"
+
+
+def test_the_two_arms_differ_in_the_switch_only():
+    on = load_workload(WORKLOAD).values
+    off = load_workload(WORKLOAD, ("engine.prefix_caching=false",)).values
+    assert on["engine"]["prefix_caching"] and not off["engine"]["prefix_caching"]
+    on["engine"]["prefix_caching"] = False
+    assert on == off
+
+
+def test_a_block_size_the_trace_hash_block_does_not_fit_is_refused_at_validate():
+    # The trace's 512 is read from its file, so the error points at trace.file.
+    with pytest.raises(WorkloadError, match=r"prefix_caching.yaml:7: trace.file: hash block "
+                                            r"size 512 and block_size 96: one must divide "
+                                            r"the other"):
+        load_workload(WORKLOAD, ("engine.block_size=96",))
+    with pytest.raises(WorkloadError, match=r"trace.hash_block_size: hash block size 48 and "
+                                            r"block_size 64"):
+        load_workload(WORKLOAD, ("trace.hash_block_size=48",))
+
+
+def test_each_arm_runs_and_caching_saves_prefill_work(tmp_path):
+    sums = {}
+    for caching in ("true", "false"):
+        workload = load_workload(WORKLOAD, (f"output={tmp_path / caching}", "trace.limit=40",
+                                            f"engine.prefix_caching={caching}"))
+        (run_dir,) = run_workload(workload)
+        steps = pd.read_parquet(run_dir / "steps.parquet")
+        requests = pd.read_parquet(run_dir / "requests.parquet")
+        assert (requests["status"] == "finished").all()
+        sums[caching] = (int(steps["prefix_hit_tokens"].sum()),
+                         int(requests["prefix_hit_tokens"].sum()),
+                         float(steps.loc[steps["phase"] == "prompt", "model_flops"].sum()))
+    hits, request_hits, flops = sums["true"]
+    assert hits > 0 and request_hits == hits
+    assert sums["false"][:2] == (0, 0) and sums["false"][2] > flops
