@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from engine.config import DEVICES, DTYPES, EngineConfig, SchedulerConfig
+from engine.config import DEVICES, DTYPES, LAUNCH_US, EngineConfig, SchedulerConfig
 from engine.devices.profile import PRECISIONS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
@@ -125,7 +125,10 @@ SCHEMA: Dict[str, Any] = {
     },
     "engine": _scheduler_keys(),
     "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
-    "device": Key(device, "auto", "auto, cpu, cuda, npu or modeled:<profile>"),
+    "device": Key(device, "auto", "auto, cpu, cuda, npu, modeled:<profile> or emulated:<profile>"),
+    "emulated": {
+        "launch_us": Key(number(0), LAUNCH_US, "host cost of launching one decoder layer"),
+    },
     "dtype": Key(one_of(*DTYPES), "float32"),
     "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
     "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
@@ -201,7 +204,8 @@ class Workload:
                             device="cpu" if spec else v["device"],
                             executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
-                            mtp_acceptance=v["mtp_acceptance"], release_gil=gil == "released")
+                            mtp_acceptance=v["mtp_acceptance"], release_gil=gil == "released",
+                            launch_us=v["emulated"]["launch_us"])
 
 
 def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
