@@ -19,6 +19,7 @@ using namespace steptrace;
 
 void bind_step_log(py::module_& m);  // recorder/step_log_bindings.cpp
 void bind_config(py::module_& m);    // config_bindings.cpp
+void bind_spin(py::module_& m);      // spin_bindings.cpp
 SchedulerConfig to_config(const py::handle& c);  // config_bindings.cpp
 
 namespace {
@@ -434,4 +435,5 @@ PYBIND11_MODULE(_core, m) {
       },
       "The ModelConfig fields the C++ cost model reads, in ModelGeometry's order.");
   bind_step_log(m);
+  bind_spin(m);
 }

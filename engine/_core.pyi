@@ -16,6 +16,8 @@ MAX_SEQ_TOKENS: int  # prompt_len + max(max_new_tokens, lookahead) a sequence ma
 def scheduler_config_lookahead(config: object) -> int: ...
 def model_geometry_fields() -> list[str]:
     """The ModelConfig fields the C++ cost model reads (csrc/cost_model.hpp)."""
+def _spin(ns: int, release_gil: bool = True) -> None:
+    """Test only: spin for ns nanoseconds in C++, the GIL released unless release_gil=False."""
 
 class Sequence:
     seq_id: int

@@ -28,6 +28,7 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
+from .frontend import Frontend
 from .interrupt import Stop, install, restore, signals_stop
 from .metrics import SUMMARY_COLUMNS
 from .recorder import Recorder
@@ -76,8 +77,13 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
     df = trace.df
+    frontend = Frontend(df["arrival_s"].to_numpy(np.float64),
+                        workload.values["frontend"]["per_token_us"],
+                        workload.values["warmup_steps"]) \
+        if workload.values["frontend"]["mode"] == "thread" else None
+    # the recorder's table writer is ready when it returns: the manifest says the run began
     recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
-                        trace=df)  # its table writer ready: the manifest says the run began
+                        trace=df, frontend=frontend)
     tables.write_manifest(manifest, run_dir)
     previous = install(stop)
     sampler = None
@@ -86,7 +92,8 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
         sampler = _sampler(workload, engine, start)
         manifest["complete"] = replay(
             engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
-            df["max_new_tokens"].to_numpy(), workload.clock, recorder, progress, start, stop)
+            df["max_new_tokens"].to_numpy(), workload.clock, recorder, progress, start, stop,
+            frontend=frontend)
         manifest["interrupted"] = not manifest["complete"]
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
@@ -101,7 +108,7 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
                 recorder.close()
                 write_table(device, run_dir, "device", fmt, labels)
                 _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
-                               calibration)
+                               calibration, frontend)
             except Exception as e:  # a table could not be written: the run failed
                 manifest.update(complete=False, error=f"{type(e).__name__}: {e}")
                 raise
@@ -125,13 +132,15 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
 
 
 def _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
-                   calibration) -> None:
-    """The summary table, from what the recorder kept."""
+                   calibration, frontend) -> None:
+    """The summary table, from what the recorder (and the frontend, if any) kept."""
     latency = recorder.latency.rows(*recorder.itl())
     harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
                             for stat in ("per_step", "per_request")] if calibration else [],
                            columns=list(SUMMARY_COLUMNS))
-    summary_df = pd.concat([latency, recorder.step_summary.rows(engine.peak_tflops), harness,
+    frontend_rows = frontend.summary(~recorder.warm) if frontend else None
+    summary_df = pd.concat([latency, frontend_rows,
+                            recorder.step_summary.rows(engine.peak_tflops), harness,
                             device_summary(device, *_wall_window(workload, recorder),
                                            recorder.latency.output_tokens)],
                            ignore_index=True)

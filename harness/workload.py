@@ -17,6 +17,7 @@ from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
 
 from .files import NotAFile, check_regular, not_regular
+from .frontend import PER_TOKEN_US
 from .overrides import parse_set
 from .traces import FORMATS
 from .yaml_lines import KeyPath, load_with_lines
@@ -134,6 +135,11 @@ SCHEMA: Dict[str, Any] = {
     "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
     "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
+    "frontend": {
+        "mode": Key(one_of("thread", "inline"), None, "default: thread on the real clock, "
+                    "else inline"),
+        "per_token_us": Key(number(0), PER_TOKEN_US, "the frontend's Python work per token"),
+    },
     "warmup_steps": Key(integer(0), 0, "recorded, flagged, left out of summaries"),
     "repeats": Key(integer(1), 1),
     "seeds": {
@@ -247,6 +253,12 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
             fail(("trace", "file"), f"{(path.parent / trace['file']).resolve()}: {why}")
     if values["clock"] == "real" and spec and spec.modeled:
         fail(("clock",), "a modeled device has no real clock: expected virtual")
+    frontend = values["frontend"]
+    if frontend["mode"] is None:
+        frontend["mode"] = "thread" if values["clock"] == "real" else "inline"
+    elif frontend["mode"] == "thread" and values["clock"] == "virtual":
+        fail(("frontend", "mode"), "a frontend thread runs on the real clock: expected "
+                                   "inline with clock: virtual")
     if "generate" not in (data.get("trace") or {}):
         trace["generate"] = None
     else:

@@ -15,6 +15,7 @@ WORK = "metrics.md#work-per-step"
 PER_REQUEST = "metrics.md#per-request"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
+FRONTEND = "metrics.md#frontend"
 
 
 def _col(name, type_, unit, meaning, defined=""):
@@ -109,6 +110,12 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("e2e_s", F64, "s", "end-to-end latency", PER_REQUEST),
     _col("queueing_delay_s", F64, "s", "arrival to first scheduled", PER_REQUEST),
     _col("schedule_fidelity_s", F64, "s", "how late it was enqueued", PER_REQUEST),
+    _col("enqueue_drift_s", F64, "s", "how late the frontend thread enqueued it; NaN without "
+         "one", FRONTEND),
+    _col("delivery_delay_p50_s", F64, "s", "median of its tokens' delivery delays; NaN "
+         "without a frontend thread or tokens", FRONTEND),
+    _col("delivery_delay_max_s", F64, "s", "the largest of its tokens' delivery delays",
+         FRONTEND),
 ))
 
 _DEVICE_VALUES = (
