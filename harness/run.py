@@ -179,9 +179,9 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
         git_sha=_git_sha(), versions=dict(python=platform.python_version(),
                                           steptrace=engine_pkg.__version__,
                                           torch=torch.__version__, numpy=np.__version__),
-        host_cpu=_cpu_name(), device=dict(backend=engine.device.backend, name=engine.device.name,
-                                          chip=engine.device.chip,
-                                          capability=engine.device.capability),
+        host_cpu=_cpu_name(), host_cpus=os.cpu_count(),
+        device=dict(backend=engine.device.backend, name=engine.device.name,
+                    chip=engine.device.chip, capability=engine.device.capability),
         executor=engine.config.executor, modeled=ExecutorSpec.parse(engine.config.executor).modeled,
         started=_now(), complete=False, pid=os.getpid(), host=socket.gethostname())
 

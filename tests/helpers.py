@@ -102,3 +102,27 @@ def process_gone(pid, within_s):
             return True
         time.sleep(0.05)
     return False
+
+
+def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complete=True,
+                  trace_sha256="0" * 64, host_cpus=None):
+    """A run folder holding what a run's summary says, without running anything: its
+    manifest and a summary table of `metrics` ({"ttft.p99": (0.12, "s"), ...})."""
+    import json
+
+    import pandas as pd
+
+    from harness.table_sink import write_table
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True)
+    values = {"name": "synthetic", "engine": {"overlap": False}, **(values or {})}
+    manifest = dict(values=values, trace_sha256=trace_sha256, gil_mode=gil_mode, repeat=0,
+                    device=dict(backend="cpu", name="x86_64"), modeled=False,
+                    host_cpus=host_cpus, complete=complete, killed=not complete)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    rows = [(*name.split("."), float(v), unit) for name, (v, unit) in metrics.items()]
+    write_table(pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"]), run_dir,
+                "summary", "parquet", dict(run_id=run_dir.name, gil_mode=gil_mode,
+                                           overlap=False))
+    return run_dir

@@ -17,10 +17,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import replay_scheduler, run, show, trace, validate
+from . import compare, gate, replay_scheduler, run, show, trace, validate
 from .common import BadInput, RunFailed, fail
 
-COMMANDS = (run, validate, show, trace, replay_scheduler)
+COMMANDS = (run, validate, show, trace, replay_scheduler, compare, gate)
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
           "with the command line, the input files it names if you can share them, and the "
           "output of the same command with --debug")
@@ -52,7 +52,9 @@ def _add_debug(sub) -> None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
+    args.argv = argv  # `compare A... -- B...`: argparse drops the `--` that splits the arms
     try:
         return args.handler(args)
     except BrokenPipeError:  # `steptrace show RUN | head`: the reader had enough

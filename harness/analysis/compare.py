@@ -1,0 +1,209 @@
+"""Two arms of runs compared metric by metric: each arm's median over its runs, the ratio
+B/A with its bootstrap interval over runs, the A/A noise floor, and a verdict
+(docs/comparing.md).
+
+`arms_by` and `compare` are the API; `Comparison.to_dict()` is what `--json` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from ..commands.common import BadInput
+from . import interval
+from .runs import Run
+
+# workload keys that differ between any two runs and say nothing about what was compared
+NOT_COMPARED_KEYS = frozenset({"output"})
+LABEL_KEYS = ("gil_mode", "device")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A named set of runs: the name says what they share ("gil_mode=held", "A")."""
+
+    name: str
+    runs: Tuple[Run, ...]
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric across the two arms. `verdict` is one of: "higher", "lower", "none" (no
+    detectable difference), "too few runs" (an arm under interval.MIN_RUNS runs, no
+    interval), "undefined" (no value in an arm, or A's median is 0)."""
+
+    metric: str
+    unit: str
+    runs_a: int
+    runs_b: int
+    median_a: float
+    median_b: float
+    ratio: float
+    low: float
+    high: float
+    noise_floor: float  # ± as a fraction (0.04: ±4 %); NaN where no arm has >= 4 runs
+    verdict: str
+
+    @property
+    def difference(self) -> bool:
+        return self.verdict in ("higher", "lower")
+
+    def says(self) -> str:
+        """The verdict in words."""
+        floor = "unknown, fewer than 4 runs per arm" if math.isnan(self.noise_floor) else \
+            f"±{self.noise_floor:.1%}"
+        if self.verdict in ("higher", "lower"):
+            return f"B {self.verdict} by {abs(self.ratio - 1):.1%} (noise floor {floor})"
+        if self.verdict == "none":
+            return f"no detectable difference (noise floor {floor})"
+        if self.verdict == "too few runs":
+            return f"no interval: {min(self.runs_a, self.runs_b)} run(s) in an arm, " \
+                f"{interval.MIN_RUNS} needed"
+        return "undefined (no value in an arm, or A's median is 0)"
+
+
+@dataclass
+class Comparison:
+    """The result of `compare`: the arms' runs, what was left out or flagged and why, the
+    workload keys whose values differ between the arms, and one MetricResult per metric
+    (in the summary table's order)."""
+
+    arm_a: str
+    arm_b: str
+    runs_a: List[str]
+    runs_b: List[str]
+    left_out: Dict[str, str] = field(default_factory=dict)     # run folder -> why
+    busy_host: Dict[str, float] = field(default_factory=dict)  # run folder -> others' CPU share
+    differing_keys: Dict[str, Tuple[list, list]] = field(default_factory=dict)
+    metrics: List[MetricResult] = field(default_factory=list)
+
+    def metric(self, name: str) -> MetricResult:
+        return next(m for m in self.metrics if m.metric == name)
+
+    def to_dict(self) -> dict:
+        return dict(arm_a=self.arm_a, arm_b=self.arm_b, runs_a=self.runs_a,
+                    runs_b=self.runs_b, left_out=self.left_out, busy_host=self.busy_host,
+                    differing_keys={k: dict(a=a, b=b) for k, (a, b) in
+                                    self.differing_keys.items()},
+                    metrics=[dict(asdict(m), says=m.says()) for m in self.metrics])
+
+
+def arms_by(runs: Sequence[Run], key: str) -> Tuple[Arm, Arm]:
+    """Two arms from the runs' values of a label (gil_mode, overlap, device, ...) or a
+    workload key (engine.num_mtp, ...), in sorted order of the value. BadInput unless
+    exactly two values occur."""
+    groups: Dict[str, List[Run]] = {}
+    for run in runs:
+        try:
+            value = run.attribute(key)
+        except KeyError:
+            raise BadInput(f"--by {key}: {run.path} has no label or workload key {key!r} "
+                           f"(labels: run_id, gil_mode, overlap, device, repeat; workload "
+                           f"keys as in docs/workloads.md, e.g. engine.num_mtp)") from None
+        groups.setdefault(str(value), []).append(run)
+    if len(groups) != 2:
+        raise BadInput(f"--by {key}: the runs hold {len(groups)} value(s) of {key} "
+                       f"({', '.join(sorted(groups)) or 'none'}); a comparison needs two")
+    (va, a), (vb, b) = sorted(groups.items())
+    return Arm(f"{key}={va}", tuple(a)), Arm(f"{key}={vb}", tuple(b))
+
+
+def compare(a: Arm, b: Arm, *, allow_different: bool = False,
+            include_incomplete: bool = False, drop_busy: bool = False) -> Comparison:
+    """Compare arm B against arm A. Runs of different traces are BadInput unless
+    `allow_different`; incomplete runs are left out unless `include_incomplete`; runs on a
+    busy host are flagged, and left out with `drop_busy`."""
+    _check_traces(a.runs + b.runs, allow_different)
+    left_out, busy = {}, {}
+    kept = []
+    for arm in (a, b):
+        keep = []
+        for run in arm.runs:
+            if run.busy_host:
+                busy[str(run.path)] = run.others_cpu()
+            if not run.complete and not include_incomplete:
+                left_out[str(run.path)] = f"{run.state}, not complete"
+            elif run.busy_host and drop_busy:
+                left_out[str(run.path)] = "busy host"
+            else:
+                keep.append(run)
+        if not keep:
+            raise BadInput(f"arm {arm.name}: no run left to compare "
+                           f"({len(arm.runs)} given, all left out: incomplete or busy)")
+        kept.append(keep)
+    runs_a, runs_b = kept
+    return Comparison(a.name, b.name, [str(r.path) for r in runs_a],
+                      [str(r.path) for r in runs_b], left_out, busy,
+                      differing_keys(runs_a, runs_b), _metrics(runs_a, runs_b))
+
+
+def differing_keys(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> Dict[str, Tuple[list, list]]:
+    """Workload keys and labels (gil_mode, device) whose values in arm A differ from arm
+    B's: key -> (A's distinct values, B's)."""
+    def values(runs, key):
+        out = []
+        for run in runs:
+            v = run.labels[key] if key in LABEL_KEYS else run.keys.get(key)
+            if v not in out:
+                out.append(v)
+        return out
+
+    keys = set(LABEL_KEYS)
+    for run in (*runs_a, *runs_b):
+        keys |= set(run.keys) - NOT_COMPARED_KEYS
+    out = {}
+    for key in sorted(keys):
+        va, vb = values(runs_a, key), values(runs_b, key)
+        if sorted(map(repr, va)) != sorted(map(repr, vb)):
+            out[key] = (va, vb)
+    return out
+
+
+def _check_traces(runs: Sequence[Run], allow_different: bool) -> None:
+    shas = {}
+    for run in runs:
+        shas.setdefault(run.trace_sha256, run)
+    if len(shas) > 1 and not allow_different:
+        (s1, r1), (s2, r2) = list(shas.items())[:2]
+        raise BadInput(f"the runs replayed different traces: {r1.path} (trace_sha256 "
+                       f"{s1[:12]}...) and {r2.path} ({s2[:12]}...); compare runs of one "
+                       f"trace, or pass --allow-different")
+
+
+def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> List[MetricResult]:
+    values_a = [r.metrics() for r in runs_a]
+    values_b = [r.metrics() for r in runs_b]
+    units = {}
+    for run in (*runs_a, *runs_b):
+        units = {**run.units(), **units}
+    names = list(dict.fromkeys(n for v in values_a + values_b for n in v))
+    out = []
+    for name in names:
+        a = np.array([v.get(name, math.nan) for v in values_a])
+        b = np.array([v.get(name, math.nan) for v in values_b])
+        out.append(metric_result(name, units.get(name, ""), a, b))
+    return out
+
+
+def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray) -> MetricResult:
+    """One metric's values in arm A and arm B (one per run; NaN ones left out) judged."""
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    r = interval.ratio(a, b)
+    floors = [f.spread for f in (interval.noise_floor(a), interval.noise_floor(b))
+              if f is not None and not math.isnan(f.spread)]
+    floor = max(floors) if floors else math.nan
+    if math.isnan(r.ratio):
+        verdict = "undefined"
+    elif not r.has_interval:
+        verdict = "too few runs"
+    elif r.excludes_one and not abs(r.ratio - 1) <= floor:  # NaN floor: the interval alone
+        verdict = "higher" if r.ratio > 1 else "lower"
+    else:
+        verdict = "none"
+    median = (lambda v: float(np.median(v)) if len(v) else math.nan)
+    return MetricResult(name, unit, len(a), len(b), median(a), median(b), r.ratio, r.low,
+                        r.high, floor, verdict)

@@ -1,0 +1,86 @@
+"""The ratio of two arms' medians with its bootstrap interval, runs as the unit, and the
+A/A noise floor of an arm (docs/comparing.md).
+
+A run is one sample: the steps and requests inside a run are autocorrelated (a queue
+builds and drains), so resampling them as if independent would give intervals far too
+narrow. Resampling whole runs is honest and needs several runs per arm.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+from scipy import stats
+
+MIN_RUNS = 3        # fewer runs in an arm: no interval
+MIN_RUNS_AA = 4     # an arm's A/A split needs two halves of at least two runs
+CONFIDENCE = 0.95
+RESAMPLES = 4999
+SEED = 0            # the same runs give the same interval
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """median(b) / median(a) and its interval; low and high are NaN without one."""
+
+    ratio: float
+    low: float = math.nan
+    high: float = math.nan
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+    @property
+    def excludes_one(self) -> bool:
+        return self.has_interval and (self.low > 1 or self.high < 1)
+
+    @property
+    def spread(self) -> float:
+        """How far the interval reaches from 1 on either side (0.04: ±4 %); NaN without
+        an interval."""
+        return max(abs(1 - self.low), abs(self.high - 1)) if self.has_interval else math.nan
+
+
+def _median_ratio(a, b, axis=-1):
+    return np.median(b, axis=axis) / np.median(a, axis=axis)
+
+
+def ratio(a: Sequence[float], b: Sequence[float], min_runs: int = MIN_RUNS) -> Ratio:
+    """The ratio of medians, with its 95 % percentile-bootstrap interval (scipy's
+    stats.bootstrap, the two arms resampled independently) when each arm has at least
+    `min_runs` values. NaN values are left out; a zero median in `a` gives NaN."""
+    a, b = _finite(a), _finite(b)
+    if not len(a) or not len(b) or np.median(a) == 0:
+        return Ratio(math.nan)
+    point = float(_median_ratio(a, b))
+    if min(len(a), len(b)) < min_runs:
+        return Ratio(point)
+    if np.ptp(a) == 0 and np.ptp(b) == 0:  # identical runs (a modeled run): no spread at all
+        return Ratio(point, point, point)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        result = stats.bootstrap((a, b), _median_ratio, vectorized=True, paired=False,
+                                 confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
+                                 method="percentile", rng=np.random.default_rng(SEED))
+    ci = result.confidence_interval
+    return Ratio(point, float(ci.low), float(ci.high))
+
+
+def noise_floor(values: Sequence[float]) -> Optional[Ratio]:
+    """The A/A ratio of one arm: its even-numbered runs against its odd-numbered ones
+    (interleaved, so a drift over the sweep falls on both halves), with the interval. None
+    with fewer than MIN_RUNS_AA values."""
+    v = _finite(values)
+    if len(v) < MIN_RUNS_AA:
+        return None
+    return ratio(v[0::2], v[1::2], min_runs=2)
+
+
+def _finite(values) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    return v[np.isfinite(v)]

@@ -1,0 +1,202 @@
+"""Result folders read back as runs: the manifest, the run's state, its labels and
+workload keys, and its summary metrics; tables on demand, only the columns asked for.
+
+Everything here reads files a run wrote and never imports the engine. A run's summary and
+state are what `steptrace show` reads (harness/commands/show.py), so the two never
+disagree.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ..commands import show
+from ..commands.common import BadInput
+
+# Summary rows that count things or restate the workload: not metrics to compare.
+NOT_METRICS = frozenset({"requests", "steps", "slo", "window"})
+# The share of the host's CPU (all cores) others may use before a run is flagged busy.
+BUSY_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run folder. `summary` holds its summary rows (metric, stat, value, unit): the
+    run's summary table, or for a run that did not finish, what its steps table says."""
+
+    path: Path
+    manifest: dict = field(repr=False)
+    state: str
+    summary: pd.DataFrame = field(repr=False)
+    notes: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    @property
+    def workload(self) -> str:
+        """The workload's `name`."""
+        return str(self.manifest.get("values", {}).get("name", ""))
+
+    @property
+    def trace_sha256(self) -> str:
+        return str(self.manifest.get("trace_sha256", ""))
+
+    @property
+    def modeled(self) -> bool:
+        return bool(self.manifest.get("modeled"))
+
+    @property
+    def device(self) -> str:
+        """The device the numbers describe: the modeled one ("B200 (modeled)") or the one
+        the run measured."""
+        if self.modeled:
+            return f"{str(self.manifest.get('executor', '')).split(':', 1)[-1]} (modeled)"
+        return str(self.manifest["device"]["name"])
+
+    @property
+    def labels(self) -> Dict[str, object]:
+        """What tells the runs of a sweep apart: run_id, gil_mode, overlap, device,
+        repeat."""
+        return dict(run_id=self.name, gil_mode=self.manifest["gil_mode"],
+                    overlap=self.keys.get("engine.overlap"), device=self.device,
+                    repeat=self.manifest.get("repeat"))
+
+    @property
+    def keys(self) -> Dict[str, object]:
+        """The resolved workload keys, flattened: {"engine.overlap": True, "model":
+        "tiny", ...}."""
+        return flatten(self.manifest.get("values", {}))
+
+    def attribute(self, key: str):
+        """A label or a workload key by name (labels first); KeyError if neither."""
+        labels = self.labels
+        if key in labels:
+            return labels[key]
+        return self.keys[key]
+
+    def metrics(self) -> Dict[str, float]:
+        """Every comparable summary value by name, "ttft.p99": 0.123 (NaN ones included)."""
+        rows = self.summary[~self.summary["metric"].isin(NOT_METRICS)
+                            & (self.summary["stat"] != "count")]
+        return {f"{m}.{s}": float(v) for m, s, v in
+                zip(rows["metric"], rows["stat"], rows["value"])}
+
+    def units(self) -> Dict[str, str]:
+        return {f"{m}.{s}": u for m, s, u in
+                zip(self.summary["metric"], self.summary["stat"], self.summary["unit"])}
+
+    def value(self, name: str) -> float:
+        """One summary value by name ("ttft.p99"); NaN when the run has no such row."""
+        metric, _, stat = name.partition(".")
+        rows = self.summary[(self.summary["metric"] == metric) & (self.summary["stat"] == stat)]
+        return float(rows["value"].iloc[0]) if len(rows) else math.nan
+
+    def others_cpu(self) -> Optional[float]:
+        """The share of the host's CPU (0..1, all cores) that was not this run's own during
+        it: host_cpu mean minus process_cpu mean over the host's cores. None when the run
+        did not record both, or not how many cores its host had."""
+        cores = self.manifest.get("host_cpus")
+        host, own = self.value("host_cpu.mean"), self.value("process_cpu.mean")
+        if not cores or math.isnan(host) or math.isnan(own):
+            return None
+        return max(0.0, host / 100 - own / 100 / cores)
+
+    @property
+    def busy_host(self) -> bool:
+        """Others used more than BUSY_SHARE of the host's CPU during the run."""
+        share = self.others_cpu()
+        return share is not None and share > BUSY_SHARE
+
+    def table_path(self, name: str) -> Path:
+        for fmt in ("parquet", "csv"):
+            path = self.path / f"{name}.{fmt}"
+            if path.exists():
+                return path
+        raise BadInput(f"{self.path}: no {name} table ({name}.parquet or {name}.csv)")
+
+    def table(self, name: str, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+        """One table of the run, only `columns` read (all when None). BadInput naming the
+        file when the table or a column is missing or unreadable."""
+        path = self.table_path(name)
+        cols = None if columns is None else list(columns)
+        try:
+            if path.suffix == ".parquet":
+                present = pq.read_schema(path).names
+                missing = [c for c in cols or () if c not in present]
+                if missing:
+                    raise BadInput(f"{path}: no column(s) {', '.join(missing)}")
+                return pq.read_table(path, columns=cols).to_pandas()
+            return pd.read_csv(path, usecols=cols)
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{path}: unreadable ({e})") from None
+
+    def columns(self, name: str) -> List[str]:
+        """The column names of one table, read from its header."""
+        path = self.table_path(name)
+        if path.suffix == ".parquet":
+            return list(pq.read_schema(path).names)
+        return list(pd.read_csv(path, nrows=0).columns)
+
+
+def flatten(values: dict, prefix: str = "") -> Dict[str, object]:
+    """Nested mappings as one level of dotted keys; lists stay values."""
+    out = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def read_run(path: Path) -> Run:
+    """One run folder; BadInput when it is not one."""
+    path = Path(path)
+    result = show.read(path)  # checks the manifest and reads the summary as show does
+    manifest = json.loads((path / "manifest.json").read_text())
+    summary = pd.DataFrame(result["summary"], columns=["metric", "stat", "value", "unit"])
+    return Run(path, manifest, result["state"], summary, tuple(result["notes"]))
+
+
+def find_runs(specs: Iterable[str]) -> List[Path]:
+    """Run folders named by `specs`: a run folder, a glob, or a folder holding run folders
+    at any depth (a sweep's folder, results/). In the order given, sorted within each
+    spec, each once. BadInput for a spec that names no run."""
+    out: Dict[Path, None] = {}
+    for spec in specs:
+        spec = str(spec)
+        matches = sorted(glob.glob(spec)) if glob.has_magic(spec) else [spec]
+        found = [run for match in matches for run in _runs_under(Path(match))]
+        if not found:
+            what = "matches nothing" if not matches else "holds no run folder (no manifest.json)"
+            raise BadInput(f"{spec}: {what}")
+        out.update(dict.fromkeys(found))
+    return list(out)
+
+
+def _runs_under(path: Path) -> List[Path]:
+    if (path / "manifest.json").is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(p.parent for p in path.rglob("manifest.json"))
+
+
+def load_runs(specs: Iterable[str]) -> List[Run]:
+    """read_run over find_runs(specs)."""
+    return [read_run(path) for path in find_runs(specs)]

@@ -1,0 +1,112 @@
+"""steptrace gate CANDIDATE... --baseline BASELINE: the regression gate. Exit 0 pass,
+1 regression, 2 bad input (docs/comparing.md, "The gate")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import BadInput, add_json, print_json
+
+
+def add(sub) -> None:
+    p = sub.add_parser("gate", help="judge candidate runs against a baseline (exit 1 on a "
+                       "regression)",
+                       description="Modeled runs must reproduce the baseline's steps, "
+                       "batches and requests tables exactly; --rules judges summary "
+                       "metrics. --update stores the candidates as the baseline instead.")
+    p.add_argument("candidates", nargs="+", metavar="CANDIDATE",
+                   help="run folders, globs or folders holding runs")
+    p.add_argument("--baseline", required=True, metavar="BASELINE",
+                   help="a stored baseline (results/baselines/NAME) or run folders")
+    p.add_argument("--rules", type=Path, metavar="RULES.yaml",
+                   help="limits on summary metrics, e.g. `ttft.p99: {max_increase: 5%%}`")
+    p.add_argument("--bench", action="store_true",
+                   help="CANDIDATE is a pytest-benchmark JSON file (--benchmark-json) and "
+                   "BASELINE a stored ratios file (tests/bench/ratios.json): judge the C++ "
+                   "/ reference ratios (with --update: the lowest ratio of each case over "
+                   "the files given is stored)")
+    p.add_argument("--update", action="store_true",
+                   help="store the candidates as the baseline folder BASELINE (replaced "
+                   "whole) instead of gating them")
+    add_json(p)
+    p.set_defaults(handler=main)
+
+
+def main(args) -> int:
+    from ..analysis import baseline as stored
+    from ..analysis.gate import gate
+    from ..analysis.rules import load_rules
+    from ..analysis.runs import load_runs
+
+    if args.bench:
+        return _bench(args)
+    candidates = load_runs(args.candidates)
+    if args.update:
+        written = stored.store(candidates, Path(args.baseline))
+        if args.json:
+            print_json(dict(baseline=args.baseline, runs=[str(p) for p in written]))
+        else:
+            print(f"baseline {args.baseline}: stored {len(written)} run(s)")
+        return 0
+    baseline = load_runs([args.baseline])
+    metrics = set().union(*(run.metrics() for run in baseline))
+    rules = load_rules(args.rules, metrics) if args.rules else []
+    if not baseline[0].modeled and not rules:
+        raise BadInput(f"{args.baseline}: a measured baseline is judged by rules only: give "
+                       f"--rules FILE")
+    result = gate(candidates, baseline, rules)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print_text(result, args.baseline)
+    return 0 if result.passed else 1
+
+
+def _bench(args) -> int:
+    from ..analysis import bench_ratios
+
+    if args.rules:
+        raise BadInput("gate --bench: judges the ratios of tests/bench/ratios.json; no --rules")
+    if args.update:  # the lowest ratio of each case over the files given
+        ratios = bench_ratios.store([Path(p) for p in args.candidates], Path(args.baseline))
+        if args.json:
+            print_json(dict(baseline=args.baseline, ratios=ratios))
+        else:
+            print(f"baseline {args.baseline}: stored {len(ratios)} ratio(s)")
+        return 0
+    if len(args.candidates) != 1:
+        raise BadInput("gate --bench: one pytest-benchmark JSON file to judge")
+    (bench_json,) = args.candidates
+    checks = bench_ratios.check(Path(bench_json), Path(args.baseline))
+    passed = not any(c.broken for c in checks)
+    if args.json:
+        print_json(dict(passed=passed, checks=[dict(c.__dict__, broken=c.broken)
+                                               for c in checks]))
+    else:
+        print(f"gate --bench: {bench_json} against {args.baseline}: "
+              f"{'pass' if passed else 'REGRESSION'}")
+        print(f"  {'case (reference / C++)':32}{'baseline':>10}{'floor':>10}{'measured':>10}")
+        for c in checks:
+            print(f"  {c.case:32}{c.baseline:>10.1f}{c.floor:>10.1f}{c.measured:>10.1f}  "
+                  f"{'BROKEN' if c.broken else 'ok'}")
+    return 0 if passed else 1
+
+
+def print_text(result, baseline: str) -> None:
+    verdict = "pass" if result.passed else "REGRESSION"
+    print(f"gate: {len(result.candidates)} candidate run(s) against {baseline} "
+          f"({len(result.baseline)} run(s)): {verdict}")
+    for key, (a, b) in result.differing_keys.items():
+        print(f"  differs from the baseline: {key}: {_values(a)} -> {_values(b)}")
+    print(f"  {'check':26}{'rule':20}{'baseline':>16}{'candidate':>16}  result")
+    for c in result.checks:
+        print(f"  {c.check:26}{c.rule:20}{_cell(c.baseline):>16}{_cell(c.candidate):>16}  "
+              f"{'BROKEN' if c.broken else 'ok'}: {c.detail}")
+
+
+def _cell(value: str) -> str:
+    return value if len(value) <= 15 else value[:14] + "~"
+
+
+def _values(values) -> str:
+    return str(values[0]) if len(values) == 1 else "{" + ", ".join(map(str, values)) + "}"

@@ -1,0 +1,143 @@
+"""steptrace compare on synthetic runs with a known effect: a 10 % shift is found, an A/A
+split is not, and a comparison says what it compared and what it left out."""
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.analysis.compare import Arm, arms_by, compare
+from harness.analysis.runs import load_runs
+from harness.commands import main
+from tests.helpers import synthetic_run
+
+NOISE = 0.02  # each run's throughput and TTFT scatter by 2 % (standard deviation)
+
+
+def make_arm(root, name, n, scale, rng, **kw):
+    """n runs whose throughput is 100 * scale and TTFT p99 0.5 / scale, with noise."""
+    out = []
+    for i in range(n):
+        jitter = rng.normal(1, NOISE, 2)
+        out.append(synthetic_run(root / f"{name}-r{i}", {
+            "throughput.output_tokens": (100 * scale * jitter[0], "tok/s"),
+            "ttft.p99": (0.5 / scale * jitter[1], "s"),
+            "requests.finished": (400, "requests")}, **kw))
+    return out
+
+
+def arms(tmp_path, n_a, n_b, scale_b, seed=0):
+    rng = np.random.default_rng(seed)
+    make_arm(tmp_path / "a", "a", n_a, 1.0, rng, gil_mode="held")
+    make_arm(tmp_path / "b", "b", n_b, scale_b, rng, gil_mode="released")
+    return (Arm("A", tuple(load_runs([tmp_path / "a"]))),
+            Arm("B", tuple(load_runs([tmp_path / "b"]))))
+
+
+def test_a_ten_percent_shift_is_found(tmp_path):
+    result = compare(*arms(tmp_path, 6, 6, 1.10))
+    tput, ttft = result.metric("throughput.output_tokens"), result.metric("ttft.p99")
+    assert tput.verdict == "higher" and 1.05 < tput.ratio < 1.15
+    assert 1 < tput.low < tput.ratio < tput.high
+    assert ttft.verdict == "lower" and ttft.high < 1
+    assert tput.noise_floor < 0.1  # each arm has >= 4 runs: a noise floor, below the effect
+    assert "B higher by" in tput.says()
+    assert result.differing_keys == {"gil_mode": (["held"], ["released"])}
+    assert "requests.finished" not in [m.metric for m in result.metrics]  # a count
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_aa_split_finds_no_difference(tmp_path, seed):
+    result = compare(*arms(tmp_path, 6, 6, 1.0, seed))
+    for m in result.metrics:
+        assert m.verdict == "none", (m.metric, m.ratio, m.low, m.high, m.noise_floor)
+        assert m.says().startswith("no detectable difference (noise floor ±")
+
+
+def test_an_effect_inside_the_noise_floor_is_not_named(tmp_path):
+    rng = np.random.default_rng(3)  # two noisy arms, 2 % apart: the A/A halves vary more
+    global NOISE
+    saved, NOISE = NOISE, 0.15
+    try:
+        make_arm(tmp_path / "a", "a", 8, 1.0, rng)
+        make_arm(tmp_path / "b", "b", 8, 1.02, rng)
+    finally:
+        NOISE = saved
+    result = compare(Arm("A", tuple(load_runs([tmp_path / "a"]))),
+                     Arm("B", tuple(load_runs([tmp_path / "b"]))))
+    m = result.metric("throughput.output_tokens")
+    assert m.verdict == "none" and m.noise_floor > abs(m.ratio - 1)
+
+
+def test_fewer_than_three_runs_give_no_interval(tmp_path):
+    m = compare(*arms(tmp_path, 2, 6, 1.10)).metric("throughput.output_tokens")
+    assert m.verdict == "too few runs" and np.isnan(m.low) and np.isnan(m.high)
+    assert m.says() == "no interval: 2 run(s) in an arm, 3 needed"
+    assert 1.05 < m.ratio < 1.15  # the medians and their ratio are still given
+
+
+def test_by_a_label_over_a_sweep_folder(tmp_path):
+    arms(tmp_path, 3, 3, 1.10)
+    a, b = arms_by(load_runs([tmp_path]), "gil_mode")
+    assert (a.name, len(a.runs), b.name, len(b.runs)) == ("gil_mode=held", 3,
+                                                          "gil_mode=released", 3)
+
+
+def test_runs_of_different_traces_are_refused_unless_allowed(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    make_arm(tmp_path / "a", "a", 3, 1.0, rng)
+    make_arm(tmp_path / "b", "b", 3, 1.0, rng, trace_sha256="f" * 64)
+    assert main(["compare", str(tmp_path / "a"), "--", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "different traces" in err and "trace_sha256" in err and "--allow-different" in err
+    assert main(["compare", "--allow-different", str(tmp_path / "a"), "--",
+                 str(tmp_path / "b")]) == 0
+
+
+def test_incomplete_runs_are_left_out_and_busy_hosts_flagged(tmp_path):
+    rng = np.random.default_rng(0)
+    make_arm(tmp_path / "a", "a", 3, 1.0, rng)
+    make_arm(tmp_path / "b", "b", 3, 1.0, rng)
+    killed = synthetic_run(tmp_path / "b" / "killed", {"ttft.p99": (9.0, "s")}, complete=False)
+    busy = synthetic_run(tmp_path / "b" / "busy", {"ttft.p99": (0.5, "s"),
+                         "host_cpu.mean": (90.0, "%"), "process_cpu.mean": (100.0, "%")},
+                         host_cpus=4)  # others: 90 % - 100 % / 4 = 65 % of the host
+    a, b = (Arm(n, tuple(load_runs([tmp_path / n.lower()]))) for n in "AB")
+    result = compare(a, b)
+    assert result.left_out == {str(killed): "killed, not complete"}
+    assert result.busy_host == {str(busy): pytest.approx(0.65)}
+    assert str(busy) in result.runs_b and len(result.runs_b) == 4
+    assert str(busy) not in compare(a, b, drop_busy=True).runs_b
+    assert str(killed) in compare(a, b, include_incomplete=True).runs_b
+
+
+def test_cli_json_csv_and_text(tmp_path, capsys):
+    arms(tmp_path, 4, 4, 1.10)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert main(["compare", "--json", a, "--", b]) == 0
+    data = json.loads(capsys.readouterr().out)
+    tput = next(m for m in data["metrics"] if m["metric"] == "throughput.output_tokens")
+    assert tput["verdict"] == "higher" and tput["runs_a"] == tput["runs_b"] == 4
+    assert data["differing_keys"] == {"gil_mode": {"a": ["held"], "b": ["released"]}}
+    assert main(["compare", "--csv", "--by", "gil_mode", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("metric,unit,runs_a,runs_b,median_a,median_b,ratio,low,high")
+    assert main(["compare", a, f"{tmp_path}/b/*"]) == 2  # no `--`: one arm
+    assert "two arms needed" in capsys.readouterr().err
+    assert main(["compare", a, "--", f"{tmp_path}/b/*"]) == 0
+    out = capsys.readouterr().out
+    assert "gil_mode: A held  B released" in out and "throughput.output_tokens" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--by", "engine.nope", "{root}"], "no label or workload key 'engine.nope'"),
+    (["--by", "repeat", "{root}"], "hold 1 value(s) of repeat (0); a comparison needs two"),
+    (["{root}/nothing-here", "--", "{root}/b"], "nothing-here: holds no run folder"),
+    (["{root}/x*", "--", "{root}/b"], "x*: matches nothing"),
+    (["{root}/a", "--"], "compare: an arm is empty"),
+])
+def test_bad_input_exits_2_naming_it(tmp_path, capsys, argv, message):
+    arms(tmp_path, 3, 3, 1.0)
+    (tmp_path / "nothing-here").mkdir()
+    assert main(["compare", *(a.format(root=tmp_path) for a in argv)]) == 2
+    assert message in capsys.readouterr().err
