@@ -8,6 +8,7 @@ stops the sweep: no later run starts (harness/interrupt.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import socket
@@ -15,7 +16,6 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
-from itertools import product
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -28,7 +28,10 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
+from .commands import show
 from .frontend import Frontend
+from .gil_protocol import PlannedRun, table as gil_table
+from .host_share import HostShare
 from .interrupt import Stop, install, restore, signals_stop
 from .metrics import SUMMARY_COLUMNS
 from .recorder import Recorder
@@ -41,29 +44,48 @@ from .workload_trace import load_workload_trace
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None,
                  stop: Optional[Stop] = None) -> List[Path]:
-    """Every GIL mode x repeat of the workload; returns the run directories written. The
-    first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the
-    run in progress is written, marked incomplete, no later run starts, and `stop.signum`
-    says which signal it was."""
+    """Every run of the workload's sweep, interleaved (harness/gil_protocol.py), each at its
+    switch interval; returns the run directories written. A sweep of more than one run
+    writes its `gil` table under <output>/<name>/sweeps/<first run id>/. The first SIGINT or
+    SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the run in progress is
+    written, marked incomplete, no later run starts, and `stop.signum` says which signal
+    it was."""
     trace = load_workload_trace(workload)
     stop = Stop() if stop is None else stop
     out = []
+    planned = workload.plan()
+    rows = []
     with signals_stop(stop):
-        for gil, repeat in product(workload.gil_modes, range(workload.values["repeats"])):
+        for run in planned:
             if stop.is_set():  # the sweep was stopped: no later run starts
                 break
-            run_dir = run_once(workload, trace, gil, repeat, progress, stop)
+            previous = sys.getswitchinterval()
+            sys.setswitchinterval(run.switch_interval_s)
+            try:
+                run_dir = run_once(workload, trace, run, progress, stop)
+            finally:
+                sys.setswitchinterval(previous)
             if run_dir is not None:  # None: stopped during its calibration
                 out.append(run_dir)
+                share = json.loads((run_dir / "manifest.json").read_text()).get("host_share")
+                rows.append((run_dir.name, run, share or NO_SHARE, show.read(run_dir)["summary"]))
+    if len(planned) > 1 and rows:
+        sweep = Path(workload.values["output"]) / workload.name / "sweeps" / out[0].name
+        sweep.mkdir(parents=True, exist_ok=True)
+        write_table(gil_table(rows), sweep, "gil", workload.values["table_format"])
     return out
 
 
-def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
+NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # not measured
+
+
+def run_once(workload: Workload, trace, run: PlannedRun, progress,
              stop: Optional[Stop] = None) -> Optional[Path]:
     """One run; None, with nothing written, if `stop` was set during the calibration.
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
-    config = workload.engine_config(gil)
+    gil, repeat = run.arm, run.block
+    config = workload.engine_config(run.gil)
     calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
     calibration = calibrate(config, trace.df, calibration_requests) \
         if calibration_requests else None
@@ -71,7 +93,10 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
         return None
     engine = LLMEngine(config)
     manifest = _manifest(workload, trace, engine, gil, repeat)
-    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
+    manifest.update(block=run.block, order=run.order)
+    interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
+    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name,
+                           f"{gil}-r{repeat}{interval}")
     if calibration:
         manifest["calibration"] = calibration
     fmt = workload.values["table_format"]
@@ -86,9 +111,10 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
                         trace=df, frontend=frontend)
     tables.write_manifest(manifest, run_dir)
     previous = install(stop)
-    sampler = None
+    sampler = share = None
     try:
         start = time.perf_counter()  # the real clock's zero, shared with the sampler
+        share = HostShare(workload.values["gil_contamination_pct"])
         sampler = _sampler(workload, engine, start)
         manifest["complete"] = replay(
             engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
@@ -101,6 +127,8 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
     finally:  # a signal now only sets `stop`: the tables are written whole
         try:
             manifest["ended"] = _now()
+            if share is not None:
+                manifest["host_share"] = share.stop()
             device, manifest["telemetry"] = sampler.stop() if sampler else \
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
             engine.close()
@@ -154,11 +182,11 @@ def _wall_window(workload, recorder):
     return (0.0, np.inf) if workload.clock == "virtual" or window is None else window
 
 
-def _new_run_dir(base: Path, gil: str, repeat: int) -> Path:
+def _new_run_dir(base: Path, arm: str) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
-        run_dir = base / (f"{stamp}-{gil}-r{repeat}" + (f"-{n}" if n else ""))
+        run_dir = base / (f"{stamp}-{arm}" + (f"-{n}" if n else ""))
         try:
             run_dir.mkdir()
             return run_dir

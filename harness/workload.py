@@ -135,6 +135,11 @@ SCHEMA: Dict[str, Any] = {
     "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
     "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
+    "gil_aa": Key(boolean, False, "an A/A arm: released twice in every block"),
+    "gil_switch_interval_s": Key(lambda v: _intervals(v), 0.005,
+                                 "sys.setswitchinterval for the runs; a list sweeps it"),
+    "gil_contamination_pct": Key(number(0), 10.0, "other processes' CPU + steal time (% of "
+                                 "the host) above which a run is flagged contaminated"),
     "frontend": {
         "mode": Key(one_of("thread", "inline"), None, "default: thread on the real clock, "
                     "else inline"),
@@ -146,6 +151,7 @@ SCHEMA: Dict[str, Any] = {
         "arrivals": Key(integer(0), 0),
         "lengths": Key(integer(0), 0),
         "engine": Key(integer(0), 0, "weights, synthetic prompts, MTP acceptance"),
+        "protocol": Key(integer(0), 0, "the order of the arms in each block of a sweep"),
     },
     "calibration_requests": Key(integer(0), 500, "null-engine calibration size; 0 skips it"),
     "telemetry": {
@@ -155,6 +161,13 @@ SCHEMA: Dict[str, Any] = {
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
 }
+
+
+def _intervals(v):
+    values = v if isinstance(v, list) else [v]
+    if not values or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                         or not math.isfinite(x) or x <= 0 for x in values):
+        raise ValueError("a number of seconds > 0, or a non-empty list of them")
 
 
 def _length(v):
@@ -202,6 +215,22 @@ class Workload:
     def gil_modes(self) -> Tuple[str, ...]:
         gil = self.values["gil"]
         return ("released", "held") if gil == "both" else (gil,)
+
+    @property
+    def arms(self) -> Tuple[str, ...]:
+        """The sweep's arms: the GIL modes, and the A/A arm when asked for."""
+        return self.gil_modes + (("released_aa",) if self.values["gil_aa"] else ())
+
+    @property
+    def switch_intervals(self) -> Tuple[float, ...]:
+        v = self.values["gil_switch_interval_s"]
+        return tuple(v) if isinstance(v, list) else (v,)
+
+    def plan(self):
+        """Every run of the sweep, in order (harness/gil_protocol.py)."""
+        from .gil_protocol import plan
+        return plan(self.arms, self.values["repeats"], self.switch_intervals,
+                    self.values["seeds"]["protocol"])
 
     def engine_config(self, gil: str) -> EngineConfig:
         v = self.values
@@ -253,6 +282,8 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
             fail(("trace", "file"), f"{(path.parent / trace['file']).resolve()}: {why}")
     if values["clock"] == "real" and spec and spec.modeled:
         fail(("clock",), "a modeled device has no real clock: expected virtual")
+    if values["gil_aa"] and values["gil"] == "held":
+        fail(("gil_aa",), "an A/A arm repeats the released arm: expected gil: released or both")
     frontend = values["frontend"]
     if frontend["mode"] is None:
         frontend["mode"] = "thread" if values["clock"] == "real" else "inline"
@@ -323,6 +354,14 @@ def _check_output(values, fail) -> None:
 
 def _notes(values) -> Tuple[str, ...]:
     """What is valid but likely not meant, said before the run rather than found after it."""
+    notes = ()
+    if values["gil"] == "both" and values["repeats"] < 5:
+        notes = (f"repeats: {values['repeats']} runs per arm; a GIL comparison needs at least "
+                 f"5 (10 recommended) for an interval and a noise floor (docs/gil.md)",)
+    return notes + _warmup_notes(values)
+
+
+def _warmup_notes(values) -> Tuple[str, ...]:
     trace, warmup = values["trace"], values["warmup_steps"]
     known = [n for n in (trace["limit"], (trace["generate"] or {}).get("requests"))
              if n is not None]

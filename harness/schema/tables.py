@@ -16,6 +16,7 @@ PER_REQUEST = "metrics.md#per-request"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
 FRONTEND = "metrics.md#frontend"
+GIL_DOC = "gil.md#the-protocol"
 
 
 def _col(name, type_, unit, meaning, defined=""):
@@ -156,4 +157,27 @@ SUMMARY = Table("summary", "statistic of one metric over the measured window",
     _col("unit", TEXT, "", "the value's unit, e.g. `s`"),
 ))
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY)}
+GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps/)",
+            "in the order the runs ran", (
+    _col("run_id", TEXT, "", "the run's folder under <output>/<name>/"),
+    _col("arm", TEXT, "", "`released`, `held` or `released_aa` (the A/A arm: released again)",
+         GIL_DOC),
+    _col("block", I64, "", "the block (repeat) the run belongs to", GIL_DOC),
+    _col("order", I64, "", "its place in the block's shuffled order, from 0", GIL_DOC),
+    _col("switch_interval_s", F64, "s", "sys.setswitchinterval during the run", GIL_DOC),
+    _col("other_cpu_pct", F64, "%", "other processes' CPU during the run, of the host's",
+         GIL_DOC),
+    _col("steal_pct", F64, "%", "steal time during the run, of the host's CPU", GIL_DOC),
+    _col("contaminated", BOOL, "", "other_cpu_pct + steal_pct above "
+         "`gil_contamination_pct`", GIL_DOC),
+    _col("sched_call_p50_us", F64, "us", "the run's summary `sched_call p50`"),
+    _col("sched_call_p99_us", F64, "us", "the run's summary `sched_call p99`"),
+    _col("steps_per_s", F64, "1/s", "the run's summary `steps per_s`"),
+    _col("enqueue_drift_p99_s", F64, "s", "the run's summary `enqueue_drift p99` (NaN "
+         "without a frontend thread)"),
+    _col("delivery_delay_p99_s", F64, "s", "the run's summary `delivery_delay p99`"),
+    _col("frontend_cpu_share_pct", F64, "% of one core", "the run's summary "
+         "`frontend cpu_share`"),
+))
+
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL)}
