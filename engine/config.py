@@ -44,6 +44,7 @@ class EngineConfig:
     seed: int = 0  # weights, synthetic prompts and the MTP acceptance model
     mtp_acceptance: Optional[float] = 0.8  # per-draft acceptance; None: verify with the model
     release_gil: bool = True  # schedule() with the GIL released (False: held)
+    release_gil_postprocess: bool = False  # postprocess()'s C++ part with the GIL released
     launch_us: float = LAUNCH_US  # emulated executor: host launch cost per decoder layer
 
     def __post_init__(self) -> None:

@@ -10,13 +10,20 @@ of the sweep, with the primary metrics read back from each run's summary.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-# arm -> the GIL mode its engine runs with
-ARMS = {"released": "released", "held": "held", "released_aa": "released"}
+
+class Arm(NamedTuple):
+    schedule_released: bool  # schedule() releases the GIL
+    postprocess_released: bool  # postprocess()'s C++ part releases it
+
+
+ARMS = {"released": Arm(True, False), "held": Arm(False, False),
+        "released_aa": Arm(True, False),  # the released arm again: the A/A noise floor
+        "postprocess_released": Arm(True, True)}
 # (summary metric, stat) -> gil table column, declared before measuring (docs/gil.md)
 PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "sched_call_p99_us",
            ("steps", "per_s"): "steps_per_s", ("enqueue_drift", "p99"): "enqueue_drift_p99_s",
@@ -26,15 +33,10 @@ PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "s
 
 @dataclass(frozen=True)
 class PlannedRun:
-    arm: str  # the run's gil_mode label: released, held, released_aa
+    arm: str  # the run's gil_mode label, a key of ARMS
     block: int  # the repeat this run belongs to
     order: int  # its place within the block, from 0
     switch_interval_s: float  # sys.setswitchinterval during the run
-
-    @property
-    def gil(self) -> str:
-        """The GIL mode the engine runs with."""
-        return ARMS[self.arm]
 
 
 def plan(arms: Sequence[str], repeats: int, switch_intervals: Iterable[float],

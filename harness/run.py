@@ -85,7 +85,7 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
     gil, repeat = run.arm, run.block
-    config = workload.engine_config(run.gil)
+    config = workload.engine_config(run.arm)
     calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
     calibration = calibrate(config, trace.df, calibration_requests) \
         if calibration_requests else None

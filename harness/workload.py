@@ -136,6 +136,7 @@ SCHEMA: Dict[str, Any] = {
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
     "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
     "gil_aa": Key(boolean, False, "an A/A arm: released twice in every block"),
+    "gil_postprocess": Key(boolean, False, "an arm with postprocess() releasing the GIL too"),
     "gil_switch_interval_s": Key(lambda v: _intervals(v), 0.005,
                                  "sys.setswitchinterval for the runs; a list sweeps it"),
     "gil_contamination_pct": Key(number(0), 10.0, "other processes' CPU + steal time (% of "
@@ -219,7 +220,8 @@ class Workload:
     @property
     def arms(self) -> Tuple[str, ...]:
         """The sweep's arms: the GIL modes, and the A/A arm when asked for."""
-        return self.gil_modes + (("released_aa",) if self.values["gil_aa"] else ())
+        return self.gil_modes + (("released_aa",) if self.values["gil_aa"] else ()) \
+            + (("postprocess_released",) if self.values["gil_postprocess"] else ())
 
     @property
     def switch_intervals(self) -> Tuple[float, ...]:
@@ -232,14 +234,18 @@ class Workload:
         return plan(self.arms, self.values["repeats"], self.switch_intervals,
                     self.values["seeds"]["protocol"])
 
-    def engine_config(self, gil: str) -> EngineConfig:
+    def engine_config(self, arm: str) -> EngineConfig:
+        """The engine of one arm (harness/gil_protocol.py: released, held, ...)."""
+        from .gil_protocol import ARMS
         v = self.values
         spec = executor_spec(v["device"])
         return EngineConfig(scheduler=SchedulerConfig(**v["engine"]), model=v["model"],
                             device="cpu" if spec else v["device"],
                             executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
-                            mtp_acceptance=v["mtp_acceptance"], release_gil=gil == "released",
+                            mtp_acceptance=v["mtp_acceptance"],
+                            release_gil=ARMS[arm].schedule_released,
+                            release_gil_postprocess=ARMS[arm].postprocess_released,
                             launch_us=v["emulated"]["launch_us"])
 
 
@@ -297,7 +303,8 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     _check_model(values["model"], fail)
     _check_output(values, fail)
     try:
-        Workload(path, values).engine_config(values["gil"])
+        for arm in Workload(path, values).arms:
+            Workload(path, values).engine_config(arm)
     except ValueError as e:  # SchedulerConfig's own checks name the field first
         field = str(e).split()[0]
         fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))

@@ -26,7 +26,8 @@ def _col(name, type_, unit, meaning, defined=""):
 # The labels the table sink adds to every table of a run, one value per run.
 LABELS = {c.name: c for c in (
     _col("run_id", CODES, "", "the run directory's name"),
-    _col("gil_mode", CODES, "", "the GIL mode the run used: `released` or `held`"),
+    _col("gil_mode", CODES, "", "the run's GIL arm: `released` or `held`; in a sweep also "
+         "`released_aa` (released, the A/A arm) or `postprocess_released` (docs/gil.md)"),
     _col("overlap", BOOL, "", "forward and sampling ran on a worker thread, overlapping the "
          "next step (workload key `engine.overlap`)"),
 )}
@@ -160,8 +161,8 @@ SUMMARY = Table("summary", "statistic of one metric over the measured window",
 GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps/)",
             "in the order the runs ran", (
     _col("run_id", TEXT, "", "the run's folder under <output>/<name>/"),
-    _col("arm", TEXT, "", "`released`, `held` or `released_aa` (the A/A arm: released again)",
-         GIL_DOC),
+    _col("arm", TEXT, "", "`released`, `held`, `released_aa` (the A/A arm: released again) or "
+         "`postprocess_released`", GIL_DOC),
     _col("block", I64, "", "the block (repeat) the run belongs to", GIL_DOC),
     _col("order", I64, "", "its place in the block's shuffled order, from 0", GIL_DOC),
     _col("switch_interval_s", F64, "s", "sys.setswitchinterval during the run", GIL_DOC),
@@ -181,3 +182,4 @@ GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps
 ))
 
 TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL)}
+SWEEP_TABLES = ("gil",)  # one per sweep, beside its run folders, not in one
