@@ -29,14 +29,16 @@ def roofline_ns(engine, record) -> float:
 def test_step_is_the_roofline_plus_the_host_time():
     engine = emulated_engine()
     for i in range(8):
-        engine.add_request(i, prompt_len=500 + 100 * i, max_new_tokens=6)
+        engine.add_request(i, prompt_len=50 + 10 * i, max_new_tokens=6)
     records = engine.run()
     assert len(records) >= 6 and not any(r.modeled for r in records)
     launch = LAYERS * LAUNCH_US * 1e3
-    host = np.array([r.forward_ns - roofline_ns(engine, r) for r in records])
+    device = np.array([roofline_ns(engine, r) for r in records])
+    host = np.array([r.forward_ns for r in records]) - device
     assert host.min() >= launch  # the launch cost is spent, the roofline waited out
-    # packing and the sleep's wake-up: well under a millisecond on an idle host
-    assert np.median(host) < launch + 2e6, host
+    # Packing and the sleep's wake-up take well under a millisecond on an idle host and
+    # several on a loaded one; half a roofline more would be a second wait.
+    assert np.median(host) - launch < 0.5 * np.median(device), (host, device)
 
 
 def test_device_wait_lets_other_threads_run():
