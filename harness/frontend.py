@@ -29,8 +29,9 @@ import pandas as pd
 from .metrics import SUMMARY_COLUMNS, describe
 
 # Python work per token standing in for incremental detokenization and streaming, in us:
-# tests/bench/detokenize_cost.py on the 2-core development host, 2026-12-01 (docs/gil.md).
-PER_TOKEN_US = 4.0
+# the median of tests/bench/detokenize_cost.py on the shared 2-core development host,
+# 2026-12-01 (docs/gil.md).
+PER_TOKEN_US = 13.6
 COLUMNS = ("enqueue_drift_s", "delivery_delay_p50_s", "delivery_delay_max_s")
 
 
