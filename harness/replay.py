@@ -43,8 +43,8 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
 
     `engine` is an LLMEngine or anything with its add_request / has_unfinished / step;
     `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step).
-    `frontend`, a harness.frontend.Frontend on the real clock, is started here and closed
-    when the replay ends."""
+    `frontend`, a harness.frontend.Frontend on the real clock, is started here; its owner
+    closes it."""
     virtual = clock == "virtual"
     stop = threading.Event() if stop is None else stop
     # Read through memoryviews: Python numbers made as needed (lists of a million-request
@@ -65,38 +65,34 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
         if virtual:
             raise ValueError("a frontend thread needs the real clock")
         frontend.start(start)
-    try:
-        while (nxt < n or engine.has_unfinished()) and not stop.is_set():
-            if not virtual:
-                now = time.perf_counter() - start
-            if frontend is not None:
-                nxt += _drain(frontend.requests, add, start, engine.has_unfinished())
-            while frontend is None and nxt < n and arrivals[nxt] <= now:
-                add(nxt, now)
-                nxt += 1
-            if not engine.has_unfinished():  # idle until the next arrival, if any
-                if nxt < n and virtual:
-                    now = arrivals[nxt]
-                elif nxt < n and frontend is None:
-                    stop.wait(max(0.0, arrivals[nxt] - now))
-                continue
-            step_start = now
-            record = engine.step()
-            if record is None:  # overlap: the first step is still in flight
-                continue
-            if virtual:
-                now += step_seconds(record)
-            else:
-                now = time.perf_counter() - start
-            if frontend is not None:
-                frontend.publish(record, now)
-            recorder.step(record, step_start, now)
-            steps += 1
-            if on_step is not None and steps % PROGRESS_EVERY == 0:
-                on_step(recorder.num_done, n)
-    finally:
+    while (nxt < n or engine.has_unfinished()) and not stop.is_set():
+        if not virtual:
+            now = time.perf_counter() - start
         if frontend is not None:
-            frontend.close()
+            nxt += _drain(frontend.requests, add, start, engine.has_unfinished())
+        while frontend is None and nxt < n and arrivals[nxt] <= now:
+            add(nxt, now)
+            nxt += 1
+        if not engine.has_unfinished():  # idle until the next arrival, if any
+            if nxt < n and virtual:
+                now = arrivals[nxt]
+            elif nxt < n and frontend is None:
+                stop.wait(max(0.0, arrivals[nxt] - now))
+            continue
+        step_start = now
+        record = engine.step()
+        if record is None:  # overlap: the first step is still in flight
+            continue
+        if virtual:
+            now += step_seconds(record)
+        else:
+            now = time.perf_counter() - start
+        if frontend is not None:
+            frontend.publish(record, now)
+        recorder.step(record, step_start, now)
+        steps += 1
+        if on_step is not None and steps % PROGRESS_EVERY == 0:
+            on_step(recorder.num_done, n)
     if on_step is not None:
         on_step(recorder.num_done, n)
     return not stop.is_set()

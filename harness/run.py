@@ -131,6 +131,8 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
                 manifest["host_share"] = share.stop()
             device, manifest["telemetry"] = sampler.stop() if sampler else \
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
+            if frontend is not None:  # every committed token delivered
+                frontend.close()
             engine.close()
             try:
                 recorder.close()

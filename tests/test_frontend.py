@@ -48,8 +48,11 @@ def replay_with_frontend(release_gil: bool, spin: bool, per_token_us: float = 0.
     arrivals = np.arange(N) * 0.007  # 7 ms apart: out of step with the 5 ms calls
     frontend = Frontend(arrivals, per_token_us)
     recorder = Tokens()
-    assert replay(engine, arrivals, np.full(N, 8), np.full(N, max_new_tokens), "real",
-                  recorder, frontend=frontend)
+    try:
+        assert replay(engine, arrivals, np.full(N, 8), np.full(N, max_new_tokens), "real",
+                      recorder, frontend=frontend)
+    finally:
+        frontend.close()
     return frontend.columns(np.arange(N)), recorder
 
 
