@@ -57,3 +57,18 @@ output: {tmp_path / "results"}
                                                "contaminated"}
     assert {json.loads((r / "manifest.json").read_text())["switch_interval_s"]
             for r in runs} == {0.005, 0.001}
+
+
+def test_the_gil_command_runs_both_arms_and_refuses_bad_input(tmp_path, monkeypatch, capsys):
+    import harness.run
+    from harness.commands import main
+
+    seen = []
+    monkeypatch.setattr(harness.run, "run_workload",
+                        lambda workload, progress, stop: seen.append(workload.arms) or [])
+    (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\n")
+    assert main(["gil", str(tmp_path / "w.yaml"), "--set", "gil_aa=true"]) == 0
+    assert seen == [("released", "held", "released_aa")]
+    (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\nrepeats: 0\n")
+    assert main(["gil", str(tmp_path / "w.yaml")]) == 2
+    assert "repeats: expected an integer >= 1, got 0" in capsys.readouterr().err
