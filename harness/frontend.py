@@ -70,10 +70,10 @@ class Frontend:
 
     def publish(self, record, commit_s: float) -> None:
         """The tokens a step committed, at commit_s on the run's clock (engine thread)."""
-        ids = np.concatenate([b.seq_ids for b in record.batches]) if len(record.batches) > 1 \
-            else record.batches[0].seq_ids
+        # Copies: a view would keep the plan from being reused (docs/scheduling.md).
+        ids = np.concatenate([b.seq_ids for b in record.batches])
         left = [r.seq_id for r in record.post.left]
-        event = (record.step, commit_s, ids, record.post.output_len, left)
+        event = (record.step, commit_s, ids, np.array(record.post.output_len), left)
         self._published += 1
         self._loop.call_soon_threadsafe(self._events.put_nowait, event)
 
