@@ -46,7 +46,8 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
                  stop: Optional[Stop] = None) -> List[Path]:
     """Every run of the workload's sweep, interleaved (harness/gil_protocol.py), each at its
     switch interval; returns the run directories written. A sweep of more than one run
-    writes its `gil` table under <output>/<name>/sweeps/<first run id>/. The first SIGINT or
+    writes its `gil` table under <output>/<name>/sweeps/<first run id>/ unless it was
+    stopped. The first SIGINT or
     SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the run in progress is
     written, marked incomplete, no later run starts, and `stop.signum` says which signal
     it was."""
@@ -69,7 +70,7 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
                 out.append(run_dir)
                 share = json.loads((run_dir / "manifest.json").read_text()).get("host_share")
                 rows.append((run_dir.name, run, share or NO_SHARE, show.read(run_dir)["summary"]))
-    if len(planned) > 1 and rows:
+    if len(planned) > 1 and rows and not stop.is_set():  # a stopped sweep's blocks are partial
         sweep = Path(workload.values["output"]) / workload.name / "sweeps" / out[0].name
         sweep.mkdir(parents=True, exist_ok=True)
         write_table(gil_table(rows), sweep, "gil", workload.values["table_format"])
