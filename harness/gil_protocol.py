@@ -26,7 +26,7 @@ ARMS = {"released": Arm(True, False), "held": Arm(False, False),
         "postprocess_released": Arm(True, True)}
 # (summary metric, stat) -> gil table column, declared before measuring (docs/gil.md)
 PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "sched_call_p99_us",
-           ("steps", "per_s"): "steps_per_s", ("enqueue_drift", "p99"): "enqueue_drift_p99_s",
+           ("step_rate", "per_s"): "steps_per_s", ("enqueue_drift", "p99"): "enqueue_drift_p99_s",
            ("delivery_delay", "p99"): "delivery_delay_p99_s",
            ("frontend", "cpu_share"): "frontend_cpu_share_pct"}
 

@@ -72,7 +72,7 @@ class StepSummary:
         tflops = self._model_flops / forward_s / self._ranks / 1e12 if forward_s > 0 \
             else np.nan
         span = self._end - self._start
-        rows.append(("steps", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
+        rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
         if peak_tflops:
             rows.append(("mfu", "model", tflops / peak_tflops, "fraction"))

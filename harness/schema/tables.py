@@ -173,7 +173,7 @@ GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps
          "`gil_contamination_pct`", GIL_DOC),
     _col("sched_call_p50_us", F64, "us", "the run's summary `sched_call p50`"),
     _col("sched_call_p99_us", F64, "us", "the run's summary `sched_call p99`"),
-    _col("steps_per_s", F64, "1/s", "the run's summary `steps per_s`"),
+    _col("steps_per_s", F64, "1/s", "the run's summary `step_rate per_s`"),
     _col("enqueue_drift_p99_s", F64, "s", "the run's summary `enqueue_drift p99` (NaN "
          "without a frontend thread)"),
     _col("delivery_delay_p99_s", F64, "s", "the run's summary `delivery_delay p99`"),
