@@ -57,11 +57,13 @@ def replay_with_frontend(release_gil: bool, spin: bool, per_token_us: float = 0.
 
 
 def test_enqueue_drift_shows_a_held_gil():
-    held, _ = replay_with_frontend(release_gil=False, spin=True)
-    released, _ = replay_with_frontend(release_gil=True, spin=True)
-    held_p99 = np.percentile(held["enqueue_drift_s"], 99)
-    released_p99 = np.percentile(released["enqueue_drift_s"], 99)
-    assert held_p99 - released_p99 >= 0.002, (held_p99, released_p99)
+    # A shared host only adds delay, so each arm's least p99 of three interleaved replays
+    # is the nearest to what the GIL alone does.
+    p99 = {True: [], False: []}
+    for release_gil in (False, True, True, False, False, True):
+        columns, _ = replay_with_frontend(release_gil=release_gil, spin=True)
+        p99[release_gil].append(np.percentile(columns["enqueue_drift_s"], 99))
+    assert min(p99[False]) - min(p99[True]) >= 0.002, p99
 
 
 def test_every_token_is_delivered_after_its_commit():
