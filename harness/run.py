@@ -200,6 +200,7 @@ def _new_run_dir(base: Path, arm: str) -> Path:
 def _manifest(workload, trace, engine, gil, repeat) -> dict:
     import torch
 
+    modeled = ExecutorSpec.parse(engine.config.executor).modeled
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
         trace=str(workload.trace_file) if workload.trace_file else "generated",
@@ -212,7 +213,8 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
         host_cpu=_cpu_name(), host_cpus=os.cpu_count(),
         device=dict(backend=engine.device.backend, name=engine.device.name,
                     chip=engine.device.chip, capability=engine.device.capability),
-        executor=engine.config.executor, modeled=ExecutorSpec.parse(engine.config.executor).modeled,
+        executor=engine.config.executor, modeled=modeled,
+        modeled_device=engine.device_profile.name if modeled else None,
         started=_now(), complete=False, pid=os.getpid(), host=socket.gethostname())
 
 

@@ -126,3 +126,17 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
                 "summary", "parquet", dict(run_id=run_dir.name, gil_mode=gil_mode,
                                            overlap=False))
     return run_dir
+
+
+def modeled_runs(root, *overrides):
+    """Run MODELED into `root` with the given --set overrides; the run folders, in the
+    order written."""
+    from harness.commands import main
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    workload = root / "w.yaml"
+    workload.write_text(MODELED + f"output: {root / 'results'}\nname: small\n")
+    argv = ["run", str(workload)] + [a for o in overrides for a in ("--set", o)]
+    assert main(argv) == 0
+    return sorted((root / "results" / "small").iterdir(), key=lambda p: p.stat().st_mtime)

@@ -2,13 +2,14 @@
 failed, 2 bad input), one --set syntax, and no torch where none is needed."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness.commands import main
+from harness.commands import main, show
 from harness.commands.replay_scheduler import DEFAULT_TRACE
 from tests.helpers import MODELED
 
@@ -100,10 +101,23 @@ def test_validate_run_and_show_speak_json(tmp_path, capsys):
     assert out["valid"] and out["clock"] == "virtual" and out["values"]["engine"]["num_mtp"] == 1
     out = run_json(capsys, ["run", str(path)])
     (run,) = out["runs"]
-    assert run["complete"] and run["modeled"] and run["device"]
+    assert run["complete"] and run["modeled"] and run["device"] == "H200"  # not the host's
     stats = {(r["metric"], r["stat"]): r["value"] for r in run["summary"]}
     assert stats[("requests", "finished")] == 12
     assert run_json(capsys, ["show", run["run_dir"]]) == run
+    assert main(["show", run["run_dir"]]) == 0
+    text = capsys.readouterr().out
+    assert "device H200 (modeled)" in text and re.search(r"requests finished +12 requests", text)
+
+
+def test_show_prints_counts_whole(capsys):
+    rows = [dict(metric="requests", stat="finished", value=19370.0, unit="requests"),
+            dict(metric="ttft", stat="p50", value=12345.678, unit="s")]
+    show.print_text(dict(run_dir="r", state="complete", complete=True, device="H200",
+                         modeled=True, gil_mode="released", summary=rows))
+    text = capsys.readouterr().out
+    assert re.search(r"requests finished +19,370 requests", text), text
+    assert "1.235e+04 s" in text  # a time keeps 4 significant digits
 
 
 def test_show_into_a_closed_pipe_exits_quietly(tmp_path, capsys):
@@ -153,7 +167,7 @@ def test_no_torch_for_version_validate_show_and_trace(tmp_path):
     (tmp_path / "w.yaml").write_text("trace: {file: t.csv}\n")
     script = f"""
 import sys
-from harness.commands import main
+from harness.commands import main, show
 try:
     main(["--version"])
 except SystemExit:

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.analysis.compare import Arm, arms_by, compare
+from harness.analysis.compare import Arm, arms_by, compare, metric_result
 from harness.analysis.runs import load_runs
 from harness.commands import main
 from tests.helpers import synthetic_run
@@ -14,11 +14,11 @@ from tests.helpers import synthetic_run
 NOISE = 0.02  # each run's throughput and TTFT scatter by 2 % (standard deviation)
 
 
-def make_arm(root, name, n, scale, rng, **kw):
+def make_arm(root, name, n, scale, rng, noise=NOISE, **kw):
     """n runs whose throughput is 100 * scale and TTFT p99 0.5 / scale, with noise."""
     out = []
     for i in range(n):
-        jitter = rng.normal(1, NOISE, 2)
+        jitter = rng.normal(1, noise, 2)
         out.append(synthetic_run(root / f"{name}-r{i}", {
             "throughput.output_tokens": (100 * scale * jitter[0], "tok/s"),
             "ttft.p99": (0.5 / scale * jitter[1], "s"),
@@ -56,13 +56,8 @@ def test_an_aa_split_finds_no_difference(tmp_path, seed):
 
 def test_an_effect_inside_the_noise_floor_is_not_named(tmp_path):
     rng = np.random.default_rng(3)  # two noisy arms, 2 % apart: the A/A halves vary more
-    global NOISE
-    saved, NOISE = NOISE, 0.15
-    try:
-        make_arm(tmp_path / "a", "a", 8, 1.0, rng)
-        make_arm(tmp_path / "b", "b", 8, 1.02, rng)
-    finally:
-        NOISE = saved
+    make_arm(tmp_path / "a", "a", 8, 1.0, rng, noise=0.15)
+    make_arm(tmp_path / "b", "b", 8, 1.02, rng, noise=0.15)
     result = compare(Arm("A", tuple(load_runs([tmp_path / "a"]))),
                      Arm("B", tuple(load_runs([tmp_path / "b"]))))
     m = result.metric("throughput.output_tokens")
@@ -141,3 +136,14 @@ def test_bad_input_exits_2_naming_it(tmp_path, capsys, argv, message):
     (tmp_path / "nothing-here").mkdir()
     assert main(["compare", *(a.format(root=tmp_path) for a in argv)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_interval_excluding_one_is_not_enough_inside_the_noise_floor():
+    # A's interleaved halves read 10 and 10.5: an A/A floor of ±5 %
+    a = np.array([10, 10.5] * 4)
+    inside = metric_result("x.p50", "s", a, np.full(6, 10.6))   # +3.4 %
+    assert inside.low > 1 and inside.noise_floor == pytest.approx(0.05)
+    assert inside.verdict == "none"
+    assert inside.says() == "no detectable difference (noise floor ±5.0%)"
+    beyond = metric_result("x.p50", "s", a, np.full(6, 10.9))   # +6.3 %
+    assert beyond.verdict == "higher" and beyond.says().startswith("B higher by 6.3%")

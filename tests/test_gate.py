@@ -4,6 +4,8 @@ step and column; rules judge summary metrics; bad input exits 2 naming file and 
 
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -48,8 +50,9 @@ def test_a_one_line_scheduling_change_is_caught(tmp_path, monkeypatch, capsys):
     assert main(["gate", "--json", changed, "--baseline", BASELINE]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is False and data["differing_keys"] == {}  # the workload is the same
-    steps = next(c for c in data["checks"] if c["check"] == "steps")
+    steps = next(c for c in data["checks"] if c["check"].startswith("steps @ step "))
     assert steps["broken"] and "steps: first difference at step " in steps["detail"]
+    assert steps["baseline"].startswith("tokens_q=") and steps["candidate"] == "tokens_q=1024"
     assert "tokens_q" in steps["detail"]  # the budget caps a prompt step's tokens
     assert main(["gate", changed, "--baseline", BASELINE]) == 1
     assert "REGRESSION" in capsys.readouterr().out
@@ -131,3 +134,30 @@ def test_a_bad_rules_file_names_file_line_and_key(tmp_path, capsys, text, messag
     assert main(["gate", base, "--baseline", base, "--rules", str(rules)]) == 2
     err = capsys.readouterr().err
     assert str(rules) in err and message in err, err
+
+
+def test_gate_and_compare_import_no_torch():
+    """They read result folders; importing torch (or the engine's forward) would cost them
+    seconds."""
+    script = f"""
+import sys
+from harness.commands import main
+assert main(["gate", {BASELINE!r}, "--baseline", {BASELINE!r}]) == 0
+assert main(["compare", {BASELINE!r}, "--", {BASELINE!r}]) == 0
+print("torch" in sys.modules, file=sys.stderr)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_update_refuses_runs_that_differ(tmp_path, capsys):
+    a = synthetic_run(tmp_path / "a", {"ttft.p99": (0.5, "s")}, gil_mode="held")
+    b = synthetic_run(tmp_path / "b", {"ttft.p99": (0.5, "s")}, gil_mode="released")
+    stored = tmp_path / "baseline"
+    assert main(["gate", str(a), str(b), "--baseline", str(stored), "--update"]) == 2
+    assert "gil_mode is 'held'" in capsys.readouterr().err and not stored.exists()
+    c = synthetic_run(tmp_path / "c", {"ttft.p99": (0.5, "s")}, complete=False)
+    assert main(["gate", str(a), str(c), "--baseline", str(stored), "--update"]) == 2
+    assert "killed, not complete" in capsys.readouterr().err and not stored.exists()

@@ -54,8 +54,7 @@ class MetricResult:
 
     def says(self) -> str:
         """The verdict in words."""
-        floor = "unknown, fewer than 4 runs per arm" if math.isnan(self.noise_floor) else \
-            f"±{self.noise_floor:.1%}"
+        floor = "unknown" if math.isnan(self.noise_floor) else f"±{self.noise_floor:.1%}"
         if self.verdict in ("higher", "lower"):
             return f"B {self.verdict} by {abs(self.ratio - 1):.1%} (noise floor {floor})"
         if self.verdict == "none":
@@ -63,7 +62,7 @@ class MetricResult:
         if self.verdict == "too few runs":
             return f"no interval: {min(self.runs_a, self.runs_b)} run(s) in an arm, " \
                 f"{interval.MIN_RUNS} needed"
-        return "undefined (no value in an arm, or A's median is 0)"
+        return "undefined (no value in an arm, or A's median is 0 in the runs or resamples)"
 
 
 @dataclass
@@ -82,7 +81,11 @@ class Comparison:
     metrics: List[MetricResult] = field(default_factory=list)
 
     def metric(self, name: str) -> MetricResult:
-        return next(m for m in self.metrics if m.metric == name)
+        """One metric's result by name ("ttft.p99"); KeyError if it was not compared."""
+        for m in self.metrics:
+            if m.metric == name:
+                return m
+        raise KeyError(name)
 
     def to_dict(self) -> dict:
         return dict(arm_a=self.arm_a, arm_b=self.arm_b, runs_a=self.runs_a,
@@ -198,8 +201,8 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray) -> MetricR
     floor = max(floors) if floors else math.nan
     if math.isnan(r.ratio):
         verdict = "undefined"
-    elif not r.has_interval:
-        verdict = "too few runs"
+    elif not r.has_interval:  # too few runs, or resamples whose A median is 0
+        verdict = "too few runs" if min(len(a), len(b)) < interval.MIN_RUNS else "undefined"
     elif r.excludes_one and not abs(r.ratio - 1) <= floor:  # NaN floor: the interval alone
         verdict = "higher" if r.ratio > 1 else "lower"
     else:

@@ -58,7 +58,7 @@ def gate(candidates: Sequence[Run], baseline: Sequence[Run],
     """Judge the candidate runs against the baseline's. BadInput for runs that cannot be
     judged against each other: incomplete, another workload or trace, modeled against
     measured, a rule's metric missing from a candidate."""
-    _check_inputs(candidates, baseline)
+    check_comparable(candidates, baseline)
     result = GateResult([str(r.path) for r in baseline], [str(r.path) for r in candidates],
                         differing_keys=differing_keys(baseline, candidates))
     if baseline[0].modeled:
@@ -70,7 +70,9 @@ def gate(candidates: Sequence[Run], baseline: Sequence[Run],
     return result
 
 
-def _check_inputs(candidates: Sequence[Run], baseline: Sequence[Run]) -> None:
+def check_comparable(candidates: Sequence[Run], baseline: Sequence[Run]) -> None:
+    """BadInput unless every run is complete and of the baseline's workload, trace and kind
+    (modeled or measured)."""
     for run in (*baseline, *candidates):
         if not run.complete:
             raise BadInput(f"{run.path}: {run.state}, not complete: the gate judges complete "
@@ -92,8 +94,10 @@ def _exact(baseline: Run, candidate: Run, table: str) -> Check:
     diff = first_difference(baseline, candidate, table)
     if diff is None:
         return Check(table, "equal (modeled)", "", "", False, f"{candidate.name}: equal")
-    return Check(table, "equal (modeled)", _text(diff.baseline), _text(diff.candidate), True,
-                 f"{candidate.name}: {diff}")
+    first = diff.columns[0]
+    return Check(f"{table} @ {diff.key}", "equal (modeled)",
+                 _text({first: diff.baseline.get(first)}),
+                 _text({first: diff.candidate.get(first)}), True, f"{candidate.name}: {diff}")
 
 
 def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run]) -> Check:

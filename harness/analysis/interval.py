@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy import stats
 
 MIN_RUNS = 3        # fewer runs in an arm: no interval
 MIN_RUNS_AA = 4     # an arm's A/A split needs two halves of at least two runs
@@ -62,8 +61,9 @@ def ratio(a: Sequence[float], b: Sequence[float], min_runs: int = MIN_RUNS) -> R
         return Ratio(point)
     if np.ptp(a) == 0 and np.ptp(b) == 0:  # identical runs (a modeled run): no spread at all
         return Ratio(point, point, point)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+    from scipy import stats  # seconds to import: only where an interval is drawn
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # a zero median in a resample
         result = stats.bootstrap((a, b), _median_ratio, vectorized=True, paired=False,
                                  confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
                                  method="percentile", rng=np.random.default_rng(SEED))

@@ -63,8 +63,10 @@ class Run:
     def device(self) -> str:
         """The device the numbers describe: the modeled one ("B200 (modeled)") or the one
         the run measured."""
-        if self.modeled:
-            return f"{str(self.manifest.get('executor', '')).split(':', 1)[-1]} (modeled)"
+        if self.modeled:  # runs from before the manifest named it: the executor's profile
+            name = self.manifest.get("modeled_device") or \
+                str(self.manifest.get("executor", "")).split(":", 1)[-1]
+            return f"{name} (modeled)"
         return str(self.manifest["device"]["name"])
 
     @property

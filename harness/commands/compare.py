@@ -84,6 +84,9 @@ def print_text(result) -> None:
             print(f"  {key}: A {_values(va)}  B {_values(vb)}")
     else:
         print("differs between the arms: nothing in the workload keys or labels")
+    if max(len(result.runs_a), len(result.runs_b)) < 4:
+        print("noise floor unknown: it needs an arm of 4 runs or more; the interval alone "
+              "decides (docs/comparing.md)")
     print(f"{'metric':28}{'unit':>9}{'A median':>11}{'B median':>11}{'B/A':>8}"
           f"{'95% interval':>18}  verdict")
     for m in result.metrics:

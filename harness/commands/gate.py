@@ -34,7 +34,8 @@ def add(sub) -> None:
 
 def main(args) -> int:
     from ..analysis import baseline as stored
-    from ..analysis.gate import gate
+    from ..analysis.compare import differing_keys
+    from ..analysis.gate import check_comparable, gate
     from ..analysis.rules import load_rules
     from ..analysis.runs import load_runs
 
@@ -42,6 +43,12 @@ def main(args) -> int:
         return _bench(args)
     candidates = load_runs(args.candidates)
     if args.update:
+        check_comparable(candidates[1:], candidates[:1])  # one workload, one trace, one kind
+        differ = differing_keys(candidates[:1], candidates[1:]) if len(candidates) > 1 else {}
+        if differ:
+            key, (a, b) = next(iter(differ.items()))
+            raise BadInput(f"--update: a baseline's runs share every workload key; {key} is "
+                           f"{a[0]!r} in {candidates[0].path} but {b} in others")
         written = stored.store(candidates, Path(args.baseline))
         if args.json:
             print_json(dict(baseline=args.baseline, runs=[str(p) for p in written]))
@@ -98,14 +105,11 @@ def print_text(result, baseline: str) -> None:
           f"({len(result.baseline)} run(s)): {verdict}")
     for key, (a, b) in result.differing_keys.items():
         print(f"  differs from the baseline: {key}: {_values(a)} -> {_values(b)}")
-    print(f"  {'check':26}{'rule':20}{'baseline':>16}{'candidate':>16}  result")
+    print(f"  {'check':26}{'rule':18}{'baseline':>22} {'candidate':>22}  result")
     for c in result.checks:
-        print(f"  {c.check:26}{c.rule:20}{_cell(c.baseline):>16}{_cell(c.candidate):>16}  "
-              f"{'BROKEN' if c.broken else 'ok'}: {c.detail}")
-
-
-def _cell(value: str) -> str:
-    return value if len(value) <= 15 else value[:14] + "~"
+        print(f"  {c.check:26}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  "
+              f"{'BROKEN' if c.broken else 'ok'}")
+        print(f"      {c.detail}")
 
 
 def _values(values) -> str:

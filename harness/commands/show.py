@@ -19,6 +19,7 @@ HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejec
             ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
             ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
             ("mfu", "model")]
+COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")
 
 
 def add(sub) -> None:
@@ -47,6 +48,7 @@ def read(run_dir: Path) -> dict:
     except (OSError, ValueError) as e:
         raise BadInput(f"{run_dir}: not a run directory ({e})") from None
     manifest, device, gil_mode = _manifest(run_dir, text)
+    device = manifest.get("modeled_device") or device  # a modeled run: the device it models
     state = _state(manifest)
     try:
         summary = _read(run_dir, "summary")
@@ -151,9 +153,16 @@ def print_text(result: dict) -> None:
     for key in HEADLINE + telemetry:
         if key in rows:
             r = rows[key]
-            print(f"  {key[0] + ' ' + key[1]:28}{r['value']:>14.4g} {r['unit']}")
+            print(f"  {key[0] + ' ' + key[1]:28}{_number(r):>14} {r['unit']}")
     for note in result.get("notes", ()):
         print(f"  note: {note}")
+
+
+def _number(row: dict) -> str:
+    """A count as an integer (19,370 requests, not 1.937e+04); anything else to 4 digits."""
+    value = row["value"]
+    count = row["unit"] in COUNT_UNITS or row["stat"] == "count"
+    return f"{value:,.0f}" if count and float(value).is_integer() else f"{value:.4g}"
 
 
 def _read(run_dir: Path, name: str) -> pd.DataFrame:

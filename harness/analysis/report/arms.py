@@ -1,0 +1,59 @@
+"""Runs grouped into arms: runs whose settings agree form one arm; the settings that differ
+between arms name them (the GIL mode, the device, then any workload key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+from .run_data import RunData
+
+# Workload keys that differ between repeats of one setting, not between settings.
+_SAME_SETTING = {"gil", "output", "repeats"}
+
+
+@dataclass
+class Arm:
+    label: str
+    colour: str
+    runs: List[RunData]
+    settings: Dict[str, str]  # the differing keys' values in this arm
+
+
+PALETTE = ("#1f6fb2", "#e4572e", "#2a9d5c", "#8e5ec4", "#d4a017", "#17a2b8", "#7f7f7f")
+
+
+def settings(run: RunData) -> Dict[str, str]:
+    """The run's settings that can tell arms apart: its GIL mode and device, then its
+    workload keys (`engine.overlap`)."""
+    flat = {"gil_mode": run.gil_mode, "device": run.device}
+    flat.update((k, str(v)) for k, v in run.run.keys.items()
+                if k not in _SAME_SETTING and k not in flat)
+    return flat
+
+
+def differing(runs: Sequence[RunData]) -> List[str]:
+    """The settings whose values are not the same in every run, the run labels first."""
+    every = [settings(r) for r in runs]
+    keys = dict.fromkeys(k for s in every for k in s)
+    return [k for k in keys if len({s.get(k) for s in every}) > 1]
+
+
+def group(runs: Sequence[RunData]) -> Tuple[List[Arm], List[str]]:
+    """(arms in the order their first run was given, the keys that differ between them)."""
+    keys = differing(runs)
+    arms: Dict[tuple, Arm] = {}
+    for run in runs:
+        s = settings(run)
+        values = tuple(s.get(k, "") for k in keys)
+        if values not in arms:
+            label = ", ".join(f"{k.split('.')[-1]} {v}" if k not in ("gil_mode", "device")
+                              else v for k, v in zip(keys, values)) or _one_label(runs)
+            arms[values] = Arm(label, PALETTE[len(arms) % len(PALETTE)], [],
+                               dict(zip(keys, values)))
+        arms[values].runs.append(run)
+    return list(arms.values()), keys
+
+
+def _one_label(runs: Sequence[RunData]) -> str:
+    return runs[0].name if len(runs) == 1 else runs[0].manifest["values"].get("name", "runs")

@@ -1,0 +1,70 @@
+"""What every figure shares: the Agg backend, one look, and the PNG it becomes."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+
+STYLE = {
+    "figure.dpi": 100, "savefig.dpi": 110, "font.size": 9.5, "axes.titlesize": 10.5,
+    "axes.titleweight": "bold", "axes.spines.top": False, "axes.spines.right": False,
+    "axes.grid": True, "grid.color": "#e3e6ea", "grid.linewidth": 0.8,
+    "axes.edgecolor": "#9aa3ad", "axes.labelcolor": "#333", "xtick.color": "#555",
+    "ytick.color": "#555", "legend.frameon": True, "legend.framealpha": 0.85,
+    "legend.edgecolor": "none", "legend.fontsize": 8.5,
+    "lines.linewidth": 1.4,
+}
+
+
+@dataclass
+class Drawn:
+    name: str      # the PNG's file name, without .png
+    title: str
+    caption: str   # what the figure shows and what it is built from
+    png: bytes
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 7.2, height: float = 3.2, **kw):
+    """Fixed margins in inches: a layout engine measures every tick label again on each
+    draw, and costs more than the drawing."""
+    plt.rcParams.update(STYLE)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False, **kw)
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.8 / width, bottom=0.55 / height,
+                        top=1 - 0.35 / height, wspace=0.32, hspace=0.6 * 3 / height * nrows)
+    return fig, axes
+
+
+def done(fig, name: str, title: str, caption: str) -> Drawn:
+    for ax in fig.axes:  # log axes labelled 1000, not 10^3, no minor ticks: each tick and
+        # its mathtext label cost more than the data
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0), numticks=7))
+            if axis.get_scale() in ("log", "symlog"):
+                axis.set_major_formatter(ticker.FuncFormatter(_plain))
+                axis.set_minor_locator(ticker.NullLocator())
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return Drawn(name, title, caption, buf.getvalue())
+
+
+def legend_once(ax, arms) -> None:
+    """A legend only where there is more than one arm to tell apart."""
+    if len(arms) > 1:
+        ax.legend(loc="best")
+
+
+def run_label(arm, i: int):
+    """A line's legend label: the arm's on its first run only."""
+    return arm.label if i == 0 else None
+
+
+def _plain(value: float, _position) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"

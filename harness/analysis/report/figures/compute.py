@@ -1,0 +1,45 @@
+"""Achieved TFLOP/s per device over time, with MFU on the same curve's second axis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..timeline import binned, per_step
+from .canvas import done, figure, legend_once, run_label
+
+RATE_BINS = 200  # a rate over a bin of a few steps is mostly noise
+
+
+def draw(arms):
+    fig, axes = figure(height=3.0)
+    ax = axes[0][0]
+    peaks = set()
+    for arm in arms:
+        for i, run in enumerate(arm.runs):
+            c = run.columns("steps", ["step", "dp_rank", "t_start_s", "t_end_s",
+                                      "model_flops"])
+            ranks = max(1, len(np.unique(c["dp_rank"])))
+            _, t = per_step(c["step"], {"start": c["t_start_s"], "end": c["t_end_s"]}, "first")
+            _, f = per_step(c["step"], {"flops": c["model_flops"]})
+            centres, total = binned(t["end"], {"flops": f["flops"]}, bins=RATE_BINS,
+                                   reduce="sum")
+            width = (centres[1] - centres[0]) if len(centres) > 1 else \
+                max(float(t["end"].max() - t["start"].min()), 1e-9)
+            tflops = total["flops"] / (width * ranks * 1e12)
+            ax.plot(centres, tflops, color=arm.colour, alpha=0.85, label=run_label(arm, i))
+            mfu = run.stat("mfu", "model")
+            if np.isfinite(mfu) and mfu > 0:
+                peaks.add(run.stat("achieved", "tflops_per_device") / mfu)
+    ax.set(title="achieved TFLOP/s per device", xlabel="time (s)", ylabel="TFLOP/s")
+    ax.set_ylim(bottom=0)
+    if len(peaks) == 1:  # one peak: MFU is the same curve on a second scale
+        peak = peaks.pop()
+        right = ax.secondary_yaxis("right", functions=(lambda x: x / peak * 100,
+                                                       lambda m: m * peak / 100))
+        right.set_ylabel(f"MFU (% of {peak:,.0f} TFLOP/s)")
+    legend_once(ax, arms)
+    return done(fig, "compute", "Achieved TFLOP/s and MFU over time",
+                "Model FLOPs (the work the steps needed) committed in each time bin, per "
+                "device; MFU is that over the device's dense peak at the workload's "
+                "precision (docs/metrics.md), in 200 time bins. Where the arms' peaks differ, "
+                "see the summary table.")

@@ -1,0 +1,60 @@
+"""Per-request latency distributions: TTFT and TPOT CDFs from the requests table, ITL from
+the summary's percentiles (a run keeps its inter-token gaps as a histogram, not a table)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..timeline import cdf_points
+from .canvas import done, figure, legend_once, run_label
+
+COMPLETED = ("finished", "handed_off")
+
+
+def _completed(run, name):
+    c = run.columns("requests", [name, "status"])
+    keep = np.isin(c["status"], COMPLETED)
+    return c[name][keep]
+
+
+def ttft_tpot(arms):
+    fig, axes = figure(ncols=2)
+    for ax, (name, title) in zip(axes[0], (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))):
+        for arm in arms:
+            for i, run in enumerate(arm.runs):
+                x, q = cdf_points(_completed(run, name))  # TPOT 0 (one MTP step) off a log axis
+                x, q = x[x > 0], q[x > 0]
+                ax.plot(x * 1e3, q, color=arm.colour, alpha=0.85, label=run_label(arm, i))
+        ax.set(title=f"{title} CDF", xlabel=f"{title} (ms)", ylabel="fraction of requests",
+               ylim=(0, 1.01))
+        ax.set_xscale("log")
+        legend_once(ax, arms)
+    return done(fig, "latency_cdf", "Time to first token and time per output token",
+                "Empirical CDFs over every completed request (finished or handed off); one "
+                "line per run. Warm-up requests are included here and left out of the "
+                "summary's percentiles.")
+
+
+def itl(arms):
+    stats = ("min", "p50", "p90", "p95", "p99", "max")
+    where = [0.0, 0.5, 0.9, 0.95, 0.99, 1.0]
+    fig, axes = figure(height=2.6)
+    ax = axes[0][0]
+    drawn = False
+    for arm in arms:
+        for i, run in enumerate(arm.runs):
+            x = np.array([run.stat("itl", s) for s in stats])
+            keep = np.isfinite(x) & (x > 0)
+            if keep.any():
+                ax.plot(x[keep] * 1e3, np.array(where)[keep], "o-", color=arm.colour, label=run_label(arm, i))
+                drawn = True
+    if not drawn:
+        return None
+    ax.set(title="ITL percentiles", xlabel="inter-token latency (ms)",
+           ylabel="fraction of gaps", ylim=(0, 1.01))
+    ax.set_xscale("log")
+    legend_once(ax, arms)
+    return done(fig, "itl", "Inter-token latency",
+                "The summary's ITL percentiles (min, p50, p90, p95, p99, max) over every "
+                "gap of the measured requests; the run keeps its gaps as a histogram, so "
+                "these points are the CDF at those fractions.")

@@ -1,0 +1,45 @@
+"""Where a step's time goes: schedule, forward (sampling included), postprocess, and the
+rest of the engine loop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..timeline import binned, per_step
+from .canvas import done, figure
+
+PARTS = (("sched_call_ns", "schedule", "#1f6fb2"), ("forward", "forward + sample", "#2a9d5c"),
+         ("postprocess_ns", "postprocess", "#e4572e"), ("other", "rest of the loop", "#b8c0c8"))
+
+
+def draw(arms):
+    fig, axes = figure(ncols=2, nrows=len(arms), width=10.5, height=2.9 * len(arms))
+    for (ax, host), arm in zip(axes, arms):
+        run = arm.runs[0]
+        names = ["sched_call_ns", "forward_ns", "sample_ns", "postprocess_ns", "step_ns"]
+        c = run.columns("steps", ["step", "t_start_s", *names])
+        _, v = per_step(c["step"], {"t": c["t_start_s"], **{n: c[n] for n in names}}, "first")
+        parts = {"sched_call_ns": v["sched_call_ns"],
+                 "forward": v["forward_ns"] + v["sample_ns"],
+                 "postprocess_ns": v["postprocess_ns"]}
+        parts["other"] = np.maximum(v["step_ns"] - sum(parts.values()), 0)
+        t, b = binned(v["t"], parts)
+        ax.stackplot(t, *[b[k] / 1e3 for k, _, _ in PARTS], labels=[lbl for _, lbl, _ in PARTS],
+                     colors=[c for _, _, c in PARTS], alpha=0.9)
+        for key, label, colour in PARTS:
+            if key != "forward":
+                host.plot(t, b[key] / 1e3, color=colour, label=label)
+        prefix = f"{arm.label}: " if len(arms) > 1 else ""
+        ax.set(title=f"{prefix}whole step", xlabel="time (s)", ylabel="µs per step (mean)")
+        host.set(title=f"{prefix}host side, without the forward", xlabel="time (s)",
+                 ylabel="µs per step (mean)", yscale="log")
+        ax.set_ylim(bottom=0)
+    axes[0][0].legend(loc="lower center", ncol=2)
+    axes[0][1].legend(loc="best")
+    modeled = any(r.modeled for a in arms for r in a.runs)
+    return done(fig, "step_time", "Step duration: schedule, forward, postprocess",
+                "Each step's schedule() call, forward and sampling, and postprocess(), "
+                "stacked (left) and, without the forward, on a log scale (right); the rest is the "
+                "engine loop around them. Averaged into at most "
+                "1,500 time bins" + ("; a modeled run's forward is the device model's time"
+                                     if modeled else "") + ".")
