@@ -20,6 +20,7 @@ using namespace steptrace;
 void bind_step_log(py::module_& m);  // recorder/step_log_bindings.cpp
 void bind_config(py::module_& m);    // config_bindings.cpp
 void bind_deployment(py::module_& m);  // deployment_bindings.cpp
+void bind_spin(py::module_& m);      // spin_bindings.cpp
 SchedulerConfig to_config(const py::handle& c);  // config_bindings.cpp
 
 namespace {
@@ -319,17 +320,23 @@ PYBIND11_MODULE(_core, m) {
           "This scheduler's vote: would any rank's prompt pass schedule a token?")
       .def(
           "postprocess",
-          [](GuardedScheduler& s, const py::handle& plan_obj, const py::handle& accepted) {
+          [](GuardedScheduler& s, const py::handle& plan_obj, const py::handle& accepted,
+             bool release_gil) {
             if (!py::isinstance<ScheduleOutput>(plan_obj))
               throw py::value_error("plan was not made by this scheduler");
             const auto& plan = plan_obj.cast<const ScheduleOutput&>();
             std::optional<std::vector<int64_t>> flat = parse_accepted(accepted, plan);
-            Entered entered(s);
+            if (!release_gil) {
+              Entered entered(s);
+              return s.core.postprocess(plan, flat ? &*flat : nullptr);
+            }
+            py::gil_scoped_release nogil;  // the result is converted after it is retaken
+            std::lock_guard<std::mutex> lock(s.mutex);
             return s.core.postprocess(plan, flat ? &*flat : nullptr);
           },
-          py::arg("plan"), py::arg("accepted") = py::none(),
-          "Commit the oldest outstanding plan. Holds the GIL; waits for a schedule() running "
-          "in another thread.")
+          py::arg("plan"), py::arg("accepted") = py::none(), py::arg("release_gil") = false,
+          "Commit the oldest outstanding plan. Holds the GIL unless release_gil=True; waits "
+          "for a schedule() running in another thread.")
       .def(
           "seq",
           [](GuardedScheduler& s, const py::handle& seq_id) {
@@ -449,4 +456,5 @@ PYBIND11_MODULE(_core, m) {
       },
       "The ModelConfig fields the C++ cost model reads, in ModelGeometry's order.");
   bind_step_log(m);
+  bind_spin(m);
 }

@@ -18,6 +18,10 @@ PREEMPT_ORDERS = choices("preempt_order")
 DP_ASSIGNS = choices("dp_assign")
 DEVICES = ("auto", "cpu", "cuda", "npu")
 DTYPES = ("float32", "bfloat16", "float16")
+# The emulated executor's host cost of launching one decoder layer in eager mode, in us:
+# 148 torch ops x 6.8 us a small op's dispatch on the 2-core development host
+# (python -m tests.bench.launch_cost, 2026-12-01; docs/workloads.md).
+LAUNCH_US = 1000.0
 
 
 def check_int(name: str, value: object, minimum: int) -> None:
@@ -44,6 +48,8 @@ class EngineConfig:
     # modeled executors: how the model spreads over devices; None: one device, whole-batch
     # roofline
     deployment: Optional[Deployment] = None
+    release_gil_postprocess: bool = False  # postprocess()'s C++ part with the GIL released
+    launch_us: float = LAUNCH_US  # emulated executor: host launch cost per decoder layer
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, SchedulerConfig):
@@ -56,6 +62,9 @@ class EngineConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
         check_int("seed", self.seed, 0)
+        if isinstance(self.launch_us, bool) or not isinstance(self.launch_us, (int, float)) \
+                or not 0.0 <= self.launch_us < float("inf"):
+            raise ValueError(f"launch_us must be a finite number >= 0, got {self.launch_us!r}")
         if self.mtp_acceptance is not None and not 0.0 <= self.mtp_acceptance <= 1.0:
             raise ValueError(f"mtp_acceptance must be within 0..1 (or None), got {self.mtp_acceptance}")
         if self.deployment is not None and not isinstance(self.deployment, Deployment):

@@ -105,6 +105,7 @@ class LLMEngine:
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._cost = self.flops.cost_model()
         self._release_gil = config.release_gil
+        self._release_gil_postprocess = config.release_gil_postprocess
         self._prompt_rng = np.random.default_rng(config.seed)
         self._thread = ThreadPoolExecutor(1, "forward") if config.scheduler.overlap else None
         self._inflight: Optional[_Launched] = None
@@ -197,7 +198,8 @@ class LLMEngine:
 
     def _finish(self, plan, start_ns: int, sched_call_ns: int, out: ExecutorOutput) -> StepRecord:
         start = time.perf_counter_ns()
-        post = self.scheduler.postprocess(plan, out.accepted if self._mtp else None)
+        post = self.scheduler.postprocess(plan, out.accepted if self._mtp else None,
+                                          release_gil=self._release_gil_postprocess)
         postprocess_ns = time.perf_counter_ns() - start
         if self.executor.holds_requests and (len(post.finished) or len(plan.rejected)):
             done = np.concatenate((post.finished, plan.rejected)).tolist()

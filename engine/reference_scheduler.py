@@ -380,7 +380,7 @@ class ReferenceScheduler:
 
     # -- postprocess ------------------------------------------------------------------------
 
-    def postprocess(self, plan: Plan, accepted=None) -> PostprocessResult:
+    def postprocess(self, plan: Plan, accepted=None, release_gil: bool = False) -> PostprocessResult:
         if not isinstance(plan, Plan):
             raise ValueError("plan was not made by this scheduler")
         parsed = parse_accepted(plan, accepted)  # its types first, as the C++ binding does

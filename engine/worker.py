@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from .model import DeepSeekModel, ForwardBatch
-from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL
+from .packing import packed_layout
+from .plan import KIND_CHUNK, KIND_DECODE
 
 
 @dataclass
@@ -81,35 +82,21 @@ class Worker:
 
     def _forward_batch(self, batch):
         """Packed inputs of the rows; logit_rows[b] lists row b's packed logit positions."""
-        bs = self.block_size
-        ids, positions, slots, query_start, logit_rows = [], [], [], [0], []
-        # MTP draft positions past a sequence's footprint have no block: pad the tables with
-        # -1 so every visible position has an entry (slot -1: no KV written or trusted).
-        width = max(-(-max(batch.seqlen_k.tolist()) // bs), batch.block_tables.shape[1])
-        tables = np.full((len(batch.seq_ids), width), -1, dtype=np.int64)
-        tables[:, :batch.block_tables.shape[1]] = batch.block_tables
-        for b, (seq_id, q, k, kind) in enumerate(zip(batch.seq_ids.tolist(), batch.seqlen_q.tolist(),
-                                                     batch.seqlen_k.tolist(), batch.kind.tolist())):
-            context = k - q
+        layout = packed_layout(batch, self.block_size)
+        ids = []
+        for seq_id, q, k, kind in zip(batch.seq_ids.tolist(), batch.seqlen_q.tolist(),
+                                      batch.seqlen_k.tolist(), batch.kind.tolist()):
             tokens = self.tokens[seq_id]
             if kind == KIND_DECODE:  # the last committed token, then this step's drafts
                 ids += [tokens[-1]] + (self.drafts[seq_id] + [tokens[-1]] * q)[:q - 1]
             else:
-                ids += tokens[context:k]
-            pos = np.arange(context, k)
-            block = tables[b, pos // bs]
-            slots.append(np.where(block >= 0, block * bs + pos % bs, -1))
-            positions.append(pos)
-            start = query_start[-1]
-            logit_rows.append(list(range(start, start + q)) if kind == KIND_DECODE
-                              else [start + q - 1] if kind == KIND_FINAL else [])
-            query_start.append(start + q)
+                ids += tokens[k - q:k]
         to = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64), device=self.device)
-        fb = ForwardBatch(input_ids=to(ids), positions=to(np.concatenate(positions)),
-                          slot_mapping=to(np.concatenate(slots)), query_start=query_start,
-                          seqlen_k=batch.seqlen_k.tolist(), block_tables=to(tables),
+        fb = ForwardBatch(input_ids=to(ids), positions=to(layout.positions),
+                          slot_mapping=to(layout.slots), query_start=layout.query_start,
+                          seqlen_k=batch.seqlen_k.tolist(), block_tables=to(layout.tables),
                           decode=[k == KIND_DECODE for k in batch.kind.tolist()])
-        return fb, logit_rows
+        return fb, layout.logit_rows
 
     def _next_ids(self, batch, fb, logit_rows, greedy):
         """For MTP: the token that follows each packed token (the model's own output where

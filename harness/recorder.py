@@ -30,6 +30,7 @@ from engine import _core
 from engine.plan import KIND_NAMES
 
 from . import metrics
+from .frontend import COLUMNS as FRONTEND_COLUMNS
 from .step_summary import StepSummary
 from .table_writer import TableWriter
 
@@ -44,13 +45,15 @@ QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread wa
 class Recorder:
     def __init__(self, engine, warmup_steps: int, run_dir, fmt: str = "parquet",
                  labels: Optional[Dict[str, object]] = None, chunk_steps: int = 1024,
-                 trace: Optional[pd.DataFrame] = None) -> None:
+                 trace: Optional[pd.DataFrame] = None, frontend=None) -> None:
         """Streams the steps and batches tables into run_dir, and with `trace` (whose row
-        i is request i) the requests table."""
+        i is request i) the requests table; with a `frontend` (harness/frontend.py) its
+        columns are the frontend's, else NaN."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
         self.log = _core.StepLog(warmup_steps, chunk_steps, lambda: flush()())
         self.chunk_steps = chunk_steps
         self._warmup_steps = warmup_steps
+        self._frontend = frontend
         self._finished = "handed_off" if engine.config.scheduler.engine_type == "prompt" \
             else "finished"
         self._trace = None if trace is None else dict(
@@ -78,8 +81,9 @@ class Recorder:
         copied). A table that could not be written stops the run here: its error is
         raised, and close() names the table."""
         self._sender.check()
+        published = self._frontend.published if self._frontend else 0
         self._sender.put((self.log.take_steps(), self.log.take_batches(),
-                          self.log.take_requests()))
+                          self.log.take_requests(), published))
 
     def close(self) -> None:
         """Flush (requests still live as unfinished, trace requests never enqueued last),
@@ -105,7 +109,9 @@ class Recorder:
         return self.log.itl()
 
     def _write(self, chunk) -> None:  # on the sender thread
-        steps, batches, requests = chunk
+        steps, batches, requests, published = chunk
+        if self._frontend is not None:  # the chunk's requests delivered all they committed
+            self._frontend.wait(published)
         for flag in ("empty", "warmup"):
             steps[flag] = steps[flag].view(np.bool_)
         steps["phase"] = steps.pop("prompt_phase").view(np.int8)
@@ -126,6 +132,8 @@ class Recorder:
         columns = {**{name: self._trace[name][ids] for name in self._trace}, **rows}
         columns = {name: columns[name] for name in REQUEST_COLUMNS if name in columns}
         columns.update(metrics.latency_columns(columns))
+        columns.update(self._frontend.columns(ids) if self._frontend else
+                       {name: np.full(len(ids), np.nan) for name in FRONTEND_COLUMNS})
         columns["status"] = names[rows["status"]]
         self.latency.add(columns, warm)
         return columns

@@ -8,6 +8,7 @@ stops the sweep: no later run starts (harness/interrupt.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import socket
@@ -15,7 +16,6 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
-from itertools import product
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -28,6 +28,10 @@ from engine.executors import ExecutorSpec
 
 from . import tables
 from .calibration import calibrate
+from .commands import show
+from .frontend import Frontend
+from .gil_protocol import PlannedRun, table as gil_table
+from .host_share import HostShare
 from .interrupt import Stop, install, restore, signals_stop
 from .metrics import SUMMARY_COLUMNS
 from .recorder import Recorder
@@ -40,29 +44,48 @@ from .workload_trace import load_workload_trace
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None,
                  stop: Optional[Stop] = None) -> List[Path]:
-    """Every GIL mode x repeat of the workload; returns the run directories written. The
-    first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the
-    run in progress is written, marked incomplete, no later run starts, and `stop.signum`
-    says which signal it was."""
+    """Every run of the workload's sweep, interleaved (harness/gil_protocol.py), each at its
+    switch interval; returns the run directories written. A sweep of more than one run
+    writes its `gil` table under <output>/<name>/sweeps/<first run id>/ unless it was
+    stopped. The first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the
+    sweep: the run in progress is written, marked incomplete, no later run starts, and
+    `stop.signum` says which signal it was."""
     trace = load_workload_trace(workload)
     stop = Stop() if stop is None else stop
     out = []
+    planned = workload.plan()
+    rows = []
     with signals_stop(stop):
-        for gil, repeat in product(workload.gil_modes, range(workload.values["repeats"])):
+        for run in planned:
             if stop.is_set():  # the sweep was stopped: no later run starts
                 break
-            run_dir = run_once(workload, trace, gil, repeat, progress, stop)
+            previous = sys.getswitchinterval()
+            sys.setswitchinterval(run.switch_interval_s)
+            try:
+                run_dir = run_once(workload, trace, run, progress, stop)
+            finally:
+                sys.setswitchinterval(previous)
             if run_dir is not None:  # None: stopped during its calibration
                 out.append(run_dir)
+                share = json.loads((run_dir / "manifest.json").read_text()).get("host_share")
+                rows.append((run_dir.name, run, share or NO_SHARE, show.read(run_dir)["summary"]))
+    if len(planned) > 1 and rows and not stop.is_set():  # a stopped sweep's blocks are partial
+        sweep = Path(workload.values["output"]) / workload.name / "sweeps" / out[0].name
+        sweep.mkdir(parents=True, exist_ok=True)
+        write_table(gil_table(rows), sweep, "gil", workload.values["table_format"])
     return out
 
 
-def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
+NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # not measured
+
+
+def run_once(workload: Workload, trace, run: PlannedRun, progress,
              stop: Optional[Stop] = None) -> Optional[Path]:
     """One run; None, with nothing written, if `stop` was set during the calibration.
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
-    config = workload.engine_config(gil)
+    gil, repeat = run.arm, run.block
+    config = workload.engine_config(run.arm)
     calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
     calibration = calibrate(config, trace.df, calibration_requests) \
         if calibration_requests else None
@@ -70,25 +93,34 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
         return None
     engine = LLMEngine(config)
     manifest = _manifest(workload, trace, engine, gil, repeat)
-    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name, gil, repeat)
+    manifest.update(block=run.block, order=run.order)
+    interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
+    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name,
+                           f"{gil}-r{repeat}{interval}")
     if calibration:
         manifest["calibration"] = calibration
     fmt = workload.values["table_format"]
     labels = dict(run_id=run_dir.name, gil_mode=gil, overlap=config.scheduler.overlap)
     df = trace.df
+    frontend = Frontend(df["arrival_s"].to_numpy(np.float64),
+                        workload.values["frontend"]["per_token_us"],
+                        workload.values["warmup_steps"]) \
+        if workload.values["frontend"]["mode"] == "thread" else None
+    # the recorder's table writer is ready when it returns: the manifest says the run began
     recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
-                        trace=df)  # its table writer ready: the manifest says the run began
+                        trace=df, frontend=frontend)
     tables.write_manifest(manifest, run_dir)
     previous = install(stop)
-    sampler = None
+    sampler = share = None
     try:
         start = time.perf_counter()  # the real clock's zero, shared with the sampler
+        share = HostShare(workload.values["gil_contamination_pct"])
         sampler = _sampler(workload, engine, start)
         manifest["complete"] = replay(
             engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
             df["max_new_tokens"].to_numpy(), workload.clock, recorder, progress, start, stop,
             hash_ids=df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
-            hash_block_size=trace.hash_block_size)
+            hash_block_size=trace.hash_block_size, frontend=frontend)
         manifest["interrupted"] = not manifest["complete"]
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
@@ -96,14 +128,18 @@ def run_once(workload: Workload, trace, gil: str, repeat: int, progress,
     finally:  # a signal now only sets `stop`: the tables are written whole
         try:
             manifest["ended"] = _now()
+            if share is not None:
+                manifest["host_share"] = share.stop()
             device, manifest["telemetry"] = sampler.stop() if sampler else \
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
+            if frontend is not None:  # every committed token delivered
+                frontend.close()
             engine.close()
             try:
                 recorder.close()
                 write_table(device, run_dir, "device", fmt, labels)
                 _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
-                               calibration)
+                               calibration, frontend)
             except Exception as e:  # a table could not be written: the run failed
                 manifest.update(complete=False, error=f"{type(e).__name__}: {e}")
                 raise
@@ -127,13 +163,15 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
 
 
 def _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
-                   calibration) -> None:
-    """The summary table, from what the recorder kept."""
+                   calibration, frontend) -> None:
+    """The summary table, from what the recorder (and the frontend, if any) kept."""
     latency = recorder.latency.rows(*recorder.itl())
     harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
                             for stat in ("per_step", "per_request")] if calibration else [],
                            columns=list(SUMMARY_COLUMNS))
-    summary_df = pd.concat([latency, recorder.step_summary.rows(engine.peak_tflops), harness,
+    frontend_rows = frontend.summary(~recorder.warm) if frontend else None
+    summary_df = pd.concat([latency, frontend_rows,
+                            recorder.step_summary.rows(engine.peak_tflops), harness,
                             device_summary(device, *_wall_window(workload, recorder),
                                            recorder.latency.output_tokens)],
                            ignore_index=True)
@@ -147,11 +185,11 @@ def _wall_window(workload, recorder):
     return (0.0, np.inf) if workload.clock == "virtual" or window is None else window
 
 
-def _new_run_dir(base: Path, gil: str, repeat: int) -> Path:
+def _new_run_dir(base: Path, arm: str) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
-        run_dir = base / (f"{stamp}-{gil}-r{repeat}" + (f"-{n}" if n else ""))
+        run_dir = base / (f"{stamp}-{arm}" + (f"-{n}" if n else ""))
         try:
             run_dir.mkdir()
             return run_dir

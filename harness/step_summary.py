@@ -35,6 +35,7 @@ class StepSummary:
         self._model_flops = 0.0
         self._hit_tokens = self._prefill_tokens = self._evicted = 0
         self._ranks = 1
+        self._measured = 0
         self._start, self._end = np.inf, -np.inf
 
     def add(self, steps: Mapping[str, np.ndarray]) -> None:
@@ -52,6 +53,7 @@ class StepSummary:
             return
         step = step[measured]
         first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+        self._measured += len(first)
         for column, _ in TIMINGS:
             self._timings[column].append(np.asarray(steps[column])[measured][first])
         self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
@@ -80,6 +82,8 @@ class StepSummary:
         forward_s = sum(part.sum() for part in self._timings["forward_ns"]) / 1e9
         tflops = self._model_flops / forward_s / self._ranks / 1e12 if forward_s > 0 \
             else np.nan
+        span = self._end - self._start
+        rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
         if peak_tflops:
             rows.append(("mfu", "model", tflops / peak_tflops, "fraction"))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from engine.block_hashes import block_size_mismatch
-from engine.config import DEVICES, DTYPES, EngineConfig, SchedulerConfig
+from engine.config import DEVICES, DTYPES, LAUNCH_US, EngineConfig, SchedulerConfig
 from engine.deployment import (
     COMPUTE_PARTS,
     DEFAULT_IMBALANCE,
@@ -24,6 +24,7 @@ from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
 
 from .files import NotAFile, check_regular, not_regular
+from .frontend import PER_TOKEN_US
 from .overrides import parse_set
 from .traces import FORMATS, TraceError, read_trace
 from .yaml_lines import KeyPath, load_with_lines
@@ -140,18 +141,33 @@ SCHEMA: Dict[str, Any] = {
     },
     "engine": _scheduler_keys(),
     "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
-    "device": Key(device, "auto", "auto, cpu, cuda, npu or modeled:<profile>"),
+    "device": Key(device, "auto", "auto, cpu, cuda, npu, modeled:<profile> or emulated:<profile>"),
+    "emulated": {
+        "launch_us": Key(number(0), LAUNCH_US, "host cost of launching one decoder layer"),
+    },
     "dtype": Key(one_of(*DTYPES), "float32"),
     "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
     "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
     "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
+    "gil_aa": Key(boolean, False, "an A/A arm: released twice in every block"),
+    "gil_postprocess": Key(boolean, False, "an arm with postprocess() releasing the GIL too"),
+    "gil_switch_interval_s": Key(lambda v: _intervals(v), 0.005,
+                                 "sys.setswitchinterval for the runs; a list sweeps it"),
+    "gil_contamination_pct": Key(number(0), 10.0, "other processes' CPU + steal time (% of "
+                                 "the host) above which a run is flagged contaminated"),
+    "frontend": {
+        "mode": Key(one_of("thread", "inline"), None, "default: thread on the real clock, "
+                    "else inline"),
+        "per_token_us": Key(number(0), PER_TOKEN_US, "the frontend's Python work per token"),
+    },
     "warmup_steps": Key(integer(0), 0, "recorded, flagged, left out of summaries"),
     "repeats": Key(integer(1), 1),
     "seeds": {
         "arrivals": Key(integer(0), 0),
         "lengths": Key(integer(0), 0),
         "engine": Key(integer(0), 0, "weights, synthetic prompts, MTP acceptance"),
+        "protocol": Key(integer(0), 0, "the order of the arms in each block of a sweep"),
     },
     "calibration_requests": Key(integer(0), 500, "null-engine calibration size; 0 skips it"),
     "telemetry": {
@@ -187,6 +203,13 @@ SCHEMA: Dict[str, Any] = {
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
 }
+
+
+def _intervals(v):
+    values = v if isinstance(v, list) else [v]
+    if not values or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                         or not math.isfinite(x) or x <= 0 for x in values):
+        raise ValueError("a number of seconds > 0, or a non-empty list of them")
 
 
 def _length(v):
@@ -235,7 +258,26 @@ class Workload:
         gil = self.values["gil"]
         return ("released", "held") if gil == "both" else (gil,)
 
-    def engine_config(self, gil: str) -> EngineConfig:
+    @property
+    def arms(self) -> Tuple[str, ...]:
+        """The sweep's arms: the GIL modes, and the A/A arm when asked for."""
+        return self.gil_modes + (("released_aa",) if self.values["gil_aa"] else ()) \
+            + (("postprocess_released",) if self.values["gil_postprocess"] else ())
+
+    @property
+    def switch_intervals(self) -> Tuple[float, ...]:
+        v = self.values["gil_switch_interval_s"]
+        return tuple(v) if isinstance(v, list) else (v,)
+
+    def plan(self):
+        """Every run of the sweep, in order (harness/gil_protocol.py)."""
+        from .gil_protocol import plan
+        return plan(self.arms, self.values["repeats"], self.switch_intervals,
+                    self.values["seeds"]["protocol"])
+
+    def engine_config(self, arm: str) -> EngineConfig:
+        """The engine of one arm (harness/gil_protocol.py: released, held, ...)."""
+        from .gil_protocol import ARMS
         v = self.values
         spec = executor_spec(v["device"])
         deployment = Deployment.from_values(v["deployment"], v["precision"]) \
@@ -245,7 +287,10 @@ class Workload:
                             device="cpu" if spec else v["device"],
                             executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
-                            mtp_acceptance=v["mtp_acceptance"], release_gil=gil == "released")
+                            mtp_acceptance=v["mtp_acceptance"],
+                            release_gil=ARMS[arm].schedule_released,
+                            release_gil_postprocess=ARMS[arm].postprocess_released,
+                            launch_us=v["emulated"]["launch_us"])
 
 
 def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
@@ -287,6 +332,14 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
             fail(("trace", "file"), f"{(path.parent / trace['file']).resolve()}: {why}")
     if values["clock"] == "real" and spec and spec.modeled:
         fail(("clock",), "a modeled device has no real clock: expected virtual")
+    if values["gil_aa"] and values["gil"] == "held":
+        fail(("gil_aa",), "an A/A arm repeats the released arm: expected gil: released or both")
+    frontend = values["frontend"]
+    if frontend["mode"] is None:
+        frontend["mode"] = "thread" if values["clock"] == "real" else "inline"
+    elif frontend["mode"] == "thread" and values["clock"] == "virtual":
+        fail(("frontend", "mode"), "a frontend thread runs on the real clock: expected "
+                                   "inline with clock: virtual")
     if "generate" not in (data.get("trace") or {}):
         trace["generate"] = None
     else:
@@ -297,7 +350,8 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     if trace["file"]:
         _check_hash_block(path.parent / trace["file"], values, fail)
     try:
-        Workload(path, values).engine_config(values["gil"])
+        for arm in Workload(path, values).arms:
+            Workload(path, values).engine_config(arm)
     except ValueError as e:  # SchedulerConfig's own checks name the field first
         field = str(e).split()[0]
         fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))
@@ -414,6 +468,14 @@ def _check_output(values, fail) -> None:
 
 def _notes(values) -> Tuple[str, ...]:
     """What is valid but likely not meant, said before the run rather than found after it."""
+    notes = ()
+    if values["gil"] == "both" and values["repeats"] < 5:
+        notes = (f"repeats: {values['repeats']} runs per arm; a GIL comparison needs at least "
+                 f"5 (10 recommended) for an interval and a noise floor (docs/gil.md)",)
+    return notes + _warmup_notes(values)
+
+
+def _warmup_notes(values) -> Tuple[str, ...]:
     trace, warmup = values["trace"], values["warmup_steps"]
     known = [n for n in (trace["limit"], (trace["generate"] or {}).get("requests"))
              if n is not None]

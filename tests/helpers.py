@@ -141,7 +141,7 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
 
 def modeled_runs(root, *overrides):
     """Run MODELED into `root` with the given --set overrides; the run folders, in the
-    order written."""
+    order written (a sweep's arms in its seeded order: released, then held, for gil=both)."""
     from harness.commands import main
 
     root = Path(root)
@@ -150,4 +150,5 @@ def modeled_runs(root, *overrides):
     workload.write_text(MODELED + f"output: {root / 'results'}\nname: small\n")
     argv = ["run", str(workload)] + [a for o in overrides for a in ("--set", o)]
     assert main(argv) == 0
-    return sorted((root / "results" / "small").iterdir(), key=lambda p: p.stat().st_mtime)
+    runs = (p for p in (root / "results" / "small").iterdir() if (p / "manifest.json").is_file())
+    return sorted(runs, key=lambda p: p.stat().st_mtime)  # not a sweep's gil table folder

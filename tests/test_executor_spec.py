@@ -19,10 +19,10 @@ def test_parse_and_write_back(text, kind, profile, modeled):
 
 
 @pytest.mark.parametrize("text, words", [
-    ("cuda", "executor must be torch, modeled:<profile> or null; got 'cuda'"),
-    ("modeled", "executor must be torch, modeled:<profile> or null; got 'modeled'"),
-    ("null:H200", "executor must be torch, modeled:<profile> or null; got 'null:H200'"),
-    (None, "executor must be torch, modeled:<profile> or null; got None"),
+    ("cuda", "executor must be torch, modeled:<profile>, emulated:<profile> or null; got 'cuda'"),
+    ("modeled", "executor must be torch, modeled:<profile>, emulated:<profile> or null; got 'modeled'"),
+    ("null:H200", "executor must be torch, modeled:<profile>, emulated:<profile> or null; got 'null:H200'"),
+    (None, "executor must be torch, modeled:<profile>, emulated:<profile> or null; got None"),
     ("modeled:A100", "executor must be modeled:<profile> with a profile among ascend-910b,"),
 ])
 def test_errors_name_the_kinds_and_profiles(text, words):

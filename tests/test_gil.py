@@ -53,3 +53,30 @@ def test_reference_accepts_the_same_keyword():
     s = make_scheduler("reference")
     s.add_sequence(seq_id=0, prompt_len=2, max_new_tokens=1)
     assert s.schedule(release_gil=False).phase == "prompt"
+
+
+def test_released_postprocess_lets_another_thread_run():
+    schedulers = []
+    for _ in range(3):
+        s = make_scheduler(max_num_batched_tokens=N, max_num_seqs=N, num_kv_blocks=N)
+        for i in range(N):
+            s.add_sequence(seq_id=i, prompt_len=1, max_new_tokens=2)
+        schedulers.append((s, s.schedule()))  # a prompt round: N first tokens to commit
+    stamps, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            stamps.append(time.perf_counter_ns())
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    windows = []
+    try:
+        for s, plan in schedulers:
+            start = time.perf_counter_ns()
+            s.postprocess(plan, release_gil=True)
+            windows.append((start, time.perf_counter_ns()))
+    finally:
+        stop.set()
+        thread.join()
+    assert max(sum(start < t < end for t in stamps) for start, end in windows) > 0

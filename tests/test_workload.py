@@ -58,6 +58,16 @@ def test_modeled_device_defaults_to_the_virtual_clock(tmp_path):
     ("trace: {file: t.csv}\nname: /tmp/x\n", "w.yaml:2: name: expected a run name: one path"),
     ("trace: {file: t.csv}\ndevice: modeled:H200\nclock: real\n",
      "w.yaml:3: clock: a modeled device has no real clock"),
+    ("trace: {file: t.csv}\ndevice: modeled:H200\nfrontend: {mode: thread}\n",
+     "w.yaml:3: frontend.mode: a frontend thread runs on the real clock"),
+    ("trace: {file: t.csv}\nfrontend: {per_token_us: -1}\n",
+     "w.yaml:2: frontend.per_token_us: expected a finite number >= 0, got -1"),
+    ("trace: {file: t.csv}\ngil: held\ngil_aa: true\n",
+     "w.yaml:3: gil_aa: an A/A arm repeats the released arm"),
+    ("trace: {file: t.csv}\ngil_switch_interval_s: [0.005, 0]\n",
+     "w.yaml:2: gil_switch_interval_s: expected a number of seconds > 0, or a non-empty list"),
+    ("trace: {file: t.csv}\ndevice: emulated:H200\nemulated: {launch_us: .inf}\n",
+     "w.yaml:3: emulated.launch_us: expected a finite number >= 0, got inf"),
     ("trace: {file: t.csv\n", "w.yaml:2: not valid YAML"),
 ])
 def test_errors_name_file_line_key_and_expectation(tmp_path, text, words):

@@ -1,6 +1,6 @@
 """Which executor runs the plans, written `kind` or `kind:<profile>` (torch, null,
-modeled:H200), parsed here once. Adding a kind is one entry in KINDS and a module in
-engine/executors/ with build(config, spec, model_config) -> Built."""
+modeled:H200, emulated:H200), parsed here once. Adding a kind is one entry in KINDS and a
+module in engine/executors/ with build(config, spec, model_config) -> Built."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ KINDS = {k.name: k for k in (
     ExecutorKind("torch", "torch_executor", False, False, "a real forward, one Worker per DP rank"),
     ExecutorKind("modeled", "modeled", True, True,
                  "a roofline of each step's FLOPs and bytes on a device profile"),
+    ExecutorKind("emulated", "emulated", True, False,
+                 "the host's real work per step (packing, a launch cost per layer), the "
+                 "device's roofline waited for with the GIL released"),
     ExecutorKind("null", "null", False, False, "nothing: the harness's own cost"),
 )}
 

@@ -17,10 +17,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import compare, gate, replay_scheduler, report, run, show, trace, validate
+from . import compare, gate, gil, replay_scheduler, report, run, show, trace, validate
 from .common import BadInput, RunFailed, fail
 
-COMMANDS = (run, validate, show, trace, replay_scheduler, compare, gate, report)
+COMMANDS = (run, gil, validate, show, trace, replay_scheduler, compare, gate, report)
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
           "with the command line, the input files it names if you can share them, and the "
           "output of the same command with --debug")

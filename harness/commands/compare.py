@@ -13,7 +13,7 @@ from .common import BadInput, add_json, print_json
 # The statistics the text table shows; --json and --csv carry every one.
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "tflops_per_device", "model",
-                        "per_step"})
+                        "per_step", "per_s", "cpu_share"})
 
 
 def add(sub) -> None:

@@ -27,7 +27,7 @@ def main(args) -> int:
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
         runs = _run(workload, stop)
         results = [show.read(run_dir) for run_dir in runs]
-        planned = len(workload.gil_modes) * workload.values["repeats"]
+        planned = len(workload.plan())
         if args.json:
             print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
                             signal=stop.signal_name))

@@ -14,9 +14,9 @@ from typing import Sequence
 import pyarrow as pa
 
 from .column import Column, Table
-from .tables import LABELS, TABLES
+from .tables import LABELS, SWEEP_TABLES, TABLES
 
-__all__ = ["Column", "Table", "LABELS", "TABLES", "arrow_schema"]
+__all__ = ["Column", "Table", "LABELS", "SWEEP_TABLES", "TABLES", "arrow_schema"]
 
 
 def arrow_schema(table: str, labels: Sequence[str] = ()) -> pa.Schema:

@@ -16,6 +16,8 @@ PER_REQUEST = "metrics.md#per-request"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
 STEP_PARTS = "modeling.md#the-step"
+FRONTEND = "metrics.md#frontend"
+GIL_DOC = "gil.md#the-protocol"
 
 
 def _col(name, type_, unit, meaning, defined=""):
@@ -25,7 +27,8 @@ def _col(name, type_, unit, meaning, defined=""):
 # The labels the table sink adds to every table of a run, one value per run.
 LABELS = {c.name: c for c in (
     _col("run_id", CODES, "", "the run directory's name"),
-    _col("gil_mode", CODES, "", "the GIL mode the run used: `released` or `held`"),
+    _col("gil_mode", CODES, "", "the run's GIL arm: `released` or `held`; in a sweep also "
+         "`released_aa` (released, the A/A arm) or `postprocess_released` (docs/gil.md)"),
     _col("overlap", BOOL, "", "forward and sampling ran on a worker thread, overlapping the "
          "next step (workload key `engine.overlap`)"),
 )}
@@ -127,6 +130,12 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("e2e_s", F64, "s", "end-to-end latency", PER_REQUEST),
     _col("queueing_delay_s", F64, "s", "arrival to first scheduled", PER_REQUEST),
     _col("schedule_fidelity_s", F64, "s", "how late it was enqueued", PER_REQUEST),
+    _col("enqueue_drift_s", F64, "s", "how late the frontend thread enqueued it; NaN without "
+         "one", FRONTEND),
+    _col("delivery_delay_p50_s", F64, "s", "median of its tokens' delivery delays; NaN "
+         "without a frontend thread or tokens", FRONTEND),
+    _col("delivery_delay_max_s", F64, "s", "the largest of its tokens' delivery delays",
+         FRONTEND),
 ))
 
 _DEVICE_VALUES = (
@@ -167,4 +176,28 @@ SUMMARY = Table("summary", "statistic of one metric over the measured window",
     _col("unit", TEXT, "", "the value's unit, e.g. `s`"),
 ))
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY)}
+GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps/)",
+            "in the order the runs ran", (
+    _col("run_id", TEXT, "", "the run's folder under <output>/<name>/"),
+    _col("arm", TEXT, "", "`released`, `held`, `released_aa` (the A/A arm: released again) or "
+         "`postprocess_released`", GIL_DOC),
+    _col("block", I64, "", "the block (repeat) the run belongs to", GIL_DOC),
+    _col("order", I64, "", "its place in the block's shuffled order, from 0", GIL_DOC),
+    _col("switch_interval_s", F64, "s", "sys.setswitchinterval during the run", GIL_DOC),
+    _col("other_cpu_pct", F64, "%", "other processes' CPU during the run, of the host's",
+         GIL_DOC),
+    _col("steal_pct", F64, "%", "steal time during the run, of the host's CPU", GIL_DOC),
+    _col("contaminated", BOOL, "", "other_cpu_pct + steal_pct above "
+         "`gil_contamination_pct`", GIL_DOC),
+    _col("sched_call_p50_us", F64, "us", "the run's summary `sched_call p50`"),
+    _col("sched_call_p99_us", F64, "us", "the run's summary `sched_call p99`"),
+    _col("steps_per_s", F64, "1/s", "the run's summary `step_rate per_s`"),
+    _col("enqueue_drift_p99_s", F64, "s", "the run's summary `enqueue_drift p99` (NaN "
+         "without a frontend thread)"),
+    _col("delivery_delay_p99_s", F64, "s", "the run's summary `delivery_delay p99`"),
+    _col("frontend_cpu_share_pct", F64, "% of one core", "the run's summary "
+         "`frontend cpu_share`"),
+))
+
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL)}
+SWEEP_TABLES = ("gil",)  # one per sweep, beside its run folders, not in one

@@ -1,0 +1,183 @@
+"""The serving frontend of a real-clock replay: an API server's thread beside the engine.
+
+A thread runs an asyncio loop, as an API server does. One task injects each request at its
+trace time into a thread-safe queue, stamping when it actually enqueued (enqueue drift =
+that stamp - the intended arrival: the harness's own fidelity). The engine's loop drains
+the queue before every schedule() and never waits on it while it has work. After every
+step the engine's loop publishes the tokens it committed (each row's output length); a
+second task takes them, does `per_token_us` of Python work per token (the GIL held, as
+detokenizing and streaming hold it) and stamps when each token reached it (delivery delay
+= that stamp - the commit time). Which of the two threads runs when is the GIL's choice:
+that is what a GIL A/B comparison measures (docs/gil.md).
+
+Memory: a few numbers per trace request, each live request's delays until it leaves, and
+the delays of every token as a histogram of whole microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections import Counter
+from typing import Dict, Optional
+
+import numpy as np
+import pandas as pd
+
+from .metrics import SUMMARY_COLUMNS, describe
+
+# Python work per token standing in for incremental detokenization and streaming, in us:
+# the median of tests/bench/detokenize_cost.py on the shared 2-core development host,
+# 2026-12-01 (docs/gil.md).
+PER_TOKEN_US = 13.6
+COLUMNS = ("enqueue_drift_s", "delivery_delay_p50_s", "delivery_delay_max_s")
+
+
+class Frontend:
+    def __init__(self, arrivals: np.ndarray, per_token_us: float = PER_TOKEN_US,
+                 warmup_steps: int = 0) -> None:
+        """`arrivals`: intended enqueue times (s, sorted), request i at arrivals[i]."""
+        self._arrivals = memoryview(np.ascontiguousarray(arrivals, np.float64))
+        n = len(self._arrivals)
+        self._start = 0.0
+        self._work_ns = int(round(per_token_us * 1e3))
+        self._warmup_steps = warmup_steps
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()  # request ids, as enqueued
+        self._drift = np.full(n, np.nan)
+        self._delivered = np.zeros(n, np.int64)
+        self._p50 = np.full(n, np.nan)
+        self._max = np.full(n, np.nan)
+        self._live: Dict[int, list] = {}  # request_id -> its tokens' delays so far
+        self._histogram: Counter = Counter()  # delay in whole us -> tokens (measured steps)
+        self._published = 0
+        self._processed = 0
+        self._progress = threading.Condition()
+        self._cpu_s = self._wall_s = 0.0
+        self._error: Optional[BaseException] = None
+        self._loop = asyncio.new_event_loop()
+        self._events: Optional[asyncio.Queue] = None
+        self._stopped: Optional[asyncio.Future] = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="frontend", daemon=True)
+
+    def start(self, start: float) -> None:
+        """Run from `start`, the perf_counter() value of the real clock's zero."""
+        self._start = start
+        self._thread.start()
+        self._ready.wait()
+
+    def publish(self, record, commit_s: float) -> None:
+        """The tokens a step committed, at commit_s on the run's clock (engine thread)."""
+        # Copies: a view would keep the plan from being reused (docs/scheduling.md).
+        ids = np.concatenate([b.seq_ids for b in record.batches])
+        left = [r.seq_id for r in record.post.left]
+        event = (record.step, commit_s, ids, np.array(record.post.output_len), left)
+        self._published += 1
+        self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+
+    @property
+    def published(self) -> int:
+        return self._published
+
+    def wait(self, published: int) -> None:
+        """Until the events published so far (a count from `published`) are processed."""
+        with self._progress:
+            self._progress.wait_for(lambda: self._processed >= published or self._error)
+        if self._error is not None:
+            raise RuntimeError(f"the frontend thread failed: {self._error!r}") from self._error
+
+    def close(self) -> None:
+        """Deliver every published token, then stop the thread. Idempotent."""
+        if self._thread.is_alive():
+            try:
+                self.wait(self._published)
+            finally:
+                self._loop.call_soon_threadsafe(self._stopped.set_result, None)
+                self._thread.join()
+        for request_id in list(self._live):  # unfinished: what was delivered so far
+            self._settle(request_id)
+
+    def columns(self, ids: np.ndarray) -> Dict[str, np.ndarray]:
+        """The requests table's frontend columns for these request ids."""
+        return dict(enqueue_drift_s=self._drift[ids], delivery_delay_p50_s=self._p50[ids],
+                    delivery_delay_max_s=self._max[ids])
+
+    def summary(self, measured: np.ndarray) -> pd.DataFrame:
+        """Summary rows: enqueue drift over the measured requests (a mask by request id),
+        delivery delay over the tokens of measured steps, the thread's CPU share of its
+        time running."""
+        rows = []
+        drift = describe(self._drift[measured])
+        delay = describe(np.fromiter(self._histogram, np.float64, len(self._histogram)) / 1e6,
+                         np.fromiter(self._histogram.values(), np.int64, len(self._histogram)))
+        for metric, stats in (("enqueue_drift", drift), ("delivery_delay", delay)):
+            rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
+                     for stat, x in stats.items()]
+        share = 100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else float("nan")
+        rows.append(("frontend", "cpu_share", share, "% of one core"))
+        return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+    def _run(self) -> None:
+        cpu, wall = time.thread_time(), time.perf_counter()
+        try:
+            self._loop.run_until_complete(self._main())
+        finally:
+            self._cpu_s, self._wall_s = time.thread_time() - cpu, time.perf_counter() - wall
+            self._loop.close()
+
+    async def _main(self) -> None:
+        self._events = asyncio.Queue()
+        self._stopped = self._loop.create_future()
+        tasks = [asyncio.create_task(self._inject()), asyncio.create_task(self._deliver())]
+        self._ready.set()
+        await self._stopped
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _inject(self) -> None:
+        for i, arrival in enumerate(self._arrivals):
+            delay = arrival - (time.perf_counter() - self._start)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            now = time.perf_counter() - self._start
+            self._drift[i] = now - arrival
+            self.requests.put(i)
+
+    async def _deliver(self) -> None:
+        try:
+            await self._delivering()
+        except Exception as error:  # wait() raises it on the engine's thread
+            with self._progress:
+                self._error = error
+                self._progress.notify_all()
+
+    async def _delivering(self) -> None:
+        work_ns = self._work_ns
+        while True:
+            step, commit_s, ids, output_len, left = await self._events.get()
+            measured = step >= self._warmup_steps
+            for seq_id, total in zip(ids.tolist(), output_len.tolist()):
+                delays = self._live.setdefault(seq_id, [])
+                for _ in range(total - self._delivered[seq_id]):
+                    deadline = time.perf_counter_ns() + work_ns
+                    while time.perf_counter_ns() < deadline:  # detokenize, stream
+                        pass
+                    delay = time.perf_counter() - self._start - commit_s
+                    delays.append(delay)
+                    if measured:
+                        self._histogram[int(round(delay * 1e6))] += 1
+                self._delivered[seq_id] = total
+            for seq_id in left:
+                self._settle(seq_id)
+            with self._progress:
+                self._processed += 1
+                self._progress.notify_all()
+
+    def _settle(self, request_id: int) -> None:
+        delays = self._live.pop(request_id, None)
+        if delays:
+            self._p50[request_id] = float(np.median(delays))
+            self._max[request_id] = max(delays)

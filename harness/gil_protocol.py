@@ -1,0 +1,66 @@
+"""The order of a GIL A/B sweep, and its `gil` table.
+
+The arms run interleaved: one block per repeat, each block holding every arm once in an
+order shuffled for that block by a seeded generator, so a drift of the host during the
+sweep falls on every arm alike (docs/gil.md). With several switch intervals the whole set
+of blocks runs once per interval, in the order given. The `gil` table has one row per run
+of the sweep, with the primary metrics read back from each run's summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+
+class Arm(NamedTuple):
+    schedule_released: bool  # schedule() releases the GIL
+    postprocess_released: bool  # postprocess()'s C++ part releases it
+
+
+ARMS = {"released": Arm(True, False), "held": Arm(False, False),
+        "released_aa": Arm(True, False),  # the released arm again: the A/A noise floor
+        "postprocess_released": Arm(True, True)}
+# (summary metric, stat) -> gil table column, declared before measuring (docs/gil.md)
+PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "sched_call_p99_us",
+           ("step_rate", "per_s"): "steps_per_s", ("enqueue_drift", "p99"): "enqueue_drift_p99_s",
+           ("delivery_delay", "p99"): "delivery_delay_p99_s",
+           ("frontend", "cpu_share"): "frontend_cpu_share_pct"}
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    arm: str  # the run's gil_mode label, a key of ARMS
+    block: int  # the repeat this run belongs to
+    order: int  # its place within the block, from 0
+    switch_interval_s: float  # sys.setswitchinterval during the run
+
+
+def plan(arms: Sequence[str], repeats: int, switch_intervals: Iterable[float],
+         seed: int) -> List[PlannedRun]:
+    """Every run of the sweep, in the order they run; the same for the same seed."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for interval in switch_intervals:
+        for block in range(repeats):
+            order = rng.permutation(len(arms)) if len(arms) > 1 else [0]
+            runs += [PlannedRun(arms[i], block, position, float(interval))
+                     for position, i in enumerate(order)]
+    return runs
+
+
+def table(rows: Iterable[Tuple[str, PlannedRun, dict, List[dict]]]) -> pd.DataFrame:
+    """The gil table from (run_id, planned run, its host_share, its summary rows)."""
+    out: List[Dict[str, object]] = []
+    for run_id, run, share, summary in rows:
+        values = {(r["metric"], r["stat"]): r["value"] for r in summary}
+        out.append(dict(run_id=run_id, arm=run.arm, block=run.block, order=run.order,
+                        switch_interval_s=run.switch_interval_s,
+                        other_cpu_pct=share["other_cpu_pct"], steal_pct=share["steal_pct"],
+                        contaminated=share["contaminated"],
+                        **{column: float(values.get(key, np.nan))
+                           for key, column in PRIMARY.items()}))
+    return pd.DataFrame(out)
