@@ -162,6 +162,11 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
     return sampler
 
 
+def _chips_per_rank(engine) -> int:
+    deployment = engine.config.deployment
+    return deployment.devices // deployment.attention_dp if deployment else 1
+
+
 def _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
                    calibration, frontend) -> None:
     """The summary table, from what the recorder (and the frontend, if any) kept."""
@@ -171,7 +176,8 @@ def _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
                            columns=list(SUMMARY_COLUMNS))
     frontend_rows = frontend.summary(~recorder.warm) if frontend else None
     summary_df = pd.concat([latency, frontend_rows,
-                            recorder.step_summary.rows(engine.peak_tflops), harness,
+                            recorder.step_summary.rows(engine.peak_tflops,
+                                                       _chips_per_rank(engine)), harness,
                             device_summary(device, *_wall_window(workload, recorder),
                                            recorder.latency.output_tokens)],
                            ignore_index=True)

@@ -72,7 +72,9 @@ class StepSummary:
         """The measured steps' span on the run's clock; None if no step was measured."""
         return (self._start, self._end) if self._start <= self._end else None
 
-    def rows(self, peak_tflops: Optional[float]) -> pd.DataFrame:
+    def rows(self, peak_tflops: Optional[float], chips_per_rank: int = 1) -> pd.DataFrame:
+        """`chips_per_rank`: the devices each DP rank's batch runs on (a deployment's
+        attention TP group with its share of the experts)."""
         rows = []
         for column, metric in TIMINGS:
             parts = self._timings[column]
@@ -80,7 +82,8 @@ class StepSummary:
             rows += [(metric, stat, value, "us")
                      for stat, value in metrics.describe(per_step / 1e3).items()]
         forward_s = sum(part.sum() for part in self._timings["forward_ns"]) / 1e9
-        tflops = self._model_flops / forward_s / self._ranks / 1e12 if forward_s > 0 \
+        chips = self._ranks * chips_per_rank
+        tflops = self._model_flops / forward_s / chips / 1e12 if forward_s > 0 \
             else np.nan
         span = self._end - self._start
         rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))

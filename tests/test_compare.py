@@ -122,6 +122,10 @@ def test_cli_json_csv_and_text(tmp_path, capsys):
     assert main(["compare", a, "--", f"{tmp_path}/b/*"]) == 0
     out = capsys.readouterr().out
     assert "gil_mode: A held  B released" in out and "throughput.output_tokens" in out
+    assert main(["compare", a, "--json", "--", b]) == 0  # options anywhere before B
+    assert json.loads(capsys.readouterr().out) == data
+    assert main(["compare", a, "--", b, "--json"]) == 0  # and after it
+    assert json.loads(capsys.readouterr().out) == data
 
 
 @pytest.mark.parametrize("argv, message", [

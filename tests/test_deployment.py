@@ -5,6 +5,7 @@ memory leaves."""
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from engine.deployment import Deployment
@@ -127,3 +128,18 @@ def test_what_no_engine_could_run_is_refused_by_key(tmp_path, overrides, message
 def test_a_torch_device_keeps_the_cores_default_pool(tmp_path):
     w = load(tmp_path, "device=cpu", "model=tiny")
     assert w.values["engine"]["num_kv_blocks"] == 4096
+
+
+def test_achieved_tflops_are_per_chip_of_the_deployment(tmp_path):
+    """One DP rank on a TP8 group: its FLOPs spread over 8 chips, so MFU stays below 1."""
+    from harness.run import run_workload
+
+    (run_dir,) = run_workload(load(tmp_path, *EP8, "deployment.attention.tp=8",
+                                   "trace.generate.requests=32", "trace.generate.rate=1000"))
+    steps = pd.read_parquet(run_dir / "steps.parquet", columns=["step", "model_flops",
+                                                                "forward_ns"])
+    summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
+    forward_s = steps.groupby("step")["forward_ns"].first().sum() / 1e9
+    achieved = summary.loc[("achieved", "tflops_per_device"), "value"]
+    assert achieved == pytest.approx(steps["model_flops"].sum() / forward_s / 8 / 1e12)
+    assert 0 < summary.loc[("mfu", "model"), "value"] < 1

@@ -21,7 +21,7 @@ def test_the_two_arms_differ_in_the_switch_only():
 
 def test_a_block_size_the_trace_hash_block_does_not_fit_is_refused_at_validate():
     # The trace's 512 is read from its file, so the error points at trace.file.
-    with pytest.raises(WorkloadError, match=r"prefix_caching.yaml:7: trace.file: hash block "
+    with pytest.raises(WorkloadError, match=r"prefix_caching.yaml:9: trace.file: hash block "
                                             r"size 512 and block_size 96: one must divide "
                                             r"the other"):
         load_workload(WORKLOAD, ("engine.block_size=96",))

@@ -15,7 +15,7 @@ COUNTERS = {"batch tokens", "running", "waiting", "free KV blocks"}
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     root = tmp_path_factory.mktemp("trace")
-    (run,) = modeled_runs(root, "engine.dp_size=2")
+    (run,) = modeled_runs(root, "deployment.attention.dp=2", "deployment.attention.tp=4")
     assert main(["report", str(run), "-o", str(root / "r"), "--trace-events"]) == 0
     (path,) = (root / "r" / "trace-events").iterdir()
     return run, json.loads(path.read_text())

@@ -70,6 +70,12 @@ class Run:
         return str(self.manifest["device"]["name"])
 
     @property
+    def devices(self) -> int:
+        """The chips the run's steps ran on: its deployment's devices, else one per DP rank."""
+        keys = self.keys
+        return int(keys.get("deployment.devices") or keys.get("engine.dp_size") or 1)
+
+    @property
     def labels(self) -> Dict[str, object]:
         """What tells the runs of a sweep apart: run_id, gil_mode, overlap, device,
         repeat."""

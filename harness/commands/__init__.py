@@ -53,8 +53,7 @@ def _add_debug(sub) -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(argv)
-    args.argv = argv  # `compare A... -- B...`: argparse drops the `--` that splits the arms
+    args = parser().parse_args(compare.split_arms(argv))
     try:
         return args.handler(args)
     except BrokenPipeError:  # `steptrace show RUN | head`: the reader had enough

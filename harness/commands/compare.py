@@ -3,6 +3,7 @@ with bootstrap intervals over runs and a verdict (docs/comparing.md)."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import sys
@@ -10,6 +11,7 @@ from dataclasses import asdict
 
 from .common import BadInput, add_json, print_json
 
+ARM_B = "--arm-b"
 # The statistics the text table shows; --json and --csv carry every one.
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "tflops_per_device", "model",
@@ -31,9 +33,19 @@ def add(sub) -> None:
                    help="keep runs that did not complete (killed, interrupted, failed)")
     p.add_argument("--drop-busy", action="store_true",
                    help="leave out runs whose host was busy with other work")
+    p.add_argument(ARM_B, nargs="*", help=argparse.SUPPRESS)  # what `--` split off
     add_json(p)
     p.add_argument("--csv", action="store_true", help="print the metric rows as CSV")
     p.set_defaults(handler=main)
+
+
+def split_arms(argv: list) -> list:
+    """`compare A... -- B...` with the `--` made an option: argparse would drop it (and
+    refuse an option after it), so B's runs are what follows it up to the next option."""
+    if "compare" not in argv or "--" not in argv[argv.index("compare"):]:
+        return argv
+    at = argv.index("--", argv.index("compare"))
+    return argv[:at] + [ARM_B] + argv[at + 1:]
 
 
 def main(args) -> int:
@@ -55,20 +67,17 @@ def _arms(args):
     from ..analysis.compare import Arm, arms_by
     from ..analysis.runs import load_runs
 
-    argv = getattr(args, "argv", None) or []
     if args.by:
-        if "--" in argv:
+        if args.arm_b is not None:
             raise BadInput("compare: give either `A... -- B...` or --by KEY, not both")
         return arms_by(load_runs(args.runs), args.by)
-    if "--" not in argv:
+    if args.arm_b is None:
         raise BadInput("compare: two arms needed: `compare A... -- B...` or "
                        "`compare --by KEY RUNS...`")
-    n_b = len(argv) - argv.index("--") - 1  # after `--` every word is a run of arm B
-    specs_a, specs_b = args.runs[:len(args.runs) - n_b], args.runs[len(args.runs) - n_b:]
-    if not specs_a or not specs_b:
+    if not args.arm_b:
         raise BadInput("compare: an arm is empty: `compare A... -- B...` needs runs on "
                        "both sides of `--`")
-    return Arm("A", tuple(load_runs(specs_a))), Arm("B", tuple(load_runs(specs_b)))
+    return Arm("A", tuple(load_runs(args.runs))), Arm("B", tuple(load_runs(args.arm_b)))
 
 
 def print_text(result) -> None:

@@ -25,6 +25,7 @@ class RunData:
     complete = property(lambda self: self.run.complete)
     modeled = property(lambda self: self.run.modeled)
     device = property(lambda self: self.run.device)
+    devices = property(lambda self: self.run.devices)
     gil_mode = property(lambda self: self.run.labels["gil_mode"])
 
     @property

@@ -16,16 +16,14 @@ def draw(arms):
     peaks = set()
     for arm in arms:
         for i, run in enumerate(arm.runs):
-            c = run.columns("steps", ["step", "dp_rank", "t_start_s", "t_end_s",
-                                      "model_flops"])
-            ranks = max(1, len(np.unique(c["dp_rank"])))
+            c = run.columns("steps", ["step", "t_start_s", "t_end_s", "model_flops"])
             _, t = per_step(c["step"], {"start": c["t_start_s"], "end": c["t_end_s"]}, "first")
             _, f = per_step(c["step"], {"flops": c["model_flops"]})
             centres, total = binned(t["end"], {"flops": f["flops"]}, bins=RATE_BINS,
                                    reduce="sum")
             width = (centres[1] - centres[0]) if len(centres) > 1 else \
                 max(float(t["end"].max() - t["start"].min()), 1e-9)
-            tflops = total["flops"] / (width * ranks * 1e12)
+            tflops = total["flops"] / (width * run.devices * 1e12)
             ax.plot(centres, tflops, color=arm.colour, alpha=0.85, label=run_label(arm, i))
             mfu = run.stat("mfu", "model")
             if np.isfinite(mfu) and mfu > 0:
