@@ -5,6 +5,7 @@ holding the GIL. With the GIL held for the whole C++ call no stamp can fall insi
 with it released the ticker keeps running beside the call.
 """
 
+import contextlib
 import threading
 import time
 
@@ -21,6 +22,15 @@ def long_plan_calls(release_gil, calls=3):
             s.add_sequence(seq_id=i, prompt_len=1, max_new_tokens=1)
         schedulers.append(s)
 
+    with ticking() as stamps:
+        plans = [s.schedule(release_gil=release_gil) for s in schedulers]  # prompt rounds
+    windows = [(p.sched_start_ns, p.sched_start_ns + p.sched_ns) for p in plans]
+    return [sum(start < t < end for t in stamps) for start, end in windows], windows
+
+
+@contextlib.contextmanager
+def ticking():
+    """A thread stamping perf_counter_ns() as often as it gets the GIL, while the body runs."""
     stamps, stop = [], threading.Event()
 
     def ticker():
@@ -30,12 +40,10 @@ def long_plan_calls(release_gil, calls=3):
     thread = threading.Thread(target=ticker)
     thread.start()
     try:
-        plans = [s.schedule(release_gil=release_gil) for s in schedulers]  # prompt rounds
+        yield stamps
     finally:
         stop.set()
         thread.join()
-    windows = [(p.sched_start_ns, p.sched_start_ns + p.sched_ns) for p in plans]
-    return [sum(start < t < end for t in stamps) for start, end in windows], windows
 
 
 def test_released_schedule_lets_another_thread_run():
@@ -62,21 +70,10 @@ def test_released_postprocess_lets_another_thread_run():
         for i in range(N):
             s.add_sequence(seq_id=i, prompt_len=1, max_new_tokens=2)
         schedulers.append((s, s.schedule()))  # a prompt round: N first tokens to commit
-    stamps, stop = [], threading.Event()
-
-    def ticker():
-        while not stop.is_set():
-            stamps.append(time.perf_counter_ns())
-
-    thread = threading.Thread(target=ticker)
-    thread.start()
     windows = []
-    try:
+    with ticking() as stamps:
         for s, plan in schedulers:
             start = time.perf_counter_ns()
             s.postprocess(plan, release_gil=True)
             windows.append((start, time.perf_counter_ns()))
-    finally:
-        stop.set()
-        thread.join()
     assert max(sum(start < t < end for t in stamps) for start, end in windows) > 0
