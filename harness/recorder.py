@@ -45,10 +45,12 @@ QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread wa
 class Recorder:
     def __init__(self, engine, warmup_steps: int, run_dir, fmt: str = "parquet",
                  labels: Optional[Dict[str, object]] = None, chunk_steps: int = 1024,
-                 trace: Optional[pd.DataFrame] = None, frontend=None) -> None:
+                 trace: Optional[pd.DataFrame] = None, frontend=None,
+                 slo: Optional[Dict[str, float]] = None) -> None:
         """Streams the steps and batches tables into run_dir, and with `trace` (whose row
         i is request i) the requests table; with a `frontend` (harness/frontend.py) its
-        columns are the frontend's, else NaN."""
+        columns are the frontend's, else NaN. `slo` (seconds by ttft/tpot/e2e) adds goodput
+        to the latency summary."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
         self.log = _core.StepLog(warmup_steps, chunk_steps, lambda: flush()())
         self.chunk_steps = chunk_steps
@@ -63,7 +65,7 @@ class Recorder:
         n = 0 if trace is None else len(trace)
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)
-        self.latency = metrics.LatencySummary(n)  # the requests written so far
+        self.latency = metrics.LatencySummary(n, slo)  # the requests written so far
         self.step_summary = StepSummary()  # the steps written so far
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
         self._tables = TableWriter(run_dir, fmt, names, labels,

@@ -107,8 +107,9 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
                         workload.values["warmup_steps"]) \
         if workload.values["frontend"]["mode"] == "thread" else None
     # the recorder's table writer is ready when it returns: the manifest says the run began
+    slo = {name: limit for name, limit in workload.values["slo"].items() if limit is not None}
     recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
-                        trace=df, frontend=frontend)
+                        trace=df, frontend=frontend, slo=slo)
     tables.write_manifest(manifest, run_dir)
     previous = install(stop)
     sampler = share = None

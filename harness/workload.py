@@ -25,6 +25,7 @@ from engine.scheduler_config import FIELDS
 
 from .files import NotAFile, check_regular, not_regular
 from .frontend import PER_TOKEN_US
+from .metrics import SLO_METRICS
 from .overrides import parse_set
 from .traces import FORMATS, TraceError, read_trace
 from .yaml_lines import KeyPath, load_with_lines
@@ -161,6 +162,9 @@ SCHEMA: Dict[str, Any] = {
                     "else inline"),
         "per_token_us": Key(number(0), PER_TOKEN_US, "the frontend's Python work per token"),
     },
+    "slo": {name: Key(number(0, strict=True, allow_none=True), None,
+                      f"{name} limit in seconds: goodput counts requests within every limit")
+            for name in SLO_METRICS},
     "warmup_steps": Key(integer(0), 0, "recorded, flagged, left out of summaries"),
     "repeats": Key(integer(1), 1),
     "seeds": {

@@ -163,3 +163,17 @@ def test_sigterm_mid_run_leaves_readable_incomplete_tables(tmp_path):
     requests, steps = read(run_dir, "requests"), read(run_dir, "steps")
     assert len(requests) == 400 and (requests["status"] == "unfinished").any() and len(steps)
     assert not list(run_dir.glob(".*tmp"))
+
+
+def test_an_slo_adds_goodput_counted_from_the_requests_table(tmp_path):
+    from tests.helpers import modeled_runs
+
+    (run,) = modeled_runs(tmp_path, "slo.ttft=0.05", "slo.tpot=0.02")
+    req = read_requests(run / "requests.parquet")
+    summary = pd.read_parquet(run / "summary.parquet").set_index(["metric", "stat"])["value"]
+    good = (req["status"] == "finished") & (req["ttft_s"] <= 0.05) \
+        & ~(req["tpot_s"] > 0.02)  # a one-token request has no TPOT: it meets the limit
+    assert 0 < good.sum() < len(req)  # the limits split the requests
+    window = summary[("window", "duration")]
+    assert summary[("goodput", "requests")] == pytest.approx(good.sum() / window)
+    assert (summary[("slo", "ttft")], summary[("slo", "tpot")]) == (0.05, 0.02)

@@ -14,8 +14,9 @@ from .common import BadInput, add_json, print_json
 
 # The summary rows printed as text, in this order; --json gives every row.
 HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejected"),
-            ("throughput", "requests"), ("throughput", "output_tokens"), ("ttft", "p50"),
-            ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"), ("e2e", "p50"),
+            ("throughput", "requests"), ("throughput", "output_tokens"), ("goodput", "requests"),
+            ("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
+            ("e2e", "p50"),
             ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
             ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
             ("mfu", "model")]
