@@ -164,8 +164,10 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
 
 
 def _chips_per_rank(engine) -> int:
+    """A DP rank's chips: its deployment's attention group, else its context-parallel ones."""
     deployment = engine.config.deployment
-    return deployment.devices // deployment.attention_dp if deployment else 1
+    return deployment.devices // deployment.attention_dp if deployment \
+        else engine.config.scheduler.cp_size
 
 
 def _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,

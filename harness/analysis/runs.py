@@ -71,9 +71,11 @@ class Run:
 
     @property
     def devices(self) -> int:
-        """The chips the run's steps ran on: its deployment's devices, else one per DP rank."""
+        """The chips the run's steps ran on: its deployment's devices, else dp_size x
+        cp_size."""
         keys = self.keys
-        return int(keys.get("deployment.devices") or keys.get("engine.dp_size") or 1)
+        return int(keys.get("deployment.devices") or
+                   int(keys.get("engine.dp_size") or 1) * int(keys.get("engine.cp_size") or 1))
 
     @property
     def labels(self) -> Dict[str, object]:

@@ -40,18 +40,26 @@ def differing(runs: Sequence[RunData]) -> List[str]:
 
 
 def group(runs: Sequence[RunData]) -> Tuple[List[Arm], List[str]]:
-    """(arms in the order their first run was given, the keys that differ between them)."""
+    """(arms in the order their first run was given, the keys that differ between them).
+    An arm is named by the run labels that differ (GIL mode, device) where they tell the
+    arms apart, the keys a deployment derives from them (pool size, DP degree) left to the
+    list of what differs; otherwise by every differing key."""
     keys = differing(runs)
     arms: Dict[tuple, Arm] = {}
     for run in runs:
         s = settings(run)
         values = tuple(s.get(k, "") for k in keys)
         if values not in arms:
-            label = ", ".join(f"{k.split('.')[-1]} {v}" if k not in ("gil_mode", "device")
-                              else v for k, v in zip(keys, values)) or _one_label(runs)
-            arms[values] = Arm(label, PALETTE[len(arms) % len(PALETTE)], [],
+            arms[values] = Arm("", PALETTE[len(arms) % len(PALETTE)], [],
                                dict(zip(keys, values)))
         arms[values].runs.append(run)
+    labels = [k for k in keys if k in ("gil_mode", "device")]
+    if len({tuple(a.settings[k] for k in labels) for a in arms.values()}) < len(arms):
+        labels = keys
+    for arm in arms.values():
+        arm.label = ", ".join(arm.settings[k] if k in ("gil_mode", "device")
+                              else f"{k.split('.')[-1]} {arm.settings[k]}"
+                              for k in labels) or _one_label(runs)
     return list(arms.values()), keys
 
 

@@ -68,14 +68,12 @@ def table(arms, keys=None) -> Table:
 
 def per_device(arms) -> List[str]:
     """The row of output tokens per second per device: each run's output throughput over
-    the chips its engine ran on (dp_size x cp_size), the arm's median."""
+    the chips its engine ran on (Run.devices), the arm's median."""
     medians = []
     for arm in arms:
         values = []
         for run in arm.runs:
-            keys = run.run.keys
-            devices = int(keys.get("engine.dp_size") or 1) * int(keys.get("engine.cp_size") or 1)
-            values.append(run.stat("throughput", "output_tokens") / devices)
+            values.append(run.stat("throughput", "output_tokens") / run.devices)
         values = [v for v in values if math.isfinite(v)]
         medians.append(float(np.median(values)) if values else float("nan"))
     base = medians[0]
