@@ -116,7 +116,7 @@ def process_gone(pid, within_s):
 
 
 def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complete=True,
-                  trace_sha256="0" * 64, host_cpus=None):
+                  trace_sha256="0" * 64, host_cpus=None, modeled=False):
     """A run folder holding what a run's summary says, without running anything: its
     manifest and a summary table of `metrics` ({"ttft.p99": (0.12, "s"), ...})."""
     import json
@@ -129,7 +129,7 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
     run_dir.mkdir(parents=True)
     values = {"name": "synthetic", "engine": {"overlap": False}, **(values or {})}
     manifest = dict(values=values, trace_sha256=trace_sha256, gil_mode=gil_mode, repeat=0,
-                    device=dict(backend="cpu", name="x86_64"), modeled=False,
+                    device=dict(backend="cpu", name="x86_64"), modeled=modeled,
                     host_cpus=host_cpus, complete=complete, killed=not complete)
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     rows = [(*name.split("."), float(v), unit) for name, (v, unit) in metrics.items()]

@@ -46,6 +46,22 @@ def test_a_ten_percent_shift_is_found(tmp_path):
     assert "requests.finished" not in [m.metric for m in result.metrics]  # a count
 
 
+def test_modeled_runs_are_judged_from_one_run_each_except_the_hosts_timings(tmp_path):
+    def run(name, tokens, sched_us):
+        return synthetic_run(tmp_path / name, {"throughput.output_tokens": (tokens, "tok/s"),
+                                               "ttft.p99": (0.5, "s"),
+                                               "sched_call.p50": (sched_us, "us")},
+                             modeled=True)
+
+    a, b = run("a", 100.0, 5.0), run("b", 110.0, 6.0)
+    result = compare(Arm("A", tuple(load_runs([a]))), Arm("B", tuple(load_runs([b]))))
+    tput = result.metric("throughput.output_tokens")
+    assert tput.verdict == "higher" and tput.low == tput.high == tput.ratio
+    assert tput.says() == "B higher by 10.0% (deterministic: modeled runs)"
+    assert result.metric("ttft.p99").says() == "equal (deterministic: modeled runs)"
+    assert result.metric("sched_call.p50").verdict == "too few runs"  # measured on the host
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_an_aa_split_finds_no_difference(tmp_path, seed):
     result = compare(*arms(tmp_path, 6, 6, 1.0, seed))

@@ -20,6 +20,11 @@ from .runs import Run
 # workload keys that differ between any two runs and say nothing about what was compared
 NOT_COMPARED_KEYS = frozenset({"output"})
 LABEL_KEYS = ("gil_mode", "device")
+# The summary values a modeled run computes from its virtual clock and the device model
+# alone: the same in every run of one workload and build. The host's timings are not.
+MODELED_METRICS = frozenset({"requests", "window", "throughput", "goodput", "ttft", "tpot",
+                             "itl", "e2e", "queueing_delay", "achieved", "mfu",
+                             "prefix_cache", "step_rate"})
 
 
 @dataclass(frozen=True)
@@ -33,8 +38,10 @@ class Arm:
 @dataclass(frozen=True)
 class MetricResult:
     """One metric across the two arms. `verdict` is one of: "higher", "lower", "none" (no
-    detectable difference), "too few runs" (an arm under interval.MIN_RUNS runs, no
-    interval), "undefined" (no value in an arm, or A's median is 0)."""
+    detectable difference), "equal" (deterministic values, the same in both arms), "too
+    few runs" (an arm under interval.MIN_RUNS runs, no interval), "undefined" (no value
+    in an arm, or A's median is 0). A deterministic value (a modeled run's, every run of
+    an arm alike) is judged from one run: its interval is the ratio itself."""
 
     metric: str
     unit: str
@@ -52,9 +59,17 @@ class MetricResult:
     def difference(self) -> bool:
         return self.verdict in ("higher", "lower")
 
+    @property
+    def deterministic(self) -> bool:
+        return self.low == self.high == self.ratio
+
     def says(self) -> str:
         """The verdict in words."""
         floor = "unknown" if math.isnan(self.noise_floor) else f"±{self.noise_floor:.1%}"
+        if self.verdict == "equal":
+            return "equal (deterministic: modeled runs)"
+        if self.verdict in ("higher", "lower") and self.deterministic:
+            return f"B {self.verdict} by {abs(self.ratio - 1):.1%} (deterministic: modeled runs)"
         if self.verdict in ("higher", "lower"):
             return f"B {self.verdict} by {abs(self.ratio - 1):.1%} (noise floor {floor})"
         if self.verdict == "none":
@@ -184,23 +199,31 @@ def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> List[MetricResult]
     for run in (*runs_a, *runs_b):
         units = {**run.units(), **units}
     names = list(dict.fromkeys(n for v in values_a + values_b for n in v))
+    modeled = all(r.modeled for r in (*runs_a, *runs_b))
     out = []
     for name in names:
         a = np.array([v.get(name, math.nan) for v in values_a])
         b = np.array([v.get(name, math.nan) for v in values_b])
-        out.append(metric_result(name, units.get(name, ""), a, b))
+        exact = modeled and name.partition(".")[0] in MODELED_METRICS
+        out.append(metric_result(name, units.get(name, ""), a, b, exact))
     return out
 
 
-def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray) -> MetricResult:
-    """One metric's values in arm A and arm B (one per run; NaN ones left out) judged."""
+def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
+                  exact: bool = False) -> MetricResult:
+    """One metric's values in arm A and arm B (one per run; NaN ones left out) judged.
+    `exact`: the values are deterministic (MODELED_METRICS of modeled runs), so one run an
+    arm decides where every run of the arm agrees."""
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    r = interval.ratio(a, b)
+    deterministic = exact and len(a) and len(b) and np.ptp(a) == 0 and np.ptp(b) == 0
+    r = interval.ratio(a, b, min_runs=1 if deterministic else interval.MIN_RUNS)
     floors = [f.spread for f in (interval.noise_floor(a), interval.noise_floor(b))
               if f is not None and not math.isnan(f.spread)]
     floor = max(floors) if floors else math.nan
     if math.isnan(r.ratio):
         verdict = "undefined"
+    elif deterministic:
+        verdict = "equal" if r.ratio == 1 else "higher" if r.ratio > 1 else "lower"
     elif not r.has_interval:  # too few runs, or resamples whose A median is 0
         verdict = "too few runs" if min(len(a), len(b)) < interval.MIN_RUNS else "undefined"
     elif r.excludes_one and not abs(r.ratio - 1) <= floor:  # NaN floor: the interval alone
