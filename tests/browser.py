@@ -3,6 +3,7 @@ collect console errors, exceptions and requests, evaluate a script, take a scree
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +23,8 @@ class Page:
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
              "--no-first-run", "--disable-extensions", "--remote-debugging-port=0",
              f"--user-data-dir={self.profile}", "--window-size=1280,900", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})  # not the sanitizer's
         browser_ws = self._devtools_url(timeout_s)
         self.browser = websocket.create_connection(browser_ws, timeout=timeout_s)
         self.ws = self.browser
