@@ -285,7 +285,7 @@ class Workload:
         v = self.values
         spec = executor_spec(v["device"])
         deployment = Deployment.from_values(v["deployment"], v["precision"]) \
-            if spec and spec.modeled else None
+            if spec and spec.profile else None
         return EngineConfig(scheduler=SchedulerConfig(**v["engine"]), model=v["model"],
                             deployment=deployment,
                             device="cpu" if spec else v["device"],
@@ -421,19 +421,20 @@ def _check_model(name: str, fail) -> None:
 
 
 def _check_deployment(values, data, spec, fail) -> None:
-    """A modeled device's deployment checked against the model and the device, its DP
-    degree made the scheduler's dp_size, and num_kv_blocks checked against memory (or,
-    `auto`, derived from it). Elsewhere `auto` is the core's default pool."""
+    """A modeled or emulated device's deployment checked against the model and the device,
+    its DP degree made the scheduler's dp_size, and num_kv_blocks checked against memory
+    (or, `auto`, derived from it). Elsewhere `auto` is the core's default pool."""
     from engine.deployment import DeploymentError
     from engine.device_memory import DoesNotFit, kv_blocks
     from engine.model_config import load_model_config
 
     engine = values["engine"]
     given = data.get("engine") or {}
-    if not (spec and spec.modeled):
+    if not (spec and spec.profile):
         if data.get("deployment") is not None:
             fail(("deployment",), f"a deployment is modeled: expected device "
-                                  f"modeled:<profile>, got {values['device']}")
+                                  f"modeled:<profile> or emulated:<profile>, got "
+                                  f"{values['device']}")
         if engine["num_kv_blocks"] == "auto":
             engine["num_kv_blocks"] = next(f["default"] for f in FIELDS
                                            if f["name"] == "num_kv_blocks")

@@ -43,6 +43,13 @@ def test_deepseek_v3_on_one_h200_is_refused_with_the_numbers(tmp_path):
            "the experts, e.g. moe.ep >= 8" in message
 
 
+def test_an_emulated_device_is_checked_and_sized_as_a_modeled_one(tmp_path):
+    assert "weights about 683 GB per device > 127 GB" in refused(tmp_path, "device=emulated:H200")
+    emulated = load(tmp_path, *EP8, "device=emulated:H200").values["engine"]
+    assert emulated["num_kv_blocks"] == load(tmp_path, *EP8).values["engine"]["num_kv_blocks"]
+    assert emulated["dp_size"] == 8
+
+
 def test_the_cli_refuses_it_with_exit_2_and_writes_nothing(tmp_path):
     path = tmp_path / "w.yaml"
     path.write_text(BASE + f"output: {tmp_path / 'results'}\n")
@@ -119,7 +126,8 @@ def test_an_explicit_pool_larger_than_memory_allows_is_refused(tmp_path):
      "deployment.expert_imbalance: expected a finite number >= 1, got 0.9"),
     (["deployment.precision.kv=fp4"], "deployment.precision.kv: expected one of bf16, fp8"),
     (["device=cpu", "deployment.devices=8"],
-     "deployment: a deployment is modeled: expected device modeled:<profile>, got cpu"),
+     "deployment: a deployment is modeled: expected device modeled:<profile> or "
+     "emulated:<profile>, got cpu"),
 ])
 def test_what_no_engine_could_run_is_refused_by_key(tmp_path, overrides, message):
     assert message in refused(tmp_path, *overrides)

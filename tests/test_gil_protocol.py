@@ -34,6 +34,7 @@ trace: {{generate: {{requests: 6, rate: 200.0, prompt: {{fixed: 16}}, output: {{
 device: emulated:H200
 model: deepseek-v3
 precision: fp8
+deployment: {{devices: 8, attention: {{tp: 8}}, moe: {{tp: 8}}, dense: {{tp: 8}}}}
 emulated: {{launch_us: 10.0}}
 engine: {{num_kv_blocks: 512, block_size: 64}}
 gil_switch_interval_s: [0.005, 0.001]
