@@ -167,3 +167,19 @@ def test_an_interval_excluding_one_is_not_enough_inside_the_noise_floor():
     assert inside.says() == "no detectable difference (noise floor ±5.0%)"
     beyond = metric_result("x.p50", "s", a, np.full(6, 10.9))   # +6.3 %
     assert beyond.verdict == "higher" and beyond.says().startswith("B higher by 6.3%")
+
+
+def test_the_noise_floor_is_a_factor_either_way():
+    """A bimodal arm (a call that sometimes waits 5 ms for the GIL) has an A/A floor far
+    above 100 %; a ratio 50x below it is still named, one as far above or below as the
+    floor is not."""
+    a = np.array([50.0, 5000.0] * 4 + [60.0, 5100.0])  # halves 50 .. 60 against 5000 .. 5100
+    floor = metric_result("x.p50", "us", a, a).noise_floor
+    assert floor > 10
+    far = metric_result("x.p99", "us", np.array([7000.0, 7500, 8000, 7200, 7700, 8100]),
+                        np.array([200.0, 230, 240, 210, 220, 250]))
+    assert far.noise_floor < 1 and far.verdict == "lower"  # 0.03: beyond a floor below 1
+    down = metric_result("x.p50", "us", a, np.full(10, 1.0))
+    assert down.ratio < 1 / (1 + floor) and down.verdict == "lower"
+    inside = metric_result("x.p50", "us", a, np.full(10, 2500.0 / (1 + floor) * 1.5))
+    assert inside.ratio > 1 / (1 + floor) and inside.verdict == "none"

@@ -226,7 +226,7 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
         verdict = "equal" if r.ratio == 1 else "higher" if r.ratio > 1 else "lower"
     elif not r.has_interval:  # too few runs, or resamples whose A median is 0
         verdict = "too few runs" if min(len(a), len(b)) < interval.MIN_RUNS else "undefined"
-    elif r.excludes_one and not abs(r.ratio - 1) <= floor:  # NaN floor: the interval alone
+    elif r.excludes_one and (math.isnan(floor) or r.beyond(floor)):  # NaN: the interval alone
         verdict = "higher" if r.ratio > 1 else "lower"
     else:
         verdict = "none"

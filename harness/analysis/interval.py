@@ -40,9 +40,19 @@ class Ratio:
 
     @property
     def spread(self) -> float:
-        """How far the interval reaches from 1 on either side (0.04: ±4 %); NaN without
-        an interval."""
-        return max(abs(1 - self.low), abs(self.high - 1)) if self.has_interval else math.nan
+        """How far the interval reaches from 1 as a factor either way, minus 1 (0.04: ±4 %,
+        a ratio within 1/1.04 .. 1.04); NaN without an interval. A factor, not a
+        difference: an A/A interval of 0.2 .. 4.6 is ±360 %, and a ratio of 0.02 lies
+        beyond it (a difference from 1 could never exceed 100 % downwards)."""
+        if not self.has_interval:
+            return math.nan
+        return max(1 / self.low if self.low > 0 else math.inf, self.high) - 1
+
+    def beyond(self, spread: float) -> bool:
+        """The ratio is further from 1 than `spread` (a factor as `spread` says)."""
+        if self.ratio <= 0:
+            return True
+        return abs(math.log(self.ratio)) > math.log1p(spread)
 
 
 def _median_ratio(a, b, axis=-1):
