@@ -162,8 +162,8 @@ def test_an_explicit_pool_larger_than_memory_allows_is_refused(tmp_path):
       "deployment.precision.attention=bf16"],
      "deployment.precision.attention: Ascend 950DT has no published dense bf16 peak; "
      "published: fp8, fp4"),
-    (["device=modeled:Ascend 910C", "deployment.devices=512", "deployment.moe.ep=256",
-      "deployment.moe.tp=2"],
+    (["device=modeled:Ascend 910C", "precision=int8", "deployment.devices=512",
+      "deployment.moe.ep=256", "deployment.moe.tp=2"],
      "deployment.devices: 512 devices span more than one scale-up domain of 384, and Ascend "
      "910C has no published scale-out bandwidth"),
     (["deployment.devices=8", "engine.dp_size=4"],
