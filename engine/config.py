@@ -41,7 +41,7 @@ class EngineConfig:
     device: str = "auto"  # auto | cpu | cuda | npu
     executor: str = "torch"  # an ExecutorSpec: torch | modeled:<device profile> | null
     dtype: str = "float32"  # weights and KV cache of the torch forward
-    precision: str = "bf16"  # peak used for MFU and the modeled executor: bf16 | fp8 | fp4
+    precision: str = "bf16"  # peak used for MFU and the modeled executor: bf16 | fp8 | fp4 | int8
     seed: int = 0  # weights, synthetic prompts and the MTP acceptance model
     mtp_acceptance: Optional[float] = 0.8  # per-draft acceptance; None: verify with the model
     release_gil: bool = True  # schedule() with the GIL released (False: held)

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
-from .devices.profile import PRECISIONS, DeviceProfile
+from .devices.profile import DeviceProfile
 from .model_config import ModelConfig
 
-BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0}
 COMPUTE_PARTS = ("attention", "dense", "experts")  # GEMMs: timed at the device's peak
+KV_PRECISIONS = ("bf16", "fp8")
 # The hottest device's expert load over the mean, by default: SGLang's 96 x H100 prefill
 # ran 59,337 tok/s per node with simulated perfect balancing and 50,302 with its default
 # EPLB (LMSYS blog, 2025-05-05): 1.18.
@@ -106,10 +107,10 @@ class Deployment:
                                   f"scale-out bandwidth")
         for part in COMPUTE_PARTS:
             if profile.peak_tflops[self.precision[part]] is None:
-                published = [p for p in PRECISIONS if profile.peak_tflops[p] is not None]
                 raise DeploymentError(("precision", part), f"{profile.name} has no published "
                                       f"dense {self.precision[part]} peak; published: "
-                                      f"{', '.join(published)}")
-        if self.precision["kv"] == "fp4":
-            raise DeploymentError(("precision", "kv"), "expected bf16 or fp8, got fp4")
+                                      f"{', '.join(profile.published())}")
+        if self.precision["kv"] not in KV_PRECISIONS:
+            raise DeploymentError(("precision", "kv"), f"expected one of "
+                                  f"{', '.join(KV_PRECISIONS)}, got {self.precision['kv']}")
 

@@ -17,6 +17,7 @@ from engine.deployment import (
     COMPUTE_PARTS,
     DEFAULT_IMBALANCE,
     DEFAULT_MEMORY_UTILIZATION,
+    KV_PRECISIONS,
     Deployment,
 )
 from engine.devices.profile import PRECISIONS
@@ -194,7 +195,7 @@ SCHEMA: Dict[str, Any] = {
         "precision": {
             **{part: Key(one_of(*PRECISIONS), None, "GEMMs; null: the workload's precision")
                for part in COMPUTE_PARTS},
-            "kv": Key(one_of("bf16", "fp8"), None, "KV cache; null: bf16"),
+            "kv": Key(one_of(*KV_PRECISIONS), None, "KV cache; null: bf16"),
             "dispatch": Key(one_of(*PRECISIONS), None, "payload; null: the workload's precision"),
             "combine": Key(one_of(*PRECISIONS), None, "payload; null: bf16"),
         },
@@ -441,6 +442,10 @@ def _check_deployment(values, data, spec, fail) -> None:
         return
     model = load_model_config(values["model"])
     profile = spec.device_profile()
+    try:
+        profile.peak(values["precision"])  # MFU's peak, and the parts' default precision
+    except ValueError as e:
+        fail(("precision",), str(e))
     deployment = Deployment.from_values(values["deployment"], values["precision"])
     try:
         deployment.check(model, profile)

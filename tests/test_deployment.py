@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from engine.deployment import Deployment
-from engine.device_memory import kv_bytes_per_token, weight_bytes
+from engine.device_memory import kv_bytes_per_token, routed_expert_bytes, weight_bytes
 from engine.model_config import load_model_config
 from harness.workload import WorkloadError, load_workload
 
@@ -88,6 +88,40 @@ def test_weights_shard_as_the_deployment_says():
     assert redundant - ep8 == pytest.approx(moe_layers * 32 / 8 * expert)
 
 
+def test_int8_weights_take_one_byte():
+    cfg = load_model_config("deepseek-v3")
+    int8 = dict(attention="int8", kv="bf16", dense="int8", experts="int8", dispatch="int8",
+                combine="bf16")
+    bf16 = dict(int8, attention="bf16", dense="bf16", experts="bf16")
+    ep16 = dict(devices=16, attention_dp=16, moe_ep=16)
+    one = weight_bytes(cfg, Deployment(**ep16, precision=int8))
+    assert one == pytest.approx(weight_bytes(cfg, Deployment(**ep16, precision=bf16)) / 2)
+    # 256 / 16 routed experts of 3 x 7168 x 2048 in each of 58 + 1 (MTP) MoE layers, a byte each
+    assert routed_expert_bytes(cfg, Deployment(**ep16, precision=int8)) == 59 * 16 * 3 * 7168 * 2048
+    assert 680e9 < weight_bytes(cfg, Deployment(precision=int8)) < 690e9
+
+
+def test_an_int8_deployment_on_910c_runs_at_the_int8_peak(tmp_path):
+    """W8A8 DeepSeek-V3 on 16 Ascend 910C (DP16, EP16): the pool is what 128 GB leaves, MFU is
+    against the 1,504 TOPS INT8 peak."""
+    from harness.run import run_workload
+
+    w = load(tmp_path, "device=modeled:Ascend 910C", "precision=int8", "deployment.devices=16",
+             "engine.block_size=64", "trace.generate.requests=32", "trace.generate.rate=1000")
+    cfg = load_model_config("deepseek-v3")
+    d = Deployment.from_values(w.values["deployment"], "int8")
+    assert d.precision["experts"] == d.precision["dispatch"] == "int8"
+    left = 128e9 * 0.9 - weight_bytes(cfg, d)
+    assert w.values["engine"]["num_kv_blocks"] == int(left // (64 * kv_bytes_per_token(cfg, d)))
+    (run_dir,) = run_workload(w)
+    steps = pd.read_parquet(run_dir / "steps.parquet", columns=["step", "experts_s",
+                                                                "dispatch_s"])
+    assert (steps["experts_s"] > 0).any() and (steps["dispatch_s"] > 0).any()
+    summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
+    achieved = summary.loc[("achieved", "tflops_per_device"), "value"]
+    assert summary.loc[("mfu", "model"), "value"] == pytest.approx(achieved / 1504)
+
+
 def test_an_explicit_pool_larger_than_memory_allows_is_refused(tmp_path):
     fits = load(tmp_path, *EP8, "engine.block_size=64").values["engine"]["num_kv_blocks"]
     assert load(tmp_path, *EP8, "engine.block_size=64",
@@ -110,13 +144,26 @@ def test_an_explicit_pool_larger_than_memory_allows_is_refused(tmp_path):
      "deployment.attention.tp: a TP group of 16 is wider than H200's scale-up domain of 8 "
      "devices"),
     (["deployment.devices=8", "deployment.precision.experts=fp4"],
-     "deployment.precision.experts: H200 has no published dense fp4 peak; published: bf16, fp8"),
+     "deployment.precision.experts: H200 has no published dense fp4 peak; published: bf16, "
+     "fp8, int8"),
+    (["device=modeled:Ascend 910C", "precision=int8", "deployment.devices=16",
+      "deployment.precision.experts=fp8"],
+     "deployment.precision.experts: Ascend 910C has no published dense fp8 peak; published: "
+     "bf16, int8"),
+    (["device=modeled:Ascend 950DT", "deployment.devices=8", "deployment.precision.dense=int8"],
+     "deployment.precision.dense: Ascend 950DT has no published dense int8 peak; published: "
+     "fp8, fp4"),
+    (["device=modeled:Ascend 950DT", "precision=int8", "deployment.devices=8"],
+     "precision: Ascend 950DT: no published dense int8 peak; published precisions: fp8, fp4"),
+    (["device=modeled:Ascend 910C", "deployment.devices=16"],
+     "precision: Ascend 910C: no published dense fp8 peak; published precisions: bf16, int8"),
+    (["deployment.precision.kv=int8"], "deployment.precision.kv: expected one of bf16, fp8"),
     (["device=modeled:Ascend 950DT", "deployment.devices=8",
       "deployment.precision.attention=bf16"],
      "deployment.precision.attention: Ascend 950DT has no published dense bf16 peak; "
      "published: fp8, fp4"),
-    (["device=modeled:Ascend 910C", "deployment.devices=512", "deployment.moe.ep=256",
-      "deployment.moe.tp=2"],
+    (["device=modeled:Ascend 910C", "precision=int8", "deployment.devices=512",
+      "deployment.moe.ep=256", "deployment.moe.tp=2"],
      "deployment.devices: 512 devices span more than one scale-up domain of 384, and Ascend "
      "910C has no published scale-out bandwidth"),
     (["deployment.devices=8", "engine.dp_size=4"],

@@ -6,19 +6,19 @@ import yaml
 from engine.devices import PRECISIONS, known_devices, load_device_profile
 from engine.devices.profile import DEVICES_DIR
 
-# docs/design/hardware_and_models.md §1: bf16, fp8, fp4 TFLOP/s; HBM GB, TB/s; interconnect
-# GB/s; TDP W
+# docs/design/hardware_and_models.md §1: bf16, fp8, fp4, int8 TFLOP/s; HBM GB, TB/s;
+# interconnect GB/s; TDP W
 DOC = {
-    "H100": (989, 1979, None, 80, 3.35, 900, 700),
-    "H200": (989, 1979, None, 141, 4.8, 900, 700),
-    "H800": (989, 1979, None, 80, 3.35, 400, 700),
-    "B200": (2250, 4500, 9000, 180, 8, 1800, 1000),
-    "GB200": (2500, 5000, 10000, 186, 8, 1800, 1200),
-    "B300": (2250, 4500, 13500, 288, 8, 1800, 1100),
-    "Ascend 910B": (320, None, None, 64, 1.6, 392, 400),
-    "Ascend 910C": (752, None, None, 128, 3.2, 784, None),
-    "Ascend 950PR": (None, 1000, 2000, 128, 1.6, 2000, 600),
-    "Ascend 950DT": (None, 1000, 2000, 144, 4, 2000, None),
+    "H100": (989, 1979, None, 1979, 80, 3.35, 900, 700),
+    "H200": (989, 1979, None, 1979, 141, 4.8, 900, 700),
+    "H800": (989, 1979, None, 1979, 80, 3.35, 400, 700),
+    "B200": (2250, 4500, 9000, 4500, 180, 8, 1800, 1000),
+    "GB200": (2500, 5000, 10000, None, 186, 8, 1800, 1200),
+    "B300": (2250, 4500, 13500, None, 288, 8, 1800, 1100),
+    "Ascend 910B": (320, None, None, 640, 64, 1.6, 392, 400),
+    "Ascend 910C": (752, None, None, 1504, 128, 3.2, 784, None),
+    "Ascend 950PR": (None, 1000, 2000, None, 128, 1.6, 2000, 600),
+    "Ascend 950DT": (None, 1000, 2000, None, 144, 4, 2000, None),
 }
 
 
@@ -82,7 +82,7 @@ def edited(tmp_path, change):
 @pytest.mark.parametrize("change, match", [
     (lambda d: d.update(sm_count=132), r"unknown field\(s\) \['sm_count'\]"),
     (lambda d: d.pop("tdp_w"), r"missing field\(s\) \['tdp_w'\]"),
-    (lambda d: d["peak_tflops"].pop("fp4"), "must give each of bf16, fp8, fp4"),
+    (lambda d: d["peak_tflops"].pop("fp4"), "must give each of bf16, fp8, fp4, int8"),
     (lambda d: d["hbm_gb"].update(kind="guess"), "hbm_gb.kind must be one of"),
     (lambda d: d["hbm_gb"].update(kind="assumption"), "hbm_gb.kind must be one of"),
     (lambda d: d["compute_efficiency"].update(kind="vendor"), "must be one of assumption"),

@@ -15,7 +15,9 @@ from typing import Mapping, Optional, Union
 import yaml
 
 DEVICES_DIR = Path(__file__).resolve().parent
-PRECISIONS = ("bf16", "fp8", "fp4")  # dense tensor-core rates; MX/NV block formats run at these
+# dense tensor-core rates; MX/NV block formats run at these; int8 is W8A8 (Ascend 910B/910C
+# serve DeepSeek in INT8: they have no FP8)
+PRECISIONS = ("bf16", "fp8", "fp4", "int8")
 FIGURE_KINDS = ("vendor", "press", "derived")
 # the step model's constants: a default (assumption) or fitted to published deployments
 # (docs/modeling.md, "Efficiencies")
@@ -54,15 +56,18 @@ class DeviceProfile:
     memory_efficiency: Figure
     source: str = ""
 
+    def published(self) -> list:
+        """The precisions with a published dense peak."""
+        return [p for p in PRECISIONS if self.peak_tflops[p] is not None]
+
     def peak(self, precision: str) -> float:
         """Dense peak TFLOP/s at `precision`; raises if the figure is unpublished."""
         if precision not in self.peak_tflops:
             raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
         figure = self.peak_tflops[precision]
         if figure is None:
-            published = [p for p, f in self.peak_tflops.items() if f is not None]
             raise ValueError(f"{self.name}: no published dense {precision} peak; published "
-                             f"precisions: {', '.join(published) or 'none'}")
+                             f"precisions: {', '.join(self.published()) or 'none'}")
         return figure.value
 
 
