@@ -19,7 +19,7 @@ DOC = REPO / "docs" / "modeling.md"
 ROWS = REPO / "workloads" / "validation"
 # Rows whose run takes more than about 20 s on a busy 2-core machine; docs/modeling.md
 # marks them too. Their figures were checked by running the row's command.
-SLOW = {"DS-D", "DS-prodD", "SG-D", "TRT-T"}
+SLOW = {"DS-D", "DS-prodD", "SG-D", "TRT-T", "LL-EP128", "LL-EP256"}
 
 
 def tables(heading):
@@ -81,7 +81,7 @@ ALL_TO_ALLS = tables("The communication term alone")
 def test_the_tables_hold_every_validation_workload():
     named = {r["file"] for r in DEPLOYMENTS + ALL_TO_ALLS}
     assert named == {p.name for p in ROWS.glob("*.yaml")}
-    assert {r["id"] for r in DEPLOYMENTS} >= SLOW
+    assert {r["id"] for r in DEPLOYMENTS + ALL_TO_ALLS} >= SLOW
 
 
 @pytest.mark.parametrize("row", [r for r in DEPLOYMENTS if r["id"] not in SLOW],
@@ -95,13 +95,15 @@ def test_deployment_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
         assert abs(value - number) <= half, (row["id"], got, row["modeled"])
 
 
-@pytest.mark.parametrize("row", ALL_TO_ALLS, ids=lambda r: r["id"])
+@pytest.mark.parametrize("row", [r for r in ALL_TO_ALLS if r["id"] not in SLOW],
+                         ids=lambda r: r["id"])
 def test_all_to_all_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
-    # one MoE layer, one micro-batch: a step's dispatch and combine are one all-to-all each
+    # one MoE layer, one micro-batch: a step's dispatch and combine are one all-to-all each;
+    # the largest is the step with every rank at its full tokens (arrivals ramp up and down)
     _, summary = run(tmp_path, monkeypatch, row["file"])
     for part in ("dispatch", "combine"):
         (number, half), = figures(row[f"modeled {part}"])
-        value = summary[(part, "p50")]
+        value = summary[(part, "max")]
         if "GB/s" in row[f"modeled {part}"]:  # normal kernels: the link's bytes / the time
             (mb, _), = figures(row[f"{part} MB"])
             value = mb * 1e6 / (value * 1e-6) / 1e9
