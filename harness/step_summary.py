@@ -1,7 +1,7 @@
 """The engine summary: scheduler-call, step and forward percentiles, achieved TFLOP/s and
-MFU, the prefix cache's hit rate and evictions over the measured steps (docs/metrics.md,
-"Engine", "Prefix cache"), fed the steps table a chunk at a time, as the recorder writes
-it, or whole (`engine_summary`)."""
+MFU, the prefix cache's hit rate and evictions, a modeled deployment's step parts over the
+measured steps (docs/metrics.md, "Engine", "Prefix cache", "Modeled step parts"), fed the
+steps table a chunk at a time, as the recorder writes it, or whole (`engine_summary`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from . import metrics
 # per-step timings: the same on every rank's row of a step
 TIMINGS = (("sched_call_ns", "sched_call"), ("sched_cpp_ns", "sched_cpp"),
            ("step_ns", "step"), ("forward_ns", "forward"))
+# a modeled deployment's parts of a step (docs/modeling.md): per rank, summarised per step
+# as the slowest rank's
+PARTS = (("attention_s", "attention"), ("dense_s", "dense"), ("experts_s", "experts"),
+         ("dispatch_s", "dispatch"), ("combine_s", "combine"), ("allreduce_s", "allreduce"))
 
 
 def engine_summary(steps: pd.DataFrame, peak_tflops: Optional[float]) -> pd.DataFrame:
@@ -32,6 +36,7 @@ class StepSummary:
     def __init__(self) -> None:
         self.steps = 0  # every step recorded, warm-up included
         self._timings = {column: [] for column, _ in TIMINGS}
+        self._parts = {column: [] for column, _ in PARTS}
         self._model_flops = 0.0
         self._hit_tokens = self._prefill_tokens = self._evicted = 0
         self._ranks = 1
@@ -42,7 +47,8 @@ class StepSummary:
         """Columns of whole steps (a DataFrame or a mapping of arrays) in step order, the
         rows of one step adjacent, one per DP rank: step, dp_rank, warmup, the TIMINGS,
         model_flops, t_start_s, t_end_s, phase (`prompt` / `decode`, or the recorder's codes,
-        1 for prompt), tokens_q, prefix_hit_tokens, kv_blocks_evicted."""
+        1 for prompt), tokens_q, prefix_hit_tokens, kv_blocks_evicted and, where present,
+        the PARTS."""
         step = np.asarray(steps["step"])
         if not len(step):
             return
@@ -56,6 +62,10 @@ class StepSummary:
         self._measured += len(first)
         for column, _ in TIMINGS:
             self._timings[column].append(np.asarray(steps[column])[measured][first])
+        for column, _ in PARTS:
+            if column in steps:
+                values = np.asarray(steps[column], dtype=np.float64)[measured]
+                self._parts[column].append(np.maximum.reduceat(values, first))
         self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
         phase = np.asarray(steps["phase"])
         prompt = measured & (phase == (1 if phase.dtype.kind in "iu" else "prompt"))
@@ -86,6 +96,12 @@ class StepSummary:
         tflops = self._model_flops / forward_s / chips / 1e12 if forward_s > 0 \
             else np.nan
         span = self._end - self._start
+        parts = {column: np.concatenate(chunks) if chunks else np.zeros(0)
+                 for column, chunks in self._parts.items()}
+        if any(v.any() for v in parts.values()):  # a modeled deployment: not all zero
+            for column, metric in PARTS:
+                rows += [(metric, stat, value, "us")
+                         for stat, value in metrics.describe(parts[column] * 1e6).items()]
         rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
         if peak_tflops:

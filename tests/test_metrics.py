@@ -381,6 +381,34 @@ def test_achieved_tflops_and_mfu_by_hand():
     assert stats[("forward", "mean")] == pytest.approx(1e6)  # us: the warm-up step left out
 
 
+def test_modeled_step_parts_by_hand():
+    # 2 DP ranks; measured steps 1, 2 and 3 (step 0 is warm-up). Each step's dispatch is its
+    # slowest rank's: max(1, 3) = 3, max(5, 2) = 5, max(0, 4) = 4 us -> p50 4, max 5; parts
+    # that are zero on every step still get rows, since the run has a deployment.
+    us = 1e-6
+    steps = pd.DataFrame(dict(
+        step=[0, 0, 1, 1, 2, 2, 3, 3], dp_rank=[0, 1] * 4, warmup=[True] * 2 + [False] * 6,
+        dispatch_s=[us * v for v in (99, 99, 1, 3, 5, 2, 0, 4)], combine_s=[0.0] * 8,
+        forward_ns=[1e3] * 8, model_flops=[1.0] * 8, sched_call_ns=[1e3] * 8,
+        sched_cpp_ns=[1e3] * 8, step_ns=[1e3] * 8, t_start_s=[0.0] * 8, t_end_s=[1.0] * 8,
+        phase=["decode"] * 8, tokens_q=[1] * 8, prefix_hit_tokens=[0] * 8,
+        kv_blocks_evicted=[0] * 8))
+    stats = engine_summary(steps, None).set_index(["metric", "stat"])["value"]
+    assert (stats[("dispatch", "count")], stats[("dispatch", "p50")],
+            stats[("dispatch", "max")]) == (3, pytest.approx(4.0), pytest.approx(5.0))
+    assert stats[("combine", "max")] == 0.0
+
+
+def test_a_run_without_a_deployment_has_no_step_parts():
+    steps = pd.DataFrame(dict(
+        step=[0, 1], dp_rank=[0, 0], warmup=[False, False], dispatch_s=[0.0, 0.0],
+        forward_ns=[1e3] * 2, model_flops=[1.0] * 2, sched_call_ns=[1e3] * 2,
+        sched_cpp_ns=[1e3] * 2, step_ns=[1e3] * 2, t_start_s=[0.0] * 2, t_end_s=[1.0] * 2,
+        phase=["decode"] * 2, tokens_q=[1] * 2, prefix_hit_tokens=[0] * 2,
+        kv_blocks_evicted=[0] * 2))
+    assert "dispatch" not in set(engine_summary(steps, None)["metric"])
+
+
 def test_prefix_cache_hit_rate_by_hand():
     # Measured steps 1 (prompt: 30 + 10 tokens computed, 40 + 20 hit, 3 evicted) and 2
     # (decode: its 8 tokens are no prompt tokens); step 0 is warm-up. Hit rate:
