@@ -441,7 +441,10 @@ def _check_deployment(values, data, spec, fail) -> None:
                                            if f["name"] == "num_kv_blocks")
         return
     model = load_model_config(values["model"])
-    profile = spec.device_profile()
+    try:
+        profile = spec.device_profile()
+    except (ValueError, TypeError, OSError) as e:  # a profile YAML of the user's
+        fail(("device",), str(e))
     try:
         profile.peak(values["precision"])  # MFU's peak, and the parts' default precision
     except ValueError as e:

@@ -94,3 +94,16 @@ def edited(tmp_path, change):
 def test_bad_profile_names_the_field(tmp_path, change, match):
     with pytest.raises(ValueError, match=match):
         load_device_profile(edited(tmp_path, change))
+
+
+def test_a_workload_with_a_bad_profile_file_is_refused_at_validation(tmp_path, capsys):
+    from harness.commands import main
+
+    path = edited(tmp_path, lambda d: d["peak_tflops"].pop("int8"))
+    workload = tmp_path / "w.yaml"
+    workload.write_text(f"trace: {{generate: {{requests: 2, rate: 1, prompt: {{fixed: 8}}, "
+                        f"output: {{fixed: 2}}}}}}\nmodel: tiny\ndevice: modeled:{path}\n")
+    assert main(["validate", str(workload)]) == 2
+    err = capsys.readouterr().err
+    assert f"w.yaml:3: device: {path}: peak_tflops must give each of" in err
+    assert "internal error" not in err

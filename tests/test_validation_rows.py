@@ -26,7 +26,8 @@ SLOW = {"DS-prodD", "TRT-T", "LL-EP128", "LL-EP256",
 
 def tables(heading):
     """The rows of the markdown tables under `## <heading>` (until the next `## `), as
-    dicts of header -> cell, with the row's file (the backticked .yaml) under `file`."""
+    dicts of header -> cell, with the row's file (the backticked .yaml) under `file` and the
+    overrides it names (backticked `--set KEY=VALUE`) under `sets`."""
     section = DOC.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     rows, header = [], None
     for line in section.splitlines():
@@ -39,6 +40,7 @@ def tables(heading):
         elif not set(line) <= set("|-: "):
             row = dict(zip(header, cells))
             row["file"] = re.search(r"`([\w.]+\.yaml)`", line).group(1)
+            row["sets"] = re.findall(r"`--set (\S+)`", line)
             row["id"] = row["row"].split()[0]
             rows.append(row)
     return rows
@@ -54,9 +56,10 @@ def figures(cell):
     return out
 
 
-def run(tmp_path, monkeypatch, file):
+def run(tmp_path, monkeypatch, file, sets=()):
     monkeypatch.chdir(REPO)  # rows name their model and device files from the repository
-    assert main(["run", str(ROWS / file), "--set", f"output={tmp_path}"]) == 0
+    overrides = [arg for item in (*sets, f"output={tmp_path}") for arg in ("--set", item)]
+    assert main(["run", str(ROWS / file), *overrides]) == 0
     run_dir, = (p.parent for p in tmp_path.glob("*/*/manifest.json"))
     summary = {(r["metric"], r["stat"]): r["value"] for r in read(run_dir)["summary"]}
     return yaml.safe_load((ROWS / file).read_text()), summary
@@ -89,7 +92,7 @@ def test_the_tables_hold_every_validation_workload():
 @pytest.mark.parametrize("row", [r for r in DEPLOYMENTS if r["id"] not in SLOW],
                          ids=lambda r: r["id"])
 def test_deployment_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
-    workload, summary = run(tmp_path, monkeypatch, row["file"])
+    workload, summary = run(tmp_path, monkeypatch, row["file"], row["sets"])
     got = modeled(row, workload, summary)
     printed = figures(row["modeled"].replace(" ms", ""))
     assert len(printed) <= len(got)
