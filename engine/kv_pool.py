@@ -65,13 +65,12 @@ def memory_queries(device: torch.device):
     return getattr(torch, device.type) if device.type in ("cuda", "npu") else None
 
 
-def size_kv_pool(model: DeepSeekModel, device: torch.device, config, memory=None) -> KVPool:
+def size_kv_pool(model: DeepSeekModel, device: torch.device, config) -> KVPool:
     """Each DP rank's pool for an EngineConfig whose model is resident on `device`. With
-    config.memory_utilization None, or on a CPU, the configured pool. `memory`: the queries
-    to use (default memory_queries(device)). Raises DoesNotFit, with the numbers, when not
-    one sequence of max_position_embeddings tokens fits a rank."""
+    config.memory_utilization None, or on a CPU, the configured pool. Raises DoesNotFit,
+    with the numbers, when not one sequence of max_position_embeddings tokens fits a rank."""
     sched = config.scheduler
-    memory = memory or memory_queries(device)
+    memory = memory_queries(device)
     if config.memory_utilization is None or memory is None:
         note = CPU_NOTE if config.memory_utilization is not None else ""
         return KVPool(sched.num_kv_blocks, "configured", note)
@@ -79,7 +78,8 @@ def size_kv_pool(model: DeepSeekModel, device: torch.device, config, memory=None
     memory.empty_cache()
     free, total = memory.mem_get_info(device)
     used = total - free
-    reserve = _profile_reserve(model, device, config, memory)
+    tokens = min(sched.max_num_batched_tokens, model.cfg.max_position_embeddings)
+    reserve = _profile_reserve(model, device, config, memory, tokens)
     per_block = model.kv_block_bytes(sched.block_size)
     u, ranks = config.memory_utilization, sched.dp_size
     fit = blocks_from_memory(total, used, reserve, u, per_block, ranks)
@@ -90,7 +90,7 @@ def size_kv_pool(model: DeepSeekModel, device: torch.device, config, memory=None
             f"{model.cfg.name} ({config.dtype}) on {device}: {_gb(total)} GB x "
             f"memory_utilization {u:g} = {_gb(total * u)} GB; {_gb(used)} GB in use with the "
             f"weights resident and {_gb(reserve)} GB of activations (a "
-            f"{sched.max_num_batched_tokens}-token forward) leave {_gb(max(left, 0))} GB: "
+            f"{tokens}-token forward) leave {_gb(max(left, 0))} GB: "
             f"{fit} KV blocks of {sched.block_size} tokens ({per_block:,} bytes each) per DP "
             f"rank ({ranks} on the device), < {one_sequence} for one sequence of "
             f"max_position_embeddings {model.cfg.max_position_embeddings} tokens")
@@ -100,12 +100,11 @@ def size_kv_pool(model: DeepSeekModel, device: torch.device, config, memory=None
                   ranks=ranks, fit_blocks=fit)
 
 
-def _profile_reserve(model, device, config, memory) -> int:
-    """The allocator's peak above its baseline over one forward of a prompt chunk of
-    max_num_batched_tokens tokens (at most max_position_embeddings), through a Worker with
-    just the blocks that chunk needs (allocated before the baseline: KV, not activations)."""
+def _profile_reserve(model, device, config, memory, tokens: int) -> int:
+    """The allocator's peak above its baseline over one forward of a `tokens` prompt chunk,
+    through a Worker with just the blocks that chunk needs (allocated before the baseline:
+    KV, not activations)."""
     sched = config.scheduler
-    tokens = min(sched.max_num_batched_tokens, model.cfg.max_position_embeddings)
     blocks = math.ceil(tokens / sched.block_size)
     worker = Worker(model, blocks, sched.block_size, sched.num_mtp, config.mtp_acceptance,
                     seed=config.seed, device=device)

@@ -23,7 +23,8 @@ class FakeCudaMemory:
     baseline + `activations` once the peak was reset."""
 
     def __init__(self, total, free, activations, baseline=5e6):
-        self.total, self.free, self.activations, self.baseline = total, free, activations, baseline
+        self.total, self.free, self.activations = total, free, activations
+        self.baseline = baseline
         self.peak = None
 
     def install(self, monkeypatch):
