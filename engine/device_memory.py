@@ -25,7 +25,7 @@ INT32_MAX = 2**31 - 1
 
 
 class DoesNotFit(ValueError):
-    """A deployment that does not fit its devices; the message has the numbers."""
+    """A model or deployment that does not fit its devices; the message has the numbers."""
 
 
 @dataclass(frozen=True)
