@@ -7,8 +7,7 @@ import json
 import pytest
 import torch
 
-from engine import LLMEngine, SchedulerConfig
-from engine import kv_pool
+from engine import LLMEngine, SchedulerConfig, kv_pool
 from engine.config import EngineConfig
 from engine.device_memory import DoesNotFit
 from harness.commands import main
