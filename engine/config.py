@@ -50,6 +50,9 @@ class EngineConfig:
     deployment: Optional[Deployment] = None
     release_gil_postprocess: bool = False  # postprocess()'s C++ part with the GIL released
     launch_us: float = LAUNCH_US  # emulated executor: host launch cost per decoder layer
+    # torch executor on CUDA or an NPU: num_kv_blocks derived from device memory at this
+    # share of it (engine/kv_pool.py); None: scheduler.num_kv_blocks as given
+    memory_utilization: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, SchedulerConfig):
@@ -67,5 +70,9 @@ class EngineConfig:
             raise ValueError(f"launch_us must be a finite number >= 0, got {self.launch_us!r}")
         if self.mtp_acceptance is not None and not 0.0 <= self.mtp_acceptance <= 1.0:
             raise ValueError(f"mtp_acceptance must be within 0..1 (or None), got {self.mtp_acceptance}")
+        u = self.memory_utilization
+        if u is not None and (isinstance(u, bool) or not isinstance(u, (int, float))
+                              or not 0.0 < u <= 1.0):
+            raise ValueError(f"memory_utilization must be within (0, 1] (or None), got {u!r}")
         if self.deployment is not None and not isinstance(self.deployment, Deployment):
             raise ValueError(f"deployment must be a Deployment or None, got {self.deployment!r}")

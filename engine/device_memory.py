@@ -25,7 +25,7 @@ INT32_MAX = 2**31 - 1
 
 
 class DoesNotFit(ValueError):
-    """A deployment that does not fit its devices; the message has the numbers."""
+    """A model or deployment that does not fit its devices; the message has the numbers."""
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,13 @@ def kv_blocks(cfg: ModelConfig, d: Deployment, profile: DeviceProfile, block_siz
                                f"after {_gb(m.weights)} GB of weights, {hbm} leaves room for "
                                f"{fit}")
         return requested
-    useful = max_num_seqs * math.ceil(cfg.max_position_embeddings / block_size)
-    return min(fit, useful, INT32_MAX)
+    return min(fit, pool_cap(cfg, block_size, max_num_seqs))
+
+
+def pool_cap(cfg: ModelConfig, block_size: int, max_num_seqs: int) -> int:
+    """The most KV blocks a DP rank's pool can ever use: max_num_seqs sequences of
+    max_position_embeddings tokens (and what the core's int32 holds)."""
+    return min(max_num_seqs * math.ceil(cfg.max_position_embeddings / block_size), INT32_MAX)
 
 
 def _hint(cfg: ModelConfig, d: Deployment, m: DeviceMemory) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -92,16 +92,21 @@ class _Launched:
 
 class LLMEngine:
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
-        self.config = config
         self.model_config = load_model_config(config.model)
+        # The estimator is for metrics only: it never picks batches. It counts weights and
+        # KV at the bytes the run moves (the modeled executor times steps with it too).
+        # device_profile: that of the device the steps run on, where one is known (modeled).
+        # The executor comes first: on a real accelerator it sizes the pool (kv_pool) with
+        # the model resident, and the scheduler is built with that pool.
+        self.executor, self.flops, self.device, self.device_profile, self.kv_pool = \
+            ExecutorSpec.parse(config.executor).build(config, self.model_config)
+        if self.kv_pool is not None:
+            config = replace(config, scheduler=replace(
+                config.scheduler, num_kv_blocks=self.kv_pool.num_kv_blocks))
+        self.config = config
         # A request the scheduler finished or rejected is released at once (its slot
         # reused): the recorder and the executor keep what they need of it.
         self.scheduler = _core.Scheduler(config.scheduler, retain_finished=False)
-        # The estimator is for metrics only: it never picks batches. It counts weights and
-        # KV at the bytes the run moves (the modeled executor times steps with it too).
-        # device_profile: that of the device the steps run on, where one is known (modeled)
-        self.executor, self.flops, self.device, self.device_profile = \
-            ExecutorSpec.parse(config.executor).build(config, self.model_config)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
         self._cost = self.flops.cost_model()
         self._release_gil = config.release_gil

@@ -228,6 +228,11 @@ class DeepSeekModel(nn.Module):
                            dtype=dtype or self.lm_head.weight.dtype,
                            device=device or self.lm_head.weight.device)
 
+    def kv_block_bytes(self, block_size: int) -> int:
+        """Bytes of one block of new_kv_cache's default cache: every cache layer's latent."""
+        return self.num_cache_layers * block_size * self.cfg.kv_cache_dim \
+            * self.lm_head.weight.element_size()
+
     def forward(self, batch: ForwardBatch, kv_cache: torch.Tensor) -> torch.Tensor:
         """Final hidden states (before the final norm) of every packed token."""
         x = self.embed(batch.input_ids)

@@ -85,13 +85,15 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
     gil, repeat = run.arm, run.block
-    config = workload.engine_config(run.arm)
+    # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
+    engine = LLMEngine(workload.engine_config(run.arm))
     calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
-    calibration = calibrate(config, trace.df, calibration_requests) \
+    calibration = calibrate(engine.config, trace.df, calibration_requests) \
         if calibration_requests else None
     if stop.is_set():
+        engine.close()
         return None
-    engine = LLMEngine(config)
+    config = engine.config
     manifest = _manifest(workload, trace, engine, gil, repeat)
     manifest.update(block=run.block, order=run.order)
     interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
@@ -225,6 +227,7 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
                     chip=engine.device.chip, capability=engine.device.capability),
         executor=engine.config.executor, modeled=modeled,
         modeled_device=engine.device_profile.name if modeled else None,
+        kv_pool=engine.kv_pool.manifest() if engine.kv_pool else None,
         started=_now(), complete=False, pid=os.getpid(), host=socket.gethostname())
 
 

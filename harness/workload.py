@@ -121,6 +121,7 @@ def _scheduler_keys() -> Dict[str, Key]:
 
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+DEFAULT_KV_BLOCKS = SchedulerConfig().num_kv_blocks  # the core's pool: `auto` on a CPU
 
 SCHEMA: Dict[str, Any] = {
     "name": Key(run_name, None, "run name (one path component); default: the file's stem"),
@@ -203,7 +204,8 @@ SCHEMA: Dict[str, Any] = {
         "expert_imbalance": Key(number(1), DEFAULT_IMBALANCE,
                                 "hottest device's expert load over the mean"),
         "memory_utilization": Key(number(0, 1, strict=True), DEFAULT_MEMORY_UTILIZATION,
-                                  "share of HBM for weights and KV"),
+                                  "share of HBM for weights and KV (on a torch device "
+                                  "also the measured activations)"),
     },
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
@@ -287,7 +289,12 @@ class Workload:
         spec = executor_spec(v["device"])
         deployment = Deployment.from_values(v["deployment"], v["precision"]) \
             if spec and spec.profile else None
-        return EngineConfig(scheduler=SchedulerConfig(**v["engine"]), model=v["model"],
+        # `auto` left to a torch device: the executor sizes it with the model resident
+        auto = v["engine"]["num_kv_blocks"] == "auto"
+        engine = {**v["engine"], "num_kv_blocks": DEFAULT_KV_BLOCKS} if auto else v["engine"]
+        return EngineConfig(scheduler=SchedulerConfig(**engine), model=v["model"],
+                            memory_utilization=v["deployment"]["memory_utilization"]
+                            if auto else None,
                             deployment=deployment,
                             device="cpu" if spec else v["device"],
                             executor=str(spec or "torch"), dtype=v["dtype"],
@@ -424,7 +431,8 @@ def _check_model(name: str, fail) -> None:
 def _check_deployment(values, data, spec, fail) -> None:
     """A modeled or emulated device's deployment checked against the model and the device,
     its DP degree made the scheduler's dp_size, and num_kv_blocks checked against memory
-    (or, `auto`, derived from it). Elsewhere `auto` is the core's default pool."""
+    (or, `auto`, derived from it). A torch device takes memory_utilization alone; its `auto`
+    is sized when the model is on the device (engine/kv_pool.py)."""
     from engine.deployment import DeploymentError
     from engine.device_memory import DoesNotFit, kv_blocks
     from engine.model_config import load_model_config
@@ -432,13 +440,12 @@ def _check_deployment(values, data, spec, fail) -> None:
     engine = values["engine"]
     given = data.get("engine") or {}
     if not (spec and spec.profile):
-        if data.get("deployment") is not None:
+        modeled = sorted(set(data.get("deployment") or {}) - {"memory_utilization"})
+        if modeled:
             fail(("deployment",), f"a deployment is modeled: expected device "
                                   f"modeled:<profile> or emulated:<profile>, got "
-                                  f"{values['device']}")
-        if engine["num_kv_blocks"] == "auto":
-            engine["num_kv_blocks"] = next(f["default"] for f in FIELDS
-                                           if f["name"] == "num_kv_blocks")
+                                  f"{values['device']} (a torch device takes "
+                                  f"deployment.memory_utilization alone, not {modeled[0]})")
         return
     model = load_model_config(values["model"])
     try:

@@ -180,9 +180,16 @@ def test_what_no_engine_could_run_is_refused_by_key(tmp_path, overrides, message
     assert message in refused(tmp_path, *overrides)
 
 
-def test_a_torch_device_keeps_the_cores_default_pool(tmp_path):
-    w = load(tmp_path, "device=cpu", "model=tiny")
-    assert w.values["engine"]["num_kv_blocks"] == 4096
+def test_a_torch_device_leaves_auto_to_its_executor(tmp_path):
+    """Sized once the model is on the device (tests/test_kv_pool.py), at the deployment's
+    memory_utilization, the one deployment key a torch device takes."""
+    w = load(tmp_path, "device=cpu", "model=tiny", "deployment.memory_utilization=0.5")
+    assert w.values["engine"]["num_kv_blocks"] == "auto"
+    config = w.engine_config("released")
+    assert (config.scheduler.num_kv_blocks, config.memory_utilization) == (4096, 0.5)
+    given = load(tmp_path, "device=cpu", "model=tiny", "engine.num_kv_blocks=64")
+    config = given.engine_config("released")
+    assert (config.scheduler.num_kv_blocks, config.memory_utilization) == (64, None)
 
 
 def test_achieved_tflops_are_per_chip_of_the_deployment(tmp_path):

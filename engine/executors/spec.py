@@ -37,6 +37,7 @@ class Built(NamedTuple):
     flops: object  # the FlopsEstimator at the bytes the run moves
     device: object  # the DeviceInfo the run executes on (the host for a device model)
     profile: object = None  # the DeviceProfile the steps are timed on, where one is known
+    kv_pool: object = None  # a KVPool: how the executor sized the ranks' pools, if it did
 
 
 class ExecutorSpecError(ValueError):

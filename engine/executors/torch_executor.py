@@ -1,4 +1,5 @@
-"""The real forward: one DeepSeek-style model, one Worker (and KV cache) per DP rank."""
+"""The real forward: one DeepSeek-style model, one Worker (and KV cache) per DP rank; with
+`num_kv_blocks: auto` the caches are sized from device memory (engine/kv_pool.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from ..config import EngineConfig
 from ..devices import detect_device
 from ..flops import FlopsEstimator
+from ..kv_pool import size_kv_pool
 from ..model import DeepSeekModel
 from ..model_config import ModelConfig
 from ..worker import Worker
@@ -21,7 +23,8 @@ def build(config: EngineConfig, spec, model_config: ModelConfig) -> Built:
     element = DTYPE_BYTES[config.dtype]
     flops = FlopsEstimator(model_config, weight_bytes=element, kv_bytes=element)
     device = detect_device(config.device)
-    return Built(TorchExecutor(config, model_config, device.torch_device), flops, device)
+    executor = TorchExecutor(config, model_config, device.torch_device)
+    return Built(executor, flops, device, kv_pool=executor.kv_pool)
 
 
 class TorchExecutor:
@@ -32,8 +35,11 @@ class TorchExecutor:
         self.device = device
         self.model = DeepSeekModel(model_config, seed=config.seed).to(
             device=device, dtype=getattr(torch, config.dtype)).eval()
-        self.workers = [Worker(self.model, sched.num_kv_blocks, sched.block_size, sched.num_mtp,
-                               config.mtp_acceptance, seed=config.seed + rank, device=device)
+        # sized with the weights resident, before any Worker holds a cache
+        self.kv_pool = size_kv_pool(self.model, device, config)
+        self.workers = [Worker(self.model, self.kv_pool.num_kv_blocks, sched.block_size,
+                               sched.num_mtp, config.mtp_acceptance, seed=config.seed + rank,
+                               device=device)
                         for rank in range(sched.dp_size)]
         # Each request's rank, from add() to drop(): dropping a request needs nothing from
         # the scheduler, which may have released it already.

@@ -44,6 +44,8 @@ def main(args) -> int:
 
 
 def _run(workload, stop):
+    from engine.device_memory import DoesNotFit
+
     from ..run import run_workload  # torch is imported only for a real run
     from ..workload import WorkloadError
     from ..workload_trace import TraceLoadError
@@ -51,6 +53,8 @@ def _run(workload, stop):
         return run_workload(workload, _progress(), stop)
     except (WorkloadError, TraceLoadError) as e:
         raise BadInput(e) from None
+    except DoesNotFit as e:  # the model on the device leaves no room: before any table
+        raise BadInput(f"{workload.path}: engine.num_kv_blocks: {e}") from None
     except WriteFailed as e:  # an output could not be written (harness/atomic.py)
         raise RunFailed(e) from e
     except Exception as e:  # the run failed: report it, with what was recorded on disk
