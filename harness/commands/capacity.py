@@ -49,8 +49,10 @@ def main(args) -> int:
         except Stopped as e:
             print(f"steptrace: interrupted by {stop.signal_name}: {e}", file=sys.stderr)
             return stop.exit_code
-        except WriteFailed as e:
+        except WriteFailed as e:  # an output could not be written (harness/atomic.py)
             raise RunFailed(e) from e
+        except Exception as e:  # a probe's run failed: report it, with what is on disk
+            raise RunFailed(f"{type(e).__name__}: {e}") from e
     result = _result(capacity, workload)
     if args.json:
         print_json(result)
