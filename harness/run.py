@@ -47,9 +47,10 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
     """Every run of the workload's sweep, interleaved (harness/gil_protocol.py), each at its
     switch interval; returns the run directories written, in `into` (default <output>/<name>/;
     a capacity search keeps its probes together). A sweep of more than one run writes its
-    `gil` table under <output>/<name>/sweeps/<first run id>/ unless it was stopped. The first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the
-    sweep: the run in progress is written, marked incomplete, no later run starts, and
-    `stop.signum` says which signal it was."""
+    `gil` table under <output>/<name>/sweeps/<first run id>/ unless it was stopped. The
+    first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the
+    run in progress is written, marked incomplete, no later run starts, and `stop.signum`
+    says which signal it was."""
     trace = load_workload_trace(workload)
     stop = Stop() if stop is None else stop
     out = []

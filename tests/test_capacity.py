@@ -35,11 +35,11 @@ def capacity(capsys, argv, status):
 
 def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     path = workload(tmp_path)
-    out = json.loads(capacity(capsys, [path, *SERIAL, "--resolution", "0.25", "--json"], 0).out)
+    out = json.loads(capacity(capsys, [path, *SERIAL, "--resolution", "0.5", "--json"], 0).out)
     assert out["outcome"] == "capacity" and out["device"] == "H200" and out["modeled"]
     assert out["slo"] == {"ttft": TTFT_SLO} and out["attainment_target"] == 0.9
     c, probes = out["capacity"], out["probes"]
-    assert c["rate"] < c["missed_at"] <= 1.25 * c["rate"]
+    assert c["rate"] < c["missed_at"] <= 1.5 * c["rate"]
     assert max(p["rate"] for p in probes if p["met"]) == c["rate"]
     assert min(p["rate"] for p in probes if not p["met"]) == c["missed_at"]
     assert [p["at_capacity"] for p in probes] == [p["rate"] == c["rate"] for p in probes]
@@ -58,7 +58,7 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
 
 def test_text_output_states_the_answer_its_resolution_and_the_profile(tmp_path, capsys):
     path = workload(tmp_path)
-    text = capacity(capsys, [path, *SERIAL, "--resolution", "1"], 0).out
+    text = capacity(capsys, [path, *SERIAL, "--lowest", "50", "--highest", "100"], 0).out
     assert "steptrace capacity: small on H200 (modeled, virtual clock)" in text
     assert "capacity: " in text and "output tok/s per device" in text
     assert "modeled on the H200 profile" in text and "run at capacity: " in text

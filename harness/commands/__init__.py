@@ -18,8 +18,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import (capacity, compare, gate, gil, replay_scheduler, report, run, show, trace,
-               validate)
+from . import capacity, compare, gate, gil, replay_scheduler, report, run, show, trace, validate
 from .common import BadInput, RunFailed, fail
 
 COMMANDS = (run, gil, capacity, validate, show, trace, replay_scheduler, compare, gate, report)
