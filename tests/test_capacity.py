@@ -58,7 +58,7 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
 
 def test_text_output_states_the_answer_its_resolution_and_the_profile(tmp_path, capsys):
     path = workload(tmp_path)
-    text = capacity(capsys, [path, *SERIAL, "--lowest", "50", "--highest", "100"], 0).out
+    text = capacity(capsys, [path, *SERIAL, "--resolution", "1"], 0).out  # 100, then 50
     assert "steptrace capacity: small on H200 (modeled, virtual clock)" in text
     assert "capacity: " in text and "output tok/s per device" in text
     assert "modeled on the H200 profile" in text and "run at capacity: " in text

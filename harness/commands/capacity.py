@@ -37,6 +37,11 @@ def main(args) -> int:
     from ..interrupt import Stop, signals_stop
 
     workload = load(args)
+    limits = {k for k, v in workload.values["slo"].items() if v is not None}
+    if limits == {"tpot"}:
+        print(f"steptrace: note: {args.workload}: slo: TPOT alone does not bound queueing: "
+              f"an overloaded deployment queues requests and may still meet it at any rate; "
+              f"add slo.ttft or slo.e2e", file=sys.stderr)
     target = DEFAULT_ATTAINMENT if args.attainment is None else args.attainment
     resolution = DEFAULT_RESOLUTION if args.resolution is None else args.resolution
     stop = Stop()
