@@ -302,7 +302,10 @@ class LatencySummary:
                  ("throughput", "total_tokens", rate(self._prompt_tokens + self.output_tokens),
                   "tok/s")]
         if self.slo:
-            rows.append(("goodput", "requests", rate(self._good), "req/s"))
+            measured = sum(self.counts[s] for s in STATUSES)
+            rows += [("goodput", "requests", rate(self._good), "req/s"),
+                     ("goodput", "attainment", self._good / measured if measured else np.nan,
+                      "fraction")]
             rows += [("slo", name, float(limit), "s") for name, limit in self.slo.items()]
         for metric in ("ttft", "tpot", "itl", "e2e", "queueing_delay", "schedule_fidelity"):
             values, counts = (itl_values, itl_counts) if metric == "itl" else \

@@ -43,13 +43,14 @@ from .workload_trace import load_workload_trace
 
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None,
-                 stop: Optional[Stop] = None) -> List[Path]:
+                 stop: Optional[Stop] = None, into: Optional[Path] = None) -> List[Path]:
     """Every run of the workload's sweep, interleaved (harness/gil_protocol.py), each at its
-    switch interval; returns the run directories written. A sweep of more than one run
-    writes its `gil` table under <output>/<name>/sweeps/<first run id>/ unless it was
-    stopped. The first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the
-    sweep: the run in progress is written, marked incomplete, no later run starts, and
-    `stop.signum` says which signal it was."""
+    switch interval; returns the run directories written, in `into` (default <output>/<name>/;
+    a capacity search keeps its probes together). A sweep of more than one run writes its
+    `gil` table under <output>/<name>/sweeps/<first run id>/ unless it was stopped. The
+    first SIGINT or SIGTERM (or a KeyboardInterrupt from `progress`) stops the sweep: the
+    run in progress is written, marked incomplete, no later run starts, and `stop.signum`
+    says which signal it was."""
     trace = load_workload_trace(workload)
     stop = Stop() if stop is None else stop
     out = []
@@ -62,7 +63,7 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
             previous = sys.getswitchinterval()
             sys.setswitchinterval(run.switch_interval_s)
             try:
-                run_dir = run_once(workload, trace, run, progress, stop)
+                run_dir = run_once(workload, trace, run, progress, stop, into)
             finally:
                 sys.setswitchinterval(previous)
             if run_dir is not None:  # None: stopped during its calibration
@@ -80,7 +81,7 @@ NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # n
 
 
 def run_once(workload: Workload, trace, run: PlannedRun, progress,
-             stop: Optional[Stop] = None) -> Optional[Path]:
+             stop: Optional[Stop] = None, into: Optional[Path] = None) -> Optional[Path]:
     """One run; None, with nothing written, if `stop` was set during the calibration.
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
@@ -97,7 +98,7 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     manifest = _manifest(workload, trace, engine, gil, repeat)
     manifest.update(block=run.block, order=run.order)
     interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
-    run_dir = _new_run_dir(Path(workload.values["output"]) / workload.name,
+    run_dir = new_stamped_dir(into or Path(workload.values["output"]) / workload.name,
                            f"{gil}-r{repeat}{interval}")
     if calibration:
         manifest["calibration"] = calibration
@@ -196,7 +197,8 @@ def _wall_window(workload, recorder):
     return (0.0, np.inf) if workload.clock == "virtual" or window is None else window
 
 
-def _new_run_dir(base: Path, arm: str) -> Path:
+def new_stamped_dir(base: Path, arm: str) -> Path:
+    """A new folder base/<date-time>-<arm>, never one that existed (a run's, a search's)."""
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):

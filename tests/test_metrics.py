@@ -253,8 +253,16 @@ def test_warmup_excluded(run):
 def test_goodput(run, slo, good):
     # R4 (unfinished: TTFT 0.5, E2E 1.5) and R3 (rejected) never count; window 5.0 s
     s = summary(*run, slo=slo)
-    assert stats(s, "goodput") == {"requests": good / 5}
+    assert stats(s, "goodput") == {"requests": good / 5, "attainment": good / 5}  # 5 measured
     assert stats(s, "slo") == slo
+
+
+def test_attainment_is_the_share_of_measured_requests_that_are_good(run):
+    # R0 in warm-up: left out of both counts. Of R1 .. R4 (measured), TTFT <= 1.0 holds for
+    # R2 only (R1 2.0; R3 rejected and R4 unfinished are never good): 1 of 4
+    s = summary(*run, warmup=[True, False, False, False, False], slo=dict(ttft=1.0))
+    assert stats(s, "goodput")["attainment"] == 1 / 4
+    assert "attainment" not in stats(summary(*run), "goodput")  # no SLO, no goodput rows
 
 
 def test_meets_slo_nan_rules():

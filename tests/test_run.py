@@ -176,4 +176,5 @@ def test_an_slo_adds_goodput_counted_from_the_requests_table(tmp_path):
     assert 0 < good.sum() < len(req)  # the limits split the requests
     window = summary[("window", "duration")]
     assert summary[("goodput", "requests")] == pytest.approx(good.sum() / window)
+    assert summary[("goodput", "attainment")] == pytest.approx(good.sum() / len(req))  # no warm-up
     assert (summary[("slo", "ttft")], summary[("slo", "tpot")]) == (0.05, 0.02)

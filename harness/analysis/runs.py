@@ -184,9 +184,10 @@ def read_run(path: Path) -> Run:
 
 
 def find_runs(specs: Iterable[str]) -> List[Path]:
-    """Run folders named by `specs`: a run folder, a glob, or a folder holding run folders
-    at any depth (a sweep's folder, results/). In the order given, sorted within each
-    spec, each once. BadInput for a spec that names no run."""
+    """Run folders named by `specs`: a run folder, a glob, a capacity search's folder (its
+    run at capacity), or a folder holding run folders at any depth (a sweep's folder,
+    results/). In the order given, sorted within each spec, each once. BadInput for a spec
+    that names no run."""
     out: Dict[Path, None] = {}
     for spec in specs:
         spec = str(spec)
@@ -204,7 +205,29 @@ def _runs_under(path: Path) -> List[Path]:
         return [path]
     if not path.is_dir():
         return []
+    table = next((t for t in (path / "capacity.parquet", path / "capacity.csv") if t.is_file()),
+                 None)
+    if table is not None:  # a capacity search's folder
+        return [at_capacity(table)]
     return sorted(p.parent for p in path.rglob("manifest.json"))
+
+
+def at_capacity(table_path: Path) -> Path:
+    """The run folder a capacity search's folder stands for, from its capacity table: the
+    probe at capacity, the highest rate that met the SLO target (docs/capacity.md).
+    BadInput when no probe met it, or the table is unreadable."""
+    columns = ["run_id", "at_capacity"]
+    try:
+        table = pd.read_parquet(table_path, columns=columns) \
+            if table_path.suffix == ".parquet" else pd.read_csv(table_path, usecols=columns)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{table_path}: unreadable ({e})") from None
+    search = table_path.parent
+    runs = table.loc[table["at_capacity"].astype(bool), "run_id"].astype(str).tolist()
+    if not runs:
+        raise BadInput(f"{search}: a capacity search in which no rate met the SLO target: no "
+                       f"run at capacity; name a probe's run folder instead")
+    return search / runs[0]
 
 
 def load_runs(specs: Iterable[str]) -> List[Run]:

@@ -1,8 +1,9 @@
 """The steptrace command line: one module per command, one entry point, one `--set` syntax
 (KEY.PATH=VALUE, the value read as YAML) and `--json` on every command.
 
-Exit codes: 0 ok, 1 the run failed, 2 bad input. Only `run` may import torch: --version,
-validate, show, trace and replay-scheduler never do (tests/test_cli.py checks the first four).
+Exit codes: 0 ok, 1 the run failed, 2 bad input. Only the commands that run the engine (`run`,
+`gil`, `capacity`) may import torch: --version, validate, show, trace and replay-scheduler
+never do (tests/test_cli.py checks the first four).
 
 A command says how it failed by raising BadInput (exit 2) or RunFailed (exit 1), and main
 prints one line for it. Any other exception is a bug in steptrace: one line that says so and
@@ -17,10 +18,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import compare, gate, gil, replay_scheduler, report, run, show, trace, validate
+from . import capacity, compare, gate, gil, replay_scheduler, report, run, show, trace, validate
 from .common import BadInput, RunFailed, fail
 
-COMMANDS = (run, gil, validate, show, trace, replay_scheduler, compare, gate, report)
+COMMANDS = (run, gil, capacity, validate, show, trace, replay_scheduler, compare, gate, report)
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
           "with the command line, the input files it names if you can share them, and the "
           "output of the same command with --debug")

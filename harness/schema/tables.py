@@ -18,6 +18,7 @@ DEVICE_COLUMNS = "telemetry.md#columns"
 STEP_PARTS = "modeling.md#the-step"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
+CAPACITY_DOC = "capacity.md#the-search"
 
 
 def _col(name, type_, unit, meaning, defined=""):
@@ -199,5 +200,26 @@ GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps
          "`frontend cpu_share`"),
 ))
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL)}
-SWEEP_TABLES = ("gil",)  # one per sweep, beside its run folders, not in one
+CAPACITY = Table("capacity", "probe of a capacity search (written in the search's folder, "
+                 "<output>/<name>/capacity/<date-time>-<device>/, beside the probes' run folders)",
+                 "in the order the probes ran", (
+    _col("probe", I64, "", "the probe's number, from 0, in the order they ran", CAPACITY_DOC),
+    _col("run_id", TEXT, "", "the probe's run folder, in the search's folder"),
+    _col("rate", F64, "req/s", "the offered arrival rate: `trace.generate.rate`, or a trace "
+         "file's mean arrival rate at the probe's `trace.time_scale`", CAPACITY_DOC),
+    _col("met", BOOL, "", "the probe's SLO attainment is at or above the search's target",
+         CAPACITY_DOC),
+    _col("at_capacity", BOOL, "", "the probe the answer is read from: the highest rate found "
+         "meeting the target (the low end of the final bracket)", CAPACITY_DOC),
+    _col("attainment", F64, "fraction", "the run's summary `goodput attainment`",
+         "metrics.md#run-level"),
+    _col("goodput", F64, "req/s", "the run's summary `goodput requests`", "metrics.md#run-level"),
+    _col("output_tokens_per_device", F64, "tok/s", "the run's summary `throughput "
+         "output_tokens` over the deployment's devices"),
+    _col("ttft_p99_s", F64, "s", "the run's summary `ttft p99`"),
+    _col("tpot_p50_s", F64, "s", "the run's summary `tpot p50`"),
+    _col("tpot_p99_s", F64, "s", "the run's summary `tpot p99`"),
+))
+
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL, CAPACITY)}
+SWEEP_TABLES = ("gil", "capacity")  # one per sweep or search, beside its run folders

@@ -14,7 +14,8 @@ from ...commands.show import HEADLINE
 # Also shown where a run has them: telemetry means and energy per token.
 EXTRA = [("throughput", "total_tokens"), ("mfu", "model"), ("energy_per_output_token", "mean"),
          ("process_cpu", "mean"), ("host_cpu", "mean"), ("util", "mean"), ("power", "mean")]
-HARDWARE = [("throughput", "requests"), ("throughput", "output_tokens"), ("ttft", "p50"),
+HARDWARE = [("throughput", "requests"), ("throughput", "output_tokens"),
+            ("goodput", "requests"), ("goodput", "attainment"), ("ttft", "p50"),
             ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("mfu", "model"),
             ("energy_per_output_token", "mean")]
 GIL = [("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),

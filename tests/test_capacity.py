@@ -1,0 +1,113 @@
+"""steptrace capacity: the highest arrival rate that meets a workload's SLO on a modeled
+device (docs/capacity.md): its exit statuses, --json, the probes as run folders with
+their capacity table, a search's folder standing for its run at capacity, bad input."""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from harness.analysis.runs import find_runs, read_run
+from harness.capacity import CapacityError, knob
+from harness.commands import BadInput, main
+from harness.schema import arrow_schema
+from harness.workload import load_workload
+from tests.helpers import MODELED
+
+# One request at a time (max_num_seqs 1) arriving at constant gaps: above the rate at which
+# the node serves them, the queue grows and TTFT with it, so attainment falls with the rate.
+SERIAL = ["--set", "engine.max_num_seqs=1", "--set", "trace.generate.arrival=constant",
+          "--set", "trace.generate.requests=20", "--set", "trace.generate.prompt={fixed: 32}",
+          "--set", "trace.generate.output={fixed: 8}"]
+TTFT_SLO = 0.5  # s
+
+
+def workload(tmp_path, extra="slo: {ttft: %s}\n" % TTFT_SLO, text=MODELED):
+    path = tmp_path / "w.yaml"
+    path.write_text(text + f"output: {tmp_path / 'results'}\nname: small\n" + extra)
+    return path
+
+
+def capacity(capsys, argv, status):
+    assert main(["capacity", *map(str, argv)]) == status, capsys.readouterr().err
+    return capsys.readouterr()
+
+
+def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
+    path = workload(tmp_path)
+    out = json.loads(capacity(capsys, [path, *SERIAL, "--resolution", "0.5", "--json"], 0).out)
+    assert out["outcome"] == "capacity" and out["device"] == "H200" and out["modeled"]
+    assert out["slo"] == {"ttft": TTFT_SLO} and out["attainment_target"] == 0.9
+    c, probes = out["capacity"], out["probes"]
+    assert c["rate"] < c["missed_at"] <= 1.5 * c["rate"]
+    assert max(p["rate"] for p in probes if p["met"]) == c["rate"]
+    assert min(p["rate"] for p in probes if not p["met"]) == c["missed_at"]
+    assert [p["at_capacity"] for p in probes] == [p["rate"] == c["rate"] for p in probes]
+    for p in probes:  # each probe a run at its rate, its attainment read from its summary
+        run = read_run(tmp_path / out["folder"] / p["run_id"])
+        assert run.complete and run.keys["trace.generate.rate"] == pytest.approx(p["rate"])
+        assert p["met"] == (run.value("goodput.attainment") >= 0.9)
+        assert p["output_tokens_per_device"] == run.value("throughput.output_tokens") / 8
+    assert c["attainment"] >= 0.9
+    table = pq.read_table(out["table"])
+    assert table.schema.remove_metadata() == arrow_schema("capacity")
+    assert table.column("run_id").to_pylist() == [p["run_id"] for p in probes]
+    # the search's folder, given to report or compare, stands for its run at capacity
+    assert find_runs([out["folder"]]) == [tmp_path / c["run_dir"]]
+
+
+def test_text_output_states_the_answer_its_resolution_and_the_profile(tmp_path, capsys):
+    path = workload(tmp_path)
+    text = capacity(capsys, [path, *SERIAL, "--resolution", "1"], 0).out  # 100, then 50
+    assert "steptrace capacity: small on H200 (modeled, virtual clock)" in text
+    assert "capacity: " in text and "output tok/s per device" in text
+    assert "modeled on the H200 profile" in text and "run at capacity: " in text
+
+
+def test_an_slo_missed_at_every_rate_probed_exits_1_and_says_so(tmp_path, capsys):
+    path = workload(tmp_path, "slo: {ttft: 1.0e-9}\n")  # no first token comes that soon
+    result = capacity(capsys, [path, "--lowest", "50", "--json"], 1)
+    out = json.loads(result.out)
+    assert out["outcome"] == "none" and out["capacity"] is None
+    assert [p["rate"] for p in out["probes"]] == [100.0, 50.0]  # MODELED's rate, halved
+    assert "attainment 0.0%: missed" in result.err
+    with pytest.raises(BadInput, match="no rate met the SLO target"):
+        find_runs([out["folder"]])
+    text = capacity(capsys, [path, "--lowest", "100", "--highest", "100"], 1).out
+    assert "no capacity: even the lowest rate probed, 100 req/s, misses the target" in text
+
+
+@pytest.mark.parametrize("extra, argv, words", [
+    ("", [], "slo: capacity is the highest rate that meets an SLO"),
+    ("slo: {tpot: 0.1}\n", ["--set", "gil=both"], "a capacity probe is one run, but the "
+                                                  "workload plans 2"),
+    ("slo: {tpot: 0.1}\n", ["--attainment", "1.5"], "an attainment target in (0, 1]"),
+    ("slo: {tpot: 0.1}\n", ["--resolution", "0"], "a resolution > 0"),
+    ("slo: {tpot: 0.1}\n", ["--lowest", "200"], "must hold the starting rate 100"),
+    ("slo: {tpot: -1}\n", [], "slo.tpot: expected a finite number > 0"),
+])
+def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path, capsys, extra, argv, words):
+    path = workload(tmp_path, extra)
+    assert words in capacity(capsys, [path, *argv], 2).err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_device_that_is_not_modeled_is_refused(tmp_path, capsys):
+    path = tmp_path / "w.yaml"
+    path.write_text(f"trace: {{generate: {{requests: 4}}}}\nmodel: tiny\ndevice: cpu\n"
+                    f"slo: {{tpot: 0.1}}\noutput: {tmp_path / 'results'}\n")
+    err = capacity(capsys, [path], 2).err
+    assert "device: capacity is searched on a modeled device's virtual clock" in err
+    assert "expected modeled:<profile>, got cpu" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_trace_file_is_probed_through_its_time_scale(tmp_path):
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n0,8,4\n1,8,4\n2,8,4\n")
+    text = MODELED.replace(MODELED.split("engine:")[0], "trace: {file: t.csv, time_scale: 2}\n")
+    rate = knob(load_workload(workload(tmp_path, "slo: {tpot: 0.1}\n", text)))
+    assert rate.rate == 0.5  # 2 gaps over 4 s once scaled
+    assert rate.override(1.0) == "trace.time_scale=1"  # twice the rate: half the time scale
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n0,8,4\n0,8,4\n")
+    with pytest.raises(CapacityError, match="arrive at one instant: no arrival rate to scale"):
+        knob(load_workload(tmp_path / "w.yaml"))
