@@ -113,6 +113,7 @@ def test_an_earlier_report_is_replaced_another_folder_refused(runs, one, tmp_pat
     ("nothing", "holds no run folder"),
     ("no batches", "no batches table"),
     ("bad manifest", "manifest.json"),
+    ("no steps", "no step was recorded"),
 ])
 def test_bad_input_exits_2_naming_it_and_writes_nothing(runs, tmp_path, capsys, breakage,
                                                         words):
@@ -125,6 +126,10 @@ def test_bad_input_exits_2_naming_it_and_writes_nothing(runs, tmp_path, capsys, 
         run.mkdir()
     elif breakage == "no batches":
         (run / "batches.parquet").unlink()
+    elif breakage == "no steps":  # stopped before its first step
+        import pandas as pd
+        steps = run / "steps.parquet"
+        pd.read_parquet(steps).iloc[:0].to_parquet(steps)
     else:
         (run / "manifest.json").write_text("{not json")
     err = report(capsys, [run, "-o", tmp_path / "r"], status=2)
@@ -142,3 +147,18 @@ def test_timelines_are_bounded_for_drawing_and_cdfs_span_every_sample():
     x, q = cdf_points(values)
     assert len(x) == 1000 and x[0] == values.min() and x[-1] == values.max()
     assert x[np.searchsorted(q, 0.5)] == pytest.approx(np.median(values), rel=1e-2)
+
+
+def test_a_run_with_no_completed_request_still_reports(runs, tmp_path, capsys):
+    """Stopped after some steps, before any request finished: the latency CDFs say so."""
+    import shutil
+
+    import pandas as pd
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["released"], run)
+    requests = pd.read_parquet(run / "requests.parquet")
+    requests["status"] = "unfinished"
+    requests.to_parquet(run / "requests.parquet")
+    out = report(capsys, [run, "-o", tmp_path / "r"])
+    assert "figures/latency_cdf.png" in out["figures"]

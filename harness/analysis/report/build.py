@@ -38,6 +38,9 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
     for run in runs:  # before any drawing: a missing table is bad input, named at once
         for table in NEEDED:
             run.run.table_path(table)
+        if not len(run.columns("steps", ["step"])["step"]):
+            raise BadInput(f"{run.run.path}: no step was recorded (the run stopped before "
+                           f"its first step): nothing to report")
     arms, keys = arming.group(runs)
     context = _context(runs, arms, keys)
     out = Path(out)

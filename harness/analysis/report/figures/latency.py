@@ -20,14 +20,19 @@ def _completed(run, name):
 def ttft_tpot(arms):
     fig, axes = figure(ncols=2)
     for ax, (name, title) in zip(axes[0], (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))):
+        drawn = False
         for arm in arms:
             for i, run in enumerate(arm.runs):
                 x, q = cdf_points(_completed(run, name))  # TPOT 0 (one MTP step) off a log axis
                 x, q = x[x > 0], q[x > 0]
                 ax.plot(x * 1e3, q, color=arm.colour, alpha=0.85, label=run_label(arm, i))
+                drawn = drawn or len(x) > 0
         ax.set(title=f"{title} CDF", xlabel=f"{title} (ms)", ylabel="fraction of requests",
                ylim=(0, 1.01))
-        ax.set_xscale("log")
+        if drawn:
+            ax.set_xscale("log")
+        else:  # a run stopped before any request completed
+            ax.text(0.5, 0.5, "no completed request", ha="center", transform=ax.transAxes)
         legend_once(ax, arms)
     return done(fig, "latency_cdf", "Time to first token and time per output token",
                 "Empirical CDFs over every completed request (finished or handed off); one "
