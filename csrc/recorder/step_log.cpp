@@ -87,7 +87,9 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
   const double t_start = times.t_start_s, t_end = times.t_end_s;
   const size_t ranks = plan.batches.size();
   // The step's own values, the same on every rank's row
-  const auto each = [ranks](auto& column, auto value) { column.insert(column.end(), ranks, value); };
+  const auto each = [ranks](auto& column, auto value) {
+    column.insert(column.end(), ranks, value);
+  };
   each(steps_.step, plan.step);
   each(steps_.prompt_phase, uint8_t{plan.phase == Phase::kPrompt});
   each(steps_.warmup, uint8_t{plan.step < warmup_steps_});
