@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace steptrace {
 namespace {
@@ -65,21 +67,28 @@ double DeploymentModel::all_reduce(double tokens, int64_t group, double layers) 
           2 * (g - 1) / g * tokens * r_.hidden * kActivationBytes / r_.scaleup_bytes_per_s);
 }
 
+double DeploymentModel::rank_seconds(const StepCost& c) const {
+  const double compute = c.attention_s + c.dense_s + c.experts_s;
+  const double comm = c.dispatch_s + c.combine_s + c.allreduce_s;
+  return r_.micro_batches > 1 ? std::max(compute, comm) : compute + comm;
+}
+
 DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
                                      const std::vector<const int64_t*>& accepted, bool mtp) const {
   const size_t ranks = plan.batches.size();
-  std::vector<StepParts> parts(ranks);
+  DeploymentStep out;
+  out.costs.ranks.resize(ranks);  // an idle rank's FLOPs and bytes are all zero
+  std::vector<std::pair<size_t, StepParts>> busy;  // the ranks with a batch
   double tokens = 0, moe_tokens = 0;
   for (size_t i = 0; i < ranks; ++i) {
     const Batch& batch = plan.batches[i];
-    if (batch.empty()) continue;  // an idle rank's parts are all zero
-    parts[i] = cost_.parts(batch, i < accepted.size() ? accepted[i] : nullptr, mtp);
-    tokens += parts[i].tokens;
-    moe_tokens += parts[i].moe_tokens;
+    if (batch.empty()) continue;
+    busy.emplace_back(i, cost_.parts(batch, i < accepted.size() ? accepted[i] : nullptr, mtp));
+    const StepParts& p = busy.back().second;
+    out.costs.ranks[i] = p.cost;
+    tokens += p.tokens;
+    moe_tokens += p.moe_tokens;
   }
-  DeploymentStep out;
-  out.costs.ranks.reserve(ranks);
-  for (const StepParts& p : parts) out.costs.ranks.push_back(p.cost);
   if (moe_tokens == 0 && tokens == 0) return out;  // nothing ran: every device idles
 
   const double mb = static_cast<double>(r_.micro_batches), k = cost_.top_k();
@@ -96,10 +105,20 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
   const double calls = mb * layers;
 
   double slowest = 0;
-  for (size_t i = 0; i < ranks; ++i) {
-    const StepParts& p = parts[i];
+  if (busy.size() < ranks) {
+    // An idle rank's devices still run their share of the experts and wait in every
+    // all-to-all: the same parts on every idle rank, worked out once.
+    StepCost idle;
+    idle.experts_s = experts_s;
+    idle.dispatch_s = all_to_all(received, r_.dispatch_bytes, calls);
+    idle.combine_s = all_to_all(received, r_.combine_bytes, calls);
+    for (size_t i = 0; i < ranks; ++i)
+      if (plan.batches[i].empty()) out.costs.ranks[i] = idle;
+    slowest = rank_seconds(idle);
+  }
+  const double tp = static_cast<double>(r_.attention_tp);
+  for (const auto& [i, p] : busy) {
     StepCost& c = out.costs.ranks[i];
-    const double tp = static_cast<double>(r_.attention_tp);
     c.attention_s = roofline(p.attention_flops / tp, r_.attention_flops_per_s,
                              mb * p.attention_bytes / tp + p.kv_bytes);
     c.dense_s = roofline(p.dense_flops / tp, r_.dense_flops_per_s,
@@ -112,9 +131,7 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
     const double reduces = r_.layers + (p.mtp_tokens > 0 ? 1 : 0);  // one per layer
     c.allreduce_s = all_reduce(rank_tokens, r_.attention_tp, reduces) +
                     all_reduce(rank_tokens, r_.dense_tp, reduces);
-    const double compute = c.attention_s + c.dense_s + c.experts_s;
-    const double comm = c.dispatch_s + c.combine_s + c.allreduce_s;
-    slowest = std::max(slowest, r_.micro_batches > 1 ? std::max(compute, comm) : compute + comm);
+    slowest = std::max(slowest, rank_seconds(c));
   }
   out.seconds = r_.overhead_s + slowest;
   return out;

@@ -67,6 +67,8 @@ class DeploymentModel {
   double all_to_all(double copies, double payload, double calls) const;
   // One ring all-reduce of `tokens` activations per layer, per micro-batch.
   double all_reduce(double tokens, int64_t group, double layers) const;
+  // One rank's parts overlapped (two micro-batches) or added.
+  double rank_seconds(const StepCost& c) const;
 
   CostModel cost_;
   DeploymentRates r_;

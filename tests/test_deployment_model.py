@@ -81,6 +81,25 @@ def test_experts_are_shared_over_the_ep_group_and_every_rank_pays_the_hottest():
     assert [c.attention_s > 0 for c in record.flops] == [True] * 4 + [False] * 4
 
 
+def test_an_idle_rank_runs_its_experts_share_and_waits_in_the_all_to_alls():
+    d = deployment(devices=8, attention_dp=8, moe_ep=8)
+    _, record = prefill(d, [2048, 1024])  # two ranks busy, six empty
+    remote = 7 * (1 - (7 / 8) ** K)  # other devices a token's experts fall on
+    received = 3072 * MOE_LAYERS * remote / 8 * 1.25  # the hottest device's share
+    idle = list(record.flops)[2:]
+    assert {(c.model_flops, c.bytes, c.attention_s, c.dense_s, c.allreduce_s)
+            for c in idle} == {(0, 0, 0, 0, 0)}
+    assert {c.experts_s for c in idle} == {record.flops[0].experts_s}
+    assert [c.dispatch_s for c in idle] == pytest.approx(
+        [MOE_LAYERS * UP_LAT + received * H * 1 / UP] * 6, rel=1e-9)
+    assert [c.combine_s for c in idle] == pytest.approx(
+        [MOE_LAYERS * UP_LAT + received * H * 2 / UP] * 6, rel=1e-9)
+    busy = record.flops[0]  # one device, no overlap: its parts add, and it is the slowest
+    parts = (busy.attention_s + busy.dense_s + busy.experts_s + busy.dispatch_s
+             + busy.combine_s + busy.allreduce_s)
+    assert record.forward_ns == pytest.approx((OVERHEAD + parts) * 1e9, abs=1)
+
+
 def test_dispatch_and_combine_are_tokens_times_remote_devices_times_hidden():
     d = deployment(devices=2, attention_dp=2, moe_ep=2)
     _, record = prefill(d, [4096, 4096])

@@ -85,10 +85,30 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
                      const StepTimes& times, const std::vector<StepCost>& costs) {
   check(plan, post, costs);
   const double t_start = times.t_start_s, t_end = times.t_end_s;
-  const bool warmup = plan.step < warmup_steps_;
+  const size_t ranks = plan.batches.size();
+  // The step's own values, the same on every rank's row
+  const auto each = [ranks](auto& column, auto value) {
+    column.insert(column.end(), ranks, value);
+  };
+  each(steps_.step, plan.step);
+  each(steps_.prompt_phase, uint8_t{plan.phase == Phase::kPrompt});
+  each(steps_.warmup, uint8_t{plan.step < warmup_steps_});
+  each(steps_.preempted, static_cast<int32_t>(plan.preempted.size()));
+  each(steps_.rejected, static_cast<int32_t>(plan.rejected.size()));
+  each(steps_.finished, static_cast<int32_t>(post.finished.size()));
+  each(steps_.discarded_tokens, post.discarded_tokens);
+  each(steps_.sched_cpp_ns, plan.sched_ns);
+  each(steps_.t_start_s, t_start);
+  each(steps_.t_end_s, t_end);
+  each(steps_.sched_call_ns, times.sched_call_ns);
+  each(steps_.forward_ns, times.forward_ns);
+  each(steps_.sample_ns, times.sample_ns);
+  each(steps_.postprocess_ns, times.postprocess_ns);
+  each(steps_.step_ns, times.step_ns);
+  each(steps_.flush_ns, times.flush_ns);
   const auto none = live_.end();
   size_t row = 0;
-  for (size_t r = 0; r < plan.batches.size(); ++r) {
+  for (size_t r = 0; r < ranks; ++r) {
     const Batch& b = plan.batches[r];
     int64_t tokens_q = 0, padded = 0, sum_k = 0;
     int32_t max_k = 0;
@@ -108,35 +128,19 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
       if (b.kind[j] == kChunk) continue;
       if (post.output_len[row] > req.tokens) stamp(req, post.output_len[row], t_end);
     }
-    steps_.step.push_back(plan.step);
     steps_.dp_rank.push_back(b.rank);
-    steps_.prompt_phase.push_back(plan.phase == Phase::kPrompt);
     steps_.empty.push_back(b.empty());
-    steps_.warmup.push_back(warmup);
     steps_.num_seqs.push_back(static_cast<int32_t>(b.rows()));
     steps_.tokens_q.push_back(tokens_q);
     steps_.padded_tokens_q.push_back(padded);
     steps_.sum_seqlen_k.push_back(sum_k);
     steps_.max_seqlen_k.push_back(max_k);
-    steps_.preempted.push_back(static_cast<int32_t>(plan.preempted.size()));
-    steps_.rejected.push_back(static_cast<int32_t>(plan.rejected.size()));
-    steps_.finished.push_back(static_cast<int32_t>(post.finished.size()));
-    steps_.discarded_tokens.push_back(post.discarded_tokens);
     steps_.kv_blocks_free.push_back(b.num_free_blocks);
     steps_.waiting.push_back(b.num_waiting);
     steps_.running.push_back(b.num_running);
     steps_.prefix_hit_tokens.push_back(b.num_hit_tokens);
     steps_.kv_blocks_evicted.push_back(b.num_evicted_blocks);
     steps_.kv_blocks_retained.push_back(b.num_retained_blocks);
-    steps_.sched_cpp_ns.push_back(plan.sched_ns);
-    steps_.t_start_s.push_back(t_start);
-    steps_.t_end_s.push_back(t_end);
-    steps_.sched_call_ns.push_back(times.sched_call_ns);
-    steps_.forward_ns.push_back(times.forward_ns);
-    steps_.sample_ns.push_back(times.sample_ns);
-    steps_.postprocess_ns.push_back(times.postprocess_ns);
-    steps_.step_ns.push_back(times.step_ns);
-    steps_.flush_ns.push_back(times.flush_ns);
     steps_.model_flops.push_back(costs[r].model_flops);
     steps_.executed_flops.push_back(costs[r].executed_flops);
     steps_.bytes.push_back(costs[r].bytes);
@@ -146,7 +150,7 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
     steps_.dispatch_s.push_back(costs[r].dispatch_s);
     steps_.combine_s.push_back(costs[r].combine_s);
     steps_.allreduce_s.push_back(costs[r].allreduce_s);
-
+    if (b.empty()) continue;
     batches_.step.insert(batches_.step.end(), b.rows(), plan.step);
     batches_.dp_rank.insert(batches_.dp_rank.end(), b.rows(), b.rank);
     batches_.seq_id.insert(batches_.seq_id.end(), b.seq_ids.begin(), b.seq_ids.end());

@@ -122,6 +122,43 @@ def test_one_hour_modeled_replay(benchmark, tmp_path):
         assert 850_000 <= steps <= 1_150_000
 
 
+# DeepSeek's decode shape on B200s: DP attention on every device, EP144 with 32 redundant
+# experts, two micro-batches; and one DP rank (attention TP2, EP2) serving the same hour
+RANKS_144 = ["deployment.devices=144", "deployment.attention.dp=144", "deployment.moe.ep=144",
+             "deployment.redundant_experts=32", "deployment.micro_batches=2",
+             "engine.num_kv_blocks=65536"]
+RANKS_1 = ["deployment.devices=2", "deployment.attention.dp=1", "deployment.attention.tp=2",
+           "deployment.moe.ep=2", "deployment.redundant_experts=0", "engine.num_kv_blocks=30000"]
+
+
+def test_hour_on_144_ranks_within_2x_of_one_rank(benchmark, tmp_path):
+    """workloads/bench_hour.yaml's hour on 144 DP ranks and on one, alternated, two runs
+    each: every step of the first is timed per rank and part and writes 144 step rows, yet
+    its median run stays within 2x of the one-rank deployment's."""
+    enabled = not benchmark.disabled
+    short = [] if enabled else ["trace.generate.requests=100"]
+    seconds = {"144": [], "1": []}
+
+    def alternate():
+        for i in range(2 if enabled else 1):
+            for ranks, sets in (("1", RANKS_1), ("144", RANKS_144)):
+                out = tmp_path / f"{ranks}-{i}"
+                workload = load_workload(ROOT / "workloads" / "bench_hour.yaml",
+                                         [f"output={out}", *sets, *short])
+                seconds[ranks].append(_timed(lambda w=workload: run_workload(w)))
+
+    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    many, one = np.median(seconds["144"]), np.median(seconds["1"])
+    print(f"\n144 ranks {seconds['144']} s, one rank {seconds['1']} s: {many / one:.2f}x")
+    benchmark.extra_info.update(seconds_144=seconds["144"], seconds_1=seconds["1"],
+                                ratio=many / one)
+    steps = pd.read_parquet(next(tmp_path.glob("144-0/*/*/steps.parquet")),
+                            columns=["step", "dp_rank"])
+    assert steps.groupby("step")["dp_rank"].nunique().eq(144).all()  # a row per rank
+    if enabled:
+        assert many / one <= 2.0
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
