@@ -87,6 +87,7 @@ def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path, monkeypatch
     assert not list(run_dir.glob(".*tmp"))  # no half-written file
 
 
+@pytest.mark.slow
 def test_azure_trace_replay_keeps_every_request(tmp_path):
     w = workload(tmp_path, f"trace: {{file: {AZURE}}}\nmodel: deepseek-v3\n"
                            "engine: {max_num_batched_tokens: 16384, max_num_seqs: 256, "

@@ -89,6 +89,7 @@ def test_the_tables_hold_every_validation_workload():
     assert {r["id"] for r in DEPLOYMENTS + ALL_TO_ALLS} >= SLOW
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [r for r in DEPLOYMENTS if r["id"] not in SLOW],
                          ids=lambda r: r["id"])
 def test_deployment_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
@@ -100,6 +101,7 @@ def test_deployment_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
         assert abs(value - number) <= half, (row["id"], got, row["modeled"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [r for r in ALL_TO_ALLS if r["id"] not in SLOW],
                          ids=lambda r: r["id"])
 def test_all_to_all_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
