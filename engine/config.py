@@ -51,8 +51,10 @@ class EngineConfig:
     release_gil_postprocess: bool = False  # postprocess()'s C++ part with the GIL released
     launch_us: float = LAUNCH_US  # emulated executor: host launch cost per decoder layer
     # torch executor on CUDA or an NPU: num_kv_blocks derived from device memory at this
-    # share of it (engine/kv_pool.py); None: scheduler.num_kv_blocks as given
+    # share of it (engine/kv_pool.py), or (size_kv_blocks False) the configured one checked
+    # against it; None: scheduler.num_kv_blocks as given, unchecked
     memory_utilization: Optional[float] = None
+    size_kv_blocks: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, SchedulerConfig):

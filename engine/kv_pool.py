@@ -10,8 +10,9 @@ other process on the device). The reserve is measured: the allocator's peak abov
 allocated during one forward, sampling included, of a max_num_batched_tokens prompt chunk
 (the largest a prompt round forms). A bytes per block is the model's paged cache as built:
 its cache layers x block_size x the latent dim at its dtype. The pool is capped where the
-modeled one is (device_memory.pool_cap). A CPU has no HBM to size for: it keeps the
-configured pool.
+modeled one is (device_memory.pool_cap). An explicit num_kv_blocks is checked against the
+same figure instead, before any cache is allocated. A CPU has no HBM to size for: it keeps
+the configured pool.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class KVPool:
     """How a rank's pool was sized, as the run's manifest records it."""
 
     num_kv_blocks: int
-    sized: str  # "device memory", or "configured" (given, or the default on a CPU)
+    sized: str  # "device memory", or "configured" (given: checked on a device; or a CPU's default)
     note: str = ""
     total_bytes: Optional[int] = None  # the device's memory
     memory_utilization: Optional[float] = None
@@ -66,14 +67,16 @@ def memory_queries(device: torch.device):
 
 
 def size_kv_pool(model: DeepSeekModel, device: torch.device, config) -> KVPool:
-    """Each DP rank's pool for an EngineConfig whose model is resident on `device`. With
-    config.memory_utilization None, or on a CPU, the configured pool. Raises DoesNotFit,
-    with the numbers, when not one sequence of max_position_embeddings tokens fits a rank."""
+    """Each DP rank's pool for an EngineConfig whose model is resident on `device`: sized
+from memory (config.size_kv_blocks), or the configured one checked against it. With
+config.memory_utilization None, or on a CPU, the configured pool. Raises DoesNotFit, with
+the numbers, when not one sequence of max_position_embeddings tokens fits a rank, or the
+configured pool does not."""
     sched = config.scheduler
     memory = memory_queries(device)
     if config.memory_utilization is None or memory is None:
-        note = CPU_NOTE if config.memory_utilization is not None else ""
-        return KVPool(sched.num_kv_blocks, "configured", note)
+        cpu = config.memory_utilization is not None and config.size_kv_blocks
+        return KVPool(sched.num_kv_blocks, "configured", CPU_NOTE if cpu else "")
     memory.synchronize(device)
     memory.empty_cache()
     free, total = memory.mem_get_info(device)
@@ -83,21 +86,25 @@ def size_kv_pool(model: DeepSeekModel, device: torch.device, config) -> KVPool:
     per_block = model.kv_block_bytes(sched.block_size)
     u, ranks = config.memory_utilization, sched.dp_size
     fit = blocks_from_memory(total, used, reserve, u, per_block, ranks)
+    figures = dict(total_bytes=int(total), memory_utilization=u, used_bytes=int(used),
+                   reserve_bytes=int(reserve), bytes_per_block=per_block, ranks=ranks,
+                   fit_blocks=fit)
+    left = (f"{model.cfg.name} ({config.dtype}) on {device}: {_gb(total)} GB x "
+            f"memory_utilization {u:g} = {_gb(total * u)} GB; {_gb(used)} GB in use with the "
+            f"weights resident and {_gb(reserve)} GB of activations (a {tokens}-token "
+            f"forward) leave {_gb(max(total * u - used - reserve, 0))} GB: {fit} KV blocks "
+            f"of {sched.block_size} tokens ({per_block:,} bytes each) per DP rank ({ranks} on "
+            f"the device)")
+    if not config.size_kv_blocks:
+        if sched.num_kv_blocks > fit:
+            raise DoesNotFit(f"{left}, < the {sched.num_kv_blocks} configured")
+        return KVPool(sched.num_kv_blocks, "configured", **figures)
     one_sequence = math.ceil(model.cfg.max_position_embeddings / sched.block_size)
     if fit < one_sequence:
-        left = total * u - used - reserve
-        raise DoesNotFit(
-            f"{model.cfg.name} ({config.dtype}) on {device}: {_gb(total)} GB x "
-            f"memory_utilization {u:g} = {_gb(total * u)} GB; {_gb(used)} GB in use with the "
-            f"weights resident and {_gb(reserve)} GB of activations (a "
-            f"{tokens}-token forward) leave {_gb(max(left, 0))} GB: "
-            f"{fit} KV blocks of {sched.block_size} tokens ({per_block:,} bytes each) per DP "
-            f"rank ({ranks} on the device), < {one_sequence} for one sequence of "
-            f"max_position_embeddings {model.cfg.max_position_embeddings} tokens")
+        raise DoesNotFit(f"{left}, < {one_sequence} for one sequence of "
+                         f"max_position_embeddings {model.cfg.max_position_embeddings} tokens")
     return KVPool(min(fit, pool_cap(model.cfg, sched.block_size, sched.max_num_seqs)),
-                  "device memory", total_bytes=int(total), memory_utilization=u,
-                  used_bytes=int(used), reserve_bytes=int(reserve), bytes_per_block=per_block,
-                  ranks=ranks, fit_blocks=fit)
+                  "device memory", **figures)
 
 
 def _profile_reserve(model, device, config, memory, tokens: int) -> int:

@@ -289,12 +289,13 @@ class Workload:
         spec = executor_spec(v["device"])
         deployment = Deployment.from_values(v["deployment"], v["precision"]) \
             if spec and spec.profile else None
-        # `auto` left to a torch device: the executor sizes it with the model resident
+        # `auto` left to a torch device: the executor sizes it with the model resident (and
+        # checks a given one there)
         auto = v["engine"]["num_kv_blocks"] == "auto"
         engine = {**v["engine"], "num_kv_blocks": DEFAULT_KV_BLOCKS} if auto else v["engine"]
         return EngineConfig(scheduler=SchedulerConfig(**engine), model=v["model"],
-                            memory_utilization=v["deployment"]["memory_utilization"]
-                            if auto else None,
+                            memory_utilization=v["deployment"]["memory_utilization"],
+                            size_kv_blocks=auto,
                             deployment=deployment,
                             device="cpu" if spec else v["device"],
                             executor=str(spec or "torch"), dtype=v["dtype"],

@@ -182,14 +182,17 @@ def test_what_no_engine_could_run_is_refused_by_key(tmp_path, overrides, message
 
 def test_a_torch_device_leaves_auto_to_its_executor(tmp_path):
     """Sized once the model is on the device (tests/test_kv_pool.py), at the deployment's
-    memory_utilization, the one deployment key a torch device takes."""
+    memory_utilization, the one deployment key a torch device takes; a given pool is
+    checked there against the same share."""
     w = load(tmp_path, "device=cpu", "model=tiny", "deployment.memory_utilization=0.5")
     assert w.values["engine"]["num_kv_blocks"] == "auto"
     config = w.engine_config("released")
-    assert (config.scheduler.num_kv_blocks, config.memory_utilization) == (4096, 0.5)
+    assert (config.scheduler.num_kv_blocks, config.memory_utilization,
+            config.size_kv_blocks) == (4096, 0.5, True)
     given = load(tmp_path, "device=cpu", "model=tiny", "engine.num_kv_blocks=64")
     config = given.engine_config("released")
-    assert (config.scheduler.num_kv_blocks, config.memory_utilization) == (64, None)
+    assert (config.scheduler.num_kv_blocks, config.memory_utilization,
+            config.size_kv_blocks) == (64, 0.9, False)
 
 
 def test_achieved_tflops_are_per_chip_of_the_deployment(tmp_path):

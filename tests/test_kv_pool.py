@@ -53,10 +53,11 @@ class FakeCudaMemory:
         pass
 
 
-def tiny(dp_size=1, memory_utilization=0.5, **sched):
+def tiny(dp_size=1, memory_utilization=0.5, size_kv_blocks=True, **sched):
     return EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=64, dp_size=dp_size,
                                                   **sched),
-                        model="tiny", device="cpu", memory_utilization=memory_utilization)
+                        model="tiny", device="cpu", memory_utilization=memory_utilization,
+                        size_kv_blocks=size_kv_blocks)
 
 
 def test_the_accounting_is_hand_arithmetic():
@@ -110,12 +111,32 @@ def test_weights_that_leave_no_room_for_one_sequence_are_refused(monkeypatch):
         "< 256 for one sequence of max_position_embeddings 4096 tokens")
 
 
+def test_a_configured_pool_is_checked_against_device_memory(monkeypatch):
+    """The first test's device: room for 26,041 blocks; 26,041 are taken, 26,042 refused
+    before any cache is allocated."""
+    FakeCudaMemory(total=1 * GB, free=0.8 * GB, activations=0.1 * GB).install(monkeypatch)
+    engine = LLMEngine(tiny(num_kv_blocks=26_041, size_kv_blocks=False))
+    assert engine.executor.workers[0].kv_cache.shape[1] == 26_041
+    assert engine.kv_pool.manifest() == dict(
+        num_kv_blocks=26_041, sized="configured", total_bytes=int(GB), memory_utilization=0.5,
+        used_bytes=int(0.2 * GB), reserve_bytes=int(0.1 * GB),
+        bytes_per_block=TINY_BLOCK_BYTES, ranks=1, fit_blocks=26_041)
+    with pytest.raises(DoesNotFit) as e:
+        LLMEngine(tiny(num_kv_blocks=26_042, size_kv_blocks=False))
+    assert str(e.value) == (
+        "tiny (float32) on cpu: 1.00 GB x memory_utilization 0.5 = 0.50 GB; 0.20 GB in use "
+        "with the weights resident and 0.10 GB of activations (a 64-token forward) leave "
+        "0.20 GB: 26041 KV blocks of 16 tokens (7,680 bytes each) per DP rank (1 on the "
+        "device), < the 26042 configured")
+
+
 def test_a_cpu_keeps_the_configured_pool():
     engine = LLMEngine(tiny(num_kv_blocks=96))
     assert engine.kv_pool == kv_pool.KVPool(96, "configured", kv_pool.CPU_NOTE)
     assert engine.executor.workers[0].kv_cache.shape[1] == 96
-    given = LLMEngine(tiny(memory_utilization=None, num_kv_blocks=96))
-    assert given.kv_pool.manifest() == dict(num_kv_blocks=96, sized="configured")
+    for given in (LLMEngine(tiny(memory_utilization=None, num_kv_blocks=96)),
+                  LLMEngine(tiny(num_kv_blocks=96, size_kv_blocks=False))):
+        assert given.kv_pool.manifest() == dict(num_kv_blocks=96, sized="configured")
 
 
 WORKLOAD = """trace:
@@ -146,3 +167,19 @@ def test_the_refusal_exits_2_with_nothing_written(tmp_path, monkeypatch, capsys)
     assert f"{path}: engine.num_kv_blocks: tiny (float32) on cpu: 1.00 GB x " in err
     assert "< 256 for one sequence of max_position_embeddings 4096 tokens" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_configured_pool_too_large_exits_2_with_nothing_written(tmp_path, monkeypatch,
+                                                                  capsys):
+    """1 GB x 0.9 with 0.2 GB in use and 0.05 GB of activations: 84,635 blocks fit."""
+    FakeCudaMemory(total=1 * GB, free=0.8 * GB, activations=0.05 * GB).install(monkeypatch)
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKLOAD)
+    out = ["--set", f"output={tmp_path / 'out'}"]
+    assert main(["run", str(path), *out, "--set", "engine.num_kv_blocks=100000"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: engine.num_kv_blocks: tiny (float32) on cpu: 1.00 GB x " in err
+    assert "84635 KV blocks of 16 tokens (7,680 bytes each) per DP rank (1 on the device), " \
+           "< the 100000 configured" in err
+    assert not (tmp_path / "out").exists()
+    assert main(["run", str(path), *out, "--set", "engine.num_kv_blocks=84635"]) == 0

@@ -88,6 +88,9 @@ def test_arms_of_two_devices_get_the_hardware_page_with_assumptions(runs, tmp_pa
     assert hardware.count("the profile's figures") == 2
     row = re.search(r"<td>step_overhead_us</td><td>50</td><td[^>]*>(.*?)</td>", hardware)
     assert row and "assumption" in row.group(1)  # shown as an assumption, not a fact
+    for figure, kind in (("compute_efficiency", "fitted"), ("scaleout_gb_s", "vendor"),
+                         ("network_efficiency", "fitted")):  # H200's network, B200's compute
+        assert re.search(rf"<td>{figure}</td><td>[\d.]+</td><td[^>]*>{kind}</td>", hardware)
     assert "mfu model" in hardware and hardware.count('class="badge modeled">modeled') >= 2
 
 

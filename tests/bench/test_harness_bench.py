@@ -105,7 +105,7 @@ def test_engine_thread_at_a_chunk_boundary(benchmark, tmp_path):
 
 
 def test_one_hour_modeled_replay(benchmark, tmp_path):
-    """workloads/bench_hour.yaml end to end: ~990,000 steps on one modeled B200, all tables
+    """workloads/bench_hour.yaml end to end: ~900,000 steps on one modeled B200, all tables
     written."""
     enabled = not benchmark.disabled
     overrides = [f"output={tmp_path}"] + ([] if enabled else ["trace.generate.requests=200"])

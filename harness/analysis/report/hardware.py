@@ -9,8 +9,9 @@ from typing import List, Optional
 
 import yaml
 
-FIELDS = ("peak_tflops", "hbm_gb", "hbm_tb_s", "interconnect_gb_s", "tdp_w",
-          "step_overhead_us", "compute_efficiency", "memory_efficiency")
+FIELDS = ("peak_tflops", "hbm_gb", "hbm_tb_s", "interconnect_gb_s", "scaleup_devices",
+          "scaleout_gb_s", "tdp_w", "scaleup_latency_us", "scaleout_latency_us",
+          "network_efficiency", "step_overhead_us", "compute_efficiency", "memory_efficiency")
 
 
 def _devices_dir() -> Optional[Path]:
