@@ -68,10 +68,10 @@ def memory_queries(device: torch.device):
 
 def size_kv_pool(model: DeepSeekModel, device: torch.device, config) -> KVPool:
     """Each DP rank's pool for an EngineConfig whose model is resident on `device`: sized
-from memory (config.size_kv_blocks), or the configured one checked against it. With
-config.memory_utilization None, or on a CPU, the configured pool. Raises DoesNotFit, with
-the numbers, when not one sequence of max_position_embeddings tokens fits a rank, or the
-configured pool does not."""
+    from memory (config.size_kv_blocks), or the configured one checked against it. With
+    config.memory_utilization None, or on a CPU, the configured pool. Raises DoesNotFit,
+    with the numbers, when not one sequence of max_position_embeddings tokens fits a rank,
+    or the configured pool does not."""
     sched = config.scheduler
     memory = memory_queries(device)
     if config.memory_utilization is None or memory is None:
