@@ -53,7 +53,7 @@ struct Validator {
   }
   void boolean(const char*, bool, const char*) {}
   template <class E, size_t N>
-  void choice(const char* name, E value, const char* const (&names)[N], const char*) {
+  void choice(const char* name, E value, const char* const (&)[N], const char*) {
     if (static_cast<size_t>(value) >= N)
       throw std::invalid_argument(std::string(name) + " is out of range");
   }
