@@ -9,10 +9,6 @@ from typing import List, Optional
 
 import yaml
 
-FIELDS = ("peak_tflops", "hbm_gb", "hbm_tb_s", "interconnect_gb_s", "scaleup_devices",
-          "scaleout_gb_s", "tdp_w", "scaleup_latency_us", "scaleout_latency_us",
-          "network_efficiency", "step_overhead_us", "compute_efficiency", "memory_efficiency")
-
 
 def _devices_dir() -> Optional[Path]:
     spec = importlib.util.find_spec("engine")
@@ -25,7 +21,8 @@ def _devices_dir() -> Optional[Path]:
 
 def profile_figures(device: str) -> List[dict]:
     """[{figure, value, kind, source}] of the bundled profile named `device` ("B200",
-    "Ascend 950DT"); empty where no bundled profile has that name."""
+    "Ascend 950DT"), every figure in the file's order (a null one: not published); empty
+    where no bundled profile has that name."""
     where = _devices_dir()
     stem = device.strip().lower().replace(" ", "-").replace("_", "-")
     path = where / f"{stem}.yaml" if where else None
@@ -33,8 +30,7 @@ def profile_figures(device: str) -> List[dict]:
         return []
     data = yaml.safe_load(path.read_text()) or {}
     out = []
-    for name in FIELDS:
-        value = data.get(name)
+    for name, value in data.items():
         entries = value.items() if name == "peak_tflops" and isinstance(value, dict) \
             else [(None, value)]
         for sub, v in entries:
