@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
-import yaml
+from .files import check_regular
+from .yaml_lines import load_with_lines
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 ARCHITECTURES = ("deepseek_v3", "deepseek_v4")
@@ -146,14 +147,14 @@ def load_model_config(name_or_path: Union[str, Path]) -> ModelConfig:
         if not path.is_file():
             known = ", ".join(sorted(p.stem for p in MODELS_DIR.glob("*.yaml")))
             raise ValueError(f"unknown model {name_or_path!r}; bundled models: {known}")
-    with open(path) as f:
-        data = yaml.safe_load(f)
+    data, lines = load_with_lines(check_regular(path))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of model fields")
     names = {f.name for f in fields(ModelConfig)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ValueError(f"{path}: unknown model field(s) {', '.join(unknown)}")
+        raise ValueError(f"{path}:{lines[(unknown[0],)]}: {unknown[0]}: unknown model field; "
+                         f"expected one of {', '.join(sorted(names))}")
     data.setdefault("name", path.stem)
     try:
         return ModelConfig(**data)

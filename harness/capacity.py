@@ -16,7 +16,7 @@ from typing import Callable, Dict, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .capacity_search import Search, bounds, search
+from .capacity_search import MAX_PROBES, MIN_RESOLUTION, Search, bounds, search
 from .schema import TABLES
 from .workload import Workload, WorkloadError, executor_spec, load_workload
 
@@ -54,6 +54,7 @@ class Capacity:
     knob: Knob
     target: float
     resolution: float
+    max_probes: int
     slo: Dict[str, float]
     profile: str  # the device profile the probes were modeled on
 
@@ -111,11 +112,14 @@ def knob(workload: Workload) -> Knob:
 
 def find(workload: Workload, overrides: Tuple[str, ...] = (),
          target: float = DEFAULT_ATTAINMENT, resolution: float = DEFAULT_RESOLUTION,
-         lowest: Optional[float] = None, highest: Optional[float] = None, stop=None,
+         lowest: Optional[float] = None, highest: Optional[float] = None,
+         max_probes: int = MAX_PROBES, stop=None,
          on_probe: Callable[[dict], None] = lambda row: None) -> Capacity:
     """Search the workload (loaded with `overrides`, which every probe keeps) for its
-    capacity, starting from its own rate; write the capacity table; return the answer.
-    Stopped when `stop` is set during a probe (that probe's run is written whole)."""
+    capacity, starting from its own rate, in `max_probes` probes at most; write the
+    capacity table; return the answer. Stopped when `stop` is set during a probe (that
+    probe's run is written whole). CapacityError, before anything is written, for an
+    option out of its bounds, named as the command line names it."""
     from .analysis.runs import read_run
     from .interrupt import Stop
     from .run import new_stamped_dir, run_workload
@@ -127,9 +131,14 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
         lowest, highest = bounds(rate_knob.rate, lowest, highest)
     except ValueError as e:
         raise CapacityError(f"{workload.path}: {e}") from None
-    if not (0 < target <= 1 and 0 < resolution < np.inf):
-        raise CapacityError(f"expected an attainment target in (0, 1] and a resolution > 0, "
-                            f"got {target!r} and {resolution!r}")
+    if not 0 < target <= 1:
+        raise CapacityError(f"--attainment: expected a share of requests in (0, 1], "
+                            f"got {target!r}")
+    if not MIN_RESOLUTION <= resolution < np.inf:
+        raise CapacityError(f"--resolution: expected a finite number >= {MIN_RESOLUTION:g} "
+                            f"(the finest the search takes), got {resolution!r}")
+    if not (isinstance(max_probes, int) and max_probes >= 1):
+        raise CapacityError(f"--max-probes: expected an integer >= 1, got {max_probes!r}")
     stop = Stop() if stop is None else stop
     profile = executor_spec(workload.values["device"]).profile
     folder = new_stamped_dir(Path(workload.values["output"]) / workload.name / "capacity",
@@ -156,7 +165,7 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
         on_probe(dict(row, met=met))
         return met, row
 
-    found = search(probe, rate_knob.rate, resolution, lowest, highest)
-    capacity = Capacity(found, folder, rate_knob, target, resolution, slo, profile)
+    found = search(probe, rate_knob.rate, resolution, lowest, highest, max_probes)
+    capacity = Capacity(found, folder, rate_knob, target, resolution, max_probes, slo, profile)
     write_table(capacity.table(), folder, "capacity", workload.values["table_format"])
     return capacity

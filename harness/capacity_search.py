@@ -6,9 +6,13 @@ between the highest rate that met and the lowest rate above it that missed; bise
 the bracket's geometric mean) then narrows it until high / low <= 1 + resolution.
 
 Every rate that met lies below every rate that missed (each probe lands inside the bracket
-and moves one of its ends). The answer is exact where the target is met below some rate
-and missed above it; where attainment is not monotone in the rate, the bracket is one
-crossing of the target, not necessarily the lowest.
+and moves one of its ends), so no rate is probed twice. The answer is exact where the
+target is met below some rate and missed above it; where attainment is not monotone in the
+rate, the bracket is one crossing of the target, not necessarily the lowest.
+
+The search is bounded whatever its arguments: it ends after `max_probes` probes, and when
+the bracket's ends are adjacent doubles (no rate lies between them, whatever the
+resolution asked).
 """
 
 from __future__ import annotations
@@ -18,6 +22,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
 STEPS = 10  # doublings or halvings from the start by default: a factor of 1024 either way
+# The finest resolution a capacity search takes (docs/capacity.md, "Bounds"): bisecting a
+# factor of 2 down to it takes 20 probes.
+MIN_RESOLUTION = 1e-6
+# More than any search within the default bounds needs at MIN_RESOLUTION: the start,
+# STEPS doublings or halvings and 20 bisections.
+MAX_PROBES = 40
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class Search:
     probes: Tuple[Probe, ...]  # in the order they ran
     low: Optional[float]  # the highest rate found meeting the target; None: none met
     high: Optional[float]  # the lowest rate above `low` that missed; None: none missed
+    out_of_probes: bool = False  # it stopped at max_probes with another rate to probe
 
     @property
     def found(self) -> bool:
@@ -57,42 +68,39 @@ def bounds(start: float, lowest: Optional[float] = None,
 
 
 def search(probe: Callable[[float], Tuple[bool, Any]], start: float, resolution: float,
-           lowest: Optional[float] = None, highest: Optional[float] = None) -> Search:
+           lowest: Optional[float] = None, highest: Optional[float] = None,
+           max_probes: int = MAX_PROBES) -> Search:
     """`probe(rate)` -> (met, result), from `start` within `bounds(start, lowest, highest)`,
-    until the bracket is within `resolution` (> 0)."""
+    until the bracket is within `resolution` (> 0), its ends are adjacent doubles, or
+    `max_probes` (>= 1) probes have run."""
     lowest, highest = bounds(start, lowest, highest)
     if not resolution > 0:
         raise ValueError(f"expected a resolution > 0, got {resolution!r}")
+    if not max_probes >= 1:
+        raise ValueError(f"expected max_probes >= 1, got {max_probes!r}")
     probes: List[Probe] = []
-
-    def met(rate: float) -> bool:
-        verdict, result = probe(rate)
-        probes.append(Probe(rate, bool(verdict), result))
-        return bool(verdict)
-
-    rate = start
     low: Optional[float] = None
     high: Optional[float] = None
-    if met(rate):
-        low = rate
-        while high is None and rate < highest:
-            rate = min(rate * 2, highest)
-            if met(rate):
-                low = rate
-            else:
-                high = rate
-    else:
-        high = rate
-        while low is None and rate > lowest:
-            rate = max(rate / 2, lowest)
-            if met(rate):
-                low = rate
-            else:
-                high = rate
-    while low is not None and high is not None and high / low > 1 + resolution:
-        mid = math.sqrt(low * high)
-        if met(mid):
-            low = mid
+    rate: Optional[float] = start
+    while rate is not None and len(probes) < max_probes:
+        verdict, result = probe(rate)
+        probes.append(Probe(rate, bool(verdict), result))
+        if verdict:
+            low = rate
         else:
-            high = mid
-    return Search(tuple(probes), low, high)
+            high = rate
+        rate = _next(low, high, lowest, highest, resolution)
+    return Search(tuple(probes), low, high, out_of_probes=rate is not None)
+
+
+def _next(low: Optional[float], high: Optional[float], lowest: float, highest: float,
+          resolution: float) -> Optional[float]:
+    """The rate to probe after the bracket (low, high); None when the search is done."""
+    if high is None:  # every rate so far met, the last one the highest
+        return min(low * 2, highest) if low < highest else None
+    if low is None:  # every rate so far missed, the last one the lowest
+        return max(high / 2, lowest) if high > lowest else None
+    if high / low <= 1 + resolution:
+        return None
+    mid = math.sqrt(low) * math.sqrt(high)  # low * high may overflow
+    return mid if low < mid < high else None  # adjacent doubles: nothing lies between

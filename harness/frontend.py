@@ -10,6 +10,11 @@ detokenizing and streaming hold it) and stamps when each token reached it (deliv
 = that stamp - the commit time). Which of the two threads runs when is the GIL's choice:
 that is what a GIL A/B comparison measures (docs/gil.md).
 
+Closing delivers every token published, however long that takes. Once a signal has stopped
+the run (`stop` set) the tokens not yet delivered are abandoned (counted, no work, no
+delay), the token in progress included, at once: the engine's thread, waiting for the
+frontend to catch up or closing it, is never held by a frontend far behind.
+
 Memory: a few numbers per trace request, each live request's delays until it leaves, and
 the delays of every token as a histogram of whole microseconds.
 """
@@ -37,8 +42,9 @@ COLUMNS = ("enqueue_drift_s", "delivery_delay_p50_s", "delivery_delay_max_s")
 
 class Frontend:
     def __init__(self, arrivals: np.ndarray, per_token_us: float = PER_TOKEN_US,
-                 warmup_steps: int = 0) -> None:
-        """`arrivals`: intended enqueue times (s, sorted), request i at arrivals[i]."""
+                 warmup_steps: int = 0, stop: Optional[threading.Event] = None) -> None:
+        """`arrivals`: intended enqueue times (s, sorted), request i at arrivals[i];
+        `stop`: the run's stop flag (harness/interrupt.py), read per token."""
         self._arrivals = memoryview(np.ascontiguousarray(arrivals, np.float64))
         n = len(self._arrivals)
         self._start = 0.0
@@ -46,7 +52,9 @@ class Frontend:
         self._warmup_steps = warmup_steps
         self.requests: queue.SimpleQueue = queue.SimpleQueue()  # request ids, as enqueued
         self._drift = np.full(n, np.nan)
-        self._delivered = np.zeros(n, np.int64)
+        self._taken = np.zeros(n, np.int64)  # by request id: its tokens delivered or abandoned
+        self._undelivered = 0  # tokens abandoned
+        self._stop = threading.Event() if stop is None else stop
         self._p50 = np.full(n, np.nan)
         self._max = np.full(n, np.nan)
         self._live: Dict[int, list] = {}  # request_id -> its tokens' delays so far
@@ -89,7 +97,8 @@ class Frontend:
             raise RuntimeError(f"the frontend thread failed: {self._error!r}") from self._error
 
     def close(self) -> None:
-        """Deliver every published token, then stop the thread. Idempotent."""
+        """Deliver every published token (once `stop` is set: abandon them), then stop the
+        thread. Idempotent."""
         if self._thread.is_alive():
             try:
                 self.wait(self._published)
@@ -107,7 +116,7 @@ class Frontend:
     def summary(self, measured: np.ndarray) -> pd.DataFrame:
         """Summary rows: enqueue drift over the measured requests (a mask by request id),
         delivery delay over the tokens of measured steps, the thread's CPU share of its
-        time running."""
+        time running, and the tokens a stop abandoned (of every step)."""
         rows = []
         drift = describe(self._drift[measured])
         delay = describe(np.fromiter(self._histogram, np.float64, len(self._histogram)) / 1e6,
@@ -117,6 +126,7 @@ class Frontend:
                      for stat, x in stats.items()]
         share = 100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else float("nan")
         rows.append(("frontend", "cpu_share", share, "% of one core"))
+        rows.append(("frontend", "undelivered", float(self._undelivered), "tokens"))
         return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
     def _run(self) -> None:
@@ -155,21 +165,25 @@ class Frontend:
                 self._progress.notify_all()
 
     async def _delivering(self) -> None:
-        work_ns = self._work_ns
+        work_ns, stopped = self._work_ns, self._stop.is_set
         while True:
             step, commit_s, ids, output_len, left = await self._events.get()
             measured = step >= self._warmup_steps
             for seq_id, total in zip(ids.tolist(), output_len.tolist()):
                 delays = self._live.setdefault(seq_id, [])
-                for _ in range(total - self._delivered[seq_id]):
+                tokens = total - int(self._taken[seq_id])
+                self._taken[seq_id] = total
+                for k in range(tokens):
                     deadline = time.perf_counter_ns() + work_ns
-                    while time.perf_counter_ns() < deadline:  # detokenize, stream
-                        pass
+                    while time.perf_counter_ns() < deadline and not stopped():
+                        pass  # detokenize, stream
+                    if stopped():  # this token and the rest of the row: never delivered
+                        self._undelivered += tokens - k
+                        break
                     delay = time.perf_counter() - self._start - commit_s
                     delays.append(delay)
                     if measured:
                         self._histogram[int(round(delay * 1e6))] += 1
-                self._delivered[seq_id] = total
             for seq_id in left:
                 self._settle(seq_id)
             with self._progress:

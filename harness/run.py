@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pandas as pd
 
 import engine as engine_pkg
 from engine import LLMEngine
+from engine.devices.profile import profile_record
 from engine.executors import ExecutorSpec
 
 from . import tables
@@ -38,7 +40,7 @@ from .recorder import Recorder
 from .replay import replay
 from .table_sink import write_table
 from .telemetry import Sampler, device_frame, device_summary
-from .workload import Workload
+from .workload import Workload, WorkloadError
 from .workload_trace import load_workload_trace
 
 
@@ -107,15 +109,20 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     df = trace.df
     frontend = Frontend(df["arrival_s"].to_numpy(np.float64),
                         workload.values["frontend"]["per_token_us"],
-                        workload.values["warmup_steps"]) \
+                        workload.values["warmup_steps"], stop) \
         if workload.values["frontend"]["mode"] == "thread" else None
     # the recorder's table writer is ready when it returns: the manifest says the run began
     slo = {name: limit for name, limit in workload.values["slo"].items() if limit is not None}
-    recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
-                        trace=df, frontend=frontend, slo=slo)
+    try:
+        recorder = Recorder(engine, workload.values["warmup_steps"], run_dir, fmt, labels,
+                            trace=df, frontend=frontend, slo=slo)
+    except BaseException:  # nothing began: no run directory is left behind
+        engine.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     tables.write_manifest(manifest, run_dir)
     previous = install(stop)
-    sampler = share = None
+    sampler = share = failure = None
     try:
         start = time.perf_counter()  # the real clock's zero, shared with the sampler
         share = HostShare(workload.values["gil_contamination_pct"])
@@ -129,6 +136,10 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     except KeyboardInterrupt:  # from a progress callback, between steps
         manifest["interrupted"] = True
         stop.request()
+    except Exception as e:  # the run failed: said in its manifest, not taken for a signal
+        failure = e
+        manifest.update(complete=False, interrupted=False, error=f"{type(e).__name__}: {e}")
+        raise
     finally:  # a signal now only sets `stop`: the tables are written whole
         try:
             manifest["ended"] = _now()
@@ -136,7 +147,7 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
                 manifest["host_share"] = share.stop()
             device, manifest["telemetry"] = sampler.stop() if sampler else \
                 (device_frame([]), {"sampler": "telemetry.enabled: false"})
-            if frontend is not None:  # every committed token delivered
+            if frontend is not None:  # every committed token delivered, unless stopped
                 frontend.close()
             engine.close()
             try:
@@ -145,7 +156,10 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
                 _write_summary(workload, engine, recorder, device, run_dir, fmt, labels,
                                calibration, frontend)
             except Exception as e:  # a table could not be written: the run failed
-                manifest.update(complete=False, error=f"{type(e).__name__}: {e}")
+                # a table that cannot be written is why the hand-off's pipe broke
+                if failure is None or isinstance(failure, BrokenPipeError):
+                    manifest.update(error=f"{type(e).__name__}: {e}")
+                manifest.update(complete=False, interrupted=False)
                 raise
             finally:
                 tables.write_manifest(manifest, run_dir)
@@ -198,7 +212,12 @@ def _wall_window(workload, recorder):
 
 
 def new_stamped_dir(base: Path, arm: str) -> Path:
-    """A new folder base/<date-time>-<arm>, never one that existed (a run's, a search's)."""
+    """A new folder base/<date-time>-<arm>, never one that existed (a run's, a search's).
+    A symbolic link as base is refused: a run writes only where its workload says."""
+    if base.is_symlink():
+        raise WorkloadError(f"{base} is a symbolic link (to {os.readlink(base)}): a run "
+                            f"writes its folder only where output and name say; remove the "
+                            f"link or set output to where it points")
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
@@ -229,6 +248,7 @@ def _manifest(workload, trace, engine, gil, repeat) -> dict:
                     chip=engine.device.chip, capability=engine.device.capability),
         executor=engine.config.executor, modeled=modeled,
         modeled_device=engine.device_profile.name if modeled else None,
+        device_profile=profile_record(engine.device_profile) if engine.device_profile else None,
         kv_pool=engine.kv_pool.manifest() if engine.kv_pool else None,
         started=_now(), complete=False, pid=os.getpid(), host=socket.gethostname())
 

@@ -3,20 +3,30 @@
 A writer thread in the harness's own process would take the GIL the engine's thread is
 being measured with, and wait for it after every pyarrow call that lets it go (a GIL
 convoy: a chunk's write took 26 - 84 ms instead of 3 - 5 while the engine ran). Here the
-harness only pipes each chunk's columns across, raw, and goes on.
+harness's sender thread only pipes each chunk's columns across, as their bytes, in one
+`writev`: no pyarrow call on that side (building Arrow arrays there, for Arrow IPC, brought
+the convoy back: tests/bench/README.md); the writer builds the tables and encodes them.
 
-Wire format, one message at a time down the child's stdin: a header (the pickle's length,
-the buffer count, each buffer's length), a pickle (protocol 5) of the message, and its
-numpy buffers out of band, so columns cross as their bytes in one `writev`. Messages:
-`("open", run_dir, fmt, labels, names, dictionaries)`, then `("write", {name: columns})`
-per chunk, then `("close",)`; the child answers `close` with one JSON line:
-`{"errors": {table: message}}`.
+Wire format, one message at a time down the child's stdin: the head's length (8 bytes,
+little-endian), the head (a JSON object: `kind`; `sizes`, the byte length of each payload
+that follows), then the payloads. Messages: `open` (`run_dir`, `format`, `labels`,
+`names`, `dictionaries`), answered `ready`; then `write` per chunk (`columns`: for each
+table its columns' names and types, one payload each, in order: a numpy dtype of
+fixed-width numbers or booleans and the column's bytes, or `text` and a JSON list of
+strings; a dictionary column as its codes); then `close`, answered with one JSON line:
+`{"errors": {table: message}}`. Nothing on the wire can run code, though another process
+of the user's can write to the writer's stdin: JSON decodes to values, and bytes become
+numbers only through a dtype from a fixed list. Anything else (no JSON object, an unknown
+kind or type, a table never opened, a payload whose length does not fit its type) is
+refused: the writer closes the tables whole, answers with the reason and stops reading, as
+after a failed write.
 
 A table whose write fails is given up (its temporary file removed, never renamed into
 place); the writer then closes the other tables and stops reading, so the harness's next
-send fails and the run stops there, failed. If the pipe ends without `close` (the harness was killed, or
-crashed), the writer closes every table as it stands, each holding every chunk it
-received, and marks the run killed in its manifest.
+send fails and the run stops there, failed. If the pipe ends without `close` (the harness
+was killed, or crashed), the writer closes every table as it stands, each holding every
+chunk it received, and marks the run killed in its manifest; a message cut short is
+dropped.
 """
 
 from __future__ import annotations
@@ -24,25 +34,34 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import pickle
 import struct
 import subprocess
 import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
+from . import child_process
 from .atomic import atomic_open
 from .schema import TABLES
 from .table_sink import TableSink, dictionary
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the directory holding harness/
 PIPE_BYTES = 1 << 20  # Linux's default limit for an unprivileged process
-_HEADER = struct.Struct("<QI")  # pickle length, buffer count; then one <Q per buffer
+HEAD_BYTES = 1 << 20  # the longest head read: `open`'s labels and dictionaries are short
+TEXT = "text"  # a column's type on the wire: a JSON list of strings
+_LENGTH = struct.Struct("<Q")
+_KINDS = ("open", "write", "close")
+_DTYPES = {np.dtype(t).str: np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32,
+                                                  np.int64, np.uint8, np.uint16, np.uint32,
+                                                  np.uint64, np.float32, np.float64)}
+
+
+class Refused(ValueError):
+    """A message the writer will not read."""
 
 
 class TableWriter:
@@ -52,19 +71,18 @@ class TableWriter:
     def __init__(self, run_dir: Path, fmt: str, names: Sequence[str],
                  labels: Optional[Dict[str, object]] = None,
                  dictionaries: Optional[Mapping[str, Sequence[str]]] = None) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "harness.table_writer"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, env=env,
+            child_process.command("harness.table_writer"), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             start_new_session=True)  # Ctrl-C reaches the harness, which closes the tables
         self._fd = self._process.stdin.fileno()
         try:  # a chunk crosses in a few large reads, not hundreds of 64 KiB wake-ups
             fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         except OSError:
             pass  # the system's limit is lower: the default pipe works, in more wake-ups
-        self._send(("open", str(run_dir), fmt, labels or {}, list(names),
-                    {k: list(v) for k, v in (dictionaries or {}).items()}))
+        self._send(dict(kind="open", run_dir=str(run_dir), format=fmt, labels=labels or {},
+                        names=list(names),
+                        dictionaries={k: list(v) for k, v in (dictionaries or {}).items()}))
         # Ready before the run: a writer still importing or warming up pyarrow would hold
         # up the first chunks, and the engine behind them.
         if self._process.stdout.readline() != b"ready\n":
@@ -74,13 +92,14 @@ class TableWriter:
     def write(self, tables: Mapping[str, Mapping[str, object]]) -> None:
         """One chunk of each named table: columns of numpy arrays (or lists of text);
         a dictionary column as codes into its names."""
-        self._send(("write", dict(tables)))
+        columns, payloads = encoded(tables)
+        self._send(dict(kind="write", columns=columns), payloads)
 
     def close(self) -> None:
         """Every table closed and renamed into place; raises OSError naming each table
         that could not be written (that table is not left behind)."""
         try:
-            self._send(("close",))
+            self._send(dict(kind="close"))
         except OSError:
             pass  # the writer is gone: its exit status says why, below
         self._process.stdin.close()
@@ -95,18 +114,32 @@ class TableWriter:
         if errors:
             raise OSError("; ".join(f"{name}: {message}" for name, message in errors.items()))
 
-    def _send(self, message) -> None:
-        _write_all(self._fd, frame(message))
+    def _send(self, head: dict, payloads: Sequence = ()) -> None:
+        _write_all(self._fd, frame(head, payloads))
 
 
-def frame(message) -> list:
-    """The message as the pipe carries it: header, pickle, buffers (not copied)."""
-    buffers = []
-    meta = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
-    views = [b.raw() for b in buffers]
-    header = _HEADER.pack(len(meta), len(views)) + struct.pack(
-        f"<{len(views)}Q", *(v.nbytes for v in views))
-    return [header, meta, *views]
+def encoded(tables: Mapping[str, Mapping[str, object]]) -> Tuple[dict, list]:
+    """Each table's columns described ([name, type] pairs) and their payloads, in order:
+    numbers and booleans as their own bytes (not copied), the rest as a JSON list of text."""
+    columns, payloads = {}, []
+    for name, table in tables.items():
+        described = columns[name] = []
+        for column, values in table.items():
+            if isinstance(values, np.ndarray) and values.dtype.str in _DTYPES:
+                values = np.ascontiguousarray(values)
+                described.append([column, values.dtype.str])
+                payloads.append(values)
+            else:
+                described.append([column, TEXT])
+                payloads.append(json.dumps(values.tolist() if isinstance(values, np.ndarray)
+                                           else list(values)).encode())
+    return columns, payloads
+
+
+def frame(head: dict, payloads: Sequence = ()) -> list:
+    """The message as the pipe carries it: the head's length, the head, the payloads."""
+    text = json.dumps({**head, "sizes": [memoryview(p).nbytes for p in payloads]}).encode()
+    return [_LENGTH.pack(len(text)), text, *payloads]
 
 
 def _write_all(fd: int, parts) -> None:
@@ -121,9 +154,12 @@ def _write_all(fd: int, parts) -> None:
             parts[0] = parts[0][n:]
 
 
-def _read_exact(f, n: int) -> Optional[bytearray]:
+def _read_exact(f, n: int) -> Optional[np.ndarray]:
     """n bytes, or None if the pipe ends first."""
-    data = bytearray(n)
+    try:  # not zeroed: memory is taken as bytes arrive, not as a length claims
+        data = np.empty(n, np.uint8)
+    except (MemoryError, ValueError):
+        raise Refused(f"a message of {n} bytes") from None
     view, at = memoryview(data), 0
     while at < n:
         got = f.readinto(view[at:])
@@ -133,23 +169,83 @@ def _read_exact(f, n: int) -> Optional[bytearray]:
     return data
 
 
-def _receive(f):
-    """The next message, or None at the pipe's end (a message cut short counts as none)."""
-    header = _read_exact(f, _HEADER.size)
-    if header is None:
+def _receive(f) -> Optional[Tuple[dict, List[np.ndarray]]]:
+    """The next message, its head and its payloads, or None at the pipe's end (a message
+    cut short counts as none); Refused if it is not a message."""
+    length = _read_exact(f, _LENGTH.size)
+    if length is None:
         return None
-    meta_len, count = _HEADER.unpack(header)
-    sizes = _read_exact(f, 8 * count)
-    meta = None if sizes is None else _read_exact(f, meta_len)
-    if meta is None:
+    (n,) = _LENGTH.unpack(length)
+    if n > HEAD_BYTES:
+        raise Refused(f"a message head of {n} bytes")
+    text = _read_exact(f, n)
+    if text is None:
         return None
-    buffers = []
-    for size in struct.unpack(f"<{count}Q", sizes):
-        buffer = _read_exact(f, size)
-        if buffer is None:
+    head = _head(text.tobytes())
+    payloads = []
+    for size in head["sizes"]:
+        payload = _read_exact(f, size)
+        if payload is None:
             return None
-        buffers.append(buffer)
-    return pickle.loads(meta, buffers=buffers)
+        payloads.append(payload)
+    return head, payloads
+
+
+def _head(text: bytes) -> dict:
+    try:
+        head = json.loads(text.decode())
+    except ValueError as error:
+        raise Refused(f"a message head that is not JSON: {error}") from None
+    if not isinstance(head, dict) or head.get("kind") not in _KINDS:
+        raise Refused(f"a message head of no known kind: {text[:80]!r}")
+    sizes = head.get("sizes")
+    if not (isinstance(sizes, list) and all(type(s) is int and s >= 0 for s in sizes)):
+        raise Refused(f"a `{head['kind']}` message without its payloads' sizes")
+    return head
+
+
+def _chunk(head: dict, payloads: List[np.ndarray]) -> Dict[str, Dict[str, object]]:
+    """Each table's columns, from a `write` message: numbers (viewed, not copied) or text."""
+    if head["kind"] != "write":
+        raise Refused("a second `open` message")
+    columns = _field(head, "columns", dict)
+    if not all(isinstance(pairs, list) for pairs in columns.values()):
+        raise Refused("a `write` message whose columns are not listed")
+    described = [(name, pair) for name, pairs in columns.items() for pair in pairs]
+    if len(described) != len(payloads):
+        raise Refused("a `write` message whose columns are not one payload each")
+    tables: Dict[str, Dict[str, object]] = {name: {} for name in columns}
+    for (name, pair), payload in zip(described, payloads):
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
+                and isinstance(pair[1], str) and pair[0] not in tables[name]):
+            raise Refused(f"a {name} column described as {pair!r}")
+        tables[name][pair[0]] = _column(name, *pair, payload)
+    return tables
+
+
+def _column(table: str, name: str, kind: str, payload: np.ndarray):
+    if kind == TEXT:
+        try:
+            values = json.loads(payload.tobytes().decode())
+        except ValueError as error:
+            raise Refused(f"{table}.{name}: text that is not JSON: {error}") from None
+        if not (isinstance(values, list) and all(v is None or isinstance(v, str)
+                                                 for v in values)):
+            raise Refused(f"{table}.{name}: text that is not a list of strings")
+        return values
+    dtype = _DTYPES.get(kind)
+    if dtype is None:
+        raise Refused(f"{table}.{name}: a column of type {kind!r}")
+    if payload.nbytes % dtype.itemsize:
+        raise Refused(f"{table}.{name}: {payload.nbytes} bytes of {kind}")
+    return payload.view(dtype)
+
+
+def _field(head: dict, key: str, kind: type):
+    value = head.get(key)
+    if not isinstance(value, kind):
+        raise Refused(f"a `{head['kind']}` message whose `{key}` is not a {kind.__name__}")
+    return value
 
 
 class _Tables:
@@ -161,7 +257,10 @@ class _Tables:
         self._dictionaries = dictionaries
         self.errors: Dict[str, str] = {}
 
-    def write(self, tables) -> None:
+    def write(self, tables: Mapping[str, Mapping[str, object]]) -> None:
+        unopened = [name for name in tables if name not in self._sinks]
+        if unopened:
+            raise Refused(f"a chunk of tables never opened: {', '.join(unopened)}")
         for name, columns in tables.items():
             if name in self.errors:
                 continue
@@ -182,7 +281,7 @@ class _Tables:
     def _array(self, name: str, values):
         if name in self._dictionaries:
             return dictionary(values, self._dictionaries[name])
-        if isinstance(values, np.ndarray) and values.dtype != object:
+        if isinstance(values, np.ndarray):
             return values
         return pa.array(values, pa.string())
 
@@ -191,14 +290,25 @@ class _Tables:
         self._sinks[name].abort()
 
 
+def _opening(head: dict, payloads) -> tuple:
+    """run_dir, format, labels, names and dictionaries of the first message."""
+    if head["kind"] != "open" or payloads:
+        raise Refused(f"a `{head['kind']}` message before `open`")
+    return (_field(head, "run_dir", str), _field(head, "format", str),
+            _field(head, "labels", dict), _field(head, "names", list),
+            _field(head, "dictionaries", dict))
+
+
 def _warm_up(fmt: str, labels, names, dictionaries) -> None:
     """A row of each table through every step of a write, into a folder thrown away: the
     first chunk through pyarrow costs about 0.7 s of one-off set-up (compute kernels, the
     Parquet writer), paid here before the harness is told the writer is ready."""
+    columns, payloads = encoded({name: {c.name: _one_row(c, dictionaries)
+                                        for c in TABLES[name].columns} for name in names})
+    payloads = [np.frombuffer(p, np.uint8) for p in payloads]  # as the pipe delivers them
     with tempfile.TemporaryDirectory(prefix="steptrace-writer-") as scratch:
         tables = _Tables(scratch, fmt, labels, names, dictionaries)
-        tables.write({name: {c.name: _one_row(c, dictionaries) for c in TABLES[name].columns}
-                      for name in names})
+        tables.write(_chunk(dict(kind="write", columns=columns), payloads))
         for sink in tables._sinks.values():
             sink.abort()
 
@@ -228,25 +338,30 @@ def _mark_killed(run_dir: Path) -> None:
 
 def main() -> int:
     stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
-    opened = _receive(stdin)
-    if opened is None:
-        return 0
-    tables = _Tables(*opened[1:])
-    _warm_up(*opened[2:])
+    try:
+        opened = _receive(stdin)
+        if opened is None:
+            return 0
+        opening = _opening(*opened)
+        tables = _Tables(*opening)
+        _warm_up(*opening[1:])
+    except Exception as error:  # noqa: BLE001 - the harness hears no `ready`: not started
+        sys.stderr.write(f"steptrace table writer: {type(error).__name__}: {error}\n")
+        return 2
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     closed = False
     try:
         while (message := _receive(stdin)) is not None:
-            if message[0] == "close":
+            if message[0]["kind"] == "close":
                 closed = True
                 break
-            tables.write(message[1])
+            tables.write(_chunk(*message))
             if tables.errors:  # the run has failed: the harness hears it at its next send
                 closed = True
                 break
-    except Exception as error:  # noqa: BLE001 - a message it cannot read: answered now,
-        tables.errors["table writer"] = f"{type(error).__name__}: {error}"  # read at close
+    except Exception as error:  # noqa: BLE001 - a message refused (or unreadable): answered
+        tables.errors["table writer"] = f"{type(error).__name__}: {error}"  # now, read at close
         closed = True
     tables.close()
     if closed:

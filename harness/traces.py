@@ -52,8 +52,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.files import NotAFile, check_regular
+
 from .atomic import atomic_open
-from .files import NotAFile, check_regular
 
 COLUMNS = ("arrival_s", "prompt_len", "max_new_tokens")
 OLD_TIDY_NAMES = {"max_new_tokens": "output_len"}  # a tidy file may still use these
@@ -73,10 +74,13 @@ DROP_REASONS = {
     "negative": "a negative arrival time or token count",
     "zero_length": "a prompt or output of 0 tokens",
     "bad_timestamp": "an Azure TIMESTAMP that is not an ISO date-time in the file's style",
-    "bad_hash_ids": "hash_ids that are not a list of integers >= 0",
+    "bad_hash_ids": "hash_ids that are not a list of integers in 0 .. 2**63 - 1",
+    "too_many_hash_ids": "more hash_ids than the prompt has hash blocks",
     "too_large": "a token count above 2**53, or a number beyond a double",
 }
 MAX_COUNT = 2 ** 53  # token counts are read through float64, exact up to here
+MAX_HASH_ID = 2 ** 63 - 1  # the engine's hash ids are int64
+MAX_HASH_BLOCK = 2 ** 30  # tokens per hash id: beyond any sequence (engine.MAX_SEQ_TOKENS)
 CHUNK_BYTES = 1 << 20  # text read and checked at a time: memory is a chunk plus the rows kept
 FIRST_CHUNK_BYTES = 1 << 16  # the first chunk: what a JSONL trace's keys and unit are told from
 PARQUET_BATCH_ROWS = 1 << 16
@@ -125,8 +129,9 @@ def read_trace(path, format="auto", *, hash_block_size=None, drop_bad_rows=False
         raise TraceError(f"unknown trace format {format!r}: expected auto or one of {', '.join(FORMATS)}")
     if time_unit not in ("auto", "ms", "s"):
         raise TraceError(f"time_unit: expected auto, ms or s, got {time_unit!r}")
-    if hash_block_size is not None and (not isinstance(hash_block_size, int) or hash_block_size < 1):
-        raise TraceError(f"hash_block_size: expected an integer >= 1, got {hash_block_size!r}")
+    if hash_block_size is not None and not _block_size(hash_block_size):
+        raise TraceError(f"hash_block_size: expected an integer in 1 .. {MAX_HASH_BLOCK}, got "
+                         f"{hash_block_size!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise TraceError(f"limit: expected an integer >= 1 or None, got {limit!r}")
     try:
@@ -150,6 +155,10 @@ def read_trace(path, format="auto", *, hash_block_size=None, drop_bad_rows=False
             res = _read_csv(text, format, drop_bad_rows, hash_block_size, limit)
         res.sha256 = text.sha256()
     return res
+
+
+def _block_size(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and 1 <= v <= MAX_HASH_BLOCK
 
 
 class _Text:
@@ -220,7 +229,7 @@ def _read_csv(text, fmt, drop, block, limit):
             if "hash_ids" in names and block is None:
                 raise TraceError(f"{path}: hash_ids present but a CSV does not say its hash "
                                  f"block size: pass hash_block_size")
-            rows_kept = _Rows(path, "line", drop, limit)
+            rows_kept = _Rows(path, "line", drop, limit, block)
             rows, line = rows[1:], line + 1
         if not rows:
             continue
@@ -325,7 +334,7 @@ def _read_jsonl(text, drop, block, unit, limit):
                 unit = "s" if frac or any("chat_id" in r for r in records) else "ms"
             if hashes:
                 block = block or (MOONCAKE_BLOCK if unit == "ms" else BAILIAN_BLOCK)
-            rows_kept = _Rows(path, "line", drop, limit)
+            rows_kept = _Rows(path, "line", drop, limit, block if hashes else None)
         raw = {k: np.array([r.get(k) for r in records] + [None], dtype=object)[:-1]
                for k in keys + ("hash_ids",) * hashes}
         stamp = _numbers("timestamp", raw["timestamp"], False, f"a number >= 0 (in {unit})")
@@ -353,11 +362,14 @@ def _read_parquet(path, drop, block, limit):
             block = int(meta[_PARQUET_KEY])
     except (OSError, ValueError) as e:
         raise TraceError(f"{path}: not a readable Parquet file ({e})") from e
+    if block is not None and not _block_size(block):
+        raise TraceError(f"{path}: the metadata's {_PARQUET_KEY.decode()}: expected an integer "
+                         f"in 1 .. {MAX_HASH_BLOCK}, got {block}")
     names = _frame_names(pf.schema_arrow.names, path, old_names=True)
     if "hash_ids" in names and block is None:
         raise TraceError(f"{path}: hash_ids present but the hash block size is unknown: "
                          f"pass hash_block_size")
-    rows_kept, row = _Rows(path, "row", drop, limit), 1
+    rows_kept, row = _Rows(path, "row", drop, limit, block), 1
     batches = pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=names)
     while True:
         try:
@@ -470,10 +482,21 @@ def _hash_ids(raw, from_text) -> _Col:
                 v = "bad"
         if isinstance(v, np.ndarray):
             v = v.tolist()
-        ok = isinstance(v, list) and all(type(h) is int and h >= 0 for h in v)
+        ok = isinstance(v, list) and all(type(h) is int and 0 <= h <= MAX_HASH_ID for h in v)
         vals.append(v if ok else None)
         reason.append("" if ok else "missing_value" if v is None else "bad_hash_ids")
-    return _Col("hash_ids", raw, vals, np.array(reason, dtype=object), "a list of integers >= 0")
+    return _Col("hash_ids", raw, vals, np.array(reason, dtype=object),
+                "a list of integers in 0 .. 2**63 - 1")
+
+
+def _hash_ids_fit(cols, block) -> None:
+    """A prompt of P tokens has ceil(P / block) hash blocks: a row naming more is bad (the
+    engine would refuse the request mid-run)."""
+    prompt, hashes = cols[1], cols[3]
+    for i, ids in enumerate(hashes.values):
+        if ids is not None and prompt.reason[i] == "" and \
+                len(ids) > -(-int(prompt.values[i]) // block):
+            hashes.reason[i] = "too_many_hash_ids"
 
 
 class _Rows:
@@ -481,8 +504,9 @@ class _Rows:
     or remembered and raised once the rest are counted; arrivals must not go back; reading
     stops once `limit` rows are kept. Only the kept rows' values stay in memory."""
 
-    def __init__(self, path, kind, drop, limit):
+    def __init__(self, path, kind, drop, limit, block=None):
         self.path, self.kind, self.drop, self.limit = path, kind, drop, limit
+        self.block = block  # tokens per hash id, where the rows have them
         self.parts, self.kept, self.dropped = [], 0, {}
         self.error, self.bad = None, 0  # the first bad row, and how many
         self.last = None  # (arrival, as read, where) of the last row kept
@@ -493,6 +517,8 @@ class _Rows:
     def add(self, where, cols, problems, always) -> bool:
         """A chunk's rows (where: their lines or rows); True once `limit` rows are kept."""
         n = len(where)
+        if len(cols) > 3:
+            _hash_ids_fit(cols, self.block)
         reason, culprit = np.full(n, "", dtype=object), np.full(n, -1)
         reason[list(problems)] = "malformed_line"
         for j, c in enumerate(cols):
@@ -515,7 +541,7 @@ class _Rows:
         if bad.any() and not self.drop:
             if self.error is None:
                 i = np.flatnonzero(bad)[0]
-                what = _what(cols, culprit[i], reason[i], problems, i)
+                what = _what(cols, culprit[i], reason[i], problems, i, self.block)
                 self.error = f"{self.loc(where[i])}: {what}"
             self.bad += int(bad.sum())
         elif bad.any():
@@ -567,11 +593,15 @@ class _Rows:
                            block if hashes[0] is not None else None)
 
 
-def _what(cols, culprit, reason, problems, i) -> str:
+def _what(cols, culprit, reason, problems, i, block) -> str:
     """What is wrong with row i of a chunk: its column, what was expected and the value."""
     if culprit < 0:
         return problems[i]
     c = cols[culprit]
+    if reason == "too_many_hash_ids":
+        prompt = int(cols[1].values[i])
+        return (f"{c.name}: {len(c.values[i])} ids, but a {prompt}-token prompt has at most "
+                f"{-(-prompt // block)} hash blocks of {block} tokens")
     if reason == "too_large":
         return (f"{c.name}: {_show(c.raw[i])} is too large: expected {c.expected}, at most "
                 f"{c.maximum}")
@@ -589,7 +619,7 @@ def check_trace(df, label="trace") -> None:
     if not isinstance(df, pd.DataFrame):
         raise TraceError(f"{label}: expected a pandas DataFrame, got {type(df).__name__}")
     names = _frame_names(df.columns, label)
-    rows = _Rows(label, "row", False, None)
+    rows = _Rows(label, "row", False, None, df.attrs.get("hash_block_size", 1))
     rows.add(np.arange(1, len(df) + 1), _frame_cols(df, names), {}, {})
     rows.result("tidy", df.attrs.get("hash_block_size", 1))
 
@@ -637,8 +667,9 @@ def write_mooncake(df, path, *, hash_block_size=None) -> None:
     if "hash_ids" in df.columns and hash_block_size and known and hash_block_size != known:
         raise TraceError(f"{path}: hash_block_size={hash_block_size}, but the trace's hash_ids "
                          f"name {known}-token blocks")
-    if hash_block_size is not None and (not isinstance(hash_block_size, int) or hash_block_size < 1):
-        raise TraceError(f"hash_block_size: expected an integer >= 1, got {hash_block_size!r}")
+    if hash_block_size is not None and not _block_size(hash_block_size):
+        raise TraceError(f"hash_block_size: expected an integer in 1 .. {MAX_HASH_BLOCK}, got "
+                         f"{hash_block_size!r}")
     next_id = 0
     with atomic_open(path) as f:
         for i, (a, p, o) in enumerate(zip(df.arrival_s, df.prompt_len, df.max_new_tokens)):

@@ -7,7 +7,8 @@ is the reference; SCHEMA below is the single source of keys, types and defaults.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -22,14 +23,14 @@ from engine.deployment import (
 )
 from engine.devices.profile import PRECISIONS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
+from engine.files import NotAFile, check_regular, not_regular
 from engine.scheduler_config import FIELDS
+from engine.yaml_lines import KeyPath, load_with_lines
 
-from .files import NotAFile, check_regular, not_regular
 from .frontend import PER_TOKEN_US
 from .metrics import SLO_METRICS
 from .overrides import parse_set
-from .traces import FORMATS, TraceError, read_trace
-from .yaml_lines import KeyPath, load_with_lines
+from .traces import FORMATS, MAX_HASH_BLOCK, TraceError, TraceResult, read_trace
 
 
 class WorkloadError(ValueError):
@@ -45,12 +46,14 @@ class Key:
     doc: str = ""
 
 
-def integer(minimum: int, allow_none: bool = False):
+def integer(minimum: int, allow_none: bool = False, maximum: Optional[int] = None):
     def check(v):
         if v is None and allow_none:
             return
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise ValueError(f"an integer >= {minimum}" + (" or null" if allow_none else ""))
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum \
+                or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" if maximum is None else f"in {minimum} .. {maximum}"
+            raise ValueError(f"an integer {rng}" + (" or null" if allow_none else ""))
     return check
 
 
@@ -121,6 +124,9 @@ def _scheduler_keys() -> Dict[str, Key]:
 
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+# 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
+# frontend, not the engine, is what a run would measure
+MAX_PER_TOKEN_US = 10_000.0
 DEFAULT_KV_BLOCKS = SchedulerConfig().num_kv_blocks  # the core's pool: `auto` on a CPU
 
 SCHEMA: Dict[str, Any] = {
@@ -131,7 +137,7 @@ SCHEMA: Dict[str, Any] = {
         "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
         "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
         "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
-        "hash_block_size": Key(integer(1, allow_none=True), None,
+        "hash_block_size": Key(integer(1, allow_none=True, maximum=MAX_HASH_BLOCK), None,
                                "tokens per hash id; default: the trace's own"),
         "generate": {
             "requests": Key(integer(1), 100),
@@ -162,7 +168,8 @@ SCHEMA: Dict[str, Any] = {
     "frontend": {
         "mode": Key(one_of("thread", "inline"), None, "default: thread on the real clock, "
                     "else inline"),
-        "per_token_us": Key(number(0), PER_TOKEN_US, "the frontend's Python work per token"),
+        "per_token_us": Key(number(0, MAX_PER_TOKEN_US), PER_TOKEN_US,
+                            "the frontend's Python work per token"),
     },
     "slo": {name: Key(number(0, strict=True, allow_none=True), None,
                       f"{name} limit in seconds: goodput counts requests within every limit")
@@ -246,6 +253,8 @@ class Workload:
     path: Path
     values: Dict[str, Any]  # every key of SCHEMA, defaults filled in
     notes: Tuple[str, ...] = ()  # valid, but likely not what was meant (warm-up > the run)
+    # the trace file as validation read it (every row the run replays), for the run to reuse
+    trace: Optional[TraceResult] = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -360,33 +369,32 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     _check_model(values["model"], fail)
     _check_deployment(values, data, spec, fail)
     _check_output(values, fail)
-    if trace["file"]:
-        _check_hash_block(path.parent / trace["file"], values, fail)
+    read = _read_trace(path.parent / trace["file"], values, fail) if trace["file"] else None
     try:
         for arm in Workload(path, values).arms:
             Workload(path, values).engine_config(arm)
     except ValueError as e:  # SchedulerConfig's own checks name the field first
         field = str(e).split()[0]
         fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))
-    return Workload(path, values, _notes(values))
+    return Workload(path, values, _notes(values), read)
 
 
-def _check_hash_block(trace_file: Path, values, fail) -> None:
-    """The trace's hash block size against the engine's block size: one must divide the
-    other. Read from the trace's head when not given; a trace that cannot be read is left
-    for the run to report."""
+def _read_trace(trace_file: Path, values, fail) -> TraceResult:
+    """The trace as the run will replay it (up to the limit, every row checked, so that no
+    bad row is found mid-run), and its hash block size against the engine's block size:
+    one must divide the other."""
     spec = values["trace"]
-    size = spec["hash_block_size"]
-    key = ("trace", "hash_block_size")
-    if size is None:
-        try:
-            head = read_trace(trace_file, spec["format"], limit=1)
-        except TraceError:
-            return
-        size, key = head.df.attrs.get("hash_block_size"), ("trace", "file")
+    try:
+        read = read_trace(trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
+                          limit=spec["limit"], hash_block_size=spec["hash_block_size"])
+    except TraceError as e:
+        fail(("trace", "file"), str(e))
+    size = read.df.attrs.get("hash_block_size") if "hash_ids" in read.df.columns else None
     mismatch = size and block_size_mismatch(size, values["engine"]["block_size"])
     if mismatch:
-        fail(key, mismatch)
+        fail(("trace", "hash_block_size") if spec["hash_block_size"] else ("trace", "file"),
+             mismatch)
+    return read
 
 
 def _check_generator(g, fail) -> None:
@@ -420,8 +428,6 @@ def _check_model(name: str, fail) -> None:
     from engine.model_config import load_model_config
 
     try:
-        if Path(name).suffix in (".yaml", ".yml"):
-            load_with_lines(check_regular(Path(name)))  # aliases, duplicates: refused first
         load_model_config(name)
     except (ValueError, TypeError, OSError) as e:
         fail(("model",), str(e))
@@ -480,9 +486,15 @@ def _check_deployment(values, data, spec, fail) -> None:
 
 
 def _check_output(values, fail) -> None:
-    """Results go to <output>/<name>/: neither may be a file."""
+    """Results go to <output>/<name>/: neither may be a file, and <name> may not be a
+    symbolic link (one planted there would take the run's tables wherever it points)."""
     output = Path(values["output"])
-    for where in (output, output / values["name"]):
+    run_folder = output / values["name"]
+    if run_folder.is_symlink():
+        fail(("output",), f"{run_folder.absolute()} is a symbolic link (to {os.readlink(run_folder)}): a "
+             f"run writes only into a folder of its own; remove the link or set output to "
+             f"where it points")
+    for where in (output, run_folder):
         if where.exists() and not where.is_dir():
             fail(("output",), f"{where.resolve()} exists and is not a directory")
 
@@ -493,7 +505,25 @@ def _notes(values) -> Tuple[str, ...]:
     if values["gil"] == "both" and values["repeats"] < 5:
         notes = (f"repeats: {values['repeats']} runs per arm; a GIL comparison needs at least "
                  f"5 (10 recommended) for an interval and a noise floor (docs/gil.md)",)
-    return notes + _warmup_notes(values)
+    return notes + _warmup_notes(values) + _prompt_engine_notes(values)
+
+
+def _prompt_engine_notes(values) -> Tuple[str, ...]:
+    """A prompt engine hands each sequence off at its first token: it never decodes."""
+    engine = values["engine"]
+    if engine["engine_type"] != "prompt":
+        return ()
+    notes = ()
+    if engine["num_mtp"]:
+        notes += (f"engine.num_mtp: {engine['num_mtp']} on a prompt engine, which never "
+                  f"decodes: no draft is proposed or accepted (mtp_acceptance does not "
+                  f"apply); only the MTP module's pass over each prompt runs, counted in "
+                  f"executed FLOPs",)
+    if engine["overlap"]:
+        notes += ("engine.overlap: true on a prompt engine, which never decodes and reserves "
+                  "no lookahead: overlap only post-processes each step one step later (a "
+                  "handed-off sequence frees its blocks a step later)",)
+    return notes
 
 
 def _warmup_notes(values) -> Tuple[str, ...]:

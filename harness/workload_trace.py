@@ -30,10 +30,10 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
                                prompt=length_dist(g["prompt"]), output=length_dist(g["output"]),
                                arrival_seed=seeds["arrivals"], length_seed=seeds["lengths"])
         dropped, sha256 = {}, None
-    else:
-        result = read_trace(workload.trace_file, spec["format"],  # stops at the limit
-                            drop_bad_rows=spec["drop_bad_rows"], limit=spec["limit"],
-                            hash_block_size=spec["hash_block_size"])
+    else:  # as validation read it, or read again as it would
+        result = workload.trace or read_trace(
+            workload.trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
+            limit=spec["limit"], hash_block_size=spec["hash_block_size"])
         df, dropped, sha256 = result.df, result.dropped, result.sha256
     block = df.attrs.get("hash_block_size") if "hash_ids" in df.columns else None
     if spec["limit"] is not None:

@@ -1,5 +1,6 @@
 """Headless chromium driven over the Chrome DevTools Protocol (a websocket): open a page,
-collect console errors, exceptions and requests, evaluate a script, take a screenshot."""
+collect console errors, exceptions, dialogs and requests, evaluate a script, take a
+screenshot."""
 
 import base64
 import json
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DISMISS_IDS = 1_000_000  # the ids of the commands that dismiss dialogs start above it
 
 
 class Page:
@@ -25,17 +27,22 @@ class Page:
              f"--user-data-dir={self.profile}", "--window-size=1280,900", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})  # not the sanitizer's
-        browser_ws = self._devtools_url(timeout_s)
-        self.browser = websocket.create_connection(browser_ws, timeout=timeout_s)
-        self.ws = self.browser
-        self.next_id, self.events = 0, []
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target,
-                                 flatten=True)["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            self.call(f"{domain}.enable", session=True)
-        self.call("Page.navigate", url=url, session=True)
-        self.wait_for("Page.loadEventFired", timeout_s)
+        self.browser = None
+        try:  # a page that does not open leaves no chromium behind
+            browser_ws = self._devtools_url(timeout_s)
+            self.browser = websocket.create_connection(browser_ws, timeout=timeout_s)
+            self.ws = self.browser
+            self.next_id, self.events, self.dismissed = 0, [], 0
+            target = self.call("Target.createTarget", url="about:blank")["targetId"]
+            self.session = self.call("Target.attachToTarget", targetId=target,
+                                     flatten=True)["sessionId"]
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                self.call(f"{domain}.enable", session=True)
+            self.call("Page.navigate", url=url, session=True)
+            self.wait_for("Page.loadEventFired", timeout_s)
+        except BaseException:
+            self.close()
+            raise
 
     def _devtools_url(self, timeout_s):
         deadline = time.monotonic() + timeout_s
@@ -55,7 +62,7 @@ class Page:
             message["sessionId"] = self.session
         self.ws.send(json.dumps(message))
         while True:
-            reply = json.loads(self.ws.recv())
+            reply = self._receive()
             if reply.get("id") == self.next_id:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
@@ -67,7 +74,19 @@ class Page:
         while not any(e.get("method") == method for e in self.events):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no {method} within {timeout_s} s")
-            self.events.append(json.loads(self.ws.recv()))
+            self.events.append(self._receive())
+
+    def _receive(self):
+        """The next message. A JavaScript dialog is dismissed at once (it would block the
+        page until answered) and stays among the events."""
+        message = json.loads(self.ws.recv())
+        if message.get("method") == "Page.javascriptDialogOpening":
+            self.dismissed += 1  # ids of their own: a call waits for its id's reply
+            self.ws.send(json.dumps(dict(id=DISMISS_IDS + self.dismissed,
+                                         method="Page.handleJavaScriptDialog",
+                                         params=dict(accept=False),
+                                         sessionId=message["sessionId"])))
+        return message
 
     def evaluate(self, expression):
         result = self.call("Runtime.evaluate", session=True, expression=expression,
@@ -92,13 +111,19 @@ class Page:
                 out.append(str(p["entry"]))
         return out
 
+    def dialogs(self):
+        """The messages of alert(), confirm() and prompt() dialogs the page opened."""
+        return [e["params"].get("message") for e in self.events
+                if e.get("method") == "Page.javascriptDialogOpening"]
+
     def requests(self):
         return [e["params"]["request"]["url"] for e in self.events
                 if e.get("method") == "Network.requestWillBeSent"]
 
     def close(self):
         try:
-            self.browser.close()
+            if self.browser is not None:
+                self.browser.close()
         finally:
             self.proc.terminate()
             try:

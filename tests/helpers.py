@@ -1,12 +1,15 @@
 """Test helpers: schedulers built from tiny configs, a small modeled workload, a fresh
-interpreter for code that may crash, and waits for the telemetry sampler and for a process
-to end."""
+interpreter for code that may crash, waits for the telemetry sampler and for a process to
+end, a time limit for code that may hang, and a file on a disk that fills up."""
 
+import errno
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -152,3 +155,45 @@ def modeled_runs(root, *overrides):
     assert main(argv) == 0
     runs = (p for p in (root / "results" / "small").iterdir() if (p / "manifest.json").is_file())
     return sorted(runs, key=lambda p: p.stat().st_mtime)  # not a sweep's gil table folder
+
+
+@contextmanager
+def within(seconds: int):
+    """Fail instead of hanging: SIGALRM interrupts a blocking open() or a runaway loop."""
+    def stop(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+ENOSPC = os.strerror(errno.ENOSPC)  # "No space left on device"
+
+
+class FullDisk:
+    """A file whose device fills up after `room` bytes: the write that overflows writes what
+    fits, then fails with ENOSPC, as write(2) does."""
+
+    def __init__(self, file, room):
+        self._file, self._room = file, room
+
+    def write(self, data):
+        if len(data) > self._room:
+            self._file.write(data[:self._room])
+            self._room = 0
+            raise OSError(errno.ENOSPC, ENOSPC)
+        self._room -= len(data)
+        return self._file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()

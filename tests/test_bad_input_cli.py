@@ -16,7 +16,6 @@ value, and that nothing was written: no run directory, no output file.
 import hashlib
 import json
 import os
-import signal
 import sys
 import tracemalloc
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ import pytest
 import engine
 from harness.commands import main
 from harness.traces import read_trace
-from tests.helpers import MODELED, REPO
+from tests.helpers import MODELED, REPO, within
 
 TRACE = "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,6,3\n"
 # 342 bytes that expand to 9**9 strings: PyYAML's own loader builds it (shared), but any walk
@@ -56,20 +55,6 @@ def unchanged(root: Path):
     before = files(root)
     yield
     assert files(root) == before
-
-
-@contextmanager
-def within(seconds: int):
-    """Fail instead of hanging: SIGALRM interrupts a blocking open() or a runaway loop."""
-    def stop(*_):
-        raise TimeoutError(f"still running after {seconds} s")
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def steptrace(capsys, argv, status, *words, root=None):
@@ -304,6 +289,31 @@ def test_a_failed_run_shows_its_cause_only_with_debug(home, capsys, monkeypatch)
     assert "Traceback" in err and 'raise RuntimeError("the device fell over")' in err
 
 
+@pytest.mark.parametrize("argv", [["compare", "a", "--", "b"], ["report", "a", "-o", "r"],
+                                  ["gate", "a", "--baseline", "b", "--update"], ["show", "a"]])
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(home, capsys, monkeypatch, argv):
+    import importlib
+
+    def ctrl_c(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(importlib.import_module(f"harness.commands.{argv[0]}"), "main", ctrl_c)
+    steptrace(capsys, argv, 130, "steptrace: interrupted by SIGINT (Ctrl-C)")
+
+
+def test_ctrl_c_while_the_commands_are_imported_is_exit_130(capsys, monkeypatch):
+    """The commands' modules take seconds to import (pandas, pyarrow): a Ctrl-C then is the
+    same one line, not a traceback from inside an import."""
+    class Interrupting:
+        def find_spec(self, name, path=None, target=None):
+            if name == "harness.commands.cli":
+                raise KeyboardInterrupt
+    monkeypatch.delitem(sys.modules, "harness.commands.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert main(["show", "x"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err == "steptrace: interrupted by SIGINT (Ctrl-C)\n"
+
+
 def test_debug_changes_nothing_for_bad_input(home, capsys):
     path = write(home / "w.yaml", "trace: {file: t.csv}\nmodel:\n")
     steptrace(capsys, ["--debug", "validate", path], 2, "w.yaml:2: model:")
@@ -322,8 +332,8 @@ def test_debug_changes_nothing_for_bad_input(home, capsys):
     ("trace: {file: t.csv}\nmodel: gpt-5\n", "w.yaml:2: model: unknown model 'gpt-5'; bundled "
                                              "models: deepseek-v3, deepseek-v4-flash, small, tiny"),
     ("trace: {file: t.csv}\nmodel: absent.yaml\n", "w.yaml:2: model: absent.yaml: no such file"),
-    ("trace: {file: t.csv}\nmodel: m.yaml\n", "w.yaml:2: model: m.yaml: unknown model field(s) "
-                                              "colour"),
+    ("trace: {file: t.csv}\nmodel: m.yaml\n", ("w.yaml:2: model: m.yaml:", ": colour: unknown "
+                                               "model field; expected one of ")),
     ("trace: {file: t.csv}\nmodel: lol.yaml\n", "w.yaml:2: model: lol.yaml:2: alias *a"),
     ("trace: {file: t.csv, format: parquet}\n", "w.yaml:1: trace.format: expected one of auto, "
                                                 "azure, mooncake, burstgpt, vidur, tidy, got "
@@ -335,6 +345,8 @@ def test_debug_changes_nothing_for_bad_input(home, capsys):
      "B]} with finite numbers > 0, integers 1 <= A <= B"),
     ("trace:\n  generate: {output: {lognormal: {median: .inf, sigma: 1}}}\n",
      "w.yaml:2: trace.generate.output: expected lognormal"),
+    ("trace: {file: t.csv}\nfrontend: {per_token_us: 1e9}\n",
+     "w.yaml:2: frontend.per_token_us: expected a finite number in 0..10000.0, got 1000000000.0"),
     ("trace: {file: t.csv}\noutput: t.csv\n", ("w.yaml:2: output: ", "t.csv exists and is not "
                                                                      "a directory")),
 ])
@@ -345,6 +357,20 @@ def test_what_would_run_otherwise_is_refused(home, capsys, text, words):
     path = write(home / "w.yaml", text)
     for command in ("validate", "run"):
         steptrace(capsys, [command, path], 2, *((words,) if isinstance(words, str) else words))
+
+
+@pytest.mark.parametrize("raw, value", [("1e-9", 1e-9), ("1.0e300", 1e300), ("2E+1", 20.0),
+                                        (".5", 0.5), ("012", 12), ("0x10", 16), ("0o10", 8)])
+def test_numbers_follow_yaml_1_2(home, capsys, raw, value):
+    """YAML 1.1's float pattern (PyYAML's) reads 1e-9 and 1.0e300 as strings, and 012 as
+    octal: in a workload and in --set they are the numbers YAML 1.2 says."""
+    path = write(home / "w.yaml", f"trace: {{file: t.csv}}\nslo: {{ttft: {raw}}}\n")
+    for argv in (["validate", path, "--json"],
+                 ["validate", write(home / "v.yaml", "trace: {file: t.csv}\n"), "--json",
+                  "--set", f"slo.ttft={raw}"]):
+        assert main(list(map(str, argv))) == 0
+        got = json.loads(capsys.readouterr().out)["values"]["slo"]["ttft"]
+        assert got == value and type(got) is type(value)
 
 
 def test_warmup_beyond_the_requests_is_said_at_validation(home, capsys):
@@ -369,6 +395,50 @@ def test_warmup_longer_than_the_run_is_said_by_the_run_and_show(tmp_path, capsys
     assert main(["show", str(run), "--json"]) == 0
     (note,) = json.loads(capsys.readouterr().out)["notes"]
     assert "none of the 12 requests was measured" in note
+
+
+REJECTED = """trace: {generate: {requests: 5, rate: 20, prompt: {fixed: 3000}, output: {fixed: 4}}}
+device: modeled:H200
+engine: {num_kv_blocks: 16}
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+
+
+def test_a_run_whose_every_request_was_rejected_says_so(home, capsys):
+    path = write(home / "w.yaml", REJECTED)
+    assert main(["run", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("note: every request (5) was rejected, so every latency and throughput statistic is "
+            "NaN; the first: needs 188 KV blocks for 3004 tokens (block_size 16) but a rank "
+            "has 16") in out
+    (run_dir,) = (home / "results" / "w").iterdir()
+    assert main(["show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"][0].startswith("every request (5) was "
+                                                                       "rejected")
+
+
+def test_a_run_in_which_nothing_finished_says_so(home):
+    import harness.commands.show as show
+    rows = [dict(metric="requests", stat=s, value=float(v), unit="requests") for s, v in
+            (("finished", 0), ("handed_off", 0), ("rejected", 1), ("unfinished", 3))]
+    assert show._notes(rows, home) == ["no request finished (3 unfinished, 1 rejected), so "
+                                       "every latency statistic is NaN"]
+
+
+@pytest.mark.parametrize("engine, words", [
+    ("{engine_type: prompt, num_mtp: 1}", "engine.num_mtp: 1 on a prompt engine, which never "
+                                          "decodes: no draft is proposed or accepted"),
+    ("{engine_type: prompt, overlap: true}", "engine.overlap: true on a prompt engine, which "
+                                             "never decodes and reserves no lookahead"),
+])
+def test_a_prompt_engine_says_what_does_not_apply(home, capsys, engine, words):
+    path = write(home / "w.yaml", f"trace: {{file: t.csv}}\nengine: {engine}\n")
+    assert main(["validate", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert f"steptrace: note: {path}: {words}" in err
+    assert main(["validate", str(path), "--json"]) == 0
+    assert any(words in n for n in json.loads(capsys.readouterr().out)["notes"])
 
 
 # ---------------------------------------------------------------- traces
@@ -483,6 +553,37 @@ def test_no_run_directory_for_a_bad_trace(home, capsys):
     path = write(home / "w.yaml", "trace: {file: bad.csv}\n")
     steptrace(capsys, ["run", path], 2, "bad.csv:4: prompt_len: expected an integer >= 1, got 'x'")
     assert not (home / "results").exists()
+
+
+def mooncake(*rows) -> str:
+    return "".join(json.dumps(dict(timestamp=t, input_length=p, output_length=2, hash_ids=h))
+                   + "\n" for t, p, h in rows)
+
+
+@pytest.mark.parametrize("trace, workload, words", [
+    (mooncake((0, 600, [1, 2]), (10, 600, [1, 2, 3])), "",
+     ("t.jsonl:2: hash_ids: 3 ids, but a 600-token prompt has at most 2 hash blocks of 512",)),
+    (mooncake((0, 600, [1, 2]), (10, 600, [2 ** 64, 2])), "",
+     ("t.jsonl:2: hash_ids: expected a list of integers in 0 .. 2**63 - 1",)),
+    (mooncake((0, 600, [1, 2])), "  hash_block_size: 4611686018427387904\n",
+     ("w.yaml:3: trace.hash_block_size: expected an integer in 1 .. 1073741824 or null",)),
+    (mooncake((0, 600, [1, 2])), "  hash_block_size: 1048576\n",
+     ("t.jsonl:1: hash_ids: 2 ids, but a 600-token prompt has at most 1 hash blocks of 1048576",)),
+])
+def test_trace_rows_the_engine_would_refuse_mid_run_are_found_at_validation(home, capsys, trace,
+                                                                           workload, words):
+    """Each of these used to pass `validate` and fail the run after it began, leaving a run
+    directory; now `validate` and `run` name the file and line, and nothing is written."""
+    write(home / "t.jsonl", trace)
+    path = write(home / "w.yaml", "device: modeled:H200\ntrace:\n" + workload
+                 + "  file: t.jsonl\n")
+    for command in ("validate", "run"):
+        steptrace(capsys, [command, path], 2, *words)
+
+
+def test_rows_the_engine_would_refuse_can_be_dropped_and_counted(home):
+    write(home / "t.jsonl", mooncake((0, 600, [1, 2]), (10, 600, [1, 2, 3])))
+    assert read_trace(home / "t.jsonl", drop_bad_rows=True).dropped == {"too_many_hash_ids": 1}
 
 
 if sys.platform == "win32":  # FIFOs and SIGALRM: POSIX only

@@ -1,6 +1,7 @@
 """steptrace capacity: the highest arrival rate that meets a workload's SLO on a modeled
 device (docs/capacity.md): its exit statuses, --json, the probes as run folders with
-their capacity table, a search's folder standing for its run at capacity, bad input."""
+their capacity table, a search's folder standing for its run at capacity, its bounds (the
+resolution floor, the probe limit), bad input."""
 
 import json
 
@@ -12,7 +13,7 @@ from harness.capacity import CapacityError, knob
 from harness.commands import BadInput, main
 from harness.schema import arrow_schema
 from harness.workload import load_workload
-from tests.helpers import MODELED
+from tests.helpers import MODELED, within
 
 # One request at a time (max_num_seqs 1) arriving at constant gaps: above the rate at which
 # the node serves them, the queue grows and TTFT with it, so attainment falls with the rate.
@@ -81,8 +82,10 @@ def test_an_slo_missed_at_every_rate_probed_exits_1_and_says_so(tmp_path, capsys
     ("", [], "slo: capacity is the highest rate that meets an SLO"),
     ("slo: {tpot: 0.1}\n", ["--set", "gil=both"], "a capacity probe is one run, but the "
                                                   "workload plans 2"),
-    ("slo: {tpot: 0.1}\n", ["--attainment", "1.5"], "an attainment target in (0, 1]"),
-    ("slo: {tpot: 0.1}\n", ["--resolution", "0"], "a resolution > 0"),
+    ("slo: {tpot: 0.1}\n", ["--attainment", "1.5"], "--attainment: expected a share of "
+                                                     "requests in (0, 1], got 1.5"),
+    ("slo: {tpot: 0.1}\n", ["--max-probes", "0"], "--max-probes: expected an integer >= 1, "
+                                                   "got 0"),
     ("slo: {tpot: 0.1}\n", ["--lowest", "200"], "must hold the starting rate 100"),
     ("slo: {tpot: -1}\n", [], "slo.tpot: expected a finite number > 0"),
 ])
@@ -90,6 +93,35 @@ def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path, capsys, extra,
     path = workload(tmp_path, extra)
     assert words in capacity(capsys, [path, *argv], 2).err
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("resolution", ["1e-17", "9e-7", "0", "-0.05", "nan", "inf"])
+def test_a_resolution_below_the_floor_exits_2_at_once_and_writes_nothing(tmp_path, capsys,
+                                                                         resolution):
+    # 1e-17 used to probe one rate for ever once the bracket's ends were adjacent doubles,
+    # a run folder each time
+    path = workload(tmp_path)
+    with within(60):
+        result = capacity(capsys, [path, "--resolution", resolution], 2)
+    assert result.out == "" and result.err == (
+        f"steptrace: error: --resolution: expected a finite number >= 1e-06 (the finest the "
+        f"search takes), got {float(resolution)!r}\n")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_search_out_of_probes_exits_1_with_the_bracket_it_got(tmp_path, capsys):
+    path = workload(tmp_path)
+    result = capacity(capsys, [path, *SERIAL, "--max-probes", "2", "--json"], 1)
+    out = json.loads(result.out)
+    assert out["outcome"] == "probe_limit" and out["max_probes"] == 2
+    assert [(p["rate"], p["met"]) for p in out["probes"]] == [(100.0, False), (50.0, True)]
+    assert len(pq.read_table(out["table"])) == 2
+    c = out["capacity"]  # the probe at the bracket's low end: not a capacity at the resolution
+    assert (c["rate"], c["missed_at"]) == (50.0, 100.0)
+    text = capacity(capsys, [path, *SERIAL, "--max-probes", "2"], 1).out
+    assert ("no capacity: the search ran out of its 2 probes (--max-probes) with the target met "
+            "at 50 req/s and missed at 100 req/s (+100.0%), wider than the resolution 0.05") in text
+    assert "run at the highest rate that met: " in text
 
 
 def test_a_device_that_is_not_modeled_is_refused(tmp_path, capsys):

@@ -1,12 +1,13 @@
 """The capacity search (harness/capacity_search.py) on synthetic probes: a known threshold
 is bracketed within the resolution, from above or below, and the search ends at its
-bounds when the target is met everywhere or nowhere."""
+bounds when the target is met everywhere or nowhere, at its probe limit, and when the
+bracket's ends are adjacent doubles (no rate is probed twice)."""
 
 import math
 
 import pytest
 
-from harness.capacity_search import STEPS, bounds, search
+from harness.capacity_search import MAX_PROBES, MIN_RESOLUTION, STEPS, bounds, search
 
 CAPACITY = 37.3  # req/s: the synthetic probe meets its target at this rate and below
 
@@ -69,3 +70,45 @@ def test_bounds_that_do_not_hold_the_start_are_refused(lowest, highest):
 def test_a_resolution_must_be_positive():
     with pytest.raises(ValueError, match="resolution > 0"):
         search(threshold, 40.0, 0.0)
+
+
+def test_a_resolution_finer_than_a_double_ends_at_adjacent_rates_never_probing_one_twice():
+    # 1 + 1e-17 == 1: the bracket never gets within it; once its ends are adjacent doubles
+    # the geometric mean is one of them, and the search ends instead of probing it again
+    found = search(threshold, 40.0, 1e-17, max_probes=1000)
+    rates = [p.rate for p in found.probes]
+    assert len(rates) == len(set(rates)) < 100
+    assert found.found and not found.out_of_probes
+    assert found.low == CAPACITY and found.high == math.nextafter(CAPACITY, math.inf)
+
+
+@pytest.mark.parametrize("start, resolution", [(2.0, 1e-17), (2.0, 0.05), (5000.0, 0.05),
+                                               (40.0, 0.1)])
+def test_the_search_stops_after_max_probes_and_says_so(start, resolution):
+    found = search(threshold, start, resolution, max_probes=3)
+    assert len(found.probes) == 3 and found.out_of_probes
+    met = [p.rate for p in found.probes if p.met]
+    missed = [p.rate for p in found.probes if not p.met]
+    assert found.low == max(met, default=None) and found.high == min(missed, default=None)
+
+
+def test_a_search_that_ends_on_its_last_probe_is_not_out_of_probes():
+    probes = len(search(threshold, 40.0, 0.05).probes)
+    found = search(threshold, 40.0, 0.05, max_probes=probes)
+    assert len(found.probes) == probes and not found.out_of_probes
+
+
+@pytest.mark.parametrize("capacity", [1e-3, 0.09, 1.0, 37.3, 99.9, 100.1, 1e3, 1e5, 1e6])
+def test_the_default_probe_limit_holds_any_search_within_the_default_bounds(capacity):
+    found = search(lambda rate: (rate <= capacity, None), 100.0, MIN_RESOLUTION)
+    assert not found.out_of_probes and len(found.probes) <= MAX_PROBES
+
+
+def test_rates_near_the_largest_double_are_bisected_without_overflow():
+    found = search(lambda rate: (rate <= 1e300, None), 1e299, 0.05, highest=1e305)
+    assert found.found and found.low <= 1e300 < found.high <= 1.05 * found.low
+
+
+def test_a_probe_limit_must_be_at_least_one():
+    with pytest.raises(ValueError, match="max_probes >= 1"):
+        search(threshold, 40.0, 0.05, max_probes=0)

@@ -80,20 +80,45 @@ def edited(tmp_path, change):
 
 
 @pytest.mark.parametrize("change, match", [
-    (lambda d: d.update(sm_count=132), r"unknown field\(s\) \['sm_count'\]"),
-    (lambda d: d.pop("tdp_w"), r"missing field\(s\) \['tdp_w'\]"),
-    (lambda d: d["peak_tflops"].pop("fp4"), "must give each of bf16, fp8, fp4, int8"),
-    (lambda d: d["hbm_gb"].update(kind="guess"), "hbm_gb.kind must be one of"),
-    (lambda d: d["hbm_gb"].update(kind="assumption"), "hbm_gb.kind must be one of"),
-    (lambda d: d["compute_efficiency"].update(kind="vendor"), "must be one of assumption"),
-    (lambda d: d.update(step_overhead_us=None), "step_overhead_us must be"),
-    (lambda d: d["hbm_tb_s"].update(source=""), "hbm_tb_s.source is empty"),
-    (lambda d: d["tdp_w"].update(value=-1), "positive number"),
-    (lambda d: d.update(backend="rocm"), "backend must be one of"),
+    (lambda d: d.update(sm_count=132), r"dev.yaml:\d+: sm_count: unknown field; expected one of"),
+    (lambda d: d.pop("tdp_w"), r"dev.yaml: missing field\(s\) tdp_w"),
+    (lambda d: d["peak_tflops"].pop("fp4"), r"dev.yaml:\d+: peak_tflops: expected each of "
+                                            r"bf16, fp8, fp4, int8"),
+    (lambda d: d["hbm_gb"].update(kind="guess"), r"dev.yaml:\d+: hbm_gb.kind: expected one of"),
+    (lambda d: d["hbm_gb"].update(kind="assumption"), r"hbm_gb.kind: expected one of vendor"),
+    (lambda d: d["compute_efficiency"].update(kind="vendor"), "expected one of assumption"),
+    (lambda d: d.update(step_overhead_us=None), r"step_overhead_us: expected \{value, kind, "
+                                                r"source\}, got None"),
+    (lambda d: d["hbm_tb_s"].update(source=""), "hbm_tb_s.source: expected a non-empty string"),
+    (lambda d: d["tdp_w"].update(value=-1), "tdp_w.value: expected a finite number > 0, got -1"),
+    (lambda d: d["tdp_w"].update(value=float("inf")), "tdp_w.value: expected a finite number"),
+    (lambda d: d["hbm_gb"].update(value=float("nan")), "hbm_gb.value: expected a finite number"),
+    (lambda d: d.update(backend="rocm"), r"dev.yaml:\d+: backend: expected one of cuda, npu"),
+    (lambda d: d.update(name=["H200"]), r"dev.yaml:\d+: name: expected a non-empty string"),
 ])
-def test_bad_profile_names_the_field(tmp_path, change, match):
+def test_bad_profile_names_the_file_line_and_field(tmp_path, change, match):
     with pytest.raises(ValueError, match=match):
         load_device_profile(edited(tmp_path, change))
+
+
+@pytest.mark.parametrize("text, match", [
+    ("name: H200\nname: H100\n", r"dev.yaml:2: name: duplicate key \(first at line 1"),
+    ("name: [H200\n", r"dev.yaml:2: not valid YAML"),
+    ("name: !!python/object:os.system echo\n", r"dev.yaml:1: not valid YAML: .*python/object"),
+    ("name: &n H200\nvendor: *n\n", r"dev.yaml:2: alias \*n: aliases are not allowed"),
+    ("- H200\n", r"dev.yaml: expected a mapping of device fields"),
+])
+def test_a_profile_is_read_by_the_workloads_strict_loader(tmp_path, text, match):
+    path = tmp_path / "dev.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_device_profile(path)
+
+
+def test_a_bundled_name_is_a_name_never_a_path():
+    for name in ("../models/tiny", "../devices/h200", "/etc/passwd"):
+        with pytest.raises(ValueError, match="unknown device"):
+            load_device_profile(name)
 
 
 def test_a_workload_with_a_bad_profile_file_is_refused_at_validation(tmp_path, capsys):
@@ -105,5 +130,5 @@ def test_a_workload_with_a_bad_profile_file_is_refused_at_validation(tmp_path, c
                         f"output: {{fixed: 2}}}}}}\nmodel: tiny\ndevice: modeled:{path}\n")
     assert main(["validate", str(workload)]) == 2
     err = capsys.readouterr().err
-    assert f"w.yaml:3: device: {path}: peak_tflops must give each of" in err
+    assert f"w.yaml:3: device: {path}:" in err and ": peak_tflops: expected each of" in err
     assert "internal error" not in err

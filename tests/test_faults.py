@@ -25,11 +25,10 @@ from harness.tables import read_requests
 from harness.telemetry import Sampler
 from harness.traces import read_trace
 from harness.workload import load_workload
-from tests.helpers import MODELED, process_gone, wait_for_samples
+from tests.helpers import ENOSPC, MODELED, FullDisk, process_gone, wait_for_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "workloads" / "traces" / "synthetic_small.csv"
-ENOSPC = os.strerror(errno.ENOSPC)  # "No space left on device"
 # 400 requests over 20 s of the real clock: long enough to be interrupted mid-replay.
 SLOW = """trace:
   generate: {requests: 400, rate: 20, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}
@@ -45,31 +44,6 @@ def listing(folder):
 
 
 # --- a full disk, simulated -------------------------------------------------------------
-
-class FullDisk:
-    """A file whose device fills up after `room` bytes: the write that overflows writes what
-    fits, then fails with ENOSPC, as write(2) does."""
-
-    def __init__(self, file, room):
-        self._file, self._room = file, room
-
-    def write(self, data):
-        if len(data) > self._room:
-            self._file.write(data[:self._room])
-            self._room = 0
-            raise OSError(errno.ENOSPC, ENOSPC)
-        self._room -= len(data)
-        return self._file.write(data)
-
-    def __getattr__(self, name):
-        return getattr(self._file, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._file.close()
-
 
 @pytest.fixture
 def full_disk(monkeypatch):
@@ -320,6 +294,75 @@ def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch
     assert stop.exit_code == 130
     assert listing(tmp_path / "results" / "w") == [run_dir.name]
     assert json.loads((run_dir / "manifest.json").read_text())["interrupted"] is True
+
+
+def test_a_run_that_fails_mid_replay_is_recorded_failed_not_interrupted(tmp_path, monkeypatch,
+                                                                        capsys):
+    from harness.analysis.compare import Arm, compare
+    from harness.analysis.runs import load_runs
+    from harness.run import run_workload
+
+    monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
+
+    def device_falls_over(done, total):
+        if done >= 3:
+            raise RuntimeError("the device fell over")
+    with pytest.raises(RuntimeError, match="fell over"):
+        run_workload(load_workload(path), device_falls_over)
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["interrupted"] is False
+    assert manifest["error"] == "RuntimeError: the device fell over"
+    assert main(["show", str(run_dir), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "failed" and shown["error"] == manifest["error"]
+    assert shown["notes"][0] == "the run failed: RuntimeError: the device fell over"
+    assert main(["show", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "[FAILED]" in out and "note: the run failed: RuntimeError: the device fell" in out
+    arm = Arm("A", tuple(load_runs([str(run_dir)])))
+    with pytest.raises(Exception, match=r"failed \(RuntimeError: the device fell over\)"):
+        compare(arm, arm)
+
+
+def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypatch):
+    import harness.run
+    from harness.run import run_workload
+
+    def no_writer(*args, **kwargs):
+        raise OSError("cannot start the table writer")
+    monkeypatch.setattr(harness.run, "Recorder", no_writer)
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
+    with pytest.raises(OSError, match="table writer"):
+        run_workload(load_workload(path))
+    assert listing(tmp_path / "results" / "w") == []
+
+
+def test_a_symlink_planted_at_the_run_folder_is_refused(tmp_path, capsys):
+    """results/<name> linked elsewhere would take the run's tables there: refused at
+    validation (exit 2, nothing written) and again when the folder is made."""
+    from harness.run import new_stamped_dir
+    from harness.workload import WorkloadError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "w").symlink_to(elsewhere)
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
+    for command in ("validate", "run"):
+        assert main([command, str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1
+        assert f"w.yaml:1: output: {tmp_path / 'results' / 'w'} is a symbolic link (to " \
+               f"{elsewhere})" in err
+    assert listing(elsewhere) == []
+    with pytest.raises(WorkloadError, match="is a symbolic link"):
+        new_stamped_dir(tmp_path / "results" / "w", "released-r0")
+    assert listing(elsewhere) == []
 
 
 # --- 4. no telemetry folder outlives the harness ----------------------------------------

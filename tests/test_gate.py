@@ -2,20 +2,26 @@
 unchanged build and fails on a one-line scheduling change, naming the first differing
 step and column; rules judge summary metrics; bad input exits 2 naming file and key."""
 
+import errno
 import json
+import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 import harness.workload
+from harness.analysis import baseline as baseline_module
 from harness.commands import main
 from harness.run import run_workload
 from harness.workload import load_workload
-from tests.helpers import MODELED, REPO, synthetic_run
+from tests.helpers import ENOSPC, MODELED, REPO, FullDisk, synthetic_run
 
 WORKLOAD = REPO / "workloads" / "ci_gate.yaml"
 BASELINE = str(REPO / "results" / "baselines" / "ci-gate")
@@ -63,7 +69,7 @@ def test_update_stores_a_small_baseline_the_gate_then_passes(candidate, tmp_path
     assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 0
     size = sum(p.stat().st_size for p in stored.rglob("*") if p.is_file())
     assert size < 400_000
-    (run,) = stored.iterdir()
+    (run,) = [p for p in stored.iterdir() if p.is_dir()]
     assert sorted(p.name for p in run.iterdir()) == [
         "batches.parquet", "manifest.json", "requests.parquet", "steps.parquet",
         "summary.parquet"]
@@ -161,3 +167,272 @@ def test_update_refuses_runs_that_differ(tmp_path, capsys):
     c = synthetic_run(tmp_path / "c", {"ttft.p99": (0.5, "s")}, complete=False)
     assert main(["gate", str(a), str(c), "--baseline", str(stored), "--update"]) == 2
     assert "killed, not complete" in capsys.readouterr().err and not stored.exists()
+
+
+# --- what --update may replace (docs/comparing.md, "The gate") -------------------------
+
+def tree(root):
+    """Every path under root (hidden ones too) and its bytes: a folder byte for byte."""
+    root = Path(root)
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() and not p.is_symlink()
+            else os.readlink(p) if p.is_symlink() else "folder" for p in root.rglob("*")}
+
+
+def refused(capsys, *says):
+    """Exit 2's one line on stderr, saying each of `says`; nothing on stdout."""
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("steptrace: error: ") and err.count("\n") == 1, err
+    assert all(s in err for s in says), err
+    return err
+
+
+def results_folder(root, candidate):
+    """What `steptrace run` leaves in results/: a workload's runs, a sweep, a README."""
+    for i in range(3):
+        shutil.copytree(candidate, root / "ci-gate" / f"run-{i}")
+    (root / "sweeps").mkdir(parents=True)
+    (root / "sweeps" / "gil.csv").write_text("gil_mode,n\nheld,1\n")
+    (root / "README.md").write_text("my runs\n")
+    return root
+
+
+@pytest.mark.parametrize("target, says", [
+    ("results", "results is not a baseline: it holds README.md, ci-gate/ (3 runs) and "
+                "sweeps/ and no baseline.json"),
+    ("results/ci-gate", "results/ci-gate is not a baseline: it holds 3 run folders and no "
+                        "baseline.json"),
+    ("results/ci-gate/run-1", "it holds a run's manifest.json (it is a run folder)"),
+    ("results/sweeps", "it holds gil.csv and no baseline.json"),
+])
+def test_update_refuses_a_folder_it_did_not_make(candidate, tmp_path, monkeypatch, capsys,
+                                                 target, says):
+    monkeypatch.chdir(tmp_path)
+    before = tree(results_folder(tmp_path / "results", candidate))
+    assert main(["gate", candidate, "--baseline", target, "--update"]) == 2
+    refused(capsys, says, "--update replaces only a baseline it made or creates a new one")
+    assert tree(tmp_path / "results") == before
+
+
+@pytest.mark.parametrize("where, says", [
+    (lambda run: run, "is the candidate run"),
+    (lambda run: run / "baseline", "lies inside the candidate run"),
+    (lambda run: run / "manifest.json", "lies inside the candidate run"),
+    (lambda run: run.parent, "holds the candidate run"),
+])
+def test_update_refuses_a_baseline_that_is_holds_or_lies_in_a_candidate(
+        candidate, tmp_path, capsys, where, says):
+    run = tmp_path / "results" / "ci-gate" / "run"
+    shutil.copytree(candidate, run)
+    before = tree(tmp_path)
+    assert main(["gate", str(run), "--baseline", str(where(run)), "--update"]) == 2
+    refused(capsys, f"{where(run)}: {says} {run}")
+    assert tree(tmp_path) == before
+
+
+def test_update_refuses_a_baseline_inside_a_run_or_another_baseline(candidate, tmp_path,
+                                                                    capsys):
+    """gate and compare would read it as more runs of the folder around it."""
+    other = tmp_path / "other-run"
+    shutil.copytree(candidate, other)
+    assert main(["gate", candidate, "--baseline", str(tmp_path / "base"), "--update"]) == 0
+    capsys.readouterr()
+    before = tree(tmp_path)
+    for outer, kind in ((other, "run folder"), (tmp_path / "base", "baseline")):
+        assert main(["gate", candidate, "--baseline", str(outer / "new"), "--update"]) == 2
+        refused(capsys, f"{outer / 'new'}: lies inside the {kind} {outer}")
+    assert tree(tmp_path) == before
+
+
+def test_update_refuses_two_runs_of_one_name(candidate, tmp_path, capsys):
+    for sweep in ("a", "b"):
+        shutil.copytree(candidate, tmp_path / sweep / "r0")
+    assert main(["gate", str(tmp_path / "a" / "r0"), str(tmp_path / "b" / "r0"), "--baseline",
+                 str(tmp_path / "base"), "--update"]) == 2
+    refused(capsys, "--update: 2 candidate runs named r0")
+    assert not (tmp_path / "base").exists()
+
+
+def test_update_refuses_a_symbolic_link_and_a_file(candidate, tmp_path, capsys):
+    assert main(["gate", candidate, "--baseline", str(tmp_path / "base"), "--update"]) == 0
+    (tmp_path / "link").symlink_to(tmp_path / "base")
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    capsys.readouterr()
+    before = tree(tmp_path)
+    assert main(["gate", candidate, "--baseline", str(tmp_path / "link"), "--update"]) == 2
+    refused(capsys, f"{tmp_path / 'link'}: a symbolic link (to {tmp_path / 'base'})")
+    assert main(["gate", candidate, "--baseline", str(tmp_path / "notes.txt"), "--update"]) == 2
+    refused(capsys, f"{tmp_path / 'notes.txt'}: a file, not a folder")
+    assert main(["gate", candidate, "--baseline", str(tmp_path / "notes.txt" / "base"),
+                 "--update"]) == 2
+    refused(capsys, f"inside {tmp_path / 'notes.txt'}, a file, not a folder")
+    assert tree(tmp_path) == before
+
+
+def test_update_replaces_a_baseline_it_made_and_nothing_else(candidate, tmp_path, capsys):
+    stored = tmp_path / "base"
+    first = tmp_path / "first" / "run-a"
+    shutil.copytree(candidate, first)
+    assert main(["gate", str(first), "--baseline", str(stored), "--update"]) == 0
+    marker = json.loads((stored / "baseline.json").read_text())
+    assert marker["kind"] == "steptrace gate baseline" and marker["runs"] == ["run-a"]
+    assert marker["command"] == f"steptrace gate {first} --baseline {stored} --update"
+    assert marker["stored"].startswith("20")  # an ISO date
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 0
+    assert {p.name for p in stored.iterdir()} == {"baseline.json", Path(candidate).name}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "first"]  # nothing left
+    (stored / "notes.md").write_text("why this baseline\n")  # not store()'s: not deleted
+    before = tree(stored)
+    capsys.readouterr()
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 2
+    refused(capsys, f"{stored}: a baseline, but it also holds notes.md, which --update "
+                    f"would delete")
+    (stored / "notes.md").unlink()
+    (stored / "baseline.json").write_text('{"kind": "my results"}\n')
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 2
+    refused(capsys, f"{stored / 'baseline.json'}: not a baseline's marker")
+    expected = {k: v for k, v in before.items() if k != "notes.md"}
+    assert tree(stored) == {**expected, "baseline.json": b'{"kind": "my results"}\n'}
+
+
+def test_update_creates_a_baseline_in_an_empty_folder(candidate, tmp_path, capsys):
+    (tmp_path / "base").mkdir()
+    assert main(["gate", candidate, "--baseline", str(tmp_path / "base"), "--update"]) == 0
+    assert {p.name for p in (tmp_path / "base").iterdir()} == {
+        Path(candidate).name, "baseline.json"}
+
+
+def test_the_committed_baseline_carries_its_marker(candidate, tmp_path, capsys):
+    """--update may refresh it: CONTRIBUTING.md's command works on a copy."""
+    copy = tmp_path / "ci-gate"
+    shutil.copytree(BASELINE, copy)
+    marker = json.loads((copy / "baseline.json").read_text())
+    assert marker["kind"] == "steptrace gate baseline"
+    assert marker["runs"] == [p.name for p in sorted(copy.iterdir()) if p.is_dir()]
+    assert main(["gate", candidate, "--baseline", str(copy), "--update"]) == 0
+    assert main(["gate", candidate, "--baseline", str(copy)]) == 0
+
+
+# --- a replace is whole or not at all ----------------------------------------------------
+
+
+
+@pytest.fixture
+def previous(candidate, tmp_path, capsys):
+    """A baseline stored earlier, and the folder around it byte for byte."""
+    stored = tmp_path / "base"
+    shutil.copytree(candidate, tmp_path / "old" / "run-old")
+    assert main(["gate", str(tmp_path / "old" / "run-old"), "--baseline", str(stored),
+                 "--update"]) == 0
+    capsys.readouterr()
+    return stored, tree(tmp_path)
+
+
+@pytest.mark.parametrize("at", ["write", "fsync"])
+def test_update_onto_a_full_disk_exits_1_and_keeps_the_previous_baseline(
+        candidate, tmp_path, monkeypatch, capsys, previous, at):
+    stored, before = previous
+    if at == "write":  # the manifest fits, a table does not
+        monkeypatch.setattr(baseline_module, "open",
+                            lambda path, mode: FullDisk(open(path, mode), 4000), raising=False)
+    else:
+        def no_space(fd):
+            raise OSError(errno.ENOSPC, ENOSPC)
+        monkeypatch.setattr(os, "fsync", no_space)
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"steptrace: run failed: cannot write {stored}: {ENOSPC}\n"
+    assert tree(tmp_path) == before
+
+
+def test_update_past_a_file_size_limit_exits_1(candidate, tmp_path, previous):
+    """A real write error from the kernel (RLIMIT_FSIZE: EFBIG), no injection: the steps
+    table (about 125 KB) does not fit."""
+    stored, before = previous
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+    proc = subprocess.run([sys.executable, "-m", "harness.commands", "gate", candidate,
+                           "--baseline", str(stored), "--update"], cwd=REPO,
+                          capture_output=True, text=True, preexec_fn=limit, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == f"steptrace: run failed: cannot write {stored}: File too large\n"
+    assert tree(tmp_path) == before
+
+
+def test_ctrl_c_while_storing_leaves_the_previous_baseline(candidate, tmp_path, monkeypatch,
+                                                           capsys, previous):
+    stored, before = previous
+    write = pq.write_table
+
+    def ctrl_c(*args, **kwargs):  # after the first table
+        write(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+    monkeypatch.setattr(pq, "write_table", ctrl_c)
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"steptrace: interrupted by SIGINT: {stored} left as it was\n"
+    assert tree(tmp_path) == before
+
+
+def test_a_signal_during_the_swap_waits_for_it(candidate, tmp_path, monkeypatch, capsys,
+                                               previous):
+    """SIGTERM between moving the previous baseline aside and the new one in: the new one
+    goes in, whole, then the command stops."""
+    stored, _ = previous
+    replace = os.replace
+
+    def sigterm_after(src, dst):
+        replace(src, dst)
+        if Path(src) == stored:
+            os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.setattr(os, "replace", sigterm_after)
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 143
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"steptrace: interrupted by SIGTERM: {stored} replaced whole\n"
+    assert {p.name for p in stored.iterdir()} == {"baseline.json", Path(candidate).name}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "old"]  # no .old, no .tmp
+
+
+# --- bad input in a baseline or a run ------------------------------------------------------
+
+@pytest.mark.parametrize("table", ["steps", "batches", "requests"])
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_an_unreadable_table_names_its_file(candidate, tmp_path, capsys, table, damage):
+    base = tmp_path / "ci-gate"
+    shutil.copytree(BASELINE, base)
+    (path,) = base.glob(f"*/{table}.parquet")
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2] if damage == "truncated" else b"")
+    before = tree(tmp_path)
+    assert main(["gate", candidate, "--baseline", str(base)]) == 2
+    refused(capsys, f"steptrace: error: {path}: unreadable (")
+    assert main(["gate", str(path.parent), "--baseline", BASELINE]) == 2  # as a candidate
+    refused(capsys, f"{path}: unreadable (")
+    assert main(["gate", str(path.parent), "--baseline", str(tmp_path / "new"), "--update"]) == 2
+    refused(capsys, f"{path}: unreadable (")
+    assert tree(tmp_path) == before
+
+
+def failed_copy(candidate, path):
+    """The candidate as a run whose table could not be written: its manifest says so."""
+    shutil.copytree(candidate, path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest.update(complete=False, error=f"WriteFailed: cannot write "
+                                          f"{path / 'batches.parquet'}: {ENOSPC}")
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def test_a_failed_run_is_named_with_its_error(candidate, tmp_path, capsys):
+    failed = failed_copy(candidate, tmp_path / "failed")
+    error = f"(WriteFailed: cannot write {failed / 'batches.parquet'}: {ENOSPC}), not complete"
+    assert main(["gate", str(failed), "--baseline", BASELINE]) == 2
+    refused(capsys, f"{failed}: candidate run failed {error}: the gate judges complete runs "
+                    f"only")
+    assert main(["gate", candidate, "--baseline", str(failed)]) == 2
+    refused(capsys, f"{failed}: baseline run failed {error}")
+    assert main(["gate", str(failed), "--baseline", str(tmp_path / "base"), "--update"]) == 2
+    refused(capsys, f"{failed}: candidate run failed {error}: a baseline holds complete runs "
+                    f"only")
+    assert not (tmp_path / "base").exists()

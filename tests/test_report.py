@@ -66,16 +66,18 @@ def test_one_run_gives_a_self_contained_page_summary_and_figures(one):
         assert (one / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     summary = (one / "summary.md").read_text()
     assert "| requests finished | requests | 12 |" in summary
+    assert "|\n\nFigures: `figures/latency_cdf.png`, " in summary  # a blank line ends the table
     assert "B (" not in summary  # one arm: nothing to compare
 
 
 def test_a_gil_sweep_gets_the_gil_page_and_the_compare_table(runs, tmp_path, capsys):
     out = report(capsys, [runs["sweep"], "-o", tmp_path / "r"])
-    assert out["runs"] == 2 and out["arms"] == ["released", "held"]
+    # in the order of the run folders' names: held first where both started in one second
+    assert out["runs"] == 2 and sorted(out["arms"]) == ["held", "released"]
     page = (tmp_path / "r" / "index.html").read_text()
     assert 'id="gil"' in page and "figures/sched_cdf.png" in out["figures"]
     summary = (tmp_path / "r" / "summary.md").read_text()
-    assert "## B (held) against A (released)" in summary
+    assert "## B ({1}) against A ({0})".format(*out["arms"]) in summary
     assert "no interval: 1 run(s) in an arm, 3 needed" in summary
     assert 'id="hardware"' not in page
 

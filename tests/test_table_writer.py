@@ -1,15 +1,23 @@
-"""The table writer's process: what crosses the pipe arrives whole, and a pipe that ends
-early (the harness killed mid-message) leaves whole tables of every message received."""
+"""The table writer's process: what crosses the pipe arrives whole, a pipe that ends early
+(the harness killed mid-message) leaves whole tables of every message received, and a
+message that is not one (garbage, a pickle, a column of no known type) is refused without
+running anything."""
 
 import json
 import os
+import pickle
+import struct
+import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from harness import child_process
 from harness.schema import TABLES
-from harness.table_writer import TableWriter, frame
+from harness.table_writer import TableWriter, encoded, frame
+
+KINDS = dict(kind=("chunk", "final", "decode"))
 
 
 def batches(first_step: int, n: int = 3) -> dict:
@@ -19,25 +27,51 @@ def batches(first_step: int, n: int = 3) -> dict:
                 seqlen_k=np.full(n, 7, np.int32))
 
 
+def every_column(table: str, n: int) -> dict:
+    """Every declared column of a table, in the dtypes the recorder hands over: numbers of
+    each width, booleans (a view of the C++ bytes), NaN, dictionary codes, text as an
+    object array and as a list (None among it)."""
+    columns = {c.name: np.arange(n).astype(c.type.to_pandas_dtype())
+               for c in TABLES[table].columns if c.name not in ("phase", "status", "reason")}
+    if table == "steps":
+        columns.update(phase=np.arange(n, dtype=np.int8) % 2,
+                       empty=(np.arange(n, dtype=np.uint8) % 2).view(np.bool_))
+    else:
+        columns.update(ttft_s=np.full(n, np.nan), status=np.array(["finished"] * n, object),
+                       reason=["", "préempté ✓", None, "x"][:n])
+    return columns
+
+
 def test_columns_cross_whole_with_their_dictionaries_and_labels(tmp_path):
-    writer = TableWriter(tmp_path, "parquet", ["batches"], dict(run_id="r"),
-                         dict(kind=("chunk", "final", "decode")))
-    writer.write(dict(batches=batches(0)))
+    writer = TableWriter(tmp_path, "parquet", ["steps", "batches", "requests"],
+                         dict(run_id="r", overlap=True), dict(KINDS, phase=("decode", "prompt")))
+    sent = dict(steps=every_column("steps", 4), requests=every_column("requests", 4))
+    writer.write(dict(sent, batches=batches(0)))
     writer.write(dict(batches=batches(3)))
     writer.close()
     table = pd.read_parquet(tmp_path / "batches.parquet")
     assert table["step"].tolist() == list(range(6))
     assert table["kind"].tolist() == ["chunk", "final", "decode"] * 2
-    assert set(table.columns) == set(TABLES["batches"].names) | {"run_id"}
-    assert sorted(os.listdir(tmp_path)) == ["batches.parquet"]
+    assert set(table.columns) == set(TABLES["batches"].names) | {"run_id", "overlap"}
+    assert table["run_id"].tolist() == ["r"] * 6 and table["overlap"].all()
+    for name in ("steps", "requests"):
+        rows = pd.read_parquet(tmp_path / f"{name}.parquet")
+        for column, values in sent[name].items():
+            if column == "phase":
+                assert rows[column].tolist() == ["decode", "prompt"] * 2
+            else:
+                pd.testing.assert_series_equal(rows[column], pd.Series(values, name=column))
+    assert sorted(os.listdir(tmp_path)) == ["batches.parquet", "requests.parquet",
+                                           "steps.parquet"]
 
 
 def test_a_pipe_cut_mid_message_keeps_every_whole_message(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(dict(complete=False)))
-    writer = TableWriter(tmp_path, "parquet", ["batches"], None,
-                         dict(kind=("chunk", "final", "decode")))
+    writer = TableWriter(tmp_path, "parquet", ["batches"], None, KINDS)
     writer.write(dict(batches=batches(0)))
-    message = b"".join(bytes(part) for part in frame(("write", dict(batches=batches(3)))))
+    columns, payloads = encoded(dict(batches=batches(3)))
+    message = b"".join(bytes(part) for part in frame(dict(kind="write", columns=columns),
+                                                     payloads))
     os.write(writer._fd, message[:len(message) // 2])  # then the harness dies
     writer._process.stdin.close()
     assert writer._process.wait(timeout=60) == 0
@@ -48,8 +82,7 @@ def test_a_pipe_cut_mid_message_keeps_every_whole_message(tmp_path):
 
 
 def test_a_chunk_the_table_refuses_fails_close_naming_the_table(tmp_path):
-    writer = TableWriter(tmp_path, "parquet", ["batches"], None,
-                         dict(kind=("chunk", "final", "decode")))
+    writer = TableWriter(tmp_path, "parquet", ["batches"], None, KINDS)
     bad = batches(0)
     del bad["seqlen_k"]
     writer.write(dict(batches=bad))
@@ -57,3 +90,95 @@ def test_a_chunk_the_table_refuses_fails_close_naming_the_table(tmp_path):
                                       r"\['seqlen_k'\]"):
         writer.close()
     assert os.listdir(tmp_path) == []
+
+
+# --- what another process may write into the writer's stdin ---------------------------
+
+class Marker:
+    """Unpickled, it creates the file at `path`."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def head(fields: dict) -> bytes:
+    text = json.dumps(fields).encode()
+    return struct.pack("<Q", len(text)) + text
+
+
+def message(fields: dict, *payloads: bytes) -> bytes:
+    return head({**fields, "sizes": [len(p) for p in payloads]}) + b"".join(payloads)
+
+
+def chunk(**types) -> bytes:
+    """A batches chunk whose columns are batches(3)'s but for those given as (type, payload)."""
+    columns, payloads = encoded(dict(batches=batches(3)))
+    for i, (name, _) in enumerate(columns["batches"]):
+        if name in types:
+            columns["batches"][i][1], payloads[i] = types[name]
+    return message(dict(kind="write", columns=columns), *(bytes(p) for p in payloads))
+
+
+def pickle_framed_as_before(marker) -> bytes:
+    """The wire format of old: a pickle's length, its buffer count, the pickle."""
+    p = pickle.dumps(("write", Marker(marker)), protocol=5)
+    return struct.pack("<QI", len(p), 0) + p
+
+
+WRITE = dict(kind="write", columns=dict(batches=[["step", "<i8"]]))
+HOSTILE = {
+    "a pickle as the pipe once carried it": pickle_framed_as_before,
+    "a pickle as a text column": lambda marker: chunk(
+        seq_id=("text", pickle.dumps(Marker(marker)))),
+    "a pickle as a column of objects": lambda marker: chunk(
+        seq_id=("|O", pickle.dumps(Marker(marker)))),
+    "a pickle as the head": lambda marker: struct.pack("<Q", len(p := pickle.dumps(
+        Marker(marker)))) + p,
+    "text that is not a list of strings": lambda marker: chunk(
+        seq_id=("text", json.dumps([{"__reduce__": str(marker)}]).encode())),
+    "bytes that do not fit their type": lambda marker: chunk(seq_id=("<i8", b"\0" * 7)),
+    "garbage": lambda marker: bytes(range(256)) * 8,
+    "a head that is not JSON": lambda marker: struct.pack("<Q", 5) + b"\x80nope",
+    "a kind the writer does not know": lambda marker: message(dict(kind="exec")),
+    "a second open": lambda marker: message(dict(kind="open", run_dir=str(marker.parent),
+                                                 format="csv", labels={}, names=[],
+                                                 dictionaries={})),
+    "a table never opened": lambda marker: message(
+        dict(kind="write", columns=dict(steps=[["step", "<i8"]])), b"\0" * 8),
+    "a column twice": lambda marker: message(
+        dict(WRITE, columns=dict(batches=[["step", "<i8"]] * 2)), b"\0" * 8, b"\0" * 8),
+    "more columns than payloads": lambda marker: message(WRITE),
+    "a payload longer than memory": lambda marker: head(dict(WRITE, sizes=[1 << 62])),
+    "a head longer than any": lambda marker: struct.pack("<Q", 1 << 40) + b"{}",
+}
+
+
+@pytest.mark.parametrize("hostile", list(HOSTILE))
+def test_a_message_that_is_not_one_is_refused_and_runs_nothing(tmp_path, hostile):
+    out, marker = tmp_path / "run", tmp_path / "ran"
+    out.mkdir()
+    writer = TableWriter(out, "parquet", ["batches"], None, KINDS)
+    writer.write(dict(batches=batches(0)))
+    with open(f"/proc/{writer._process.pid}/fd/0", "wb") as stdin:  # another process's way in
+        stdin.write(HOSTILE[hostile](marker))
+    assert writer._process.wait(timeout=60) == 0  # refused: it stops reading
+    with pytest.raises(OSError, match=r"^table writer: Refused: "):
+        writer.close()
+    assert not marker.exists()
+    assert pd.read_parquet(out / "batches.parquet")["step"].tolist() == [0, 1, 2]  # whole
+    assert os.listdir(out) == ["batches.parquet"]
+
+
+@pytest.mark.parametrize("first", ["pickle", "write"])
+def test_a_first_message_that_does_not_open_starts_nothing(tmp_path, first):
+    marker = tmp_path / "ran"
+    sent = pickle_framed_as_before(marker) if first == "pickle" else chunk()
+    done = subprocess.run(child_process.command("harness.table_writer"), input=sent,
+                          capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, b"")  # no `ready`: the harness stops there
+    assert done.stderr.startswith(b"steptrace table writer: Refused: ")
+    assert done.stderr.count(b"\n") == 1  # one line, no traceback
+    assert not marker.exists() and os.listdir(tmp_path) == []

@@ -61,7 +61,7 @@ def test_modeled_device_defaults_to_the_virtual_clock(tmp_path):
     ("trace: {file: t.csv}\ndevice: modeled:H200\nfrontend: {mode: thread}\n",
      "w.yaml:3: frontend.mode: a frontend thread runs on the real clock"),
     ("trace: {file: t.csv}\nfrontend: {per_token_us: -1}\n",
-     "w.yaml:2: frontend.per_token_us: expected a finite number >= 0, got -1"),
+     "w.yaml:2: frontend.per_token_us: expected a finite number in 0..10000.0, got -1"),
     ("trace: {file: t.csv}\ngil: held\ngil_aa: true\n",
      "w.yaml:3: gil_aa: an A/A arm repeats the released arm"),
     ("trace: {file: t.csv}\ngil_switch_interval_s: [0.005, 0]\n",

@@ -8,11 +8,13 @@ nobody published is null, never guessed: asking for it raises.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
-import yaml
+from ..files import check_regular
+from ..yaml_lines import KeyPath, load_with_lines
 
 DEVICES_DIR = Path(__file__).resolve().parent
 # dense tensor-core rates; MX/NV block formats run at these; int8 is W8A8 (Ascend 910B/910C
@@ -71,65 +73,102 @@ class DeviceProfile:
         return figure.value
 
 
+def profile_record(profile: DeviceProfile) -> dict:
+    """The profile as plain data, its fields in their declared order (the YAML files'): a
+    figure as {value, kind, source}, an unpublished one None. A run's manifest records it
+    (`device_profile`), so its report shows the figures the run used."""
+    def plain(v):
+        if isinstance(v, Figure):
+            return dict(value=v.value, kind=v.kind, source=v.source)
+        if isinstance(v, Mapping):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+    return {f.name: plain(getattr(profile, f.name)) for f in fields(profile)}
+
+
 def known_devices() -> list:
     return sorted(p.stem for p in DEVICES_DIR.glob("*.yaml"))
 
 
 def load_device_profile(name_or_path: Union[str, Path]) -> DeviceProfile:
-    """A bundled profile by name ("H200", "Ascend 950PR", "ascend-950pr") or a YAML path."""
+    """A bundled profile by name ("H200", "Ascend 950PR", "ascend-950pr") or a YAML path.
+    A malformed file is a ValueError naming the file, the line and the field."""
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         stem = str(name_or_path).strip().lower().replace(" ", "-").replace("_", "-")
-        path = DEVICES_DIR / f"{stem}.yaml"
-        if not path.is_file():
+        if stem not in known_devices():  # a name, never a path into or out of DEVICES_DIR
             raise ValueError(f"unknown device {name_or_path!r}; bundled devices: "
                              f"{', '.join(known_devices())}")
-    with open(path) as f:
-        data = yaml.safe_load(f)
+        path = DEVICES_DIR / f"{stem}.yaml"
+    data, lines = load_with_lines(check_regular(path))
+    return _parse(path, data, _Where(path, lines))
+
+
+class _Where:
+    """Where a profile field stood: `file:line: field` for its messages."""
+
+    def __init__(self, path: Path, lines: Mapping[KeyPath, int]) -> None:
+        self.path, self.lines = path, lines
+
+    def __call__(self, *key: str) -> str:
+        line = next((self.lines[key[:i]] for i in range(len(key), 0, -1)
+                     if key[:i] in self.lines), None)
+        at = f"{self.path}:{line}" if line else str(self.path)
+        return f"{at}: {'.'.join(key)}" if key else at
+
+
+def _parse(path: Path, data, where: _Where) -> DeviceProfile:
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of device fields")
-    return _parse(path, data)
-
-
-def _parse(path: Path, data: dict) -> DeviceProfile:
+        raise ValueError(f"{where()}: expected a mapping of device fields")
     names = [f.name for f in fields(DeviceProfile)]
     unknown = sorted(set(data) - set(names))
     missing = [n for n in names if n not in data and n != "source"]
-    if unknown or missing:
-        raise ValueError(f"{path}: unknown field(s) {unknown or 'none'}; "
-                         f"missing field(s) {missing or 'none'}")
+    if unknown:
+        raise ValueError(f"{where(unknown[0])}: unknown field; expected one of "
+                         f"{', '.join(names)}")
+    if missing:
+        raise ValueError(f"{where()}: missing field(s) {', '.join(missing)}")
+    for name in ("name", "vendor", "chip"):
+        if not isinstance(data[name], str) or not data[name].strip():
+            raise ValueError(f"{where(name)}: expected a non-empty string, got "
+                             f"{data[name]!r}")
     if data["backend"] not in BACKENDS:
-        raise ValueError(f"{path}: backend must be one of {', '.join(BACKENDS)}, "
+        raise ValueError(f"{where('backend')}: expected one of {', '.join(BACKENDS)}, "
                          f"got {data['backend']!r}")
     peaks = data["peak_tflops"]
     if not isinstance(peaks, dict) or sorted(peaks) != sorted(PRECISIONS):
-        raise ValueError(f"{path}: peak_tflops must give each of {', '.join(PRECISIONS)} "
+        raise ValueError(f"{where('peak_tflops')}: expected each of {', '.join(PRECISIONS)} "
                          f"(null where unpublished)")
     values = dict(data)
-    values["peak_tflops"] = {p: _figure(path, f"peak_tflops.{p}", peaks[p], FIGURE_KINDS)
+    values["peak_tflops"] = {p: _figure(where, ("peak_tflops", p), peaks[p], FIGURE_KINDS)
                              for p in PRECISIONS}
     for name in ("hbm_gb", "hbm_tb_s", "interconnect_gb_s", "tdp_w", "scaleout_gb_s"):
-        values[name] = _figure(path, name, data[name], FIGURE_KINDS)
-    values["scaleup_devices"] = _figure(path, "scaleup_devices", data["scaleup_devices"],
+        values[name] = _figure(where, (name,), data[name], FIGURE_KINDS)
+    values["scaleup_devices"] = _figure(where, ("scaleup_devices",), data["scaleup_devices"],
                                         FIGURE_KINDS, required=True)
     for name in ("step_overhead_us", "compute_efficiency", "memory_efficiency",
                  "scaleup_latency_us", "scaleout_latency_us", "network_efficiency"):
-        values[name] = _figure(path, name, data[name], MODEL_KINDS, required=True)
+        values[name] = _figure(where, (name,), data[name], MODEL_KINDS, required=True)
+    values["source"] = str(data.get("source") or "")
     return DeviceProfile(**values)
 
 
-def _figure(path: Path, name: str, data, kinds, required: bool = False) -> Optional[Figure]:
+def _figure(where: _Where, key: KeyPath, data, kinds, required: bool = False) \
+        -> Optional[Figure]:
     if data is None and not required:
         return None
     if not isinstance(data, dict) or sorted(data) != ["kind", "source", "value"]:
-        raise ValueError(f"{path}: {name} must be {{value, kind, source}}"
-                         + ("" if required else " or null"))
+        raise ValueError(f"{where(*key)}: expected {{value, kind, source}}"
+                         + ("" if required else " or null") + f", got {data!r}")
     if data["kind"] not in kinds:
-        raise ValueError(f"{path}: {name}.kind must be one of {', '.join(kinds)}, "
+        raise ValueError(f"{where(*key, 'kind')}: expected one of {', '.join(kinds)}, "
                          f"got {data['kind']!r}")
     value = data["value"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"{path}: {name}.value must be a positive number, got {value!r}")
-    if not str(data["source"]).strip():
-        raise ValueError(f"{path}: {name}.source is empty")
-    return Figure(float(value), data["kind"], str(data["source"]))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{where(*key, 'value')}: expected a finite number > 0, got "
+                         f"{value!r}")
+    if not isinstance(data["source"], str) or not data["source"].strip():
+        raise ValueError(f"{where(*key, 'source')}: expected a non-empty string naming the "
+                         f"figure's source, got {data['source']!r}")
+    return Figure(float(value), data["kind"], data["source"])

@@ -144,14 +144,15 @@ def compare(a: Arm, b: Arm, *, allow_different: bool = False,
             if run.busy_host:
                 busy[str(run.path)] = run.others_cpu()
             if not run.complete and not include_incomplete:
-                left_out[str(run.path)] = f"{run.state}, not complete"
+                left_out[str(run.path)] = f"{run.condition}, not complete"
             elif run.busy_host and drop_busy:
                 left_out[str(run.path)] = "busy host"
             else:
                 keep.append(run)
         if not keep:
-            raise BadInput(f"arm {arm.name}: no run left to compare "
-                           f"({len(arm.runs)} given, all left out: incomplete or busy)")
+            why = "; ".join(f"{r.name}: {left_out[str(r.path)]}" for r in arm.runs)
+            raise BadInput(f"arm {arm.name}: no run left to compare ({len(arm.runs)} given, "
+                           f"all left out: {why})")
         kept.append(keep)
     runs_a, runs_b = kept
     return Comparison(a.name, b.name, [str(r.path) for r in runs_a],

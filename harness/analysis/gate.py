@@ -70,13 +70,21 @@ def gate(candidates: Sequence[Run], baseline: Sequence[Run],
     return result
 
 
+def check_complete(runs: Sequence[Run], role: str,
+                   why: str = "the gate judges complete runs only") -> None:
+    """BadInput naming the first run that is not complete and its state (failed with its
+    manifest's error, killed, interrupted, running); `role` is what the run is to the gate
+    ("baseline", "candidate")."""
+    for run in runs:
+        if not run.complete:
+            raise BadInput(f"{run.path}: {role} run {run.condition}, not complete: {why}")
+
+
 def check_comparable(candidates: Sequence[Run], baseline: Sequence[Run]) -> None:
     """BadInput unless every run is complete and of the baseline's workload, trace and kind
     (modeled or measured)."""
-    for run in (*baseline, *candidates):
-        if not run.complete:
-            raise BadInput(f"{run.path}: {run.state}, not complete: the gate judges complete "
-                           f"runs only")
+    check_complete(baseline, "baseline")
+    check_complete(candidates, "candidate")
     ref = baseline[0]
     for run in (*baseline[1:], *candidates):
         if run.workload != ref.workload or run.trace_sha256 != ref.trace_sha256:

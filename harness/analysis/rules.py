@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional
 
+from engine.files import NotAFile, check_regular
+from engine.yaml_lines import YamlError, load_with_lines
+
 from ..commands.common import BadInput
-from ..files import NotAFile, check_regular
-from ..yaml_lines import YamlError, load_with_lines
 
 KINDS = ("max_increase", "max_decrease")
 PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")

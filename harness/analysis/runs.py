@@ -47,6 +47,12 @@ class Run:
         return self.state == "complete"
 
     @property
+    def condition(self) -> str:
+        """The state, a failed run's error with it: `failed (RuntimeError: ...)`."""
+        error = self.manifest.get("error") if self.state == "failed" else None
+        return f"{self.state} ({error})" if error else self.state
+
+    @property
     def workload(self) -> str:
         """The workload's `name`."""
         return str(self.manifest.get("values", {}).get("name", ""))
@@ -155,11 +161,15 @@ class Run:
             raise BadInput(f"{path}: unreadable ({e})") from None
 
     def columns(self, name: str) -> List[str]:
-        """The column names of one table, read from its header."""
+        """The column names of one table, read from its header; BadInput naming the file
+        when it is unreadable (truncated, empty)."""
         path = self.table_path(name)
-        if path.suffix == ".parquet":
-            return list(pq.read_schema(path).names)
-        return list(pd.read_csv(path, nrows=0).columns)
+        try:
+            if path.suffix == ".parquet":
+                return list(pq.read_schema(path).names)
+            return list(pd.read_csv(path, nrows=0).columns)
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{path}: unreadable ({e})") from None
 
 
 def flatten(values: dict, prefix: str = "") -> Dict[str, object]:
@@ -191,7 +201,8 @@ def find_runs(specs: Iterable[str]) -> List[Path]:
     out: Dict[Path, None] = {}
     for spec in specs:
         spec = str(spec)
-        matches = sorted(glob.glob(spec)) if glob.has_magic(spec) else [spec]
+        literal = not glob.has_magic(spec) or Path(spec).exists()  # a folder named [x]
+        matches = [spec] if literal else sorted(glob.glob(spec))
         found = [run for match in matches for run in _runs_under(Path(match))]
         if not found:
             what = "matches nothing" if not matches else "holds no run folder (no manifest.json)"
@@ -227,6 +238,9 @@ def at_capacity(table_path: Path) -> Path:
     if not runs:
         raise BadInput(f"{search}: a capacity search in which no rate met the SLO target: no "
                        f"run at capacity; name a probe's run folder instead")
+    if runs[0] in ("", ".", "..") or Path(runs[0]).name != runs[0]:  # a probe is a child
+        raise BadInput(f"{table_path}: run_id {runs[0]!r}: expected a probe's folder name "
+                       f"(one path component), not a path")
     return search / runs[0]
 
 

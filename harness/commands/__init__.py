@@ -12,68 +12,17 @@ how to report it, exit 1; `--debug` (before or after the command) adds the trace
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-import traceback
-from pathlib import Path
+from .common import BadInput, RunFailed, fail  # the standard library's only: cheap
 
-from . import capacity, compare, gate, gil, replay_scheduler, report, run, show, trace, validate
-from .common import BadInput, RunFailed, fail
-
-COMMANDS = (run, gil, capacity, validate, show, trace, replay_scheduler, compare, gate, report)
-REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
-          "with the command line, the input files it names if you can share them, and the "
-          "output of the same command with --debug")
-DEBUG_HELP = "on a failure, show the Python traceback too (for reporting a bug)"
-
-
-def parser() -> argparse.ArgumentParser:
-    from engine import __version__
-
-    p = argparse.ArgumentParser(prog="steptrace", description="Trace-driven benchmarking "
-                                "harness for a DeepSeek-style LLM inference engine.")
-    p.add_argument("--version", action="version", version=f"steptrace {__version__}")
-    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
-    sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add(sub)
-    _add_debug(sub)
-    return p
-
-
-def _add_debug(sub) -> None:
-    """--debug after the command too (`steptrace run W.yaml --debug`), nested ones included."""
-    for command in set(sub.choices.values()):
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help=DEBUG_HELP)
-        for action in command._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                _add_debug(action)
+__all__ = ["BadInput", "RunFailed", "main"]
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(compare.split_arms(argv))
+    """`steptrace ARGS`. Ctrl-C at any point is one line and exit 130, also while the
+    commands' modules are imported (pandas, torch: seconds) and where no run's handler is
+    installed to stop it gently (report, compare, gate --update, ...)."""
     try:
-        return args.handler(args)
-    except BrokenPipeError:  # `steptrace show RUN | head`: the reader had enough
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
-        return 0
-    except BadInput as e:
-        return fail(f"steptrace: error: {_one_line(e)}", 2)
-    except RunFailed as e:
-        if args.debug and e.__cause__ is not None:
-            traceback.print_exception(e.__cause__, file=sys.stderr)
-        return fail(f"steptrace: run failed: {_one_line(e)}", 1)
-    except Exception as e:  # not a failure any command expects: a bug, said as one
-        if args.debug:
-            traceback.print_exc(file=sys.stderr)
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        return fail(f"steptrace: internal error: {type(e).__name__}: {_one_line(e)} (at "
-                    f"{Path(where.filename).name}:{where.lineno}); {REPORT}", 1)
-
-
-def _one_line(e: BaseException) -> str:
-    """A message on one line: a multi-line one (from a library) is joined."""
-    return "; ".join(s.strip() for s in str(e).splitlines() if s.strip()) or type(e).__name__
+        from .cli import main as dispatch
+        return dispatch(argv)
+    except KeyboardInterrupt:
+        return fail("steptrace: interrupted by SIGINT (Ctrl-C)", 130)

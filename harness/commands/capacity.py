@@ -2,8 +2,9 @@
 stays at or above a target, on a modeled device (docs/capacity.md).
 
 Exit 0 with the capacity (or a lower bound, when every rate up to the highest met the
-SLO); 1 when even the lowest rate probed misses it; 2 bad input; 130 / 143 when a signal
-stopped the search (the probes run so far are written, no capacity table).
+SLO); 1 when even the lowest rate probed misses it, or when the search ran out of probes
+before its bracket reached the resolution; 2 bad input; 130 / 143 when a signal stopped
+the search (the probes run so far are written, no capacity table).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def add(sub) -> None:
                    help="the lowest rate to probe, req/s (default the workload's / 1024)")
     p.add_argument("--highest", type=float, default=None, metavar="RATE",
                    help="the highest rate to probe, req/s (default the workload's x 1024)")
+    p.add_argument("--max-probes", type=int, default=None, metavar="N",
+                   help="stop after N probes, unresolved if the bracket is still wider "
+                        "than the resolution (default 40)")
     add_json(p)
     p.set_defaults(handler=main)
 
@@ -34,6 +38,7 @@ def add(sub) -> None:
 def main(args) -> int:
     from ..atomic import WriteFailed
     from ..capacity import DEFAULT_ATTAINMENT, DEFAULT_RESOLUTION, CapacityError, Stopped, find
+    from ..capacity_search import MAX_PROBES
     from ..interrupt import Stop, signals_stop
 
     workload = load(args)
@@ -44,11 +49,12 @@ def main(args) -> int:
               f"add slo.ttft or slo.e2e", file=sys.stderr)
     target = DEFAULT_ATTAINMENT if args.attainment is None else args.attainment
     resolution = DEFAULT_RESOLUTION if args.resolution is None else args.resolution
+    max_probes = MAX_PROBES if args.max_probes is None else args.max_probes
     stop = Stop()
     with signals_stop(stop):
         try:
             capacity = find(workload, tuple(args.set), target, resolution, args.lowest,
-                            args.highest, stop, _progress)
+                            args.highest, max_probes, stop, _progress)
         except CapacityError as e:
             raise BadInput(e) from None
         except Stopped as e:
@@ -63,7 +69,7 @@ def main(args) -> int:
         print_json(result)
     else:
         _print_text(result)
-    return 1 if result["outcome"] == "none" else 0
+    return 1 if result["outcome"] in ("none", "probe_limit") else 0
 
 
 def _progress(row: dict) -> None:
@@ -74,12 +80,14 @@ def _progress(row: dict) -> None:
 def _result(capacity, workload) -> dict:
     found = capacity.search
     at = capacity.at_capacity
-    outcome = "capacity" if found.found else "at_least" if found.low is not None else "none"
+    outcome = "probe_limit" if found.out_of_probes else "capacity" if found.found \
+        else "at_least" if found.low is not None else "none"
     fmt = workload.values["table_format"]
     return dict(
         workload=str(workload.path), name=workload.name, device=capacity.profile, modeled=True,
         clock="virtual", slo=capacity.slo, attainment_target=capacity.target,
-        resolution=capacity.resolution, rate_key=capacity.knob.key,
+        resolution=capacity.resolution, max_probes=capacity.max_probes,
+        rate_key=capacity.knob.key,
         workload_rate=capacity.knob.rate, outcome=outcome,
         capacity=None if at is None else dict(
             rate=found.low, missed_at=found.high, attainment=at["attainment"],
@@ -102,7 +110,9 @@ def _print_text(r: dict) -> None:
               f"{p['output_tokens_per_device']:>17,.1f} {p['ttft_p99_s']:>11.4g} "
               f"{p['tpot_p50_s']:>11.4g} {p['tpot_p99_s']:>11.4g}")
     c, lowest = r["capacity"], min(p["rate"] for p in r["probes"])
-    if r["outcome"] == "none":
+    if r["outcome"] == "probe_limit":
+        _print_unresolved(r)
+    elif r["outcome"] == "none":
         print(f"no capacity: even the lowest rate probed, {lowest:.4g} req/s, misses the target "
               f"(--lowest probes lower; or the SLO cannot be met on this deployment)")
     elif r["outcome"] == "at_least":
@@ -117,8 +127,24 @@ def _print_text(r: dict) -> None:
               f"{c['missed_at']:.4g} req/s (+{c['missed_at'] / c['rate'] - 1:.1%}); modeled on "
               f"the {r['device']} profile")
     if c is not None:
-        print(f"  run at capacity: {c['run_dir']}")
+        at = "the highest rate that met" if r["outcome"] == "probe_limit" else "capacity"
+        print(f"  run at {at}: {c['run_dir']}")
     print(f"  probes and table: {r['table']}")
+
+
+def _print_unresolved(r: dict) -> None:
+    met = [p["rate"] for p in r["probes"] if p["met"]]
+    missed = [p["rate"] for p in r["probes"] if not p["met"]]
+    if met and missed:
+        low, high = max(met), min(missed)
+        got = (f"the target met at {low:.4g} req/s and missed at {high:.4g} req/s "
+               f"(+{high / low - 1:.1%}), wider than the resolution {r['resolution']:g}")
+    elif met:
+        got = f"every rate probed meeting the target, up to {max(met):.4g} req/s"
+    else:
+        got = f"every rate probed missing the target, down to {min(missed):.4g} req/s"
+    print(f"no capacity: the search ran out of its {r['max_probes']} probes (--max-probes) "
+          f"with {got}")
 
 
 def _percent(share: float) -> str:

@@ -6,8 +6,6 @@ import json
 import math
 import sys
 
-import numpy as np
-
 
 class BadInput(Exception):
     """Exit 2: the command line, a file or a value is wrong; nothing ran."""
@@ -39,6 +37,8 @@ def print_json(data) -> None:
 def _plain(v):
     """JSON's own types: numpy scalars and arrays as Python's, NaN and infinities as null,
     paths as strings."""
+    import numpy as np  # here: the entry point imports this module before any command
+
     if isinstance(v, dict):
         return {str(k): _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple, np.ndarray)):

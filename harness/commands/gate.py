@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
-from .common import BadInput, add_json, print_json
+from ..atomic import WriteFailed
+from .common import BadInput, RunFailed, add_json, fail, print_json
 
 
 def add(sub) -> None:
@@ -26,16 +28,14 @@ def add(sub) -> None:
                    "/ reference ratios (with --update: the lowest ratio of each case over "
                    "the files given is stored)")
     p.add_argument("--update", action="store_true",
-                   help="store the candidates as the baseline folder BASELINE (replaced "
-                   "whole) instead of gating them")
+                   help="store the candidates as the baseline folder BASELINE instead of "
+                   "gating them: a new path, or a baseline --update made (replaced whole)")
     add_json(p)
     p.set_defaults(handler=main)
 
 
 def main(args) -> int:
-    from ..analysis import baseline as stored
-    from ..analysis.compare import differing_keys
-    from ..analysis.gate import check_comparable, gate
+    from ..analysis.gate import gate
     from ..analysis.rules import load_rules
     from ..analysis.runs import load_runs
 
@@ -43,18 +43,7 @@ def main(args) -> int:
         return _bench(args)
     candidates = load_runs(args.candidates)
     if args.update:
-        check_comparable(candidates[1:], candidates[:1])  # one workload, one trace, one kind
-        differ = differing_keys(candidates[:1], candidates[1:]) if len(candidates) > 1 else {}
-        if differ:
-            key, (a, b) = next(iter(differ.items()))
-            raise BadInput(f"--update: a baseline's runs share every workload key; {key} is "
-                           f"{a[0]!r} in {candidates[0].path} but {b} in others")
-        written = stored.store(candidates, Path(args.baseline))
-        if args.json:
-            print_json(dict(baseline=args.baseline, runs=[str(p) for p in written]))
-        else:
-            print(f"baseline {args.baseline}: stored {len(written)} run(s)")
-        return 0
+        return _update(args, candidates)
     baseline = load_runs([args.baseline])
     metrics = set().union(*(run.metrics() for run in baseline))
     rules = load_rules(args.rules, metrics) if args.rules else []
@@ -69,13 +58,55 @@ def main(args) -> int:
     return 0 if result.passed else 1
 
 
+def _update(args, candidates) -> int:
+    """Store the candidates as the baseline folder: only onto a new path or a baseline
+    store() made (docs/comparing.md, "The gate")."""
+    from ..analysis import baseline as stored
+    from ..analysis.compare import differing_keys
+    from ..analysis.gate import check_comparable, check_complete
+
+    stored.check_destination(Path(args.baseline), candidates)
+    names = [run.name for run in candidates]
+    twice = [run for run in candidates if names.count(run.name) > 1]
+    if twice:
+        raise BadInput(f"--update: {len(twice)} candidate runs named {twice[0].name} "
+                       f"({', '.join(str(r.path) for r in twice)}): a baseline holds each run "
+                       f"under its folder's name")
+    check_complete(candidates, "candidate", "a baseline holds complete runs only")
+    check_comparable(candidates[1:], candidates[:1])  # one workload, one trace, one kind
+    differ = differing_keys(candidates[:1], candidates[1:]) if len(candidates) > 1 else {}
+    if differ:
+        key, (a, b) = next(iter(differ.items()))
+        raise BadInput(f"--update: a baseline's runs share every workload key; {key} is "
+                       f"{a[0]!r} in {candidates[0].path} but {b} in others")
+    command = shlex.join(["steptrace", "gate", *args.candidates, "--baseline", args.baseline,
+                          "--update"])
+    try:
+        written = stored.store(candidates, Path(args.baseline), command)
+    except WriteFailed as e:
+        raise RunFailed(e) from e
+    except stored.Interrupted as e:
+        return fail(f"steptrace: interrupted by {e}: {args.baseline} "
+                    f"{'replaced whole' if e.replaced else 'left as it was'}", 128 + e.signum)
+    if args.json:
+        print_json(dict(baseline=args.baseline, runs=[str(p) for p in written]))
+    else:
+        print(f"baseline {args.baseline}: stored {len(written)} run(s)")
+    return 0
+
+
 def _bench(args) -> int:
     from ..analysis import bench_ratios
 
     if args.rules:
         raise BadInput("gate --bench: judges the ratios of tests/bench/ratios.json; no --rules")
     if args.update:  # the lowest ratio of each case over the files given
-        ratios = bench_ratios.store([Path(p) for p in args.candidates], Path(args.baseline))
+        bench_jsons = [Path(p) for p in args.candidates]
+        bench_ratios.check_destination(Path(args.baseline), bench_jsons)
+        try:
+            ratios = bench_ratios.store(bench_jsons, Path(args.baseline))
+        except WriteFailed as e:
+            raise RunFailed(e) from e
         if args.json:
             print_json(dict(baseline=args.baseline, ratios=ratios))
         else:

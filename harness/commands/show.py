@@ -63,9 +63,11 @@ def read(run_dir: Path) -> dict:
         what = f"no column(s) {', '.join(missing)}" if missing else "values that are not numbers"
         raise BadInput(f"{run_dir}: the summary table is not a run's summary ({what})")
     rows = summary[["metric", "stat", "value", "unit"]].to_dict("records")
+    failed = [f"the run failed: {manifest['error']}"] if state == "failed" else []
     return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
                 device=device, modeled=bool(manifest.get("modeled")), gil_mode=gil_mode,
-                summary=rows, notes=_notes(rows))
+                error=manifest.get("error") if state == "failed" else None,
+                summary=rows, notes=failed + _notes(rows, run_dir))
 
 
 def _manifest(run_dir: Path, text: str):
@@ -85,11 +87,13 @@ def _manifest(run_dir: Path, text: str):
     return manifest, device, gil_mode
 
 
-def _notes(rows) -> list:
-    """Why every statistic is NaN, when warm-up is the reason (it is valid, and silent)."""
+def _notes(rows, run_dir: Path) -> list:
+    """Why every statistic is NaN (it is valid, and silent): every step or request was
+    warm-up, every request was rejected, or none finished."""
     value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
     warm = value(("requests", "warmup")) or 0
-    measured = sum(value(("requests", s)) or 0 for s in STATUSES)
+    count = {s: value(("requests", s)) or 0 for s in STATUSES}
+    measured = sum(count.values())
     if warm and value(("step", "count"), -1) == 0:
         return [f"every step was a warm-up step (warmup_steps is not below the run's steps): "
                 f"no step and none of the {warm:.0f} requests was measured, so every "
@@ -98,7 +102,23 @@ def _notes(rows) -> list:
         return [f"all {warm:.0f} requests were first scheduled in warm-up steps: none was "
                 f"measured, so every latency and throughput statistic is NaN; lower "
                 f"warmup_steps"]
+    if measured and count["rejected"] == measured:
+        return [f"every request ({measured:,.0f}) was rejected, so every latency and "
+                f"throughput statistic is NaN{_first_reason(run_dir)}"]
+    if measured and not count["finished"] and not count["handed_off"]:
+        return [f"no request finished ({count['unfinished']:,.0f} unfinished, "
+                f"{count['rejected']:,.0f} rejected), so every latency statistic is NaN"]
     return []
+
+
+def _first_reason(run_dir: Path) -> str:
+    """': <the first rejected request's reason>', from the requests table if it reads."""
+    try:
+        requests = _read(run_dir, "requests")
+        reasons = requests.loc[requests["status"] == "rejected", "reason"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    return f"; the first: {reasons.iloc[0]}" if len(reasons) and reasons.iloc[0] else ""
 
 
 def _state(manifest: dict) -> str:

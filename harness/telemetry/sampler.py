@@ -10,17 +10,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from harness import child_process
 from harness.telemetry.columns import DEVICE_COLUMNS, VALUE_COLUMNS
 
 BACKENDS = ("cuda", "npu", "cpu")
 STOP_GRACE_S = 0.5  # beyond one interval, for the child to finish its last samples
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding harness/
 
 
 class Sampler:
@@ -47,13 +46,11 @@ class Sampler:
                   "interval_s": self.interval_s, "t0": self.t0, "pid": self.pid,
                   "out": str(self._dir / "journal.jsonl"), "dir": str(self._dir),
                   "parent": os.getpid()}  # the child removes `dir` if this process dies
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
         try:
             with open(self._dir / "stderr.txt", "wb") as stderr:
                 self._process = subprocess.Popen(
-                    [sys.executable, "-m", "harness.telemetry.child", json.dumps(config)],
-                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                    child_process.command("harness.telemetry.child", json.dumps(config)),
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
                     start_new_session=True)  # its own group: a kill takes npu-smi along
         except OSError as e:
             self._notes["sampler"] = f"not started: {e}"

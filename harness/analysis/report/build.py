@@ -1,22 +1,27 @@
 """A report folder from run folders: read the runs, group them into arms, draw, write.
 
-The folder is built under a temporary name beside DIR and renamed into place once whole,
-so DIR holds a previous report or the new one, never half of one.
+Everything but the trace events (read as they are written) is read, drawn and rendered
+before anything is written. The folder is built under a temporary name beside DIR, every
+file on disk, and renamed into place once whole, so DIR holds a previous report or the new
+one, never half of one; a write that fails removes the temporary folder and leaves DIR as
+it was.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Sequence
 
+from ...atomic import WriteFailed
 from ...commands.common import BadInput
 from ..runs import find_runs, read_run
 from . import arms as arming, comparison, headline, page, trace_events
 from .figures import GIL_FIGURES, RUN_FIGURES
-from .hardware import profile_figures
+from .hardware import profile
 from .run_data import RunData
 
 NEEDED = ("steps", "batches", "requests")  # the device table is optional
@@ -34,6 +39,9 @@ class Written:
 
 
 def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> Written:
+    """The report of the runs under `paths` in `out`. BadInput (nothing written) for runs
+    that cannot be reported or an `out` that is not a report's folder; WriteFailed, naming
+    the file, where the folder cannot be written (`out` as it was)."""
     runs = [RunData(read_run(p)) for p in find_runs(paths)]
     for run in runs:  # before any drawing: a missing table is bad input, named at once
         for table in NEEDED:
@@ -44,39 +52,69 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
     arms, keys = arming.group(runs)
     context = _context(runs, arms, keys)
     out = Path(out)
-    if out.exists() and not (out / "index.html").is_file() and any(out.iterdir()):
+    if out.exists() and not (out.is_dir() and ((out / "index.html").is_file()
+                                               or not any(out.iterdir()))):
         raise BadInput(f"{out}: exists and is not a report folder (no index.html); "
                        f"name a new folder or an earlier report's")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    files = [(f"figures/{f.name}.png", f.png)
+             for f in context["figures"] + (context["gil"] or {}).get("figures", [])]
+    files += [("index.html", page.html(context).encode()),
+              ("summary.md", page.markdown(context).encode())]
     tmp = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"
+    written = []
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         (tmp / "figures").mkdir(parents=True)
-        for f in context["figures"] + (context["gil"] or {}).get("figures", []):
-            (tmp / "figures" / f"{f.name}.png").write_bytes(f.png)
-        (tmp / "index.html").write_text(page.html(context))
-        (tmp / "summary.md").write_text(page.markdown(context))
-        written = []
+        for name, data in files:
+            _write(tmp, out, name, data)
         if with_trace_events:
             (tmp / "trace-events").mkdir()
             for i, run in enumerate(runs):
                 name = f"{i:02d}-{run.name}.json" if len(runs) > 1 else f"{run.name}.json"
-                trace_events.write(run, tmp / "trace-events" / name)
+                try:
+                    trace_events.write(run, tmp / "trace-events" / name)
+                except WriteFailed as e:
+                    raise WriteFailed(out / "trace-events" / name, e) from e
                 written.append(f"trace-events/{name}")
         _replace(tmp, out)
+    except WriteFailed:
+        raise
+    except OSError as e:  # a folder that could not be made
+        raise WriteFailed(out, e) from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Written(out, len(runs), [a.label for a in arms],
-                   [f"figures/{p.name}" for p in sorted((out / "figures").iterdir())], written)
+                   sorted(n for n, _ in files if n.startswith("figures/")), written)
+
+
+def _write(tmp: Path, out: Path, name: str, data: bytes) -> None:
+    """One file of the folder being built, on disk before the folder is renamed into place;
+    an error names it as `out` would hold it."""
+    try:
+        with open(tmp / name, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise WriteFailed(out / name, e) from e
 
 
 def _replace(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.{secrets.token_hex(4)}.old"
-        out.rename(old)
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    """The finished folder renamed to `out`. An earlier report there is renamed aside first
+    and removed after; if the rename fails it is put back."""
+    aside = None
+    try:
+        if out.exists():
+            old = out.parent / f".{out.name}.{secrets.token_hex(4)}.old"
+            os.rename(out, old)
+            aside = old
+        os.rename(tmp, out)
+    except OSError as e:
+        if aside is not None:
+            os.rename(aside, out)
+        raise WriteFailed(out, e) from e
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _context(runs, arms, keys) -> dict:
@@ -90,7 +128,7 @@ def _context(runs, arms, keys) -> dict:
         table.rows.insert(2, headline.per_device(arms))
         hardware = dict(table=table, arms=[
             dict(label=a.label, kind="modeled" if a.runs[0].modeled else "measured",
-                 profile=profile_figures(a.runs[0].profile) if a.runs[0].modeled else [])
+                 profile=profile(a.runs[0]) if a.runs[0].modeled else None)
             for a in arms])
     names = {r.manifest["values"].get("name", r.name) for r in runs}
     title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name

@@ -10,6 +10,7 @@ from typing import List
 import numpy as np
 
 from ...commands.show import HEADLINE
+from .markdown import Markdown, escape
 
 # Also shown where a run has them: telemetry means and energy per token.
 EXTRA = [("throughput", "total_tokens"), ("mfu", "model"), ("energy_per_output_token", "mean"),
@@ -27,10 +28,12 @@ class Table:
     columns: List[str]                     # one per arm (a run's name for one run)
     rows: List[List[str]] = field(default_factory=list)  # metric, unit, a cell per column
 
-    def markdown(self) -> str:
-        lines = ["| " + " | ".join(["metric", "unit", *self.columns]) + " |",
-                 "|---|---|" + "---:|" * len(self.columns)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in self.rows])
+    def markdown(self) -> Markdown:
+        """The table in Markdown, every cell escaped (an arm's label, a unit, a metric)."""
+        rows = [["metric", "unit", *self.columns]] + self.rows
+        lines = ["| " + " | ".join(map(escape, r)) + " |" for r in rows]
+        lines.insert(1, "|---|---|" + "---:|" * len(self.columns))
+        return Markdown("\n".join(lines))
 
 
 def fmt(value: float) -> str:

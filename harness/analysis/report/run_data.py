@@ -30,8 +30,9 @@ class RunData:
 
     @property
     def profile(self) -> str:
-        """The modeled device's profile name ("B200"); empty for a measured run."""
-        return str(self.manifest.get("executor", "")).split(":", 1)[1] if self.modeled else ""
+        """The profile a modeled run's executor names ("B200", or a path: never opened,
+        harness/analysis/report/hardware.py); empty for a measured run."""
+        return str(self.manifest.get("executor", "")).partition(":")[2] if self.modeled else ""
 
     def has(self, table: str) -> bool:
         try:

@@ -19,6 +19,8 @@ STYLE = {
     "ytick.color": "#555", "legend.frameon": True, "legend.framealpha": 0.85,
     "legend.edgecolor": "none", "legend.fontsize": 8.5,
     "lines.linewidth": 1.4,
+    # labels carry names from run folders: "$" is text, never mathtext (a bad one raises)
+    "text.parse_math": False,
 }
 
 

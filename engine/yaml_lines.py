@@ -1,6 +1,8 @@
 """YAML loading that remembers where each key stood, so errors can name file and line.
 
-A workload is plain data, so the loader is PyYAML's SafeLoader, and refuses:
+Workloads, `--set` values, model files and device profiles are plain data, so the loader is
+PyYAML's SafeLoader with YAML 1.2's number rules (YAML 1.1's, PyYAML's own, read `1e-9` and
+`1.0e300` as strings and `012` as octal), and refuses:
 
 - aliases (`*name`, and so `<<: *name` merges), while composing, at the first one and
   before anything is expanded: a few hundred bytes of nested aliases ("billion laughs")
@@ -13,6 +15,7 @@ A workload is plain data, so the loader is PyYAML's SafeLoader, and refuses:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
@@ -32,6 +35,20 @@ class _Refused(yaml.MarkedYAMLError):
     """What the loader refuses, with the mark (line) of the node refused."""
 
 
+# YAML 1.2's core schema: decimal, 0o octal and 0x hexadecimal integers; floats with an
+# optional fraction and an exponent of optional sign. Booleans and null stay YAML 1.1's.
+INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+FLOAT_12 = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                      r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+INT_TAG, FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+
+
+def _int_12(loader, node) -> int:
+    text = loader.construct_scalar(node)
+    base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+    return int(text[2:] if base != 10 else text, base)
+
+
 class _Loader(yaml.SafeLoader):
     _depth = 0
     at_line = True  # messages name lines (a file), or not (a --set value)
@@ -39,8 +56,8 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise _Refused(problem=f"alias *{event.anchor}: aliases are not allowed in a "
-                                   f"workload; write the value out", problem_mark=event.start_mark)
+            raise _Refused(problem=f"alias *{event.anchor}: aliases are not allowed; "
+                                   f"write the value out", problem_mark=event.start_mark)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -49,6 +66,14 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (INT_TAG, FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(INT_TAG, INT_12, list("-+0123456789"))
+_Loader.add_implicit_resolver(FLOAT_TAG, FLOAT_12, list("-+.0123456789"))
+_Loader.add_constructor(INT_TAG, _int_12)
 
 
 def load_with_lines(path: Path) -> Tuple[Any, Dict[KeyPath, int]]:
@@ -102,11 +127,11 @@ def _load(text: str, label: str, lines: Dict[KeyPath, int], at_line: bool = True
 def _convert(loader, node, path: KeyPath, lines: Dict[KeyPath, int]):
     if isinstance(node, yaml.ScalarNode):
         if node.tag == "tag:yaml.org,2002:merge":
-            raise _Refused(problem="merge keys (<<) are not allowed in a workload; write the "
-                                   "keys out", problem_mark=node.start_mark)
+            raise _Refused(problem="merge keys (<<) are not allowed; write the keys "
+                                   "out", problem_mark=node.start_mark)
         return loader.construct_object(node)
     if node.tag != PLAIN_TAGS[type(node)]:
-        raise _Refused(problem=f"the tag {node.tag} is not allowed in a workload",
+        raise _Refused(problem=f"the tag {node.tag} is not allowed",
                        problem_mark=node.start_mark)
     if isinstance(node, yaml.SequenceNode):
         return [_convert(loader, v, path + (str(i),), lines) for i, v in enumerate(node.value)]

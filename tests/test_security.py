@@ -1,0 +1,523 @@
+"""Nothing runs that the user did not ask for (docs/reliability.md, "Security and the
+user's files").
+
+Reports of run folders someone else made: every string a run folder holds reaches
+index.html as text, never markup, and summary.md as text GitHub renders as text; a
+manifest or a capacity table never makes the report open a file it names; a report that
+cannot be written exits 1 and leaves its folder as it was.
+
+The harness's child processes run nothing from the working directory: each planted module
+below, imported, leaves a marker file. `python -m` would have put the working directory
+first on the children's path, and both children would have run them.
+"""
+
+import errno
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import harness
+from harness import child_process
+from harness.commands import main
+from harness.table_writer import TableWriter
+from harness.telemetry import Sampler
+from tests.helpers import MODELED, in_subprocess, modeled_runs, wait_for_samples
+
+# --- what a report shows: text, never markup -------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "harness" / "analysis" / "report" / "templates" / "report.html.j2"
+
+# Markup for a page and for GitHub's Markdown: tags with handlers, an attribute break-out,
+# a Markdown image and link, a table cell break, a code span, an entity, math (and
+# mathtext matplotlib cannot parse), emphasis, a mention and bare links. No '/': it also
+# names files and folders.
+COMPONENT = ("<img src=x onerror=alert(1)><svg onload=alert(1)>\"'><b>bold"
+             "![i](https:evil.invalid)[l](javascript:alert(1))|`c`&amp;$m$*e*_u_~s~${$"
+             "@someone www.evil.invalid")
+# Where a string may hold anything: a script, a line break that would start a table row or
+# an HTML block, links that fetch.
+FULL = (COMPONENT + "<script>alert(1)</script>\n| a | b |\n<a href=https://evil.invalid/p>x</a>"
+        " ![j](https://evil.invalid/p.png) https://evil.invalid/q")
+
+
+# A metric's name holds no '.': compare names a value metric.stat.
+METRIC = f"metric{COMPONENT.replace('.', '')}"
+
+
+def hostile(where: str, text: str = COMPONENT) -> str:
+    """The markup, after a tag that says where it was planted."""
+    return f"{where}{text}"
+
+
+def hostile_runs(root: Path) -> dict:
+    """Run folders whose every user-controlled string carries markup: the workload's name
+    and trace file (both given by --set), a device profile of the user's own (its name and
+    every figure's source), and copies of the runs in folders named with markup whose
+    manifests hold a workload key and value with markup and whose summaries hold a metric,
+    a unit and a busy host's CPU with markup. {"one": a folder of copies of runs a and b
+    (arms of two devices and GIL modes), "two": of copies of a and c (a run of another
+    trace file)}."""
+    import yaml
+
+    root.mkdir(parents=True, exist_ok=True)
+    trace = root / f"{hostile('trace')}.csv"
+    trace.write_text("arrival_s,prompt_len,max_new_tokens\n"
+                     + "".join(f"{i * 0.01:.2f},{4 + 3 * i},{1 + i % 5}\n" for i in range(12)))
+    other = root / f"{hostile('other-trace')}.csv"
+    other.write_text(trace.read_text().replace("0.00,", "0.001,", 1))
+    profile = yaml.safe_load((ROOT / "engine" / "devices" / "h200.yaml").read_text())
+    profile["name"] = hostile("profile-name")
+    profile["source"] = hostile("profile-source", FULL)
+    for key, figure in profile.items():
+        for f in (figure.values() if key == "peak_tflops" else [figure]):
+            if isinstance(f, dict):
+                f["source"] = hostile("figure-source")
+    device = root / f"{hostile('profile-file')}.yaml"
+    device.write_text(yaml.safe_dump(profile, sort_keys=False))
+    workload = root / "w.yaml"
+    workload.write_text(MODELED.split("\n", 2)[2] + f"output: {json.dumps(str(root / 'out'))}\n")
+    name = hostile("name")
+
+    def run(*sets):
+        argv = ["run", str(workload), "--set", f"name={json.dumps(name)}"]
+        argv += [a for s in sets for a in ("--set", s)]
+        assert main(argv) == 0
+        folder = root / "out" / name
+        return max((p for p in folder.iterdir() if (p / "manifest.json").is_file()),
+                   key=lambda p: p.stat().st_mtime)
+
+    runs = dict(a=run(f"trace={json.dumps(dict(file=str(trace)))}",
+                      f"device={json.dumps(f'modeled:{device}')}"),
+                b=run(f"trace={json.dumps(dict(file=str(trace)))}", "device=modeled:B200",
+                      "gil=held"),
+                c=run(f"trace={json.dumps(dict(file=str(other)))}",
+                      f"device={json.dumps(f'modeled:{device}')}"))
+    for report, arms in (("one", "ab"), ("two", "ac")):
+        for arm in arms:
+            _tamper(shutil.copytree(runs[arm], root / report / hostile(f"run-folder-{arm}")))
+    return dict(one=root / "one", two=root / "two")
+
+
+def _tamper(copy: Path) -> None:
+    """A workload key whose value differs between the copies, a unit, a metric with a unit,
+    and a busy host, all with markup; copy b incomplete (named in the page's subtitle)."""
+    from harness.table_sink import write_table
+
+    arm = copy.name[len("run-folder-")]
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["values"][hostile("key", FULL)] = hostile(f"value-{arm}", FULL)  # a differing key
+    manifest["host_cpus"] = 2
+    b = arm == "b"
+    if b:
+        manifest.update(complete=False, ended=manifest["started"])
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    summary = pd.read_parquet(copy / "summary.parquet", columns=["metric", "stat", "value",
+                                                                  "unit"])
+    summary = summary.astype({"metric": str, "stat": str, "unit": str})
+    summary.loc[summary["metric"] == "ttft", "unit"] = hostile("unit", FULL)
+    extra = [(METRIC, "p50", 1.0 + b, hostile("metric-unit", FULL)),
+             ("host_cpu", "mean", 90.0, "%"), ("process_cpu", "mean", 10.0, "%")]
+    summary = pd.concat([summary, pd.DataFrame(extra, columns=summary.columns)],
+                        ignore_index=True)
+    (copy / "summary.parquet").unlink()
+    write_table(summary, copy, "summary", "parquet",
+                dict(run_id=copy.name, gil_mode=manifest["gil_mode"], overlap=False))
+
+
+@pytest.fixture(scope="module")
+def hostile_reports(tmp_path_factory):
+    """Two reports: of the two copies (the GIL and hardware pages, the compare table, a busy
+    host, an incomplete run), and of copy a against the run of another trace (arms named
+    by the trace file; compare refuses the runs, naming their folders)."""
+    root = tmp_path_factory.mktemp("hostile")
+    runs = hostile_runs(root / "runs")
+    for which in ("one", "two"):  # folders of run folders: a '[' in a path given is a glob
+        assert main(["report", str(runs[which]), "-o", str(root / which)]) == 0
+    return [root / "one", root / "two"]
+
+
+class Elements(HTMLParser):
+    """Every element of a page, its attributes, and its text as a browser reads it."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements, self.chunks = [], []
+        self.feed(page)
+        self.close()
+        self.text = "".join(self.chunks)
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.chunks.append(data)
+
+
+def foreign_elements(page: str) -> list:
+    """Elements and attributes the report's template does not write: a tag or an attribute
+    name it does not hold, an `on...` handler, an image that is not one of its figures'
+    data URIs, a link out of the page."""
+    template = TEMPLATE.read_text()
+    tags = set(re.findall(r"<([a-z][a-z0-9]*)", template))
+    attributes = set(re.findall(r"\s([a-z-]+)=\"", template))
+    out = []
+    for tag, attrs in Elements(page).elements:
+        if tag not in tags or set(attrs) - attributes or any(a.startswith("on") for a in attrs):
+            out.append((tag, attrs))
+        elif tag == "img" and not (attrs.get("src") or "").startswith("data:image/png;base64,"):
+            out.append((tag, attrs))
+        elif tag == "a" and not (attrs.get("href") or "").startswith("#"):
+            out.append((tag, attrs))
+    return out
+
+
+PLANTED = {0: ("name", "profile-name", "figure-source", "run-folder-a", "run-folder-b", "key",
+               "unit", "metric"),
+           1: ("trace", "other-trace", "run-folder-a", "key", "value-a")}
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_every_hostile_string_is_text_in_the_page(hostile_reports, which):
+    page = (hostile_reports[which] / "index.html").read_text()
+    assert foreign_elements(page) == []
+    assert "<img src=x" not in page and "<script>" not in page and "<svg" not in page
+    text = Elements(page).text
+    for where in PLANTED[which]:  # shown, as the text it is
+        assert (METRIC if where == "metric" else hostile(where)).split("<svg")[0] in text, where
+    assert 'id="hardware"' in page if which == 0 else "No comparison:" in text
+
+
+def live_markdown(summary: str) -> list:
+    """What GitHub would render of summary.md as other than text (without a renderer): any
+    `<`, `>` or `&` that is not an entity the report wrote, an unescaped `[`, `]`, backtick
+    (the figure list's code spans aside), `$`, `*` or `~`, a `_` that is not inside a word,
+    a scheme's `://` or a `www.` that would become links, table rows of more cells than
+    their header, and a line that would continue a table (none but a blank line ends one)."""
+    out = []
+    text = re.sub(r"`figures/[a-z_]+\.png`", "", summary)
+    for pattern in (r"[<>]", r"&(?!(amp|lt|gt);)", r"(?<!\\)[\[\]`$*~]",
+                    r"(?<!\\)(?:(?<![^\W_])_|_(?![^\W_]))", r"(?<!\\)://", r"(?i)www\."):
+        out += [m.group(0) for m in re.finditer(pattern, text)]
+    width = None  # of the table the line before belongs to
+    for line in summary.splitlines():
+        cells = len(re.findall(r"(?<!\\)\|", line)) if line.startswith("|") else None
+        if width is not None and (cells != width if cells is not None else line.strip()):
+            out.append(line)
+        width = cells if width is None else (width if cells is not None else None)
+    return out
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_every_hostile_string_is_text_in_the_markdown(hostile_reports, which):
+    summary = (hostile_reports[which] / "summary.md").read_text()
+    assert live_markdown(summary) == []
+    assert "name&lt;img src=x onerror=alert(1)&gt;" in summary
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_github_renders_the_markdown_as_text(hostile_reports, which):
+    """GitHub's renderer itself (cmark-gfm with its extensions), raw HTML let through as an
+    unsafe renderer would: only the elements the summary's template writes, no link, no
+    image, and each planted string shown whole."""
+    import cmarkgfm  # the test extra's
+    from cmarkgfm.cmark import Options
+
+    summary = (hostile_reports[which] / "summary.md").read_text()
+    html = cmarkgfm.github_flavored_markdown_to_html(summary, options=Options.CMARK_OPT_UNSAFE)
+    page = Elements(html)
+    assert {t for t, _ in page.elements} <= {"h1", "h2", "p", "ul", "li", "table", "thead",
+                                              "tbody", "tr", "th", "td", "code"}
+    assert all(set(a) <= {"align"} for _, a in page.elements)
+    for where in ("name", "profile-name") if which == 0 else ("trace", "run-folder-a"):
+        assert hostile(where) in page.text, where
+
+
+# --- a manifest names files: the report opens none ---------------------------------------
+
+@pytest.fixture(scope="module")
+def plain_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plain")
+    (h200,) = modeled_runs(root / "h200")
+    (b200,) = modeled_runs(root / "b200", "device=modeled:B200")
+    return dict(h200=h200, b200=b200)
+
+
+def crafted(run: Path, into: Path, **changes) -> Path:
+    """A copy of `run` whose manifest has `changes` (a None value deletes the key)."""
+    copy = into / run.name
+    shutil.copytree(run, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            manifest.pop(key, None)
+        else:
+            manifest[key] = value
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def report_opening(runs, out) -> tuple:
+    """(the report's hardware section, every file it opened): the report in a fresh
+    interpreter with an audit hook on open()."""
+    code = f"""
+        import json, sys
+        opened = []
+        sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open"
+                         else None)
+        from harness.commands import main
+        status = main(["report", *{[str(r) for r in runs]!r}, "-o", {str(out)!r}])
+        print(json.dumps(dict(status=status, opened=opened)))
+    """
+    result = json.loads(in_subprocess(code).splitlines()[-1])
+    assert result["status"] == 0
+    page = (out / "index.html").read_text()
+    return page[page.index('id="hardware"'):page.index('id="figures"')], result["opened"]
+
+
+@pytest.mark.parametrize("where", ["relative", "absolute"])
+def test_a_manifest_naming_a_profile_path_opens_no_file(plain_runs, tmp_path,
+                                                       tmp_path_factory, where):
+    from engine.devices.profile import DEVICES_DIR
+
+    secret = tmp_path_factory.mktemp("elsewhere") / "secret"
+    secret.with_suffix(".yaml").write_text(
+        "hbm_gb: {value: 31337.4242, kind: vendor, source: planted-secret-6f1d}\n")
+    name = os.path.relpath(secret, DEVICES_DIR) if where == "relative" else str(secret)
+    # a name that a lookup by file stem (lower case, '-' for ' ' and '_') would have opened
+    assert name == name.lower().replace(" ", "-").replace("_", "-")
+    assert (DEVICES_DIR / f"{name}.yaml").resolve() == secret.with_suffix(".yaml")
+    run = crafted(plain_runs["h200"], tmp_path, executor=f"modeled:{name}",
+                  modeled_device=None, device_profile=None)  # a manifest from before the key
+    hardware, opened = report_opening([run, plain_runs["b200"]], tmp_path / "r")
+    assert "planted-secret-6f1d" not in hardware and "31337" not in hardware
+    assert "is not bundled" in hardware and f"{name} (modeled)" in hardware
+    assert [p for p in opened if str(secret.parent) in p] == []
+
+
+def test_the_page_shows_the_figures_the_run_recorded(plain_runs, tmp_path):
+    """A run's manifest records its profile's figures: the page shows those, whatever the
+    bundled profile says today; a manifest from before the key gets today's bundled figures
+    of the profile it names exactly, said to be today's."""
+    from dataclasses import fields
+
+    from engine.devices.profile import DeviceProfile, load_device_profile, profile_record
+
+    manifest = json.loads((plain_runs["h200"] / "manifest.json").read_text())
+    assert manifest["device_profile"] == profile_record(load_device_profile("H200"))
+    record = manifest["device_profile"]
+    assert list(record) == [f.name for f in fields(DeviceProfile)]  # the files' order
+    record["step_overhead_us"] = dict(value=77.0, kind="fitted", source="refitted then")
+    then = crafted(plain_runs["h200"], tmp_path / "then", device_profile=record)
+    old = crafted(plain_runs["h200"], tmp_path / "old", device_profile=None)
+    hardware, opened = report_opening([then, plain_runs["b200"]], tmp_path / "r1")
+    assert re.search(r"<td>step_overhead_us</td><td>77</td><td[^>]*>fitted</td>"
+                     r"<td[^>]*>refitted then</td>", hardware)
+    assert not [p for p in opened if p.endswith("h200.yaml")]  # read from the manifest
+    hardware, _ = report_opening([old, plain_runs["b200"]], tmp_path / "r2")
+    assert re.search(r"<td>step_overhead_us</td><td>50</td>", hardware)
+    assert "as bundled with this steptrace" in hardware
+
+
+def test_a_capacity_table_naming_a_path_is_refused(plain_runs, tmp_path, capsys):
+    """A capacity search's folder stands for the probe its table marks at capacity: a
+    run_id that is a path (`../elsewhere`) is refused, never followed to a run outside."""
+    search = tmp_path / "search"
+    search.mkdir()
+    shutil.copytree(plain_runs["h200"], tmp_path / "elsewhere")
+    for run_id in ("../elsewhere", str(tmp_path / "elsewhere")):
+        pd.DataFrame(dict(run_id=[run_id], at_capacity=[True])).to_parquet(
+            search / "capacity.parquet")
+        for argv in (["report", str(search), "-o", str(tmp_path / "r")],
+                     ["compare", str(search), "--", str(plain_runs["b200"])]):
+            assert main(argv) == 2
+            out, err = capsys.readouterr()
+            assert f"run_id {run_id!r}: expected a probe's folder name" in err and out == ""
+        assert not (tmp_path / "r").exists()
+
+
+def test_a_run_folder_named_like_a_glob_is_read_as_named(plain_runs, tmp_path, capsys):
+    run = tmp_path / "[r1]*"
+    shutil.copytree(plain_runs["h200"], run)
+    assert main(["show", str(run), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "index.html").is_file()
+
+
+# --- a report that cannot be written -------------------------------------------------------
+
+def listing(folder: Path) -> list:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_a_report_past_a_file_size_limit_exits_1_and_leaves_the_folder(plain_runs, tmp_path,
+                                                                       earlier):
+    """A real write error from the kernel (RLIMIT_FSIZE: EFBIG), no injection: exit 1
+    naming the file, and DIR as it was: absent, or the earlier report untouched."""
+    out = tmp_path / "r"
+    if earlier:
+        assert main(["report", str(plain_runs["b200"]), "-o", str(out)]) == 0
+    before = tree(out) if earlier else None
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+    proc = subprocess.run([sys.executable, "-m", "harness.commands", "report",
+                           str(plain_runs["h200"]), "-o", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, preexec_fn=limit, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert re.fullmatch(rf"steptrace: run failed: cannot write {re.escape(str(out))}/"
+                        r"\S+: File too large\n", proc.stderr), proc.stderr
+    assert proc.stdout == ""
+    assert listing(tmp_path) == (["r"] if earlier else [])
+    if earlier:
+        assert tree(out) == before
+
+
+def test_a_report_whose_folder_cannot_be_renamed_into_place_keeps_the_earlier_one(
+        plain_runs, tmp_path, capsys, monkeypatch):
+    """ENOSPC at the last step, the rename of the finished folder over DIR: the earlier
+    report is put back."""
+    out = tmp_path / "r"
+    assert main(["report", str(plain_runs["b200"]), "-o", str(out)]) == 0
+    before = tree(out)
+    rename = os.rename
+
+    def full(src, dst):
+        if str(src).endswith(".tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src))
+        rename(src, dst)
+    monkeypatch.setattr(os, "rename", full)
+    capsys.readouterr()
+    assert main(["report", str(plain_runs["h200"]), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"steptrace: run failed: cannot write {out}: {os.strerror(errno.ENOSPC)}\n"
+    assert listing(tmp_path) == ["r"] and tree(out) == before
+
+
+def test_bad_input_still_exits_2(plain_runs, tmp_path, capsys):
+    file = tmp_path / "a-file"
+    file.write_text("not a report")
+    assert main(["report", str(plain_runs["h200"]), "-o", str(file)]) == 2
+    assert str(file) in capsys.readouterr().err
+    assert file.read_text() == "not a report" and listing(tmp_path) == ["a-file"]
+
+
+# --- the harness's children import nothing from the working directory ------------------
+
+STEPTRACE = Path(sys.executable).parent / "steptrace"  # the console script, as users run it
+# What the children (and their boot code) import, and the harness package itself: the
+# editable install finds `harness` through its import hook, an ordinary install on the path
+PLANTED_MODULES = ("fcntl", "pyarrow", "numpy", "json", "runpy", "psutil", "harness/__init__",
+           "harness/table_writer", "harness/telemetry/__init__", "harness/telemetry/child")
+
+
+def planted(tmp_path) -> Path:
+    """A working directory of planted modules; each marks `tmp_path / marks` when imported."""
+    folder, marks = tmp_path / "cwd", tmp_path / "marks"
+    marks.mkdir()
+    for name in PLANTED_MODULES:
+        path = folder / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"open({str(marks / name.replace('/', '.'))!r}, 'w').close()\n")
+    return folder
+
+
+def marks(tmp_path):
+    return sorted(p.name for p in (tmp_path / "marks").iterdir())
+
+
+def test_a_run_started_among_planted_modules_imports_none_of_them(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(MODELED.replace("telemetry: {enabled: false}",
+                                        "telemetry: {interval_s: 0.05}")
+                        + f"output: {tmp_path / 'results'}\nname: small\n")
+    done = subprocess.run([str(STEPTRACE), "run", str(workload)], cwd=planted(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert marks(tmp_path) == []
+    (run_dir,) = (p.parent for p in (tmp_path / "results" / "small").glob("*/manifest.json"))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"]
+    assert "exited" not in manifest["telemetry"].get("sampler", "")  # the child did not fail
+    assert len(pd.read_parquet(run_dir / "steps.parquet")) > 0
+
+
+def test_the_table_writer_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(planted(tmp_path))
+    out = tmp_path / "run"
+    out.mkdir()
+    writer = TableWriter(out, "parquet", ["batches"], dict(run_id="r"),
+                         dict(kind=("chunk", "final", "decode")))
+    writer.write(dict(batches=dict(step=np.arange(3), dp_rank=np.zeros(3, np.int32),
+                                   seq_id=np.arange(3), kind=np.arange(3, dtype=np.int8),
+                                   seqlen_q=np.ones(3, np.int32),
+                                   seqlen_k=np.ones(3, np.int32))))
+    writer.close()
+    assert pd.read_parquet(out / "batches.parquet")["kind"].tolist() == ["chunk", "final",
+                                                                         "decode"]
+    assert marks(tmp_path) == []
+
+
+def test_the_telemetry_child_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(planted(tmp_path))
+    sampler = Sampler("cpu", [], 0.05, time.perf_counter(), os.getpid())
+    sampler.start()
+    wait_for_samples(sampler, 2)
+    frame, notes = sampler.stop()
+    assert len(frame) >= 2 and notes["cpu"].startswith("psutil ")
+    assert marks(tmp_path) == []
+
+
+def test_a_child_imports_what_this_process_imported(tmp_path, monkeypatch):
+    """The child's path is this process's less the working directory: the probe, found
+    only on this process's path, sees the parent's harness and nothing planted."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "steptrace_probe.py").write_text(textwrap.dedent("""
+        import json, sys
+        import harness
+        print(json.dumps(dict(path=sys.path, harness=harness.__file__,
+                              isolated=sys.flags.isolated)))
+    """))
+    monkeypatch.syspath_prepend(str(probe))
+    cwd = planted(tmp_path)
+    monkeypatch.chdir(cwd)
+    monkeypatch.syspath_prepend(str(cwd))  # as `python -m` or `python -c` here would have it
+    monkeypatch.setattr(sys, "path", ["", "relative", *sys.path])
+    expected = child_process.import_path()
+    done = subprocess.run(child_process.command("steptrace_probe"), capture_output=True,
+                          text=True, timeout=60, check=True)
+    child = json.loads(done.stdout)
+    assert child["path"] == expected and child["isolated"] == 1
+    assert str(cwd) not in child["path"] and "" not in child["path"]
+    assert str(probe) in child["path"] and child["harness"] == harness.__file__
+    assert marks(tmp_path) == []
+
+
+def test_the_harness_root_stays_on_the_path_when_it_is_the_working_directory(monkeypatch):
+    monkeypatch.chdir(child_process.HARNESS_ROOT)
+    monkeypatch.setattr(sys, "path", ["", child_process.HARNESS_ROOT, *sys.path[1:]])
+    path = child_process.import_path()
+    assert path.count(child_process.HARNESS_ROOT) == 1 and "" not in path
+    monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                      if os.path.realpath(p) != child_process.HARNESS_ROOT])
+    assert child_process.import_path()[0] == child_process.HARNESS_ROOT  # found by a hook
