@@ -8,6 +8,7 @@ compressed attention; FLOPs and modeled devices only).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional, Tuple, Union
@@ -21,6 +22,29 @@ COMPRESS_RATIOS = (0, 4, 128)  # V4: 0 sliding window only, 4 CSA (indexed), 128
 MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim")
 V4_FIELDS = ("head_dim", "o_lora_rank", "o_groups", "sliding_window")
 INDEX_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
+# Each integer field's range: generous beyond any published model (DeepSeek-V3: 61 layers,
+# hidden 7,168, 256 experts), so that a typo cannot make a run build billions of layers.
+WIDTH = (1, 1 << 18)
+INTEGERS = dict(
+    hidden_size=WIDTH, num_hidden_layers=(1, 1024), num_attention_heads=(1, 4096),
+    vocab_size=(1, 1 << 24), q_lora_rank=WIDTH, qk_rope_head_dim=(0, 1 << 16),
+    first_k_dense_replace=(0, 1024), moe_intermediate_size=WIDTH,
+    n_routed_experts=(1, 1 << 16), n_shared_experts=(0, 1024), num_experts_per_tok=(1, 1 << 16),
+    intermediate_size=WIDTH, kv_lora_rank=WIDTH, qk_nope_head_dim=(1, 1 << 16),
+    v_head_dim=(1, 1 << 16), num_nextn_predict_layers=(0, 16),
+    max_position_embeddings=(1, 1 << 30), index_n_heads=(1, 4096), index_head_dim=(1, 1 << 16),
+    index_topk=(1, 1 << 30), head_dim=(1, 1 << 16), o_lora_rank=WIDTH, o_groups=(1, 4096),
+    sliding_window=(1, 1 << 30), num_hash_layers=(0, 1024))
+POSITIVE = ("rope_theta", "rms_norm_eps", "routed_scaling_factor")
+NULLABLE = ("q_lora_rank", "intermediate_size", *MLA_FIELDS, *INDEX_FIELDS, *V4_FIELDS)
+
+
+class ModelConfigError(ValueError):
+    """A geometry the model cannot have; `field` names the culprit, where one does."""
+
+    def __init__(self, message: str, field: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,7 @@ class ModelConfig:
     source: str = ""  # where the geometry comes from
 
     def __post_init__(self) -> None:
+        self._check_numbers()
         object.__setattr__(self, "compress_ratios", tuple(self.compress_ratios))
         if self.architecture not in ARCHITECTURES:
             self._fail(f"architecture must be one of {', '.join(ARCHITECTURES)}, "
@@ -86,6 +111,23 @@ class ModelConfig:
             self._require(V4_FIELDS + ("compress_ratios",), present=False)
         else:
             self._check_v4()
+
+    def _check_numbers(self) -> None:
+        for name, (low, high) in INTEGERS.items():
+            v = getattr(self, name)
+            if v is None and name in NULLABLE:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+                self._fail(f"{name}: expected an integer in {low}..{high}"
+                           + (" or null" if name in NULLABLE else "") + f", got {v!r}", name)
+        for name in POSITIVE:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v <= 0:
+                self._fail(f"{name}: expected a finite number > 0, got {v!r}", name)
+        if not isinstance(self.compress_ratios, (list, tuple)):
+            self._fail(f"compress_ratios: expected a list, got {self.compress_ratios!r}",
+                       "compress_ratios")
 
     def _check_v4(self) -> None:
         self._require(V4_FIELDS + ("q_lora_rank",), present=True)
@@ -109,8 +151,8 @@ class ModelConfig:
             verb = "needs" if present else "must not set"
             self._fail(f"{self.architecture} {verb} {', '.join(wrong)}")
 
-    def _fail(self, message: str) -> None:
-        raise ValueError(f"model {self.name}: {message}")
+    def _fail(self, message: str, field: Optional[str] = None) -> None:
+        raise ModelConfigError(f"model {self.name}: {message}", field)
 
     @property
     def has_indexer(self) -> bool:
@@ -158,5 +200,8 @@ def load_model_config(name_or_path: Union[str, Path]) -> ModelConfig:
     data.setdefault("name", path.stem)
     try:
         return ModelConfig(**data)
+    except ModelConfigError as e:
+        line = lines.get((e.field,)) if e.field else None
+        raise ValueError(f"{path}:{line}: {e}" if line else f"{path}: {e}") from None
     except TypeError as e:
         raise ValueError(f"{path}: {e}") from None

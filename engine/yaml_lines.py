@@ -7,10 +7,11 @@ PyYAML's SafeLoader with YAML 1.2's number rules (YAML 1.1's, PyYAML's own, read
 - aliases (`*name`, and so `<<: *name` merges), while composing, at the first one and
   before anything is expanded: a few hundred bytes of nested aliases ("billion laughs")
   expand to billions of values;
-- nesting deeper than MAX_DEPTH, also while composing (the composer recurses);
+- nesting deeper than MAX_DEPTH, and tags on mappings or sequences (`!!map`, `!!omap`,
+  `!!set`, `!custom`), also while composing (the composer recurses);
 - then, while the nodes (now a tree as long as the text) become values: a mapping that
-  names a key twice (two `engine:` blocks; YAML keeps the last silently), merge keys, tags
-  on mappings or sequences, keys that are not plain scalars.
+  names a key twice (two `engine:` blocks; YAML keeps the last silently), merge keys, keys
+  that are not plain scalars.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import yaml
 
 KeyPath = Tuple[str, ...]
 MAX_DEPTH = 64
-PLAIN_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map",
-              yaml.SequenceNode: "tag:yaml.org,2002:seq"}
 
 
 class YamlError(ValueError):
@@ -58,6 +57,10 @@ class _Loader(yaml.SafeLoader):
             event = self.peek_event()
             raise _Refused(problem=f"alias *{event.anchor}: aliases are not allowed; "
                                    f"write the value out", problem_mark=event.start_mark)
+        event = self.peek_event()
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)) and event.tag:
+            raise _Refused(problem=f"the tag {event.tag} is not allowed",
+                           problem_mark=event.start_mark)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -130,9 +133,6 @@ def _convert(loader, node, path: KeyPath, lines: Dict[KeyPath, int]):
             raise _Refused(problem="merge keys (<<) are not allowed; write the keys "
                                    "out", problem_mark=node.start_mark)
         return loader.construct_object(node)
-    if node.tag != PLAIN_TAGS[type(node)]:
-        raise _Refused(problem=f"the tag {node.tag} is not allowed",
-                       problem_mark=node.start_mark)
     if isinstance(node, yaml.SequenceNode):
         return [_convert(loader, v, path + (str(i),), lines) for i, v in enumerate(node.value)]
     out = {}

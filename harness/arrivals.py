@@ -21,6 +21,8 @@ import pandas as pd
 from .traces import TraceError
 
 ARRIVALS = ("poisson", "gamma", "constant")
+MAX_LENGTH = 2 ** 30 - 1  # tokens: engine.MAX_SEQ_TOKENS, the longest sequence a scheduler takes
+MAX_REQUESTS = 10 ** 9  # a billion requests: far beyond what a replay holds in memory
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class LengthDist:
             return rng.integers(self.lo, self.hi + 1, size=n, dtype=np.int64)
         if self.kind == "lognormal":
             x = np.rint(rng.lognormal(self.mu, self.sigma, size=n))
-            return np.clip(x, self.lo, self.hi if self.hi is not None else np.inf).astype(np.int64)
+            return np.clip(x, self.lo, MAX_LENGTH if self.hi is None else self.hi).astype(np.int64)
         return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
 
 
@@ -49,9 +51,9 @@ def _real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _int(name, v, lo=1):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise TraceError(f"{name}: expected an integer >= {lo}, got {v!r}")
+def _int(name, v, lo=1, hi=MAX_LENGTH):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+        raise TraceError(f"{name}: expected an integer in {lo}..{hi}, got {v!r}")
     return int(v)
 
 
@@ -70,12 +72,14 @@ def uniform(lo, hi) -> LengthDist:
 
 def lognormal(*, median=None, mean=None, sigma, lo=1, hi=None) -> LengthDist:
     """Lognormal lengths given the median or the mean (before clipping) and sigma (of the log),
-    rounded to integers and clipped to lo..hi. Clipping moves the mean; trace_stats shows it."""
+    rounded to integers and clipped to lo..hi (hi: MAX_LENGTH when not given). Clipping moves
+    the mean; trace_stats shows it."""
     if (median is None) == (mean is None):
         raise TraceError("lognormal: give exactly one of median and mean")
     center = median if median is not None else mean
-    if not (_real(center) and math.isfinite(center) and center > 0):
-        raise TraceError(f"lognormal: median/mean must be a number > 0, got {center!r}")
+    if not (_real(center) and math.isfinite(center) and 0 < center <= MAX_LENGTH):
+        raise TraceError(f"lognormal: median/mean must be a number in (0, {MAX_LENGTH}], got "
+                         f"{center!r}")
     if not (_real(sigma) and math.isfinite(sigma) and sigma >= 0):
         raise TraceError(f"lognormal: sigma must be a number >= 0, got {sigma!r}")
     lo = _int("lognormal(lo)", lo)
@@ -104,7 +108,7 @@ def generate(n=None, rate=1.0, arrival="poisson", burstiness=1.0, *, prompt: Len
     if n is None and duration_s is None:
         raise TraceError("generate: give n, duration_s or both")
     if n is not None:
-        n = _int("n", n)
+        n = _int("n", n, hi=MAX_REQUESTS)
     if arrival not in ARRIVALS:
         raise TraceError(f"arrival: expected one of {', '.join(ARRIVALS)}, got {arrival!r}")
     if not (_real(rate) and rate > 0 and not math.isnan(rate)):

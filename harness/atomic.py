@@ -6,15 +6,24 @@ A full disk, any other write error, or an exception in the code writing the file
 the temporary file and leaves whatever was under the final name before untouched; the
 error names the final path. (The run's tables follow the same pattern in
 harness/table_sink.py.)
+
+The rename would put a plain file in place of whatever is under the final name, so a path
+that exists and is not a regular file (a device, a FIFO, a socket, a directory), itself or
+where its symbolic link points, is refused before anything is written: as root, a
+conversion to /dev/null used to replace the device node.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator, Union
+
+from engine.files import KINDS
 
 
 class WriteFailed(OSError):
@@ -28,22 +37,51 @@ class WriteFailed(OSError):
         return f"cannot write {self.filename}: {self.strerror}"
 
 
+class NotAnOutputFile(WriteFailed):
+    """The output's path is not a regular file, nor a symbolic link to one: nothing was
+    written, the path left as it was. strerror says what it is."""
+
+    def __init__(self, path: Union[str, Path], what: str) -> None:
+        super().__init__(path, OSError(errno.EEXIST, what))
+
+
+def check_output(path: Union[str, Path]) -> None:
+    """NotAnOutputFile unless `path` is absent, a regular file or a symbolic link to one (a
+    link is written through; a broken one creates its target)."""
+    _check(path, os.path.realpath(path))
+
+
+def _check(path, final) -> None:
+    try:
+        mode = os.stat(final).st_mode
+    except OSError:  # absent (a new file), or not reachable: then the write says why
+        return
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in KINDS if test(mode)), "something else")
+    link = f"a symbolic link to {final}, " if os.path.islink(path) else ""
+    raise NotAnOutputFile(path, f"is {link}{kind}, not a regular file")
+
+
 @contextmanager
 def atomic_open(path: Union[str, Path], mode: str = "w", **kwargs) -> Iterator[IO]:
     """A new file to write `path` through: mode "w" (text) or "wb" (bytes), open()'s other
     keywords as given. Where `path` is a symbolic link its target is replaced, as open()
-    would have written it. Raises WriteFailed for an OSError from the body, the flush, the
-    close or the rename."""
+    would have written it. Raises NotAnOutputFile where check_output refuses `path`, before
+    and again just before the rename; WriteFailed for an OSError from the body, the flush,
+    the close or the rename."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
     final = Path(os.path.realpath(path))
     tmp = None
     try:
+        _check(path, final)
         tmp, file = _create(final, "x" + mode[1:], kwargs)
         with file:
             yield file
             file.flush()
             os.fsync(file.fileno())
+        _check(path, final)  # nor a node made there while the file was written
         os.replace(tmp, final)
     except BaseException as e:
         if tmp is not None:

@@ -144,10 +144,12 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
     folder = new_stamped_dir(Path(workload.values["output"]) / workload.name / "capacity",
                              "".join(c if c.isalnum() or c in "-_." else "-" for c in profile))
     rows = []
+    # each probe sets the rate knob itself: a --set of the same key is its start
+    kept = tuple(o for o in overrides if o.partition("=")[0] != rate_knob.key)
 
     def probe(rate: float):
         try:
-            probed = load_workload(workload.path, overrides + (rate_knob.override(rate),))
+            probed = load_workload(workload.path, kept + (rate_knob.override(rate),))
         except WorkloadError as e:
             raise CapacityError(e) from None
         runs = run_workload(probed, None, stop, folder)

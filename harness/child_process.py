@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 import harness
 
@@ -43,3 +43,10 @@ def import_path() -> List[str]:
     real = {p: os.path.realpath(p) for p in sys.path if os.path.isabs(p)}
     path = [p for p, r in real.items() if r != cwd or r == HARNESS_ROOT]
     return path if HARNESS_ROOT in real.values() else [HARNESS_ROOT, *path]
+
+
+def environment() -> Dict[str, str]:
+    """The child's environment: this process's, less LD_PRELOAD. The children never load
+    the C++ core, so a library preloaded for it (the sanitizer build's ASan runtime) is
+    not theirs to carry."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}

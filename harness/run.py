@@ -218,7 +218,10 @@ def new_stamped_dir(base: Path, arm: str) -> Path:
         raise WorkloadError(f"{base} is a symbolic link (to {os.readlink(base)}): a run "
                             f"writes its folder only where output and name say; remove the "
                             f"link or set output to where it points")
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # an output the workload names that cannot hold folders
+        raise WorkloadError(f"cannot make the run folder {base}: {e.strerror}") from None
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
         run_dir = base / (f"{stamp}-{arm}" + (f"-{n}" if n else ""))

@@ -21,16 +21,23 @@ kind or type, a table never opened, a payload whose length does not fit its type
 refused: the writer closes the tables whole, answers with the reason and stops reading, as
 after a failed write.
 
+One process serves runs in turn (a sweep's, a capacity search's, the calibration's, a test
+session's): after `close` it waits for the next `open`, and the harness keeps one idle
+writer for the next run instead of starting a process (and warming up pyarrow: about
+0.5 s) for each. Only a writer that closed its run cleanly is kept; one that ended a run
+with an error stops serving.
+
 A table whose write fails is given up (its temporary file removed, never renamed into
 place); the writer then closes the other tables and stops reading, so the harness's next
 send fails and the run stops there, failed. If the pipe ends without `close` (the harness
 was killed, or crashed), the writer closes every table as it stands, each holding every
 chunk it received, and marks the run killed in its manifest; a message cut short is
-dropped.
+dropped. A pipe that ends between runs ends an idle writer: nothing is open.
 """
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
@@ -38,6 +45,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -65,57 +73,121 @@ class Refused(ValueError):
 
 
 class TableWriter:
-    """The harness's end: starts the writer process and sends it chunks. `write` may be
-    called from one thread at a time."""
+    """The harness's end of one run's tables: a writer process (an idle one, else a new
+    one) opened on run_dir, sent chunks, closed. `write` may be called from one thread at a
+    time."""
 
     def __init__(self, run_dir: Path, fmt: str, names: Sequence[str],
                  labels: Optional[Dict[str, object]] = None,
                  dictionaries: Optional[Mapping[str, Sequence[str]]] = None) -> None:
-        self._process = subprocess.Popen(
-            child_process.command("harness.table_writer"), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True)  # Ctrl-C reaches the harness, which closes the tables
-        self._fd = self._process.stdin.fileno()
-        try:  # a chunk crosses in a few large reads, not hundreds of 64 KiB wake-ups
-            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:
-            pass  # the system's limit is lower: the default pipe works, in more wake-ups
-        self._send(dict(kind="open", run_dir=str(run_dir), format=fmt, labels=labels or {},
-                        names=list(names),
-                        dictionaries={k: list(v) for k, v in (dictionaries or {}).items()}))
-        # Ready before the run: a writer still importing or warming up pyarrow would hold
-        # up the first chunks, and the engine behind them.
-        if self._process.stdout.readline() != b"ready\n":
-            raise OSError(f"the table writer process did not start (status "
-                          f"{self._process.wait()})")
+        self._process = _idle_writer() or _WriterProcess()
+        # absolute: a writer started for an earlier run resolves paths from where it started
+        self._process.open(dict(kind="open", run_dir=str(Path(run_dir).absolute()), format=fmt,
+                                labels=labels or {}, names=list(names),
+                                dictionaries={k: list(v)
+                                              for k, v in (dictionaries or {}).items()}))
 
     def write(self, tables: Mapping[str, Mapping[str, object]]) -> None:
         """One chunk of each named table: columns of numpy arrays (or lists of text);
         a dictionary column as codes into its names."""
         columns, payloads = encoded(tables)
-        self._send(dict(kind="write", columns=columns), payloads)
+        self._process.send(dict(kind="write", columns=columns), payloads)
 
     def close(self) -> None:
         """Every table closed and renamed into place; raises OSError naming each table
-        that could not be written (that table is not left behind)."""
-        try:
-            self._send(dict(kind="close"))
+        that could not be written (that table is not left behind). A writer that closed
+        the run cleanly waits idle for the next run."""
+        errors = self._process.close_run()
+        if errors:
+            raise OSError("; ".join(f"{name}: {message}" for name, message in errors.items()))
+        _keep_idle(self._process)
+
+
+class _WriterProcess:
+    """One writer process and its pipes."""
+
+    def __init__(self) -> None:
+        self.popen = subprocess.Popen(
+            child_process.command("harness.table_writer"), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env=child_process.environment(),
+            start_new_session=True)  # Ctrl-C reaches the harness, which closes the tables
+        self.pid = self.popen.pid
+        self._fd = self.popen.stdin.fileno()
+        try:  # a chunk crosses in a few large reads, not hundreds of 64 KiB wake-ups
+            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         except OSError:
-            pass  # the writer is gone: its exit status says why, below
-        self._process.stdin.close()
-        answer = self._process.stdout.read()
-        self._process.stdout.close()
-        code = self._process.wait()
+            pass  # the system's limit is lower: the default pipe works, in more wake-ups
+
+    def open(self, head: dict) -> None:
+        self.send(head)
+        # Ready before the run: a writer still importing or warming up pyarrow would hold
+        # up the first chunks, and the engine behind them.
+        if self.popen.stdout.readline() != b"ready\n":
+            self.end()
+            raise OSError(f"the table writer process did not start (status "
+                          f"{self.popen.returncode})")
+
+    def send(self, head: dict, payloads: Sequence = ()) -> None:
+        _write_all(self._fd, frame(head, payloads))
+
+    def close_run(self) -> dict:
+        """The run's tables closed: {table: why it could not be written}. A writer that
+        answers with errors has stopped serving, and is ended."""
+        try:
+            self.send(dict(kind="close"))
+        except OSError:
+            pass  # the writer stopped reading (a refused message): its answer is waiting
+        answer = self.popen.stdout.readline()  # b"" if it is gone: its status says why
         try:
             errors = json.loads(answer)["errors"]
         except (ValueError, KeyError, TypeError):
-            raise OSError(f"the table writer process exited with status {code} "
-                          "before closing the tables") from None
+            self.end()
+            raise OSError(f"the table writer process exited with status "
+                          f"{self.popen.returncode} before closing the tables") from None
         if errors:
-            raise OSError("; ".join(f"{name}: {message}" for name, message in errors.items()))
+            self.end()
+        return errors
 
-    def _send(self, head: dict, payloads: Sequence = ()) -> None:
-        _write_all(self._fd, frame(head, payloads))
+    def end(self) -> None:
+        """The pipe closed (an idle writer exits; one in a run closes it as killed)."""
+        for pipe in (self.popen.stdin, self.popen.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self.popen.wait()
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+_idle: List[_WriterProcess] = []  # at most one: runs come one after another
+_idle_lock = threading.Lock()
+
+
+def _idle_writer() -> Optional[_WriterProcess]:
+    with _idle_lock:
+        while _idle:
+            process = _idle.pop()
+            if process.alive():
+                return process
+            process.end()
+    return None
+
+
+def _keep_idle(process: _WriterProcess) -> None:
+    with _idle_lock:
+        if not _idle and process.alive():
+            _idle.append(process)
+            return
+    process.end()
+
+
+@atexit.register
+def _end_idle() -> None:
+    with _idle_lock:
+        while _idle:
+            _idle.pop().end()
 
 
 def encoded(tables: Mapping[str, Mapping[str, object]]) -> Tuple[dict, list]:
@@ -338,18 +410,34 @@ def _mark_killed(run_dir: Path) -> None:
 
 def main() -> int:
     stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
-    try:
-        opened = _receive(stdin)
-        if opened is None:
+    warm = False
+    while True:  # one run after another, until the pipe ends between runs
+        try:
+            opened = _receive(stdin)
+            if opened is None:
+                return 0
+            opening = _opening(*opened)
+            tables = _Tables(*opening)
+            if not warm:
+                _warm_up(*opening[1:])
+                warm = True
+        except Exception as error:  # noqa: BLE001 - the harness hears no `ready`: not started
+            sys.stderr.write(f"steptrace table writer: {type(error).__name__}: {error}\n")
+            return 2
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        if not _serve(stdin, tables):
+            _mark_killed(tables.run_dir)
             return 0
-        opening = _opening(*opened)
-        tables = _Tables(*opening)
-        _warm_up(*opening[1:])
-    except Exception as error:  # noqa: BLE001 - the harness hears no `ready`: not started
-        sys.stderr.write(f"steptrace table writer: {type(error).__name__}: {error}\n")
-        return 2
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+        sys.stdout.write(json.dumps(dict(errors=tables.errors)) + "\n")
+        sys.stdout.flush()
+        if tables.errors:  # the run failed: this writer serves no other
+            return 0
+
+
+def _serve(stdin, tables: _Tables) -> bool:
+    """One run's chunks until `close`; its tables closed whole. False if the pipe ended
+    first (the harness is gone)."""
     closed = False
     try:
         while (message := _receive(stdin)) is not None:
@@ -364,11 +452,7 @@ def main() -> int:
         tables.errors["table writer"] = f"{type(error).__name__}: {error}"  # now, read at close
         closed = True
     tables.close()
-    if closed:
-        sys.stdout.write(json.dumps(dict(errors=tables.errors)) + "\n")
-    else:
-        _mark_killed(tables.run_dir)
-    return 0
+    return closed
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ Formats (format="auto" picks one from the extension and the header or first line
     burstgpt  CSV Timestamp (s),Model,Request tokens,Response tokens,...
     vidur     CSV arrived_at (s),num_prefill_tokens,num_decode_tokens (other columns ignored)
     tidy      CSV or Parquet arrival_s,prompt_len,max_new_tokens[,hash_ids] (CSV: a JSON
-              list); a file with the column's older name, output_len, reads too
+              list); a file with the column's older name, output_len, reads too (not both)
 
 Bad rows raise TraceError naming the file, the line (CSV/JSONL, 1-based, header = line 1)
 or row (Parquet, 1-based), the column, the value and what was expected. With
@@ -29,8 +29,13 @@ drop_bad_rows=True they are dropped instead and counted in TraceResult.dropped u
 reasons in DROP_REASONS. BurstGPT's failed requests (Response tokens == 0) are always dropped
 and counted as "failed_request". Never droppable: a missing column, arrivals out of order,
 an unknown format, a file with no requests. Blank lines hold no request and are skipped.
-A token count above 2**53 (exact in the float64 the reader parses through; past int64 it
-would wrap) or a number beyond a double is "too_large", never wrapped or rounded.
+A token count of 2**53 or more (the reader parses through float64, exact below 2**53, and
+2**53 + 1 rounds to 2**53; past int64 it would wrap) or a number beyond a double is
+"too_large", never wrapped or rounded. A number is ASCII digits: in CSV text, what float()
+alone would also take ('٣', '１０', '1_000') is not a number, and in JSON or Parquet a string
+is not one either. Where one of two would be read and the other ignored: a column read twice
+(a CSV header or a Parquet schema naming it twice, a tidy header with both max_new_tokens and
+output_len) is refused; a JSON record giving a key twice is a bad line ("malformed_line").
 
 Files are read as a stream, a chunk of lines at a time (CHUNK_BYTES), so memory is a chunk
 plus the rows kept; with `limit` reading stops at the limit-th kept row, and the rows after
@@ -67,7 +72,8 @@ CSV_COLUMNS = {  # format -> (arrival, prompt, output) column names
 }
 MOONCAKE_BLOCK, BAILIAN_BLOCK = 512, 16
 DROP_REASONS = {
-    "malformed_line": "a CSV line with the wrong number of fields, a JSONL line that is not a JSON object",
+    "malformed_line": "a CSV line with the wrong number of fields, a JSONL line that is not a "
+                      "JSON object or gives a key twice",
     "missing_value": "an empty field, a JSON null or a missing key",
     "not_a_number": "a value that is not a finite number",
     "not_an_integer": "a token count with a fractional part",
@@ -76,21 +82,37 @@ DROP_REASONS = {
     "bad_timestamp": "an Azure TIMESTAMP that is not an ISO date-time in the file's style",
     "bad_hash_ids": "hash_ids that are not a list of integers in 0 .. 2**63 - 1",
     "too_many_hash_ids": "more hash_ids than the prompt has hash blocks",
-    "too_large": "a token count above 2**53, or a number beyond a double",
+    "too_large": "a token count of 2**53 or more, or a number beyond a double",
 }
-MAX_COUNT = 2 ** 53  # token counts are read through float64, exact up to here
+MAX_COUNT = 2 ** 53 - 1  # counts are read through float64: 2**53 may be a rounded 2**53 + 1
 MAX_HASH_ID = 2 ** 63 - 1  # the engine's hash ids are int64
 MAX_HASH_BLOCK = 2 ** 30  # tokens per hash id: beyond any sequence (engine.MAX_SEQ_TOKENS)
 CHUNK_BYTES = 1 << 20  # text read and checked at a time: memory is a chunk plus the rows kept
 FIRST_CHUNK_BYTES = 1 << 16  # the first chunk: what a JSONL trace's keys and unit are told from
 PARQUET_BATCH_ROWS = 1 << 16
-_LITERAL = re.compile(r"\s*\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")  # a number, not inf
-_ZONE = re.compile(r"(?:[+-]\d\d:?\d\d|Z)$")
+_LITERAL = re.compile(r"\s*\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$",  # not inf
+                      re.ASCII)
+_ZONE = re.compile(r"(?:[+-][0-9][0-9]:?[0-9][0-9]|Z)$")
 _PARQUET_KEY = b"steptrace.hash_block_size"
 
 
 class TraceError(ValueError):
     """A trace that cannot be read or written as asked; the message says where and why."""
+
+
+class _KeyTwice(ValueError):
+    """A JSON object giving a key twice (json.loads would keep the last)."""
+
+
+def _object(pairs):
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        keys = [k for k, _ in pairs]
+        raise _KeyTwice(next(k for i, k in enumerate(keys) if k in keys[:i]))
+    return obj
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_object)
 
 
 @dataclass
@@ -236,8 +258,9 @@ def _read_csv(text, fmt, drop, block, limit):
         lines, ok, problems, raw = _csv_body(rows, line, header, names)
         a, p, o = names[:3]
         arrival = _azure_times(a, raw[a], azure) if fmt == "azure" else \
-            _numbers(a, raw[a], False, "a number of seconds >= 0")
-        cols = [arrival, _numbers(p, raw[p], True), _numbers(o, raw[o], True)]
+            _numbers(a, raw[a], False, "a number of seconds >= 0", from_text=True)
+        cols = [arrival, _numbers(p, raw[p], True, from_text=True),
+                _numbers(o, raw[o], True, from_text=True)]
         if "hash_ids" in names:
             cols.append(_hash_ids(raw["hash_ids"], from_text=True))
         # a BurstGPT failed request has no response, whatever else the row says
@@ -260,6 +283,9 @@ def _csv_columns(path, fmt, header):
     names = list(CSV_COLUMNS[fmt]) + (["hash_ids"] if fmt == "tidy" and "hash_ids" in header else [])
     if fmt == "tidy":
         names = _tidy_names(names, header)
+    twice = _read_twice(header, names, fmt == "tidy")
+    if twice:
+        raise TraceError(f"{path}:1: {fmt} trace: {twice}")
     missing = [c for c in names if c not in header]
     if missing:
         raise TraceError(f"{path}:1: {fmt} trace: missing column(s) {', '.join(missing)}; "
@@ -303,12 +329,15 @@ def _read_jsonl(text, drop, block, unit, limit):
             if not row.strip():
                 continue
             try:
-                rec = json.loads(row)
+                rec = _JSON.decode(row)
                 why = None if isinstance(rec, dict) else \
                     f"expected a JSON object, got a JSON {type(rec).__name__}"
             except json.JSONDecodeError as e:
                 rec, why = None, (f"expected a JSON object, got invalid JSON ({e.msg} at "
                                   f"column {e.colno})")
+            except _KeyTwice as e:
+                rec, why = None, (f"expected a JSON object, got one giving the key "
+                                  f"{_show(e.args[0])} twice")
             except ValueError as e:  # an integer of more than 4300 digits
                 rec, why = None, f"expected a JSON object, got a number too long to read ({e})"
             except RecursionError:
@@ -337,11 +366,12 @@ def _read_jsonl(text, drop, block, unit, limit):
             rows_kept = _Rows(path, "line", drop, limit, block if hashes else None)
         raw = {k: np.array([r.get(k) for r in records] + [None], dtype=object)[:-1]
                for k in keys + ("hash_ids",) * hashes}
-        stamp = _numbers("timestamp", raw["timestamp"], False, f"a number >= 0 (in {unit})")
+        stamp = _numbers("timestamp", raw["timestamp"], False, f"a number >= 0 (in {unit})",
+                         from_text=False)
         if unit == "ms":
             stamp.values = stamp.values / 1000.0
-        cols = [stamp, _numbers("input_length", raw["input_length"], True),
-                _numbers("output_length", raw["output_length"], True)]
+        cols = [stamp, _numbers("input_length", raw["input_length"], True, from_text=False),
+                _numbers("output_length", raw["output_length"], True, from_text=False)]
         if hashes:
             cols.append(_hash_ids(raw["hash_ids"], from_text=False))
         if rows_kept.add(np.array(lines, dtype=int), cols, problems, {}):
@@ -390,6 +420,25 @@ def _tidy_names(names, header):
             and OLD_TIDY_NAMES[c] in header else c for c in names]
 
 
+def _read_twice(columns, names, old_names) -> str:
+    """What would be read from one of two columns, the other ignored: a column named twice,
+    or (old_names) a tidy column under both its names; "" for neither."""
+    columns = list(columns)
+
+    def at(*cs):
+        *rest, last = [str(i + 1) for i, c in enumerate(columns) if c in cs]
+        return f"columns {', '.join(rest)} and {last}"
+    ignored = "one would be read, the other ignored; keep one"
+    for c in names:
+        n = columns.count(c)
+        if n > 1:
+            return f"{c} is named {'twice' if n == 2 else f'{n} times'} ({at(c)}): {ignored}"
+    for new, old in OLD_TIDY_NAMES.items():
+        if old_names and new in columns and old in columns:
+            return f"both {new} and its older name {old} ({at(new, old)}): {ignored}"
+    return ""
+
+
 def _frame_names(columns, label, old_names=False):
     names = list(COLUMNS) + (["hash_ids"] if "hash_ids" in columns else [])
     if old_names:
@@ -398,32 +447,37 @@ def _frame_names(columns, label, old_names=False):
     if missing:
         raise TraceError(f"{label}: missing column(s) {', '.join(missing)}; the columns are "
                          f"{', '.join(map(str, columns))}")
+    twice = _read_twice(columns, names, old_names)
+    if twice:
+        raise TraceError(f"{label}: {twice}")
     return names
 
 
 def _frame_cols(frame, names):
     raw = {c: frame[c].to_numpy() for c in names}  # numeric columns stay numeric: fast
     a, p, o = names[:3]
-    cols = [_numbers(a, raw[a], False, "a number of seconds >= 0"),
-            _numbers(p, raw[p], True), _numbers(o, raw[o], True)]
+    cols = [_numbers(a, raw[a], False, "a number of seconds >= 0", from_text=False),
+            _numbers(p, raw[p], True, from_text=False), _numbers(o, raw[o], True, from_text=False)]
     if "hash_ids" in names:
         cols.append(_hash_ids(raw["hash_ids"], from_text=False))
     return cols
 
 
-def _numbers(name, raw, integer, expected="an integer >= 1") -> _Col:
-    """Parse CSV text or JSON/Parquet values (None, NaN and NA are missing; a bool is bad).
-    Too large: a token count above MAX_COUNT, or a literal beyond what a double holds."""
+def _numbers(name, raw, integer, expected="an integer >= 1", *, from_text) -> _Col:
+    """Parse CSV text (from_text) or JSON/Parquet values (None, NaN and NA are missing; a bool
+    or a string is bad). Too large: a token count above MAX_COUNT, or a literal beyond what a
+    double holds."""
     vals, missing = np.full(len(raw), np.nan), np.zeros(len(raw), dtype=bool)
     huge = np.zeros(len(raw), dtype=bool)
     if raw.dtype.kind in "fiu":  # a Parquet column
         vals = raw.astype(float)
         missing = np.isnan(vals)
-    elif pd.api.types.infer_dtype(raw, skipna=False) == "string":  # a CSV column: fast
+    elif from_text:  # a CSV column of strings: fast
         try:
             vals = raw.astype(float)
         except ValueError:
             vals = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=float)
+        vals = np.where(_plain_ascii(raw), vals, np.nan)
         blank = np.flatnonzero(np.isnan(vals))
         missing[blank] = [not raw[i].strip() for i in blank]
         inf = np.flatnonzero(np.isinf(vals))
@@ -437,10 +491,6 @@ def _numbers(name, raw, integer, expected="an integer >= 1") -> _Col:
                     vals[i] = float(v)
                 except OverflowError:  # a JSON integer beyond a double
                     vals[i], huge[i] = (math.inf, True) if v > 0 else (-math.inf, False)
-            elif isinstance(v, str):
-                missing[i] = not v.strip()
-                vals[i] = pd.to_numeric(v.strip(), errors="coerce") if v.strip() else np.nan
-                huge[i] = math.isinf(vals[i]) and bool(_LITERAL.match(v))
     with np.errstate(invalid="ignore"):
         too_large = huge | (integer & np.isfinite(vals) & (vals > MAX_COUNT))
         reason = np.select(
@@ -448,8 +498,17 @@ def _numbers(name, raw, integer, expected="an integer >= 1") -> _Col:
              vals < 0, integer & (vals == 0)],
             ["missing_value", "too_large", "not_a_number", "not_an_integer", "negative",
              "zero_length"], "")
-    maximum = f"2**53 = {MAX_COUNT}" if integer else f"{np.finfo(float).max:.4g}"
+    maximum = f"2**53 - 1 = {MAX_COUNT}" if integer else f"{np.finfo(float).max:.4g}"
     return _Col(name, raw, vals, reason.astype(object), expected, maximum)
+
+
+def _plain_ascii(raw) -> np.ndarray:
+    """Where float() reads only what a number is: ASCII without "_" (float() also takes
+    Unicode digits, '٣' or '１０', and '1_000')."""
+    joined = "".join(raw)
+    if joined.isascii() and "_" not in joined:
+        return np.ones(len(raw), dtype=bool)
+    return np.array([s.isascii() and "_" not in s for s in raw], dtype=bool)
 
 
 def _azure_times(name, raw, state) -> _Col:
@@ -670,10 +729,19 @@ def write_mooncake(df, path, *, hash_block_size=None) -> None:
     if hash_block_size is not None and not _block_size(hash_block_size):
         raise TraceError(f"hash_block_size: expected an integer in 1 .. {MAX_HASH_BLOCK}, got "
                          f"{hash_block_size!r}")
+    with np.errstate(over="ignore"):
+        ms = df.arrival_s.to_numpy(dtype=float) * 1000
+    beyond = np.flatnonzero(~np.isfinite(ms))
+    if len(beyond):
+        i = beyond[0]
+        raise TraceError(f"{path}: row {i + 1}: arrival_s: {_show(df.arrival_s.iat[i])} is too "
+                         f"large for a timestamp in ms: at most "
+                         f"{np.finfo(float).max / 1000:.4g} s")
     next_id = 0
     with atomic_open(path) as f:
-        for i, (a, p, o) in enumerate(zip(df.arrival_s, df.prompt_len, df.max_new_tokens)):
-            rec = {"timestamp": int(round(a * 1000)), "input_length": int(p), "output_length": int(o)}
+        for i, (t, p, o) in enumerate(zip(ms, df.prompt_len, df.max_new_tokens)):
+            rec = {"timestamp": int(round(float(t))), "input_length": int(p),
+                   "output_length": int(o)}
             if "hash_ids" in df.columns:
                 rec["hash_ids"] = [int(h) for h in df.hash_ids.iat[i]]
             elif hash_block_size:

@@ -27,6 +27,7 @@ from engine.files import NotAFile, check_regular, not_regular
 from engine.scheduler_config import FIELDS
 from engine.yaml_lines import KeyPath, load_with_lines
 
+from .arrivals import MAX_REQUESTS
 from .frontend import PER_TOKEN_US
 from .metrics import SLO_METRICS
 from .overrides import parse_set
@@ -83,10 +84,13 @@ def text(v):
 
 
 def run_name(v):
-    """A run's folder under `output`: one path component, so it cannot write elsewhere."""
+    """A run's folder under `output`: one path component, so it cannot write elsewhere, and
+    short enough to be one (a file system's names hold 255 bytes)."""
     text(v)
     if v in (".", "..") or "/" in v or "\\" in v or "\0" in v:
         raise ValueError("a run name: one path component (no '/', '\\', '.' or '..')")
+    if len(v.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise ValueError(f"a run name of at most {MAX_NAME_BYTES} bytes")
 
 
 def boolean(v):
@@ -127,6 +131,11 @@ LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 # 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
 # frontend, not the engine, is what a run would measure
 MAX_PER_TOKEN_US = 10_000.0
+# 0.1 s of Python per decoder layer is 100x the measured launch cost; the launch spins with
+# the GIL held, so a signal waits for the step (61 layers: 6 s at most)
+MAX_LAUNCH_US = 100_000.0
+MAX_NAME_BYTES = 200  # a run folder's name under it adds its stamp and arm
+MAX_SPAN_S = 1e9  # a replay's arrivals span at most 31 years: beyond, float seconds go coarse
 DEFAULT_KV_BLOCKS = SchedulerConfig().num_kv_blocks  # the core's pool: `auto` on a CPU
 
 SCHEMA: Dict[str, Any] = {
@@ -140,7 +149,7 @@ SCHEMA: Dict[str, Any] = {
         "hash_block_size": Key(integer(1, allow_none=True, maximum=MAX_HASH_BLOCK), None,
                                "tokens per hash id; default: the trace's own"),
         "generate": {
-            "requests": Key(integer(1), 100),
+            "requests": Key(integer(1, maximum=MAX_REQUESTS), 100),
             "rate": Key(number(0, strict=True), 1.0, "requests per second"),
             "arrival": Key(one_of("poisson", "gamma", "constant"), "poisson"),
             "burstiness": Key(number(0, strict=True), 1.0, "gamma shape (vLLM's meaning)"),
@@ -152,7 +161,8 @@ SCHEMA: Dict[str, Any] = {
     "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
     "device": Key(device, "auto", "auto, cpu, cuda, npu, modeled:<profile> or emulated:<profile>"),
     "emulated": {
-        "launch_us": Key(number(0), LAUNCH_US, "host cost of launching one decoder layer"),
+        "launch_us": Key(number(0, MAX_LAUNCH_US), LAUNCH_US,
+                         "host cost of launching one decoder layer"),
     },
     "dtype": Key(one_of(*DTYPES), "float32"),
     "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
@@ -338,7 +348,11 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     if not isinstance(data, dict):
         fail((), f"expected a mapping of workload keys, got {_show(data)}")
     for item in overrides:
-        overridden[_apply_override(data, item)] = item
+        key = _apply_override(data, item)
+        if key in overridden:  # as a key given twice in the file
+            raise WorkloadError(f"--set {item!r}: {'.'.join(key)} is set twice (first "
+                                f"--set {overridden[key]!r}); give it once")
+        overridden[key] = item
     values = _validate(data, SCHEMA, (), fail)
     values["name"] = values["name"] or path.stem
     spec = executor_spec(values["device"])
@@ -370,13 +384,27 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     _check_deployment(values, data, spec, fail)
     _check_output(values, fail)
     read = _read_trace(path.parent / trace["file"], values, fail) if trace["file"] else None
+    _check_span(trace, read, fail)
     try:
         for arm in Workload(path, values).arms:
             Workload(path, values).engine_config(arm)
     except ValueError as e:  # SchedulerConfig's own checks name the field first
         field = str(e).split()[0]
         fail(("engine", field) if field in SCHEMA["engine"] else ("engine",), str(e))
-    return Workload(path, values, _notes(values), read)
+    return Workload(path, values, _notes(values) + _position_notes(values, read), read)
+
+
+def _check_span(trace, read: Optional[TraceResult], fail) -> None:
+    """The replay's arrivals, scaled, within MAX_SPAN_S (a generated trace: its expected
+    span), so that no arrival time overflows mid-run."""
+    g = trace["generate"]
+    span = float(read.df["arrival_s"].iloc[-1]) if read is not None else g["requests"] / g["rate"]
+    scaled = span * trace["time_scale"]
+    if not scaled <= MAX_SPAN_S:
+        key = ("trace", "time_scale") if trace["time_scale"] != 1.0 else \
+            ("trace", "file") if read is not None else ("trace", "generate", "rate")
+        fail(key, f"the arrivals would span {scaled:.3g} s (time_scale {trace['time_scale']:g}"
+                  f" x {span:.3g} s); a replay spans at most {MAX_SPAN_S:g} s")
 
 
 def _read_trace(trace_file: Path, values, fail) -> TraceResult:
@@ -490,6 +518,9 @@ def _check_output(values, fail) -> None:
     symbolic link (one planted there would take the run's tables wherever it points)."""
     output = Path(values["output"])
     run_folder = output / values["name"]
+    if output.is_symlink() and not output.exists():
+        fail(("output",), f"{output.absolute()} is a broken symbolic link (to "
+                          f"{os.readlink(output)})")
     if run_folder.is_symlink():
         fail(("output",), f"{run_folder.absolute()} is a symbolic link (to {os.readlink(run_folder)}): a "
              f"run writes only into a folder of its own; remove the link or set output to "
@@ -506,6 +537,31 @@ def _notes(values) -> Tuple[str, ...]:
         notes = (f"repeats: {values['repeats']} runs per arm; a GIL comparison needs at least "
                  f"5 (10 recommended) for an interval and a noise floor (docs/gil.md)",)
     return notes + _warmup_notes(values) + _prompt_engine_notes(values)
+
+
+def _position_notes(values, read: Optional[TraceResult]) -> Tuple[str, ...]:
+    """A request longer than the model's positions (max_position_embeddings) is one a
+    serving engine would refuse; the harness runs it, the model's geometry notwithstanding."""
+    from engine.model_config import load_model_config
+
+    positions = load_model_config(values["model"]).max_position_embeddings
+    if read is not None:
+        longest = int((read.df["prompt_len"] + read.df["max_new_tokens"]).max())
+    else:
+        g = values["trace"]["generate"]
+        bounds = [_longest(g[name]) for name in ("prompt", "output")]
+        longest = None if None in bounds else sum(bounds)
+    if longest is None or longest <= positions:
+        return ()
+    return (f"model: the trace's longest request holds {longest:,} tokens (prompt and output), "
+            f"more than the model's max_position_embeddings ({positions:,}): a serving engine "
+            f"would refuse it; this replay runs it",)
+
+
+def _longest(length) -> Optional[int]:
+    """The longest length a generator draws; None where it has no bound (lognormal)."""
+    (kind, arg), = length.items()
+    return arg if kind == "fixed" else arg[1] if kind == "uniform" else arg.get("max")
 
 
 def _prompt_engine_notes(values) -> Tuple[str, ...]:

@@ -21,6 +21,8 @@ from harness.tables import read_requests
 from harness.workload import load_workload
 from tests.helpers import IMPLS, in_subprocess, make_requests, make_scheduler
 
+pytestmark = pytest.mark.core
+
 
 @pytest.mark.parametrize("field, value, words", [
     ("max_num_batched_tokens", 0, "max_num_batched_tokens must be >= 1, got 0"),

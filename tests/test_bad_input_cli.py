@@ -16,7 +16,10 @@ value, and that nothing was written: no run directory, no output file.
 import hashlib
 import json
 import os
+import shutil
+import signal
 import sys
+import time
 import tracemalloc
 from contextlib import contextmanager
 from pathlib import Path
@@ -198,6 +201,25 @@ def test_set_errors_name_the_set(home, capsys, item, words):
         steptrace(capsys, [command, path, "--set", item], 2, words)
 
 
+def test_a_key_set_twice_is_refused(home, capsys):
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n")
+    steptrace(capsys, ["validate", path, "--set", "engine.num_mtp=1", "--set",
+                       "engine.num_mtp=2"], 2,
+              "--set 'engine.num_mtp=2': engine.num_mtp is set twice (first --set "
+              "'engine.num_mtp=1'); give it once")
+
+
+@pytest.mark.parametrize("output, words", [
+    ("gone", "output: {home}/gone is a broken symbolic link (to {home}/nowhere)"),
+    ("/proc/self/x", "cannot make the run folder /proc/self/x/w"),
+])
+def test_an_output_that_cannot_hold_a_run_folder_is_bad_input(home, capsys, output, words):
+    (home / "gone").symlink_to(home / "nowhere")
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n" + MODELED.split("\n", 2)[2]
+                 + f"output: {output}\n")
+    steptrace(capsys, ["run", path], 2, words.format(home=home))
+
+
 def test_set_fills_a_section_left_empty(home, capsys):
     path = write(home / "w.yaml", "trace:\nengine:\n")
     assert main(["validate", str(path), "--set", "trace.file=t.csv", "--set",
@@ -222,6 +244,9 @@ def a_run(tmp_path_factory):
                                               "indices must be integers"),
     ('{"device": {"name": 3}, "gil_mode": "held"}', "manifest.json: not a run's manifest "
                                                     "(device.name and gil_mode are not text"),
+    ('{"device": {"name": "x"}, "gil_mode": "held", "values": "abc"}',
+     "manifest.json: not a run's manifest (values is not a mapping: 'abc')"),
+    ("[" * 100_000 + "]" * 100_000, "manifest.json: JSON nested too deeply"),
 ])
 def test_show_on_a_malformed_manifest(a_run, tmp_path, capsys, manifest, words):
     run = tmp_path / "run"
@@ -230,6 +255,30 @@ def test_show_on_a_malformed_manifest(a_run, tmp_path, capsys, manifest, words):
         (run / f.name).write_bytes(f.read_bytes())
     (run / "manifest.json").write_text(manifest)
     steptrace(capsys, ["show", run], 2, f"{run / 'manifest.json'}", words, root=tmp_path)
+
+
+def test_a_fifo_as_the_manifest_is_named_not_opened(a_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / "manifest.json")
+    for argv in (["show", run], ["compare", run, "--", a_run], ["report", run, "-o", "r"],
+                 ["gate", run, "--baseline", a_run]):
+        steptrace(capsys, argv, 2, "manifest.json: is a FIFO (named pipe), not a regular file",
+                  root=tmp_path)
+
+
+@pytest.mark.parametrize("pid", [1.5, "x", 10 ** 30, 0, -1, True])
+def test_a_pid_that_names_no_process_is_running_not_a_crash(a_run, tmp_path, capsys, pid):
+    """os.kill(0) and os.kill(-1) would ask about whole process groups: a pid that is not
+    one is a run whose state cannot be told."""
+    run = tmp_path / "run"
+    shutil.copytree(a_run, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(pid=pid, complete=False)
+    manifest.pop("ended")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["show", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "running"
 
 
 @pytest.mark.parametrize("summary, words", [
@@ -300,6 +349,47 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(home, capsys, monkeypatc
     steptrace(capsys, argv, 130, "steptrace: interrupted by SIGINT (Ctrl-C)")
 
 
+@pytest.mark.parametrize("argv", [["compare", "a", "--", "b"], ["report", "a", "-o", "r"],
+                                  ["gate", "a", "--baseline", "b"], ["show", "a"]])
+def test_sigterm_in_any_command_is_one_line_and_exit_143(home, capsys, monkeypatch, argv):
+    """SIGTERM used to kill these silently (the default action: no message, no clean-up);
+    it now unwinds like Ctrl-C."""
+    import importlib
+
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises before this ends
+    monkeypatch.setattr(importlib.import_module(f"harness.commands.{argv[0]}"), "main",
+                        terminated)
+    steptrace(capsys, argv, 143, "steptrace: interrupted by SIGTERM")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # as it was before main
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["bogus"], "steptrace: error: steptrace: argument command: invalid choice: 'bogus'"),
+    (["report", "x"], "steptrace: error: steptrace report: the following arguments are "
+                      "required: -o"),
+    (["capacity", "w.yaml", "--max-probes", "1e9"], "argument --max-probes: invalid int value"),
+])
+def test_a_usage_error_is_one_line_exit_2(home, capsys, argv, words):
+    steptrace(capsys, argv, 2, words)
+
+
+def test_control_characters_reach_the_terminal_as_text(home, capsys):
+    """A run named with escape sequences (clear the screen, retitle the window) from a
+    shared results folder: every line steptrace prints shows them as escapes."""
+    name = "evil\x1b[2J\x1b]0;PWN\x07\x1b[31mRED\u202e"
+    path = write(home / "w.yaml", MODELED)
+    assert main(["run", str(path), "--set", f"name={json.dumps(name)}"]) == 0
+    out, err = capsys.readouterr()
+    shown = "evil\\x1b[2J\\x1b]0;PWN\\x07\\x1b[31mRED\\u202e"
+    assert shown in out and "\x1b" not in out + err
+    (run_dir,) = (home / "results" / name).iterdir()
+    steptrace(capsys, ["show", run_dir / "nothing"], 2, shown)
+    assert main(["show", str(run_dir)]) == 0
+    assert "\x1b" not in capsys.readouterr().out
+
+
 def test_ctrl_c_while_the_commands_are_imported_is_exit_130(capsys, monkeypatch):
     """The commands' modules take seconds to import (pandas, pyarrow): a Ctrl-C then is the
     same one line, not a traceback from inside an import."""
@@ -345,6 +435,27 @@ def test_debug_changes_nothing_for_bad_input(home, capsys):
      "B]} with finite numbers > 0, integers 1 <= A <= B"),
     ("trace:\n  generate: {output: {lognormal: {median: .inf, sigma: 1}}}\n",
      "w.yaml:2: trace.generate.output: expected lognormal"),
+    ("trace: {file: t.csv}\ndevice: emulated:H200\nemulated: {launch_us: 1e300}\n",
+     "w.yaml:3: emulated.launch_us: expected a finite number in 0..100000.0, got 1e+300"),
+    ("trace: {file: t.csv}\nname: " + "n" * 201 + "\n",
+     "w.yaml:2: name: expected a run name of at most 200 bytes, got 'nnnnn"),
+    ("trace: {file: t.csv, time_scale: 1e308}\n",
+     "w.yaml:1: trace.time_scale: the arrivals would span 5e+307 s (time_scale 1e+308 x 0.5 s); "
+     "a replay spans at most 1e+09 s"),
+    ("trace:\n  generate: {requests: 10, rate: 1e-12}\n",
+     "w.yaml:2: trace.generate.rate: the arrivals would span 1e+13 s"),
+    ("trace:\n  generate: {prompt: {lognormal: {median: 1e20, sigma: 0.5}}}\n",
+     "w.yaml:2: trace.generate.prompt: lognormal: median/mean must be a number in (0, "
+     "1073741823], got 1e+20"),
+    ("trace:\n  generate: {prompt: {fixed: 99999999999999999999}}\n",
+     "w.yaml:2: trace.generate.prompt: fixed(value): expected an integer in 1..1073741823, got "
+     "99999999999999999999"),
+    ("trace:\n  generate: {output: {uniform: [1, 99999999999999999999]}}\n",
+     "w.yaml:2: trace.generate.output: uniform(hi): expected an integer in 1..1073741823"),
+    ("trace:\n  generate: {requests: 10000000000}\n",
+     "w.yaml:2: trace.generate.requests: expected an integer in 1 .. 1000000000"),
+    ("trace: {file: t.csv}\nengine: !!map {max_num_seqs: 4}\n",
+     "w.yaml:2: the tag tag:yaml.org,2002:map is not allowed"),
     ("trace: {file: t.csv}\nfrontend: {per_token_us: 1e9}\n",
      "w.yaml:2: frontend.per_token_us: expected a finite number in 0..10000.0, got 1000000000.0"),
     ("trace: {file: t.csv}\noutput: t.csv\n", ("w.yaml:2: output: ", "t.csv exists and is not "
@@ -426,6 +537,14 @@ def test_a_run_in_which_nothing_finished_says_so(home):
                                        "every latency statistic is NaN"]
 
 
+def test_a_request_longer_than_the_models_positions_is_said(home, capsys):
+    write(home / "t.csv", "arrival_s,prompt_len,max_new_tokens\n0,4000,200\n")
+    path = write(home / "w.yaml", "trace: {file: t.csv}\n")
+    assert main(["validate", str(path)]) == 0
+    assert ("model: the trace's longest request holds 4,200 tokens (prompt and output), more "
+            "than the model's max_position_embeddings (4,096)") in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("engine, words", [
     ("{engine_type: prompt, num_mtp: 1}", "engine.num_mtp: 1 on a prompt engine, which never "
                                           "decodes: no draft is proposed or accepted"),
@@ -443,10 +562,21 @@ def test_a_prompt_engine_says_what_does_not_apply(home, capsys, engine, words):
 
 # ---------------------------------------------------------------- traces
 
+def refused_by_every_reader(home, capsys, name, text, words):
+    """`trace stats`, `trace convert` and `run` of a trace file `name` holding `text`: each
+    exit 2 naming `words`."""
+    path = write(home / name, text)
+    steptrace(capsys, ["trace", "stats", path], 2, words)
+    steptrace(capsys, ["trace", "convert", path, home / "out.csv"], 2, words)
+    workload = write(home / "w.yaml", f"trace: {{file: {name}}}\n")
+    steptrace(capsys, ["run", workload], 2, words)
+
+
+
 @pytest.mark.parametrize("name, text, words", [
     ("t.csv", "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,99999999999999999999,3\n",
      "t.csv:3: prompt_len: '99999999999999999999' is too large: expected an integer >= 1, at "
-     "most 2**53 = 9007199254740992"),
+     "most 2**53 - 1 = 9007199254740991"),
     ("t.csv", "arrival_s,prompt_len,max_new_tokens\n0,8,4\n1e400,6,3\n",
      "t.csv:3: arrival_s: '1e400' is too large"),
     ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
@@ -458,11 +588,7 @@ def test_a_prompt_engine_says_what_does_not_apply(home, capsys, engine, words):
      "too large"),
 ])
 def test_numbers_beyond_int64_are_too_large_not_negative(home, capsys, name, text, words):
-    path = write(home / name, text)
-    steptrace(capsys, ["trace", "stats", path], 2, words)
-    steptrace(capsys, ["trace", "convert", path, home / "out.csv"], 2, words)
-    workload = write(home / "w.yaml", f"trace: {{file: {name}}}\n")
-    steptrace(capsys, ["run", workload], 2, words)
+    refused_by_every_reader(home, capsys, name, text, words)
 
 
 def test_a_parquet_count_beyond_int64_names_the_row(home, capsys):
@@ -595,3 +721,61 @@ def test_replay_scheduler_refuses_a_block_size_the_hash_block_does_not_fit(capsy
     steptrace(capsys, ["replay-scheduler", trace, "--set", "block_size=96"], 2,
               "conversation_small.jsonl: hash block size 512 and block_size 96: one must divide "
               "the other", root=tmp_path)
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("t.csv", TRACE + "1,9007199254740993,3\n",
+     "t.csv:4: prompt_len: '9007199254740993' is too large: expected an integer >= 1, at most "
+     "2**53 - 1 = 9007199254740991"),
+    ("t.csv", "arrival_s,prompt_len,prompt_len,max_new_tokens\n0,8,9,4\n",
+     "t.csv:1: tidy trace: prompt_len is named twice (columns 2 and 3): one would be read, the "
+     "other ignored; keep one"),
+    ("t.csv", "arrival_s,prompt_len,max_new_tokens,output_len\n0,8,4,5\n",
+     "t.csv:1: tidy trace: both max_new_tokens and its older name output_len (columns 3 and 4)"),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                '{"timestamp": 1, "input_length": 5, "input_length": 50, "output_length": 1}\n',
+     "t.jsonl:2: expected a JSON object, got one giving the key 'input_length' twice"),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                '{"timestamp": 1, "input_length": "10", "output_length": 1}\n',
+     "t.jsonl:2: input_length: expected an integer >= 1, got '10'"),
+    ("t.csv", TRACE + "1,\u0661\u0660,3\n",
+     "t.csv:4: prompt_len: expected an integer >= 1, got '\u0661\u0660'"),
+    ("t.csv", TRACE + "1,\uff11\uff10,3\n",
+     "t.csv:4: prompt_len: expected an integer >= 1, got '\uff11\uff10'"),
+])
+def test_a_trace_read_as_something_else_is_refused(home, capsys, name, text, words):
+    """Each of these used to be read: rounded (2**53 + 1), one of two columns or keys
+    silently ignored, a JSON string or other digits taken for a number."""
+    refused_by_every_reader(home, capsys, name, text, words)
+
+
+def test_a_parquet_trace_with_a_column_twice_names_it(home, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table([[0.0, 1.0], [0.0, 2.0], [3, 3], [1, 1]],
+                            names=["arrival_s", "arrival_s", "prompt_len", "max_new_tokens"]),
+                   home / "t.parquet")  # `trace stats` used to end in an IndexError
+    steptrace(capsys, ["trace", "stats", home / "t.parquet"], 2,
+              "t.parquet: arrival_s is named twice (columns 1 and 2)")
+
+
+def test_converting_to_ms_beyond_a_double_is_bad_input(home, capsys):
+    """1e307 s is 1e310 ms: `trace convert` to Mooncake JSONL used to end in an OverflowError."""
+    path = write(home / "t.csv", TRACE + "1e307,5,5\n")
+    steptrace(capsys, ["trace", "convert", path, home / "out.jsonl"], 2,
+              "out.jsonl: row 3: arrival_s: 1e+307 is too large for a timestamp in ms: at most "
+              "1.798e+305 s")
+    assert main(["trace", "convert", str(path), str(home / "out.csv")]) == 0  # seconds hold it
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_convert_onto_a_fifo_is_bad_input_and_leaves_it(home, capsys, link):
+    os.mkfifo(home / "pipe")
+    dst = home / ("link.csv" if link else "pipe")
+    if link:
+        dst.symlink_to(home / "pipe")
+    what = f"a symbolic link to {os.path.realpath(home / 'pipe')}, " if link else ""
+    steptrace(capsys, ["trace", "convert", home / "t.csv", dst], 2,
+              f"{dst}: is {what}a FIFO (named pipe), not a regular file; give the output "
+              f"file's path")
+    assert (home / "pipe").is_fifo()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.commands import main
-from tests.helpers import REPO
+from tests.helpers import REPO, within
 
 
 def bench_json(path, medians):
@@ -173,7 +173,8 @@ def test_update_never_overwrites_the_benchmark_file_it_reads(tmp_path, capsys, a
                                      "'benchmarks')"),
     (json.dumps({"tolerance": 0.6, "ratios": {}}), "is not a ratios file: a JSON object with "
                                                    "no \"kind\" (keys: 'tolerance', 'ratios')"),
-    ("name: a YAML file\n", "is not a ratios file: unreadable as JSON"),
+    ("name: a YAML file\n", "is not a ratios file: unreadable (Expecting value"),
+    ("[" * 100_000, "is not a ratios file: unreadable (JSON nested too deeply)"),
     (json.dumps([1, 2]), "is not a ratios file: a JSON list"),
 ])
 def test_update_replaces_only_a_ratios_file(tmp_path, capsys, content, says):
@@ -214,3 +215,61 @@ def test_update_onto_a_full_disk_exits_1_and_keeps_the_previous_file(tmp_path, m
     assert out == "" and err == f"steptrace: run failed: cannot write {ratios}: {space}\n"
     assert json.loads(ratios.read_text()) == RATIOS
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json", "ratios.json"]
+
+
+@pytest.mark.parametrize("role", ["benchmark file", "ratios file"])
+@pytest.mark.parametrize("damage, says", [
+    ("fifo", ": is a FIFO (named pipe), not a regular file"),
+    ("deep", ": unreadable (JSON nested too deeply)"),
+])
+def test_a_fifo_or_a_deeply_nested_file_is_bad_input(tmp_path, capsys, role, damage, says):
+    """A FIFO would block the reader until a writer came; 100,000 levels of JSON exhaust
+    the parser's recursion."""
+    ratios = tmp_path / "ratios.json"
+    ratios.write_text(json.dumps(RATIOS))
+    bench = Path(bench_json(tmp_path / "bench.json", {("cpp", 64): 1e-6,
+                                                      ("reference", 64): 1e-4}))
+    bad = tmp_path / "bad.json"
+    if damage == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.write_text("[" * 100_000 + "]" * 100_000)
+    argv = ["gate", "--bench", str(bad), "--baseline", str(ratios)] \
+        if role == "benchmark file" else ["gate", "--bench", str(bench), "--baseline", str(bad)]
+    with within(20):
+        assert main(argv) == 2
+        refused(capsys, f"{bad}{says}")
+        if role == "benchmark file":  # nor stored
+            assert main(["gate", "--bench", str(bad), "--baseline", str(ratios),
+                         "--update"]) == 2
+            refused(capsys, f"{bad}{says}")
+        else:  # nor replaced
+            assert main(["gate", "--bench", str(bench), "--baseline", str(bad), "--update"]) == 2
+            refused(capsys, f"{bad}", "--update")
+    assert json.loads(ratios.read_text()) == RATIOS
+
+
+@pytest.mark.parametrize("medians, ratio", [
+    ({("cpp", 64): 1e-300, ("reference", 64): 1e300}, "inf"),
+    ({("cpp", 64): 1e300, ("reference", 64): 1e-300}, "0.0"),
+])
+def test_a_ratio_out_of_range_is_bad_input_and_never_stored(tmp_path, capsys, medians, ratio):
+    ratios = tmp_path / "ratios.json"
+    ratios.write_text(json.dumps(RATIOS))
+    bench = bench_json(tmp_path / "bench.json", medians)
+    says = f"{bench}: test_decode_round[n=64]: reference / C++ median"
+    assert main(["gate", "--bench", bench, "--baseline", str(ratios)]) == 2
+    refused(capsys, says, f"is {ratio}, not a finite positive ratio")
+    assert main(["gate", "--bench", bench, "--baseline", str(ratios), "--update"]) == 2
+    refused(capsys, says)
+    assert json.loads(ratios.read_text()) == RATIOS
+
+
+def test_what_update_stores_the_next_gate_reads(tmp_path, capsys):
+    """A ratio below 0.05 (the C++ side the slower) is not stored as 0.0, which the next
+    gate would refuse."""
+    bench = bench_json(tmp_path / "bench.json", {("cpp", 64): 1e-3, ("reference", 64): 1e-5})
+    ratios = tmp_path / "ratios.json"
+    assert main(["gate", "--bench", bench, "--baseline", str(ratios), "--update"]) == 0
+    assert json.loads(ratios.read_text())["ratios"] == {"test_decode_round[n=64]": 0.01}
+    assert main(["gate", "--bench", bench, "--baseline", str(ratios)]) == 0

@@ -65,6 +65,7 @@ def test_text_output_states_the_answer_its_resolution_and_the_profile(tmp_path, 
     assert "modeled on the H200 profile" in text and "run at capacity: " in text
 
 
+@pytest.mark.slow
 def test_an_slo_missed_at_every_rate_probed_exits_1_and_says_so(tmp_path, capsys):
     path = workload(tmp_path, "slo: {ttft: 1.0e-9}\n")  # no first token comes that soon
     result = capacity(capsys, [path, "--lowest", "50", "--json"], 1)
@@ -109,6 +110,7 @@ def test_a_resolution_below_the_floor_exits_2_at_once_and_writes_nothing(tmp_pat
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_a_search_out_of_probes_exits_1_with_the_bracket_it_got(tmp_path, capsys):
     path = workload(tmp_path)
     result = capacity(capsys, [path, *SERIAL, "--max-probes", "2", "--json"], 1)

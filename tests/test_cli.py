@@ -120,6 +120,7 @@ def test_show_prints_counts_whole(capsys):
     assert "1.235e+04 s" in text  # a time keeps 4 significant digits
 
 
+@pytest.mark.slow
 def test_show_into_a_closed_pipe_exits_quietly(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     path = write(tmp_path, GENERATED + f"output: {tmp_path / 'out'}\n", "w.yaml")

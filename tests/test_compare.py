@@ -183,3 +183,36 @@ def test_the_noise_floor_is_a_factor_either_way():
     assert down.ratio < 1 / (1 + floor) and down.verdict == "lower"
     inside = metric_result("x.p50", "us", a, np.full(10, 2500.0 / (1 + floor) * 1.5))
     assert inside.ratio > 1 / (1 + floor) and inside.verdict == "none"
+
+
+def test_values_near_the_largest_double_are_undefined_without_a_warning(tmp_path, capsys):
+    """Summary values of 1e308: a median of two (their mean), a spread or a ratio past the
+    largest double is inf; such a ratio, or an interval reaching it, is `undefined`, and
+    nothing is said on stderr (a numpy overflow raises here rather than warns). A finite
+    ratio too large for a percentage is said as a factor."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    make_arm(tmp_path / "a", "a", 4, 1.0, rng)
+    for i, value in enumerate([1e308, 1.5e308, 1.7e308, 1.2e308]):
+        synthetic_run(tmp_path / "b" / f"b-r{i}", {"throughput.output_tokens": (value, "tok/s"),
+                                                  "ttft.p99": (1e308, "s"),
+                                                  "requests.finished": (400, "requests")})
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    with warnings.catch_warnings(), np.errstate(over="raise", invalid="raise",
+                                                divide="raise"):
+        warnings.simplefilter("error")
+        assert main(["compare", "--json", a, "--", b]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        metrics = {m["metric"]: m for m in json.loads(out)["metrics"]}
+        assert metrics["throughput.output_tokens"]["median_b"] is None  # inf, as JSON's null
+        for name in ("throughput.output_tokens", "ttft.p99"):  # inf ratio; an inf interval
+            assert metrics[name]["verdict"] == "undefined", metrics[name]
+            assert "past the largest double" in metrics[name]["says"]
+        assert main(["compare", a, "--", b]) == 0
+        out, err = capsys.readouterr()
+        assert err == "" and max(map(len, out.splitlines())) < 250  # no 300-digit number
+    huge = metric_result("x.p50", "s", np.array([2.0]), np.array([1e308]), exact=True)
+    assert huge.verdict == "higher" and huge.says() == \
+        "B higher by a factor of 5e+307 (deterministic: modeled runs)"

@@ -23,6 +23,8 @@ from engine import (
 from engine.model_config import load_model_config
 from tests.test_flops import V3, V4F, V32
 
+pytestmark = pytest.mark.core
+
 REL = 1e-12
 MODELS = [load_model_config("tiny"), V3, V32, V4F]
 NUM_SCENARIOS = 12

@@ -11,6 +11,8 @@ from engine import EngineConfig, LLMEngine, SchedulerConfig, load_device_profile
 from engine.deployment import Deployment
 from engine.model_config import load_model_config
 
+pytestmark = pytest.mark.core
+
 V3 = load_model_config("deepseek-v3")
 H800 = load_device_profile("H800")
 FP8 = dict(attention="fp8", kv="bf16", dense="fp8", experts="fp8", dispatch="fp8",

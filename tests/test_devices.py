@@ -90,9 +90,18 @@ def edited(tmp_path, change):
     (lambda d: d.update(step_overhead_us=None), r"step_overhead_us: expected \{value, kind, "
                                                 r"source\}, got None"),
     (lambda d: d["hbm_tb_s"].update(source=""), "hbm_tb_s.source: expected a non-empty string"),
-    (lambda d: d["tdp_w"].update(value=-1), "tdp_w.value: expected a finite number > 0, got -1"),
-    (lambda d: d["tdp_w"].update(value=float("inf")), "tdp_w.value: expected a finite number"),
-    (lambda d: d["hbm_gb"].update(value=float("nan")), "hbm_gb.value: expected a finite number"),
+    (lambda d: d["tdp_w"].update(value=-1), r"tdp_w.value: expected a number in 0.001..1e\+07, "
+                                            r"got -1"),
+    (lambda d: d["tdp_w"].update(value=float("inf")), "tdp_w.value: expected a number in"),
+    (lambda d: d["hbm_gb"].update(value=float("nan")), "hbm_gb.value: expected a number in"),
+    (lambda d: d["hbm_gb"].update(value=1e300), r"hbm_gb.value: expected a number in 0.001..1e\+07"
+                                                r", got 1e\+300"),
+    (lambda d: d["hbm_tb_s"].update(value=1e-300), "hbm_tb_s.value: expected a number in"),
+    (lambda d: d["peak_tflops"]["bf16"].update(value=5e-324), "peak_tflops.bf16.value"),
+    (lambda d: d["compute_efficiency"].update(value=5), r"compute_efficiency.value: expected a "
+                                                        r"number in 1e-06..1, got 5"),
+    (lambda d: d["scaleup_devices"].update(value=8.5), "scaleup_devices.value: expected a whole "
+                                                       "number in 1..65536, got 8.5"),
     (lambda d: d.update(backend="rocm"), r"dev.yaml:\d+: backend: expected one of cuda, npu"),
     (lambda d: d.update(name=["H200"]), r"dev.yaml:\d+: name: expected a non-empty string"),
 ])

@@ -12,6 +12,8 @@ from tests.invariants import blocks_for, footprint
 from tests.test_bad_input import REFUSALS, ready
 from tests.test_properties import draw_accepted
 
+pytestmark = pytest.mark.core
+
 NUM_SCENARIOS = 1000
 PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",

@@ -1,7 +1,11 @@
 """DP ranks in separate processes over torch.distributed (gloo on the CPU)."""
 
+import pytest
+
 from engine import EngineConfig, SchedulerConfig
 from engine.dp import run_dp
+
+pytestmark = [pytest.mark.slow, pytest.mark.core]
 
 
 def phases_and_rows(records):

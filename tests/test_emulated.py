@@ -5,8 +5,11 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig
+
+pytestmark = pytest.mark.core
 
 LAUNCH_US = 200.0
 LAYERS = 61  # deepseek-v3's decoder layers

@@ -5,6 +5,8 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig
 
+pytestmark = pytest.mark.core
+
 
 def replay(n=200, seed=0, **sched):
     """n synthetic requests (short prompts and outputs) arriving together, drained."""
@@ -40,6 +42,7 @@ def test_every_request_generates_exactly_max_new_tokens(overlap):
     assert all(r.forward_ns > 0 for r in records if any(len(b.seq_ids) for b in r.batches))
 
 
+@pytest.mark.slow
 def test_mtp_with_the_seeded_acceptance_model():
     engine, lengths, records = replay(n=40, num_mtp=1)
     assert all(left(records)[i].output_len == m for i, (_, m) in enumerate(lengths))

@@ -1,13 +1,15 @@
-"""Faults the harness survives (docs/reliability.md): a conversion onto its own input,
-a full disk under every output written outside the recorder, SIGINT and SIGTERM in a run
-and a sweep (exit 130 / 143, the sweep stopped), and a harness killed outright (no
-telemetry folder left behind)."""
+"""Faults the harness survives (docs/reliability.md): a conversion onto its own input or
+onto a device, a FIFO or a socket, a full disk under every output written outside the
+recorder, SIGINT and SIGTERM in a run and a sweep (exit 130 / 143, the sweep stopped), and a
+harness killed outright (no telemetry folder left behind)."""
 
 import errno
 import json
 import os
 import resource
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -18,7 +20,7 @@ import pandas as pd
 import pytest
 
 from harness import atomic, replay as replay_module, tables
-from harness.atomic import WriteFailed, atomic_open
+from harness.atomic import NotAnOutputFile, WriteFailed, atomic_open
 from harness.commands import main
 from harness.interrupt import Stop
 from harness.tables import read_requests
@@ -83,6 +85,71 @@ def test_convert_refuses_a_directory_as_output(tmp_path, capsys):
     assert f"{tmp_path}: is a directory" in capsys.readouterr().err
 
 
+# Made in tmp_path only: as root, the conversion these tests guard against replaced the
+# host's /dev/null and /dev/full with plain files.
+NODES = ("fifo", "device", "socket", "symlink to a device", "symlink to a fifo")
+WHAT = {"fifo": "a FIFO (named pipe)", "device": "a character device", "socket": "a socket"}
+
+
+def make_node(path: Path, kind: str) -> Path:
+    """A FIFO, a character device (mknod: root only, else the test is skipped) or a socket
+    at `path`; for "symlink to a KIND", that node beside it and `path` a link to it. Returns
+    the node."""
+    if kind.startswith("symlink to a "):
+        node = make_node(path.with_name("node"), kind.split()[-1])
+        path.symlink_to(node)
+        return node
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        try:
+            os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # the null device's numbers
+        except OSError as e:
+            pytest.skip(f"mknod: {e.strerror}")
+    else:  # a socket's path holds at most 107 bytes: bound by its name, from its folder
+        cwd = os.getcwd()
+        os.chdir(path.parent)
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(path.name)
+        finally:
+            os.chdir(cwd)
+    return path
+
+
+def identity(path: Path) -> tuple:
+    """What a rename over the node would change: its kind, inode and device numbers."""
+    st = os.lstat(path)
+    return stat.S_IFMT(st.st_mode), st.st_ino, st.st_rdev
+
+
+def refusal(path: Path, node: Path, kind: str) -> str:
+    link = f"a symbolic link to {os.path.realpath(node)}, " if path != node else ""
+    return f"{path}: is {link}{WHAT[kind.split()[-1]]}, not a regular file"
+
+
+@pytest.mark.parametrize("kind", NODES)
+def test_convert_refuses_an_output_that_is_not_a_regular_file(tmp_path, capsys, kind):
+    """The rename into place would put a plain file where the node was: refused, exit 2,
+    nothing written (nor read), the node as it was."""
+    dst = tmp_path / "out.csv"
+    node = make_node(dst, kind)
+    before = identity(node), listing(tmp_path)
+    assert main(["trace", "convert", str(TRACE), str(dst)]) == 2
+    assert capsys.readouterr().err == (f"steptrace: error: {refusal(dst, node, kind)}; give "
+                                       f"the output file's path\n")
+    assert (identity(node), listing(tmp_path)) == before
+
+
+def test_convert_writes_through_a_symlink_to_a_regular_file(tmp_path):
+    target, link = tmp_path / "target.csv", tmp_path / "link.csv"
+    target.write_text("the previous output\n")
+    link.symlink_to(target)
+    assert main(["trace", "convert", str(TRACE), str(link)]) == 0
+    assert link.is_symlink() and len(read_trace(target).df) == 400
+    assert listing(tmp_path) == ["link.csv", "target.csv"]
+
+
 # --- 2. outputs are written whole or not at all ----------------------------------------
 
 @pytest.mark.parametrize("at", ["write", "fsync"])
@@ -120,6 +187,36 @@ def test_a_symlinked_output_is_written_through(tmp_path):
         f.write("new\n")
     assert link.is_symlink() and target.read_text() == "new\n"
     assert listing(tmp_path) == ["link.txt", "target.txt"]
+
+
+@pytest.mark.parametrize("kind", NODES)
+def test_an_output_that_is_not_a_regular_file_is_refused_before_writing(tmp_path, kind):
+    path = tmp_path / "out.txt"
+    node = make_node(path, kind)
+    before = identity(node), listing(tmp_path)
+    with pytest.raises(NotAnOutputFile) as caught:
+        with atomic_open(path) as f:
+            f.write("never written\n")
+    assert str(caught.value) == f"cannot write {refusal(path, node, kind)}"
+    assert isinstance(caught.value, WriteFailed)  # a caller's exit 1, where it has no check
+    assert (identity(node), listing(tmp_path)) == before
+
+
+def test_a_node_made_while_the_file_is_written_is_not_replaced(tmp_path):
+    path = tmp_path / "out.txt"
+    with pytest.raises(NotAnOutputFile, match="is a FIFO"):
+        with atomic_open(path) as f:
+            f.write("the new version\n")
+            os.mkfifo(path)
+    assert stat.S_ISFIFO(os.lstat(path).st_mode) and listing(tmp_path) == ["out.txt"]
+
+
+def test_a_manifest_that_is_a_fifo_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "manifest.json")
+    with pytest.raises(NotAnOutputFile, match="manifest.json: is a FIFO"):
+        tables.write_manifest({"complete": True}, tmp_path)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "manifest.json").st_mode)
+    assert listing(tmp_path) == ["manifest.json"]
 
 
 @pytest.mark.parametrize("name", ["out.csv", "out.parquet", "out.jsonl"])
@@ -220,6 +317,7 @@ def assert_interrupted_run(run_dir):
     assert not [p for p in listing(run_dir) if p.startswith(".")]
 
 
+@pytest.mark.slow
 def test_sigint_stops_the_whole_sweep_and_exits_130(tmp_path):
     proc = start_run(tmp_path, SLOW + "gil: both\nrepeats: 2\n", "--json")
     proc.send_signal(signal.SIGINT)
@@ -236,6 +334,7 @@ def test_sigint_stops_the_whole_sweep_and_exits_130(tmp_path):
     assert listing(tmp_path / "tmp") == []  # the telemetry folder too
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_after_writing_the_tables(tmp_path):
     proc = start_run(tmp_path, SLOW)
     proc.send_signal(signal.SIGTERM)
@@ -277,6 +376,31 @@ def test_a_signal_during_calibration_makes_no_run_directory(tmp_path, monkeypatc
     stop = Stop()
     assert run_workload(load_workload(path), stop=stop) == []
     assert stop.exit_code == 130 and not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signalled_report_leaves_no_half_written_folder(tmp_path, signum):
+    """SIGTERM used to kill `steptrace report` outright: 33 - 48 MB temporary folders were
+    left beside the report's. It now unwinds as Ctrl-C does."""
+    from tests.helpers import modeled_runs
+
+    runs = modeled_runs(tmp_path / "runs", "trace.generate.requests=400")
+    out = tmp_path / "report"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands", "report", *map(str, runs),
+                             "-o", str(out), "--trace-events"], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".report.*")):  # the report's folder is being built
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("the report did not start building: " + "".join(proc.communicate()))
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    out_text, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum, err
+    assert err.splitlines()[-1].startswith("steptrace: interrupted by SIG"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no report, no temporary
 
 
 def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch):
@@ -387,6 +511,7 @@ def _vanishes(path, within_s):
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("end", ["SIGKILL", "exit without stop()"])
 def test_a_harness_that_dies_leaves_no_telemetry_folder(tmp_path, end):
     script = HARNESS + ("time.sleep(60)\n" if end == "SIGKILL" else "sys.exit(0)\n")

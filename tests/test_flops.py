@@ -15,6 +15,8 @@ from engine.flops import FlopsEstimator
 from engine.model_config import load_model_config
 from engine.plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL
 
+pytestmark = pytest.mark.core
+
 G = 1e9
 V3 = load_model_config("deepseek-v3")
 V4F = load_model_config("deepseek-v4-flash")

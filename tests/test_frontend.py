@@ -12,12 +12,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
 from harness.frontend import Frontend
 from harness.replay import replay
 from harness.tables import read_requests
 from tests.helpers import REPO
+
+pytestmark = pytest.mark.core
 
 SPIN_NS = 5_000_000  # a 5 ms C++ call before every schedule()
 N = 60
@@ -68,6 +71,7 @@ def replay_with_frontend(release_gil: bool, spin: bool, per_token_us: float = 0.
     return frontend.columns(np.arange(N)), recorder
 
 
+@pytest.mark.slow
 def test_enqueue_drift_shows_a_held_gil():
     # A shared host only adds delay, so each arm's least p99 of three interleaved replays
     # is the nearest to what the GIL alone does.
@@ -161,6 +165,7 @@ telemetry: {enabled: false}
 """
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_run_whose_frontend_is_far_behind(tmp_path):
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\nname: w\n{FAR_BEHIND}")

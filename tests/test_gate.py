@@ -21,7 +21,7 @@ from harness.analysis import baseline as baseline_module
 from harness.commands import main
 from harness.run import run_workload
 from harness.workload import load_workload
-from tests.helpers import ENOSPC, MODELED, REPO, FullDisk, synthetic_run
+from tests.helpers import ENOSPC, MODELED, REPO, FullDisk, modeled_runs, synthetic_run, within
 
 WORKLOAD = REPO / "workloads" / "ci_gate.yaml"
 BASELINE = str(REPO / "results" / "baselines" / "ci-gate")
@@ -140,6 +140,97 @@ def test_a_bad_rules_file_names_file_line_and_key(tmp_path, capsys, text, messag
     assert main(["gate", base, "--baseline", base, "--rules", str(rules)]) == 2
     err = capsys.readouterr().err
     assert str(rules) in err and message in err, err
+
+
+@pytest.mark.parametrize("limit", ["100%", "150%", "1.5"])
+def test_a_decrease_limit_that_can_never_be_broken_is_refused(tmp_path, capsys, limit):
+    base = measured(tmp_path / "base", "b", 1, 0.5, 0)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(f"ttft.p99: {{max_increase: 5%}}\nthroughput.output_tokens:\n"
+                     f"  max_decrease: {limit}\n")
+    assert main(["gate", base, "--baseline", base, "--rules", str(rules)]) == 2
+    refused(capsys, f"{rules}:3: throughput.output_tokens.max_decrease: {limit} can never be "
+                    f"broken: a metric falls by 100% at most (to 0)")
+
+
+# --- a sweep: each candidate against the baseline's runs of its arm ------------------------
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A modeled GIL sweep, two runs an arm: released, held, released, held."""
+    runs = modeled_runs(tmp_path_factory.mktemp("sweep"), "gil=both", "repeats=2")
+    return runs[0].parent, runs
+
+
+def test_a_sweep_gated_against_itself_passes(sweep, capsys):
+    folder, runs = sweep
+    assert main(["gate", "--json", str(folder), "--baseline", str(folder)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["differing_keys"] == {} and data["arms"] == ["gil_mode=held",
+                                                             "gil_mode=released"]
+    exact = [c for c in data["checks"] if c["rule"] == "equal (modeled)"]
+    assert len(exact) == 3 * len(runs) and not any(c["broken"] for c in exact)
+    assert {c["arm"] for c in exact} == {"gil_mode=held", "gil_mode=released"}
+    held = [r for r in runs if "-held-" in r.name]
+    assert main(["gate", *map(str, held), "--baseline", str(folder)]) == 0  # one arm of it
+    assert ": pass" in capsys.readouterr().out
+
+
+def test_a_candidate_of_an_arm_the_baseline_lacks_is_bad_input(sweep, capsys):
+    _, runs = sweep
+    released, held = runs[0], runs[1]
+    assert main(["gate", str(held), "--baseline", str(released)]) == 2
+    refused(capsys, f"{held}: a candidate run of gil_mode=held, an arm the baseline has no run "
+                    f"of (its runs: gil_mode=released): a candidate is judged against the "
+                    f"baseline's runs of its own arm")
+
+
+def test_rules_judge_each_arm_against_its_own(tmp_path, capsys):
+    """held's ttft is half released's: the released candidates match released, not the
+    median of both arms."""
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    for i in range(2):
+        for mode, ttft in (("held", 0.5), ("released", 1.0)):
+            synthetic_run(base / f"{mode}-r{i}", {"ttft.p99": (ttft, "s")}, gil_mode=mode)
+    for i in range(2):
+        synthetic_run(cand / f"released-r{i}", {"ttft.p99": (1.0, "s")})
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("ttft.p99: {max_increase: 5%}\n")
+    assert main(["gate", "--json", str(cand), "--baseline", str(base), "--rules",
+                 str(rules)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["differing_keys"] == {} and data["arms"] == ["gil_mode=released"]
+    (check,) = data["checks"]
+    assert check["baseline"] == "1 s" and check["arm"] == "gil_mode=released"
+
+
+@pytest.mark.parametrize("baseline", [0.0, float("nan")])
+def test_a_rule_that_cannot_judge_its_baseline_is_bad_input(tmp_path, capsys, baseline):
+    """A baseline median of 0 (or no value) leaves no ratio to limit: the rule used to pass
+    whatever the candidate measured."""
+    base = synthetic_run(tmp_path / "base", {"ttft.p99": (baseline, "s")})
+    cand = synthetic_run(tmp_path / "cand", {"ttft.p99": (9.0, "s")})
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("ttft.p99: {max_increase: 5%}\n")
+    assert main(["gate", str(cand), "--baseline", str(base), "--rules", str(rules)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert ("the baseline's median is 0 and the candidates' 9" in err if baseline == 0
+            else f"{base}: no value of ttft.p99 in its summary" in err)
+
+
+def test_the_switch_interval_tells_arms_apart(tmp_path, capsys):
+    base = synthetic_run(tmp_path / "base", {"ttft.p99": (0.5, "s")})
+    cand = synthetic_run(tmp_path / "cand", {"ttft.p99": (0.5, "s")})
+    for run, interval in ((base, 0.005), (cand, 0.001)):
+        manifest = json.loads((run / "manifest.json").read_text())
+        (run / "manifest.json").write_text(json.dumps(dict(manifest,
+                                                           switch_interval_s=interval)))
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("ttft.p99: {max_increase: 5%}\n")
+    assert main(["gate", str(cand), "--baseline", str(base), "--rules", str(rules)]) == 2
+    refused(capsys, f"{cand}: a candidate run of switch_interval_s=0.001, an arm the baseline "
+                    f"has no run of (its runs: switch_interval_s=0.005)")
 
 
 def test_gate_and_compare_import_no_torch():
@@ -294,6 +385,98 @@ def test_update_replaces_a_baseline_it_made_and_nothing_else(candidate, tmp_path
     assert tree(stored) == {**expected, "baseline.json": b'{"kind": "my results"}\n'}
 
 
+@pytest.fixture
+def made(candidate, tmp_path, capsys):
+    """A baseline --update made (a modeled run) and the name of its run."""
+    stored = tmp_path / "bl1"
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 0
+    capsys.readouterr()
+    return stored, Path(candidate).name
+
+
+def test_update_refuses_a_baseline_run_holding_files_it_did_not_write(candidate, tmp_path,
+                                                                      capsys, made):
+    stored, name = made
+    (stored / name / "MY_NOTES.txt").write_text("notes\n")
+    (stored / name / "sub").mkdir()
+    (stored / name / "sub" / "keep.txt").write_text("x\n")
+    before = tree(tmp_path)
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 2
+    refused(capsys, f"{stored / name} holds MY_NOTES.txt and sub/, which --update would "
+                    f"delete: move them out first")
+    assert tree(tmp_path) == before
+
+
+def test_update_refuses_a_baseline_holding_a_run_its_marker_does_not_list(candidate, tmp_path,
+                                                                          capsys, made):
+    stored, _ = made
+    shutil.copytree(candidate, stored / "OTHER_RUN")
+    before = tree(tmp_path)
+    assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 2
+    refused(capsys, f"{stored} holds OTHER_RUN, which its baseline.json does not list")
+    assert tree(tmp_path) == before
+
+
+def test_update_refuses_a_measured_baseline_run_holding_a_modeled_runs_tables(tmp_path,
+                                                                              capsys):
+    """What a trimmed run holds follows its manifest: a measured run keeps its summary."""
+    run = synthetic_run(tmp_path / "runs" / "m", {"ttft.p99": (0.5, "s")})
+    stored = tmp_path / "base"
+    assert main(["gate", str(run), "--baseline", str(stored), "--update"]) == 0
+    shutil.copyfile(run / "summary.parquet", stored / "m" / "steps.parquet")
+    capsys.readouterr()
+    before = tree(tmp_path)
+    assert main(["gate", str(run), "--baseline", str(stored), "--update"]) == 2
+    refused(capsys, f"{stored / 'm'} holds steps.parquet, which --update would delete")
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("listed, says", [
+    ([], "{bl} holds a and b, which its baseline.json does not list"),
+    (["a", "b"], "{bl}/a holds device.parquet, which --update would delete"),
+    (["a", "b", "c"], "{bl}/baseline.json lists c, which {bl} does not hold"),
+    (["a", "../b"], "{bl} holds b, which its baseline.json does not list"),
+    ("a", "{bl}/baseline.json: not a baseline's marker: \"runs\": expected a list of run "
+          "folder names, got 'a'"),
+])
+def test_update_refuses_real_runs_under_a_forged_marker(candidate, tmp_path, capsys, listed,
+                                                        says):
+    bl = tmp_path / "bl"
+    for name in ("a", "b"):
+        shutil.copytree(candidate, bl / name)  # real runs: device.parquet and all
+    (bl / "baseline.json").write_text(json.dumps({"kind": "steptrace gate baseline",
+                                                  "runs": listed}))
+    before = tree(tmp_path)
+    assert main(["gate", candidate, "--baseline", str(bl), "--update"]) == 2
+    refused(capsys, says.format(bl=bl))
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("deep", "baseline.json: not a baseline's marker: unreadable (JSON nested too deeply)"),
+    ("fifo", "baseline.json: not a baseline's marker: is a FIFO (named pipe), not a regular "
+             "file"),
+    ("deep manifest", "manifest.json: unreadable (JSON nested too deeply): not a run "
+                      "--update stored"),
+    ("fifo manifest", "manifest.json: is a FIFO (named pipe), not a regular file: not a run "
+                      "--update stored"),
+])
+def test_update_reads_a_deep_or_fifo_marker_as_no_marker(candidate, tmp_path, capsys, made,
+                                                         damage, says):
+    stored, name = made
+    path = stored / (name + "/manifest.json" if "manifest" in damage else "baseline.json")
+    path.unlink()
+    if "fifo" in damage:
+        os.mkfifo(path)
+    else:
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    before = tree(tmp_path)
+    with within(20):
+        assert main(["gate", candidate, "--baseline", str(stored), "--update"]) == 2
+    refused(capsys, says)
+    assert tree(tmp_path) == before
+
+
 def test_update_creates_a_baseline_in_an_empty_folder(candidate, tmp_path, capsys):
     (tmp_path / "base").mkdir()
     assert main(["gate", candidate, "--baseline", str(tmp_path / "base"), "--update"]) == 0
@@ -411,6 +594,26 @@ def test_an_unreadable_table_names_its_file(candidate, tmp_path, capsys, table, 
     refused(capsys, f"{path}: unreadable (")
     assert main(["gate", str(path.parent), "--baseline", str(tmp_path / "new"), "--update"]) == 2
     refused(capsys, f"{path}: unreadable (")
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("role", ["candidate", "baseline", "--update source"])
+def test_a_fifo_in_place_of_a_table_is_named_not_opened(candidate, tmp_path, role):
+    """pyarrow would wait in open() for a writer, past SIGINT and SIGTERM: a subprocess, so
+    a hang is a failure, not a stuck test run."""
+    run = tmp_path / "run"
+    shutil.copytree(candidate, run)
+    (run / "batches.parquet").unlink()
+    os.mkfifo(run / "batches.parquet")
+    argv = {"candidate": [str(run), "--baseline", BASELINE],
+            "baseline": [candidate, "--baseline", str(run)],
+            "--update source": [str(run), "--baseline", str(tmp_path / "new"), "--update"]}[role]
+    before = tree(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "harness.commands", "gate", *argv], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"steptrace: error: {run / 'batches.parquet'}: is a FIFO (named " \
+                          f"pipe), not a regular file\n"
     assert tree(tmp_path) == before
 
 

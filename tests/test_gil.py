@@ -9,7 +9,11 @@ import contextlib
 import threading
 import time
 
+import pytest
+
 from tests.helpers import make_scheduler
+
+pytestmark = pytest.mark.core
 
 N = 100_000
 

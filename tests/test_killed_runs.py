@@ -21,6 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 1024  # the recorder's chunk, in steps
 KILL_AT = random.Random(14)  # seconds into the replay: fixed, so a failure reproduces

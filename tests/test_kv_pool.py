@@ -12,6 +12,8 @@ from engine.config import EngineConfig
 from engine.device_memory import DoesNotFit
 from harness.commands import main
 
+pytestmark = pytest.mark.core
+
 GB = 1e9
 # tiny at float32: 3 cache layers (2 + MTP) x 16 tokens x (32 + 8) latent x 4 bytes
 TINY_BLOCK_BYTES = 3 * 16 * 40 * 4
@@ -169,6 +171,7 @@ def test_the_refusal_exits_2_with_nothing_written(tmp_path, monkeypatch, capsys)
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_configured_pool_too_large_exits_2_with_nothing_written(tmp_path, monkeypatch,
                                                                   capsys):
     """1 GB x 0.9 with 0.2 GB in use and 0.05 GB of activations: 84,635 blocks fit."""

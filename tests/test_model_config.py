@@ -87,3 +87,26 @@ def test_v3_validation(tmp_path):
 def test_unknown_model_lists_the_bundled_ones():
     with pytest.raises(ValueError, match="bundled models: deepseek-v3, deepseek-v4-flash"):
         load_model_config("deepseek-v5")
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("num_hidden_layers", 1_000_000_000, "num_hidden_layers: expected an integer in 1..1024, "
+                                         "got 1000000000"),
+    ("hidden_size", 0, "hidden_size: expected an integer in 1..262144, got 0"),
+    ("hidden_size", 64.5, "hidden_size: expected an integer in 1..262144, got 64.5"),
+    ("vocab_size", -1, "vocab_size: expected an integer in 1..16777216, got -1"),
+    ("num_attention_heads", True, "num_attention_heads: expected an integer"),
+    ("kv_lora_rank", "512", "kv_lora_rank: expected an integer in 1..262144 or null, got '512'"),
+    ("rms_norm_eps", float("nan"), "rms_norm_eps: expected a finite number > 0, got nan"),
+])
+def test_a_geometry_no_model_has_is_refused_by_file_line_and_field(tmp_path, field, value,
+                                                                    words):
+    """A typo must not build a billion layers (validation used to take hours) nor run a
+    model of width 0: every integer field has a range, named with the file and line."""
+    data = yaml.safe_load((MODELS_DIR / "tiny.yaml").read_text())
+    path = write(tmp_path, {**data, field: value})
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1)
+                if text.startswith(f"{field}:"))
+    with pytest.raises(ValueError) as e:
+        load_model_config(path)
+    assert str(e.value).startswith(f"{path}:{line}: model m: {words}")

@@ -5,6 +5,8 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, load_device_profile
 
+pytestmark = pytest.mark.core
+
 
 def modeled_engine(device="h200", model="deepseek-v3", precision="bf16", seed=0, **sched):
     cfg = EngineConfig(scheduler=SchedulerConfig(**{**dict(max_num_batched_tokens=8192,

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import IMPLS, make_scheduler, rows
 
-pytestmark = pytest.mark.parametrize("impl", IMPLS)
+pytestmark = [pytest.mark.parametrize("impl", IMPLS), pytest.mark.core]
 
 
 def drain(s):

@@ -12,6 +12,8 @@ from engine.config import DP_ASSIGNS, ENGINE_TYPES, PREEMPT_ORDERS
 from tests.helpers import IMPLS, hash_block_size, make_scheduler, prefix_hash_ids
 from tests.invariants import blocks_for, check_invariants, check_seqlen_k, footprint, snapshot
 
+pytestmark = pytest.mark.core
+
 
 @st.composite
 def scenarios(draw, pressure=False):

@@ -25,6 +25,8 @@ from harness.replay import replay
 from harness.schema import TABLES
 from harness.table_sink import TableSink
 
+pytestmark = pytest.mark.core
+
 N = 40
 HOST_TIMES = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "flush_ns"]
 

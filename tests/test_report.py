@@ -97,19 +97,27 @@ def test_arms_of_two_devices_get_the_hardware_page_with_assumptions(runs, tmp_pa
 
 
 def test_an_earlier_report_is_replaced_another_folder_refused(runs, one, tmp_path, capsys):
+    """The earlier report's marker lists what it wrote: the new report replaces the folder
+    whole (a figure the new one does not draw is gone) and lists its own files; a folder
+    without a marker is refused, left as it was."""
     import shutil
 
     out_dir = tmp_path / "r"
     shutil.copytree(one, out_dir)
-    (out_dir / "figures" / "stale.png").write_bytes(b"old")
+    assert (out_dir / "figures" / "device.png").is_file()
     report(capsys, [runs["held"], "-o", out_dir])
-    assert not (out_dir / "figures" / "stale.png").exists()
+    assert not (out_dir / "figures" / "device.png").exists()  # held has no device readings
     assert runs["held"].name in (out_dir / "summary.md").read_text()
+    marker = json.loads((out_dir / "report.json").read_text())
+    assert marker["kind"] == "steptrace report" and "-o" in marker["command"]
+    assert set(marker["files"]) == {str(p.relative_to(out_dir)) for p in out_dir.rglob("*")
+                                    if p.is_file() and p.name != "report.json"}
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep")
     err = report(capsys, [runs["released"], "-o", other], status=2)
-    assert str(other) in err and "not a report folder" in err
+    assert err == f"steptrace: error: {other} is not a report: it holds notes.txt and no " \
+        f"report.json; report -o replaces only a report it made, or writes a new folder\n"
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "r"]  # no temporary left
 
@@ -167,3 +175,116 @@ def test_a_run_with_no_completed_request_still_reports(runs, tmp_path, capsys):
     requests.to_parquet(run / "requests.parquet")
     out = report(capsys, [run, "-o", tmp_path / "r"])
     assert "figures/latency_cdf.png" in out["figures"]
+
+
+# --- odd runs: drawn where there is anything to draw, refused by name where not ------------
+
+def edited(run, into, table, fmt="parquet", rows=None, **columns):
+    """A copy of `run` whose `table` keeps `rows` (a slice; all when None), has `columns` set
+    to the values given, and is written as `fmt`."""
+    import shutil
+
+    import pandas as pd
+
+    copy = into / run.name
+    shutil.copytree(run, copy)
+    frame = pd.read_parquet(copy / f"{table}.parquet")
+    (copy / f"{table}.parquet").unlink()
+    frame = frame.iloc[rows] if rows is not None else frame
+    for name, value in columns.items():
+        frame[name] = value
+    if fmt == "csv":
+        frame.to_csv(copy / f"{table}.csv", index=False)
+    else:
+        frame.to_parquet(copy / f"{table}.parquet")
+    return copy
+
+
+@pytest.fixture(scope="module")
+def odd(runs, tmp_path_factory):
+    """A real run whose every request was rejected (one KV block; show says so), and copies
+    of a plain run hand-edited as a report may find them."""
+    import shutil
+
+    import pandas as pd
+
+    root = tmp_path_factory.mktemp("odd")
+    (rejected,) = modeled_runs(root / "rejected", "engine.num_kv_blocks=1",
+                               "trace.generate.prompt={fixed: 100}")
+    plain = runs["released"]
+    out = dict(rejected=rejected,
+               no_requests=edited(plain, root / "no-requests", "requests", rows=slice(0, 0)))
+    huge = edited(plain, root / "huge", "summary", value=1e308)
+    requests = pd.read_parquet(huge / "requests.parquet")
+    for name in requests.columns[requests.dtypes == np.float64]:
+        requests[name] = 1e308
+    requests.to_parquet(huge / "requests.parquet")
+    out["huge"] = huge
+    out["text_in_steps"] = edited(plain, root / "text-steps", "steps", t_end_s="x")
+    out["text_in_requests_csv"] = edited(plain, root / "text-requests", "requests", "csv",
+                                         ttft_s="x")
+    out["fraction_step"] = edited(plain, root / "fraction", "steps", step=0.5)
+    for name, table in (("null_run_id", dict(run_id=[None], at_capacity=[True])),
+                        ("null_at_capacity", dict(run_id=[plain.name], at_capacity=[None]))):
+        search = root / name
+        search.mkdir()
+        pd.DataFrame(table).to_parquet(search / "capacity.parquet")
+        shutil.copytree(plain, search / plain.name)
+        out[name] = search
+    return out
+
+
+def strictly(argv):
+    """main(argv) where a numpy overflow, invalid value or division the code does not expect
+    raises (FloatingPointError: a bug, exit 1) and any warning is an error, whatever filter
+    the command line installs."""
+    import warnings
+
+    with warnings.catch_warnings(), np.errstate(over="raise", invalid="raise",
+                                                divide="raise"):
+        warnings.simplefilter("error")
+        return main(argv)
+
+
+@pytest.mark.parametrize("which, says", [
+    ("rejected", "every request (12) was rejected"),
+    ("no_requests", ""),
+    ("huge", ""),
+])
+def test_an_odd_run_is_reported_with_what_can_be_drawn(odd, tmp_path, capsys, which, says):
+    """Every request rejected (a documented outcome), an empty requests table, values of
+    1e308: exit 0, nothing on stderr, each figure drawn or saying it has nothing to draw,
+    and the page and the summary saying what `show` says."""
+    assert strictly(["report", str(odd[which]), "-o", str(tmp_path / "r"), "--json",
+                     "--trace-events"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    figures = json.loads(out)["figures"]
+    assert {"figures/latency_cdf.png", "figures/prompt_vs_ttft.png"} <= set(figures)
+    for name in figures:
+        assert (tmp_path / "r" / name).read_bytes()[:4] == b"\x89PNG"
+    (events,) = (tmp_path / "r" / "trace-events").iterdir()
+    json.loads(events.read_text(), parse_constant=lambda c: pytest.fail(c))  # strict JSON
+    for document in ("index.html", "summary.md"):
+        assert says in (tmp_path / "r" / document).read_text()
+
+
+@pytest.mark.parametrize("which, message", [
+    ("text_in_steps", "steps.parquet: column t_end_s, row 1: expected a number, got 'x'"),
+    ("text_in_requests_csv", "requests.csv: column ttft_s, line 2: expected a number, got 'x'"),
+    ("fraction_step", "steps.parquet: column step, row 1: expected an integer, got 0.5"),
+    ("null_run_id", "capacity.parquet: run_id, row 1 (the probe at capacity): expected a "
+                    "probe's folder name, got no value (null)"),
+    ("null_at_capacity", "capacity.parquet: column at_capacity, row 1: expected true or "
+                         "false, got no value (null)"),
+])
+def test_a_column_of_the_wrong_kind_is_bad_input_naming_it(odd, tmp_path, capsys, which,
+                                                           message):
+    """Text where numbers belong, a fraction among integers, a null where a probe or a flag
+    belongs: exit 2, one line naming the file, the column, the row and the value, nothing
+    on stdout, nothing written."""
+    assert strictly(["report", str(odd[which]), "-o", str(tmp_path / "r")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"steptrace: error: {odd[which]}") and err.endswith(message + "\n")
+    assert list(tmp_path.iterdir()) == []

@@ -11,8 +11,8 @@ from tests.browser import CHROMIUM
 from tests.helpers import modeled_runs
 from tests.test_security import TEMPLATE, hostile_runs
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
-                                "(.ci/run installs Debian's chromium)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
+                                "(.ci/run installs Debian's chromium)"), pytest.mark.slow]
 
 FIGURES = """Array.from(document.querySelectorAll('figure img')).map(img => {
   const box = img.getBoundingClientRect();

@@ -11,6 +11,8 @@ from engine._core import SequenceLeft
 from tests.helpers import BASE, prefix_hash_ids
 from tests.invariants import check_invariants
 
+pytestmark = pytest.mark.core
+
 ROUNDS = 700
 
 

@@ -17,6 +17,8 @@ from harness.sched_replay import SchedulerStepper
 from harness.traces import read_trace
 from tests.helpers import REPO
 
+pytestmark = pytest.mark.core
+
 TRACE = REPO / "workloads" / "traces" / "conversation_small.jsonl"
 
 

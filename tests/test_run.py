@@ -59,6 +59,7 @@ def test_real_clock_run_writes_every_table(tmp_path):
     assert {str(t["overlap"].dtype) for t in tables} == {"bool"}
 
 
+@pytest.mark.slow
 def test_virtual_clock_modeled_runs_are_identical(tmp_path):
     body = GENERATED.replace("model: tiny", "model: deepseek-v3\ndeployment: {devices: 8}")
     runs = [run_workload(workload(tmp_path, body, device="modeled:B200", precision="fp8"))[0]
@@ -71,6 +72,7 @@ def test_virtual_clock_modeled_runs_are_identical(tmp_path):
     assert np.allclose(steps["t_end_s"] - steps["t_start_s"], steps["forward_ns"] / 1e9)
 
 
+@pytest.mark.slow
 def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path, monkeypatch):
     monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
 
@@ -113,6 +115,7 @@ def test_show_prints_a_summary(tmp_path, capsys):
     assert main(["show", str(tmp_path)]) == 2
 
 
+@pytest.mark.slow
 def test_runs_calibrate_the_harness_and_sample_the_host(tmp_path):
     (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu",
                                        calibration_requests=10))
@@ -140,6 +143,7 @@ def test_calibration_and_telemetry_can_be_switched_off(tmp_path):
     assert "harness" not in set(read(run_dir, "summary")["metric"])
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_leaves_readable_incomplete_tables(tmp_path):
     import signal
     import subprocess

@@ -5,7 +5,7 @@ import pytest
 from engine import KIND_CHUNK, KIND_DECODE, KIND_FINAL
 from tests.helpers import IMPLS, make_requests, make_scheduler, rows
 
-pytestmark = pytest.mark.parametrize("impl", IMPLS)
+pytestmark = [pytest.mark.parametrize("impl", IMPLS), pytest.mark.core]
 
 
 def run_step(s, accepted=None, phase=None):

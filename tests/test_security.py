@@ -287,6 +287,7 @@ def report_opening(runs, out) -> tuple:
     return page[page.index('id="hardware"'):page.index('id="figures"')], result["opened"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["relative", "absolute"])
 def test_a_manifest_naming_a_profile_path_opens_no_file(plain_runs, tmp_path,
                                                        tmp_path_factory, where):
@@ -307,6 +308,7 @@ def test_a_manifest_naming_a_profile_path_opens_no_file(plain_runs, tmp_path,
     assert [p for p in opened if str(secret.parent) in p] == []
 
 
+@pytest.mark.slow
 def test_the_page_shows_the_figures_the_run_recorded(plain_runs, tmp_path):
     """A run's manifest records its profile's figures: the page shows those, whatever the
     bundled profile says today; a manifest from before the key gets today's bundled figures
@@ -333,18 +335,22 @@ def test_the_page_shows_the_figures_the_run_recorded(plain_runs, tmp_path):
 
 def test_a_capacity_table_naming_a_path_is_refused(plain_runs, tmp_path, capsys):
     """A capacity search's folder stands for the probe its table marks at capacity: a
-    run_id that is a path (`../elsewhere`) is refused, never followed to a run outside."""
+    run_id that is a path (`../elsewhere`) or null is refused, never followed to a run
+    outside."""
     search = tmp_path / "search"
     search.mkdir()
     shutil.copytree(plain_runs["h200"], tmp_path / "elsewhere")
-    for run_id in ("../elsewhere", str(tmp_path / "elsewhere")):
+    for run_id in ("../elsewhere", str(tmp_path / "elsewhere"), None):
         pd.DataFrame(dict(run_id=[run_id], at_capacity=[True])).to_parquet(
             search / "capacity.parquet")
         for argv in (["report", str(search), "-o", str(tmp_path / "r")],
                      ["compare", str(search), "--", str(plain_runs["b200"])]):
             assert main(argv) == 2
             out, err = capsys.readouterr()
-            assert f"run_id {run_id!r}: expected a probe's folder name" in err and out == ""
+            says = f"run_id {run_id!r}: expected a probe's folder name" if run_id else \
+                "run_id, row 1 (the probe at capacity): expected a probe's folder name, got " \
+                "no value (null)"
+            assert says in err and err.count("\n") == 1 and out == ""
         assert not (tmp_path / "r").exists()
 
 
@@ -368,6 +374,7 @@ def tree(folder: Path) -> dict:
             if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("earlier", [False, True])
 def test_a_report_past_a_file_size_limit_exits_1_and_leaves_the_folder(plain_runs, tmp_path,
                                                                        earlier):
@@ -421,6 +428,126 @@ def test_bad_input_still_exits_2(plain_runs, tmp_path, capsys):
     assert file.read_text() == "not a report" and listing(tmp_path) == ["a-file"]
 
 
+# --- a report replaces only a report it made -------------------------------------------
+
+def snapshot(root: Path) -> dict:
+    """Everything under `root` as it lies: each file's bytes, each link's target, each
+    folder (a link is not followed)."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            key = str(path.relative_to(root))
+            out[key] = ("link", os.readlink(path)) if path.is_symlink() else \
+                ("folder",) if path.is_dir() else ("file", path.read_bytes())
+    return out
+
+
+def destination(kind: str, root: Path, run: Path) -> tuple:
+    """(the -o given, what the refusal says) for a folder a report may not replace, made
+    under `root`; `run` is the run folder the report reads."""
+    def earlier(name="r1"):
+        assert main(["report", str(run), "-o", str(root / name)]) == 0
+        return root / name
+
+    root.mkdir()
+    if kind == "a site":
+        site = root / "site"
+        (site / "data").mkdir(parents=True)
+        (site / "index.html").write_text("<html>")
+        (site / "thesis.tex").write_text("important")
+        (site / "data" / "x.csv").write_text("1")
+        return site, (f"{site} is not a report: it holds data/, index.html and thesis.tex "
+                      f"and no report.json")
+    if kind == "results with an index.html":
+        results = root / "results"
+        shutil.copytree(run, results / "small" / run.name)
+        (results / "index.html").touch()
+        return results, (f"{results} is not a report: it holds index.html and small/ (1 run) "
+                         f"and no report.json")
+    if kind == "notes added to a report":
+        (earlier() / "MY_NOTES.txt").write_text("mine")
+        return root / "r1", (f"{root / 'r1'} holds MY_NOTES.txt, which a new report would "
+                             f"delete: move it out first")
+    if kind == "a folder added to its figures":
+        (earlier() / "figures" / "sub").mkdir()
+        (root / "r1" / "figures" / "sub" / "keep.txt").write_text("mine")
+        return root / "r1", (f"{root / 'r1'} holds figures/sub/, which a new report would "
+                             f"delete: move it out first")
+    if kind == "a link to a report":
+        earlier()
+        (root / "rlink").symlink_to("r1")
+        return root / "rlink", f"{root / 'rlink'}: a symbolic link (to r1)"
+    if kind == "a marker listing a file of its own":
+        site = root / "site"
+        site.mkdir()
+        (site / "thesis.tex").write_text("important")
+        (site / "report.json").write_text(json.dumps(dict(kind="steptrace report",
+                                                          files=["thesis.tex"])))
+        return site, (f"{site / 'report.json'}: not a report's marker (it lists 'thesis.tex', "
+                      f"which a report does not write)")
+    if kind == "another run folder":
+        other = shutil.copytree(run, root / "other")
+        return other / "r", f"{other / 'r'}: lies inside the run folder {other}"
+    if kind == "a baseline":
+        (root / "base").mkdir()
+        (root / "base" / "baseline.json").write_text("{}")
+        return root / "base" / "r", f"lies inside the baseline {root / 'base'}"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["a site", "results with an index.html",
+                                  "notes added to a report", "a folder added to its figures",
+                                  "a link to a report", "a marker listing a file of its own",
+                                  "another run folder", "a baseline"])
+def test_a_report_replaces_only_a_report_it_made(plain_runs, tmp_path, capsys, kind):
+    """A folder holding an index.html is not thereby a report: only one holding the marker
+    a report writes and nothing but the files it lists is replaced. Anything else is
+    refused, exit 2, one line naming what it holds, and every file and link stays as it
+    was (a link to a report is not swapped for a folder, and no `.old` is left)."""
+    run = shutil.copytree(plain_runs["h200"], tmp_path / "runs" / plain_runs["h200"].name)
+    out, says = destination(kind, tmp_path / "here", run)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(out)]) == 2
+    stdout, err = capsys.readouterr()
+    assert stdout == "" and err.count("\n") == 1 and says in err, err
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("where", ["is", "inside", "holds"])
+def test_a_report_is_never_written_into_a_run_it_reads(plain_runs, tmp_path, capsys, where):
+    """`touch RUN/index.html; report RUN -o RUN` used to delete the run's manifest and
+    tables; a report inside the run, or around it, is refused as well."""
+    run = shutil.copytree(plain_runs["h200"], tmp_path / "results" / "run")
+    (run / "index.html").touch()
+    out = {"is": run, "inside": run / "report", "holds": tmp_path / "results"}[where]
+    before = snapshot(tmp_path)
+    assert main(["report", str(run), "-o", str(out)]) == 2
+    stdout, err = capsys.readouterr()
+    word = {"is": "is", "inside": "lies inside", "holds": "holds"}[where]
+    assert stdout == "" and f"{out}: {word} the run folder {run}, which the report reads" in err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_report_is_written_where_nothing_is_lost(plain_runs, tmp_path, capsys):
+    """A new folder (its parents made), an empty one, and a report it made, even one a
+    figure was deleted from: each written, its marker listing every file it holds."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (tmp_path / "a" / "b" / "new", empty, empty):
+        assert main(["report", str(plain_runs["h200"]), "-o", str(out), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["dir"] == str(out)
+        marker = json.loads((out / "report.json").read_text())
+        assert (marker["kind"], marker["command"]) == (
+            "steptrace report", f"steptrace report {plain_runs['h200']} -o {out}")
+        assert sorted(marker["files"]) == sorted(
+            str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()
+            and p.name != "report.json")
+        (out / "figures" / "itl.png").unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "empty"]  # nothing hidden left
+
+
 # --- the harness's children import nothing from the working directory ------------------
 
 STEPTRACE = Path(sys.executable).parent / "steptrace"  # the console script, as users run it
@@ -445,6 +572,7 @@ def marks(tmp_path):
     return sorted(p.name for p in (tmp_path / "marks").iterdir())
 
 
+@pytest.mark.slow
 def test_a_run_started_among_planted_modules_imports_none_of_them(tmp_path):
     workload = tmp_path / "w.yaml"
     workload.write_text(MODELED.replace("telemetry: {enabled: false}",

@@ -16,6 +16,7 @@ import pytest
 from harness import child_process
 from harness.schema import TABLES
 from harness.table_writer import TableWriter, encoded, frame
+from tests.helpers import in_subprocess, process_gone
 
 KINDS = dict(kind=("chunk", "final", "decode"))
 
@@ -72,10 +73,11 @@ def test_a_pipe_cut_mid_message_keeps_every_whole_message(tmp_path):
     columns, payloads = encoded(dict(batches=batches(3)))
     message = b"".join(bytes(part) for part in frame(dict(kind="write", columns=columns),
                                                      payloads))
-    os.write(writer._fd, message[:len(message) // 2])  # then the harness dies
-    writer._process.stdin.close()
-    assert writer._process.wait(timeout=60) == 0
-    assert writer._process.stdout.read() == b""  # no answer: nobody closed the run
+    popen = writer._process.popen
+    os.write(popen.stdin.fileno(), message[:len(message) // 2])  # then the harness dies
+    popen.stdin.close()
+    assert popen.wait(timeout=60) == 0
+    assert popen.stdout.read() == b""  # no answer: nobody closed the run
     assert pd.read_parquet(tmp_path / "batches.parquet")["step"].tolist() == [0, 1, 2]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert "killed" in manifest and not manifest["complete"]
@@ -164,7 +166,7 @@ def test_a_message_that_is_not_one_is_refused_and_runs_nothing(tmp_path, hostile
     writer.write(dict(batches=batches(0)))
     with open(f"/proc/{writer._process.pid}/fd/0", "wb") as stdin:  # another process's way in
         stdin.write(HOSTILE[hostile](marker))
-    assert writer._process.wait(timeout=60) == 0  # refused: it stops reading
+    assert writer._process.popen.wait(timeout=60) == 0  # refused: it stops reading
     with pytest.raises(OSError, match=r"^table writer: Refused: "):
         writer.close()
     assert not marker.exists()
@@ -182,3 +184,64 @@ def test_a_first_message_that_does_not_open_starts_nothing(tmp_path, first):
     assert done.stderr.startswith(b"steptrace table writer: Refused: ")
     assert done.stderr.count(b"\n") == 1  # one line, no traceback
     assert not marker.exists() and os.listdir(tmp_path) == []
+
+
+# --- one writer process, runs in turn -----------------------------------------------------
+
+def test_runs_in_turn_share_one_writer_process(tmp_path, monkeypatch):
+    """A writer that closed its run cleanly serves the next (no process start, no pyarrow
+    warm-up); a relative run folder is the harness's, wherever the writer started."""
+    pids = []
+    for n, where in enumerate(("a", "b", "c")):
+        (tmp_path / where).mkdir()
+        monkeypatch.chdir(tmp_path / where)
+        writer = TableWriter("run", "parquet", ["batches"], dict(run_id=where), KINDS)
+        pids.append(writer._process.pid)
+        (tmp_path / where / "run").mkdir()
+        writer.write(dict(batches=batches(0, n + 1)))
+        writer.close()
+    assert len(set(pids)) == 1
+    for n, where in enumerate(("a", "b", "c")):
+        table = pd.read_parquet(tmp_path / where / "run" / "batches.parquet")
+        assert table["step"].tolist() == list(range(n + 1))
+        assert table["run_id"].tolist() == [where] * (n + 1)
+
+
+def test_a_writer_whose_run_failed_serves_no_other(tmp_path):
+    writer = TableWriter(tmp_path / "a", "parquet", ["batches"], None, KINDS)
+    (tmp_path / "a").mkdir()
+    bad = batches(0)
+    del bad["seqlen_k"]
+    writer.write(dict(batches=bad))
+    with pytest.raises(OSError, match="lacks the declared columns"):
+        writer.close()
+    assert writer._process.popen.poll() is not None  # ended, not kept
+    (tmp_path / "b").mkdir()
+    again = TableWriter(tmp_path / "b", "parquet", ["batches"], None, KINDS)
+    assert again._process.pid != writer._process.pid
+    again.write(dict(batches=batches(0)))
+    again.close()
+    assert len(pd.read_parquet(tmp_path / "b" / "batches.parquet")) == 3
+
+
+def test_an_idle_writer_ends_with_the_harness(tmp_path):
+    code = f"""
+        from pathlib import Path
+        from harness.table_writer import TableWriter
+        writer = TableWriter(Path({str(tmp_path)!r}), "parquet", ["batches"])
+        writer.close()
+        print(writer._process.pid, flush=True)
+    """
+    pid = int(in_subprocess(code).split()[-1])
+    assert process_gone(pid, within_s=30), "an idle table writer outlived the harness"
+
+
+def test_the_children_do_not_carry_ld_preload(tmp_path, monkeypatch):
+    """LD_PRELOAD (the sanitizer build's ASan runtime) is for the C++ core; the writer and
+    the telemetry child never load it."""
+    monkeypatch.setenv("LD_PRELOAD", "")
+    assert "LD_PRELOAD" not in child_process.environment()
+    writer = TableWriter(tmp_path, "parquet", ["batches"], None, KINDS)
+    environ = open(f"/proc/{writer._process.pid}/environ", "rb").read().split(b"\0")
+    writer.close()
+    assert not [v for v in environ if v.startswith(b"LD_PRELOAD=")]

@@ -18,6 +18,8 @@ from harness.table_sink import TableSink, write_table
 from harness.telemetry import columns as device_columns
 from harness.workload import load_workload
 
+pytestmark = pytest.mark.core
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = """trace:
   generate: {requests: 12, rate: 200, prompt: {uniform: [4, 40]}, output: {uniform: [1, 8]}}

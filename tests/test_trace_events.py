@@ -64,3 +64,27 @@ def test_one_track_per_dp_rank_in_step_order_with_parts_inside_steps(trace):
             values = [e["args"][name] for e in mine]
             assert mine[0]["ts"] == steps_here[0]["ts"]
             assert all(a != b for a, b in zip(values, values[1:]))
+
+
+def test_a_step_whose_time_is_past_a_double_is_left_out_and_the_json_stays_json(trace,
+                                                                                 tmp_path):
+    """A steps table holding 1e308 s: in µs that is inf, which JSON cannot hold, so the
+    step's spans and counters are left out; every other step is written, strictly JSON."""
+    import shutil
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    run = shutil.copytree(trace[0], tmp_path / "run")
+    steps = pd.read_parquet(run / "steps.parquet")
+    steps.loc[steps.step == 1, ["t_start_s", "t_end_s"]] = 1e308
+    steps.to_parquet(run / "steps.parquet")
+    with warnings.catch_warnings(), np.errstate(over="raise", invalid="raise"):
+        warnings.simplefilter("error")
+        assert main(["report", str(run), "-o", str(tmp_path / "r"), "--trace-events"]) == 0
+    (path,) = (tmp_path / "r" / "trace-events").iterdir()
+    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))
+    written = sorted({e["args"]["step"] for e in doc["traceEvents"]
+                      if e["ph"] == "X" and "step" in e.get("args", {})})
+    assert written == sorted(set(steps.step) - {1})

@@ -138,7 +138,10 @@ def test_a_tidy_file_may_call_max_new_tokens_output_len(tmp_path):
     res.df.rename(columns={"max_new_tokens": "output_len"}).to_parquet(tmp_path / "old.parquet")
     pd.testing.assert_frame_equal(read_trace(tmp_path / "old.parquet").df, res.df)
     both = put(tmp_path, "both.csv", "arrival_s,prompt_len,output_len,max_new_tokens\n0,8,4,9\n")
-    assert read_trace(both).df.max_new_tokens.tolist() == [9]  # the new name wins
+    with pytest.raises(TraceError, match=r"both\.csv:1: tidy trace: both max_new_tokens and its "
+                                         r"older name output_len \(columns 3 and 4\): one would "
+                                         r"be read, the other ignored; keep one"):
+        read_trace(both)
     write_tidy(res.df, tmp_path / "new.csv")
     assert (tmp_path / "new.csv").read_text().splitlines()[0] == "arrival_s,prompt_len,max_new_tokens"
 
@@ -248,6 +251,128 @@ def test_jsonl_errors(tmp_path, records, message):
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize("name, text, message", [
+    ("t.csv", "arrival_s,prompt_len,prompt_len,max_new_tokens\n0,5,6,4\n",
+     "t.csv:1: tidy trace: prompt_len is named twice (columns 2 and 3): one would be read, the "
+     "other ignored; keep one"),
+    ("a.csv", f"{AZURE_HEADER},GeneratedTokens,GeneratedTokens\n{A1},5,1,2,3\n",
+     "a.csv:1: azure trace: GeneratedTokens is named 3 times (columns 3, 4 and 5)"),
+    ("h.csv", "arrival_s,prompt_len,max_new_tokens,hash_ids,hash_ids\n0,5,1,[1],[2]\n",
+     "h.csv:1: tidy trace: hash_ids is named twice (columns 4 and 5)"),
+])
+def test_a_column_read_twice_is_refused(tmp_path, name, text, message):
+    """One of the two would be read and the other silently ignored."""
+    with pytest.raises(TraceError) as e:
+        read_trace(put(tmp_path, name, text), hash_block_size=16, drop_bad_rows=True)
+    assert message in str(e.value)
+
+
+def test_a_parquet_column_read_twice_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table([[0.0, 1.0], [0.0, 2.0], [3, 3], [1, 1]],
+                            names=["arrival_s", "arrival_s", "prompt_len", "max_new_tokens"]),
+                   tmp_path / "t.parquet")  # it used to end in an IndexError
+    with pytest.raises(TraceError, match=r"t\.parquet: arrival_s is named twice \(columns 1 "
+                                         r"and 2\): one would be read, the other ignored"):
+        read_trace(tmp_path / "t.parquet")
+    pq.write_table(pa.table([[0.0], [3], [1], [2]], names=["arrival_s", "prompt_len",
+                                                           "max_new_tokens", "output_len"]),
+                   tmp_path / "both.parquet")
+    with pytest.raises(TraceError, match=r"both\.parquet: both max_new_tokens and its older "
+                                         r"name output_len \(columns 3 and 4\)"):
+        read_trace(tmp_path / "both.parquet")
+    frame = pd.DataFrame([[0.0, 3, 1, 2]], columns=["arrival_s", "prompt_len", "max_new_tokens",
+                                                    "max_new_tokens"])
+    with pytest.raises(TraceError, match=r"trace: max_new_tokens is named twice"):
+        check_trace(frame)
+
+
+@pytest.mark.parametrize("count", [2**53 - 1, 2**53, 2**53 + 1])
+def test_a_count_of_2_to_the_53_or_more_is_too_large(tmp_path, count):
+    """2**53 + 1 parses as 2**53 through float64: every count from 2**53 up is refused, so
+    none is read rounded."""
+    paths = {put(tmp_path, "t.csv", f"arrival_s,prompt_len,max_new_tokens\n0,5,1\n1,{count},1\n"):
+             "t.csv:3: prompt_len: '{}'",
+             jsonl(tmp_path, [{"timestamp": 0, "input_length": 5, "output_length": 1},
+                              {"timestamp": 1, "input_length": count, "output_length": 1}]):
+             "trace.jsonl:2: input_length: {}"}
+    pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": np.array([5, count], np.int64),
+                  "max_new_tokens": [1, 1]}).to_parquet(tmp_path / "t.parquet")
+    paths[tmp_path / "t.parquet"] = "t.parquet: row 2: prompt_len: {}"
+    for path, where in paths.items():
+        if count < 2**53:
+            assert read_trace(path).df.prompt_len.tolist() == [5, count]
+            continue
+        with pytest.raises(TraceError) as e:
+            read_trace(path)
+        assert str(e.value).startswith(f"{tmp_path / where.format(count)} is too large: "
+                                       f"expected an integer >= 1, at most 2**53 - 1 = "
+                                       f"9007199254740991")
+        res = read_trace(path, drop_bad_rows=True)
+        assert res.dropped == {"too_large": 1} and res.df.prompt_len.tolist() == [5]
+
+
+def test_a_jsonl_record_giving_a_key_twice_is_a_bad_line(tmp_path):
+    """json.loads keeps the last of the two: the record would be read as something else."""
+    good = {"timestamp": 0, "input_length": 5, "output_length": 1}
+    path = jsonl(tmp_path, [good, '{"timestamp": 0, "timestamp": 5, "input_length": 3, '
+                                  '"output_length": 1}',
+                            '{"timestamp": 9, "input_length": 3, "output_length": 1, '
+                            '"meta": {"a": 1, "a": 2}}'])
+    with pytest.raises(TraceError, match=r"trace\.jsonl:2: expected a JSON object, got one "
+                                         r"giving the key 'timestamp' twice \(2 bad rows in all"):
+        read_trace(path)
+    res = read_trace(path, drop_bad_rows=True)
+    assert res.dropped == {"malformed_line": 2} and len(res.df) == 1
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"timestamp": 0, "input_length": "10", "output_length": 1},
+     "trace.jsonl:2: input_length: expected an integer >= 1, got '10'"),
+    ({"timestamp": "5", "input_length": 10, "output_length": 1},
+     "trace.jsonl:2: timestamp: expected a number >= 0 (in ms), got '5'"),
+    ({"timestamp": 0, "input_length": 10, "output_length": ""},
+     "trace.jsonl:2: output_length: expected an integer >= 1, got ''"),
+])
+def test_a_json_string_is_not_a_number(tmp_path, record, message):
+    path = jsonl(tmp_path, [{"timestamp": 0, "input_length": 5, "output_length": 1}, record])
+    with pytest.raises(TraceError) as e:
+        read_trace(path)
+    assert message in str(e.value)
+    assert read_trace(path, drop_bad_rows=True).dropped == {"not_a_number": 1}
+
+
+def test_a_parquet_string_is_not_a_number(tmp_path):
+    pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": ["5", "10"],
+                  "max_new_tokens": [1, 1]}).to_parquet(tmp_path / "s.parquet")
+    with pytest.raises(TraceError, match=r"s\.parquet: row 1: prompt_len: expected an integer "
+                                         r">= 1, got '5' \(2 bad rows in all"):
+        read_trace(tmp_path / "s.parquet")
+
+
+@pytest.mark.parametrize("field, column", [("\u0663", "prompt_len"), ("\uff11\uff10", "prompt_len"),
+                                           ("1_000", "prompt_len"), ("\u0660.5", "arrival_s")])
+def test_only_ascii_digits_are_numbers(tmp_path, field, column):
+    """float() reads Arabic-Indic '٣', full-width '１０' and '1_000'; a trace's number is
+    ASCII digits only."""
+    line = f"1,{field},2" if column == "prompt_len" else f"{field},3,2"
+    path = put(tmp_path, "t.csv", f"arrival_s,prompt_len,max_new_tokens\n0,5,1\n{line}\n")
+    with pytest.raises(TraceError) as e:
+        read_trace(path)
+    assert f"t.csv:3: {column}: expected " in str(e.value) and repr(field) in str(e.value)
+    res = read_trace(path, drop_bad_rows=True)
+    assert res.dropped == {"not_a_number": 1} and res.df.prompt_len.tolist() == [5]
+
+
+def test_an_azure_zone_in_other_digits_does_not_set_the_files_style(tmp_path):
+    """The first value's zone decides the file's style; '+٠٠:٠٠' is no zone."""
+    path = put(tmp_path, "trace.csv", azure_rows(f"{A1}+\u0660\u0660:\u0660\u0660,5,1",
+                                                 f"{A2},7,2", f"{A3},9,3"))
+    res = read_trace(path, drop_bad_rows=True)
+    assert res.dropped == {"bad_timestamp": 1} and res.df.prompt_len.tolist() == [7, 9]
+
+
 def test_parquet_errors_name_the_row(tmp_path):
     df = pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_len": [5, 0], "max_new_tokens": [1, 1]})
     df.to_parquet(tmp_path / "t.parquet")
@@ -349,6 +474,21 @@ def test_mooncake_export_of_bailian_and_of_sub_ms_arrivals(tmp_path):
     assert back.df.hash_ids.tolist() == bailian.hash_ids.tolist() and back.hash_block_size == 16
 
 
+def test_a_timestamp_beyond_a_double_in_ms_is_refused_not_an_overflow(tmp_path):
+    """1e307 s is 1e310 ms: beyond a double, once an OverflowError; the tidy writers take it."""
+    df = pd.DataFrame({"arrival_s": [0.0, 1e300, 1e307], "prompt_len": [5, 5, 5],
+                       "max_new_tokens": [1, 1, 1]})
+    with pytest.raises(TraceError, match=r"out\.jsonl: row 3: arrival_s: 1e\+307 is too large "
+                                         r"for a timestamp in ms: at most 1\.798e\+305 s"):
+        write_mooncake(df, tmp_path / "out.jsonl")
+    assert not (tmp_path / "out.jsonl").exists()
+    write_mooncake(df.iloc[:2], tmp_path / "out.jsonl")
+    assert read_trace(tmp_path / "out.jsonl").df.arrival_s.tolist() == [0.0, 1e300]
+    for name in ("out.csv", "out.parquet"):
+        write_tidy(df, tmp_path / name)
+        pd.testing.assert_frame_equal(read_trace(tmp_path / name).df, df)
+
+
 def test_writers_refuse_bad_frames(tmp_path):
     df = pd.DataFrame({"arrival_s": [0.0, 1.0, 0.5], "prompt_len": [5, 5, 5], "max_new_tokens": [1, 1, 1]})
     with pytest.raises(TraceError, match=r"out\.csv: row 3: arrival_s: 0\.5 is earlier than 1\.0 at row 2"):
@@ -419,15 +559,16 @@ def test_length_distributions_and_bounds():
     (lambda: generate(10, 1.0, "poisson", 0.5, **LEN), "burstiness=0.5 needs arrival='gamma'"),
     (lambda: generate(10, 1.0, "gamma", 0, **LEN), "burstiness: expected a number > 0, got 0"),
     (lambda: generate(rate=1.0, **LEN), "give n, duration_s or both"),
-    (lambda: generate(0, 1.0, **LEN), "n: expected an integer >= 1, got 0"),
+    (lambda: generate(0, 1.0, **LEN), "n: expected an integer in 1..1000000000, got 0"),
     (lambda: generate(rate=float("inf"), duration_s=5, **LEN), "rate=inf puts every request at 0.0"),
     (lambda: generate(3, 1.0, prompt=10, output=fixed(1)), "prompt: expected a LengthDist"),
     (lambda: uniform(5, 2), "expected lo <= hi, got 5 > 2"),
-    (lambda: uniform(0, 2), "uniform(lo): expected an integer >= 1, got 0"),
-    (lambda: fixed(2.5), "fixed(value): expected an integer >= 1, got 2.5"),
+    (lambda: uniform(0, 2), "uniform(lo): expected an integer in 1..1073741823, got 0"),
+    (lambda: fixed(2.5), "fixed(value): expected an integer in 1..1073741823, got 2.5"),
     (lambda: lognormal(median=5, mean=5, sigma=1), "exactly one of median and mean"),
-    (lambda: lognormal(median=-5, sigma=1), "median/mean must be a number > 0"),
+    (lambda: lognormal(median=-5, sigma=1), "median/mean must be a number in (0, 1073741823]"),
     (lambda: lognormal(median=5, sigma=-1), "sigma must be a number >= 0"),
+    (lambda: fixed(2 ** 30), "fixed(value): expected an integer in 1..1073741823, got 1073741824"),
     (lambda: sampled_from([]), "non-empty"),
     (lambda: sampled_from([3, 0]), "integer lengths >= 1"),
 ])

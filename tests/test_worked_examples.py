@@ -4,6 +4,8 @@ import pytest
 
 from tests.helpers import IMPLS, make_requests, make_scheduler, rows
 
+pytestmark = pytest.mark.core
+
 A, B = 0, 1
 
 

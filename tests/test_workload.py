@@ -67,7 +67,7 @@ def test_modeled_device_defaults_to_the_virtual_clock(tmp_path):
     ("trace: {file: t.csv}\ngil_switch_interval_s: [0.005, 0]\n",
      "w.yaml:2: gil_switch_interval_s: expected a number of seconds > 0, or a non-empty list"),
     ("trace: {file: t.csv}\ndevice: emulated:H200\nemulated: {launch_us: .inf}\n",
-     "w.yaml:3: emulated.launch_us: expected a finite number >= 0, got inf"),
+     "w.yaml:3: emulated.launch_us: expected a finite number in 0..100000.0, got inf"),
     ("trace: {file: t.csv\n", "w.yaml:2: not valid YAML"),
 ])
 def test_errors_name_file_line_key_and_expectation(tmp_path, text, words):

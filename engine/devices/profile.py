@@ -25,6 +25,14 @@ FIGURE_KINDS = ("vendor", "press", "derived")
 # (docs/modeling.md, "Efficiencies")
 MODEL_KINDS = ("assumption", "fitted")
 BACKENDS = ("cuda", "npu")
+# A figure's plausible range, in its own unit: wide of every published device (a typo such
+# as 1e300 GB of HBM, or an efficiency of 5, would model nothing real and overflow the
+# step model); the step model's efficiencies are shares of a peak
+FIGURE_RANGE = (1e-3, 1e7)
+RANGES = {name: (1e-6, 1.0) for name in ("compute_efficiency", "memory_efficiency",
+                                          "network_efficiency")}
+RANGES["scaleup_devices"] = (1, 1 << 16)
+WHOLE = ("scaleup_devices",)
 
 
 @dataclass(frozen=True)
@@ -164,9 +172,12 @@ def _figure(where: _Where, key: KeyPath, data, kinds, required: bool = False) \
         raise ValueError(f"{where(*key, 'kind')}: expected one of {', '.join(kinds)}, "
                          f"got {data['kind']!r}")
     value = data["value"]
+    low, high = RANGES.get(key[0], FIGURE_RANGE)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{where(*key, 'value')}: expected a finite number > 0, got "
+            or not math.isfinite(value) or not low <= value <= high \
+            or (key[0] in WHOLE and value != int(value)):
+        kind = "a whole number" if key[0] in WHOLE else "a number"
+        raise ValueError(f"{where(*key, 'value')}: expected {kind} in {low:g}..{high:g}, got "
                          f"{value!r}")
     if not isinstance(data["source"], str) or not data["source"].strip():
         raise ValueError(f"{where(*key, 'source')}: expected a non-empty string naming the "

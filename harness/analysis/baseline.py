@@ -4,9 +4,10 @@
 A trimmed run keeps its manifest and summary and, for a modeled run, the steps, batches
 and requests tables without the columns that time the host: what the gate compares, a
 few hundred KB for a small workload. The folder store() makes is marked by baseline.json
-(what it is, the command and the date), and --update replaces only a folder so marked:
-anything else at that path is left alone (check_destination). The folder is replaced whole
-or not at all.
+(what it is, the command, the date and its runs), and --update replaces only a folder
+as store() left it: its marker, the run folders the marker lists and in each only the
+files store() writes. Anything else at that path is left alone (check_destination). The
+folder is replaced whole or not at all.
 """
 
 from __future__ import annotations
@@ -18,18 +19,21 @@ import shutil
 import signal
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.files import not_regular
+
 from ..atomic import WriteFailed
 from ..commands.common import BadInput
 from ..interrupt import Stop, signals_stop
+from .destination import BASELINE_MARKER, check_place, contents, listed, name, them
 from .exact import TABLES, compared_columns
 from .runs import Run
 
-MARKER = "baseline.json"
+MARKER = BASELINE_MARKER
 KIND = "steptrace gate baseline"  # the marker's "kind": a baseline, not just a results folder
 
 
@@ -43,53 +47,56 @@ class Interrupted(Exception):
 
 
 def check_destination(dest: Path, runs: Sequence[Run]) -> None:
-    """BadInput unless store(runs, dest) may write `dest`: a path that does not exist, an
-    empty folder, or a baseline store() made (its marker and run folders, nothing else).
-    Never a symbolic link, a file, nor a folder that is, holds or lies inside one of
-    `runs`, another run folder or another baseline."""
+    """BadInput unless store(runs, dest) may write `dest`: a new place (harness/analysis/
+    destination.py), or a baseline as store() left it (its marker, the run folders it
+    lists, in each the files of a trimmed run, nothing else)."""
     dest = Path(dest)
-    try:
-        _check_destination(dest, runs)
-    except OSError as e:  # a folder it may not read
-        raise BadInput(f"{dest}: cannot be inspected ({e.strerror or e})") from None
-
-
-def _check_destination(dest: Path, runs: Sequence[Run]) -> None:
-    if dest.is_symlink():
-        raise BadInput(f"{dest}: a symbolic link (to {os.readlink(dest)}): --update writes a "
-                       f"baseline folder, not through a link; name the folder itself")
-    real = Path(os.path.realpath(dest))
-    for run in runs:
-        source = Path(os.path.realpath(run.path))
-        where = "is" if real == source else "lies inside" if real.is_relative_to(source) \
-            else "holds" if source.is_relative_to(real) else None
-        if where:
-            raise BadInput(f"{dest}: {where} the candidate run {run.path}: a baseline is stored "
-                           f"apart from the runs it is made from (results/baselines/NAME)")
-    for parent in dest.absolute().parents:  # where `gate` and `compare` would find it
-        kind = "run folder" if (parent / "manifest.json").is_file() else \
-            "baseline" if (parent / MARKER).is_file() else None
-        if kind:
-            raise BadInput(f"{dest}: lies inside the {kind} {parent}: a baseline is a folder "
-                           f"of its own (results/baselines/NAME)")
-    existing = next(p for p in (dest, *dest.absolute().parents) if os.path.lexists(p))
-    if not existing.is_dir():
-        what = "a file" if existing == dest else f"inside {existing}, a file"
-        raise BadInput(f"{dest}: {what}, not a folder: --update writes a baseline folder")
-    if existing != dest or not any(dest.iterdir()):
+    if check_place(dest, [run.path for run in runs], role="the candidate run {}",
+                   writes="--update writes a baseline",
+                   own="a baseline is a folder of its own (results/baselines/NAME)"):
         return  # a new baseline: nothing there to lose
     marker = dest / MARKER
     if not os.path.lexists(marker):
-        raise BadInput(f"{dest} is not a baseline: it holds {_contents(dest)} and no {MARKER}; "
+        raise BadInput(f"{dest} is not a baseline: it holds {contents(dest)} and no {MARKER}; "
                        f"--update replaces only a baseline it made or creates a new one")
-    why = _not_a_marker(marker)
+    stored, why = _marker(marker)
     if why:
-        raise BadInput(f"{marker}: not a baseline's marker ({why}); --update replaces only a "
+        raise BadInput(f"{marker}: not a baseline's marker: {why}; --update replaces only a "
                        f"baseline it made")
-    extra = [p for p in sorted(dest.iterdir()) if p.name != MARKER and not _is_run_folder(p)]
+    entries = [p for p in sorted(dest.iterdir()) if p.name != MARKER]
+    extra = [p for p in entries if p.is_symlink() or not p.is_dir()]
     if extra:
-        raise BadInput(f"{dest}: a baseline, but it also holds {_names(extra)}, which --update "
-                       f"would delete: move {'it' if len(extra) == 1 else 'them'} out first")
+        raise BadInput(f"{dest}: a baseline, but it also holds {listed([name(p) for p in extra])}"
+                       f", which --update would delete: move {them(extra)} out first")
+    unlisted = [p for p in entries if p.name not in stored]
+    if unlisted:
+        raise BadInput(f"{dest} holds {listed([p.name for p in unlisted])}, which its {MARKER} "
+                       f"does not list: --update would delete {them(unlisted)}; move "
+                       f"{them(unlisted)} out first")
+    absent = [run for run in stored if run not in {p.name for p in entries}]
+    if absent:
+        raise BadInput(f"{marker} lists {listed(absent)}, which {dest} does not hold: not the "
+                       f"baseline --update stored; --update replaces only a baseline as it "
+                       f"left it")
+    for run in entries:
+        _check_trimmed(run)
+
+
+def _check_trimmed(run: Path) -> None:
+    """BadInput unless `run` holds what store() writes for a run of its manifest, in
+    regular files, and nothing else."""
+    manifest, why = _json(run / "manifest.json")
+    if not why and not isinstance(manifest, dict):
+        why = f"a JSON {type(manifest).__name__}"
+    if why:
+        raise BadInput(f"{run / 'manifest.json'}: {why}: not a run --update stored; --update "
+                       f"replaces only a baseline as it left it")
+    kept = {"manifest.json", *(f"{t}.parquet" for t in _tables(bool(manifest.get("modeled"))))}
+    extra = [p for p in sorted(run.iterdir())
+             if p.name not in kept or p.is_symlink() or not p.is_file()]
+    if extra:
+        raise BadInput(f"{run} holds {listed([name(p) for p in extra])}, which --update would "
+                       f"delete: move {them(extra)} out first")
 
 
 def store(runs: Sequence[Run], dest: Path, command: str) -> List[Path]:
@@ -126,13 +133,18 @@ def _files(runs: Sequence[Run], command: str) -> Iterator[Tuple[str, Callable]]:
     for run in runs:
         yield f"{run.name}/manifest.json", \
             lambda f, run=run: f.write((run.path / "manifest.json").read_bytes())
-        for table in ("summary", *(TABLES if run.modeled else ())):
+        for table in _tables(run.modeled):
             yield f"{run.name}/{table}.parquet", \
                 lambda f, run=run, table=table: _write_trimmed(run, table, f)
     marker = dict(kind=KIND, command=command,
                   stored=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   runs=[run.name for run in runs])
     yield MARKER, lambda f: f.write((json.dumps(marker, indent=1) + "\n").encode())
+
+
+def _tables(modeled: bool) -> Tuple[str, ...]:
+    """The tables of a trimmed run, each NAME.parquet beside its manifest.json."""
+    return ("summary", *(TABLES if modeled else ()))
 
 
 def _write_trimmed(run: Run, name: str, file) -> None:
@@ -174,42 +186,32 @@ def _reason(e: OSError) -> OSError:
     return OSError(e.errno, os.strerror(e.errno)) if e.errno else e
 
 
-def _not_a_marker(marker: Path) -> Optional[str]:
-    if marker.is_symlink() or not marker.is_file():
-        return "a symbolic link" if marker.is_symlink() else "not a file"
-    try:
-        data = json.loads(marker.read_text())
-    except (OSError, ValueError) as e:
-        return f"unreadable: {e}"
+def _marker(marker: Path) -> Tuple[List[str], str]:
+    """(the runs the marker lists, "") or ([], what the file is instead)."""
+    if marker.is_symlink():
+        return [], "a symbolic link"
+    data, why = _json(marker)
+    if why:
+        return [], why
     if not isinstance(data, dict) or data.get("kind") != KIND:
         found = data.get("kind") if isinstance(data, dict) else type(data).__name__
-        return f"expected \"kind\": {json.dumps(KIND)}, got {found!r}"
-    return None
+        return [], f"expected \"kind\": {json.dumps(KIND)}, got {found!r}"
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+        return [], f"\"runs\": expected a list of run folder names, got {runs!r}"
+    return runs, ""
 
 
-def _is_run_folder(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink() and (path / "manifest.json").is_file()
+def _json(path: Path) -> Tuple[object, str]:
+    """(the file's JSON, "") or (None, why it cannot be read): never opens a FIFO."""
+    why = not_regular(path)
+    if why:
+        return None, why
+    try:
+        return json.loads(path.read_text()), ""
+    except RecursionError:
+        return None, "unreadable (JSON nested too deeply)"
+    except (OSError, ValueError) as e:
+        return None, f"unreadable ({e})"
 
 
-def _contents(folder: Path) -> str:
-    """'12 run folders, sweeps/ (3 runs) and README.md': what --update would delete."""
-    if (folder / "manifest.json").is_file():
-        return "a run's manifest.json (it is a run folder)"
-    entries = sorted(folder.iterdir())
-    runs = [p for p in entries if _is_run_folder(p)]
-    parts = [f"{len(runs)} run folder{'s' if len(runs) != 1 else ''}"] if runs else []
-    return _names([p for p in entries if p not in runs], parts)
-
-
-def _names(paths: Sequence[Path], parts: Sequence[str] = (), most: int = 6) -> str:
-    parts = list(parts)
-    for path in paths[:most]:
-        if path.is_symlink() or not path.is_dir():
-            parts.append(path.name)
-            continue
-        inside = sum(1 for _ in path.rglob("manifest.json"))
-        parts.append(f"{path.name}/" + (f" ({inside} run{'s' if inside != 1 else ''})"
-                                         if inside else ""))
-    if len(paths) > most:
-        parts.append(f"{len(paths) - most} more")
-    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"

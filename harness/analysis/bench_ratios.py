@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from engine.files import not_regular
+
 from ..atomic import atomic_open
 from ..commands.common import BadInput
 
@@ -40,13 +42,26 @@ class RatioCheck:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable ({e})") from None
+    data, why = _load(path)
+    if why:
+        raise BadInput(f"{path}: {why}")
     if not isinstance(data, dict):
         raise BadInput(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _load(path: Path) -> Tuple[object, Optional[str]]:
+    """(the file's JSON, None) or (None, why it cannot be read): never opens a FIFO, which
+    would block until a writer came."""
+    why = not_regular(path)
+    if why:
+        return None, why
+    try:
+        return json.loads(Path(path).read_text()), None
+    except RecursionError:
+        return None, "unreadable (JSON nested too deeply)"
+    except (OSError, ValueError) as e:
+        return None, f"unreadable ({e})"
 
 
 def measured_ratios(path: Path) -> Dict[str, float]:
@@ -72,8 +87,15 @@ def measured_ratios(path: Path) -> Dict[str, float]:
                            f"{seen[case, side]})")
         seen[case, side] = where
         sides.setdefault(case, {})[side] = median
-    return {case: s["reference"] / s["fast"] for case, s in sorted(sides.items())
-            if "fast" in s and "reference" in s}
+    ratios = {}
+    for case, s in sorted(sides.items()):
+        if "fast" in s and "reference" in s:
+            ratio = s["reference"] / s["fast"]  # medians near the float range overflow
+            if not _positive(ratio):
+                raise BadInput(f"{path}: {case}: reference / C++ median ({s['reference']!r} s / "
+                               f"{s['fast']!r} s) is {ratio}, not a finite positive ratio")
+            ratios[case] = ratio
+    return ratios
 
 
 def _entry(path: Path, i: int, bench) -> Tuple[str, str, dict, float]:
@@ -157,10 +179,9 @@ def check_destination(baseline: Path, bench_jsons: Sequence[Path]) -> None:
 
 def _not_ratios(path: Path) -> Optional[str]:
     """What the file is instead of a ratios file; None for one."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        return f"unreadable as JSON ({e})"
+    data, why = _load(path)
+    if why:
+        return why
     if not isinstance(data, dict):
         return f"a JSON {type(data).__name__}"
     if data.get("kind") == KIND:
@@ -185,6 +206,6 @@ def store(bench_jsons: Sequence[Path], baseline: Path) -> Dict[str, float]:
             ratios[case] = min(ratio, ratios.get(case, ratio))
     with atomic_open(baseline) as f:
         f.write(json.dumps(dict(kind=KIND, tolerance=TOLERANCE,
-                                ratios={k: round(v, 1) for k, v in ratios.items()}),
+                                ratios={k: float(f"{v:.4g}") for k, v in ratios.items()}),
                            indent=1) + "\n")
     return ratios

@@ -69,15 +69,22 @@ class MetricResult:
         if self.verdict == "equal":
             return "equal (deterministic: modeled runs)"
         if self.verdict in ("higher", "lower") and self.deterministic:
-            return f"B {self.verdict} by {abs(self.ratio - 1):.1%} (deterministic: modeled runs)"
+            return f"B {self.verdict} by {self._change()} (deterministic: modeled runs)"
         if self.verdict in ("higher", "lower"):
-            return f"B {self.verdict} by {abs(self.ratio - 1):.1%} (noise floor {floor})"
+            return f"B {self.verdict} by {self._change()} (noise floor {floor})"
         if self.verdict == "none":
             return f"no detectable difference (noise floor {floor})"
         if self.verdict == "too few runs":
             return f"no interval: {min(self.runs_a, self.runs_b)} run(s) in an arm, " \
                 f"{interval.MIN_RUNS} needed"
-        return "undefined (no value in an arm, or A's median is 0 in the runs or resamples)"
+        return "undefined (no value in an arm, A's median is 0 in the runs or resamples, or " \
+            "a median or the ratio is past the largest double)"
+
+    def _change(self) -> str:
+        """B's difference from A: a percentage, or a factor where that runs to many digits."""
+        if self.ratio < 100:
+            return f"{abs(self.ratio - 1):.1%}"
+        return f"a factor of {self.ratio:.3g}"
 
 
 @dataclass
@@ -216,7 +223,8 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
     `exact`: the values are deterministic (MODELED_METRICS of modeled runs), so one run an
     arm decides where every run of the arm agrees."""
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    deterministic = exact and len(a) and len(b) and np.ptp(a) == 0 and np.ptp(b) == 0
+    with np.errstate(over="ignore", invalid="ignore"):  # a spread past the largest double
+        deterministic = exact and len(a) and len(b) and np.ptp(a) == 0 and np.ptp(b) == 0
     r = interval.ratio(a, b, min_runs=1 if deterministic else interval.MIN_RUNS)
     floors = [f.spread for f in (interval.noise_floor(a), interval.noise_floor(b))
               if f is not None and not math.isnan(f.spread)]
@@ -231,6 +239,7 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
         verdict = "higher" if r.ratio > 1 else "lower"
     else:
         verdict = "none"
-    median = (lambda v: float(np.median(v)) if len(v) else math.nan)
-    return MetricResult(name, unit, len(a), len(b), median(a), median(b), r.ratio, r.low,
-                        r.high, floor, verdict)
+    with np.errstate(over="ignore", invalid="ignore"):  # a median past it is inf
+        medians = [float(np.median(v)) if len(v) else math.nan for v in (a, b)]
+    return MetricResult(name, unit, len(a), len(b), *medians, r.ratio, r.low, r.high, floor,
+                        verdict)

@@ -1,18 +1,20 @@
 """The regression gate: candidate runs against a baseline (docs/comparing.md, "The
 gate").
 
-Modeled runs are judged exactly (harness/analysis/exact.py): the steps, batches and
-requests tables must equal the baseline's. Rules (harness/analysis/rules.py) judge summary
-metrics with compare's noise-aware interval: a rule is broken when the candidate's median
-moved past its limit and, with at least 3 runs a side, compare names a difference in that
-direction; with fewer, the medians alone decide.
+Each candidate is judged against the baseline's runs of its arm: what tells the runs of a
+sweep apart, less the repeat (gil_mode, overlap, device, switch interval). Modeled runs
+are judged exactly (harness/analysis/exact.py): the steps, batches and requests tables
+must equal those of the arm's first baseline run. Rules (harness/analysis/rules.py) judge
+summary metrics arm by arm with compare's noise-aware interval: a rule is broken when the
+candidates' median moved past its limit and, with at least 3 runs a side, compare names a
+difference in that direction; with fewer, the medians alone decide.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +35,7 @@ class Check:
     candidate: object
     broken: bool
     detail: str = ""
+    arm: str = ""    # "gil_mode=held" where the runs gated hold more than one arm
 
 
 @dataclass
@@ -41,6 +44,7 @@ class GateResult:
     candidates: List[str]
     checks: List[Check] = field(default_factory=list)
     differing_keys: dict = field(default_factory=dict)
+    arms: List[str] = field(default_factory=list)  # the arms judged, named as in Check.arm
 
     @property
     def passed(self) -> bool:
@@ -48,26 +52,60 @@ class GateResult:
 
     def to_dict(self) -> dict:
         return dict(passed=self.passed, baseline=self.baseline, candidates=self.candidates,
-                    differing_keys={k: dict(baseline=a, candidate=b)
+                    arms=self.arms, differing_keys={k: dict(baseline=a, candidate=b)
                                     for k, (a, b) in self.differing_keys.items()},
                     checks=[c.__dict__ for c in self.checks])
 
 
 def gate(candidates: Sequence[Run], baseline: Sequence[Run],
          rules: Sequence[Rule] = ()) -> GateResult:
-    """Judge the candidate runs against the baseline's. BadInput for runs that cannot be
-    judged against each other: incomplete, another workload or trace, modeled against
-    measured, a rule's metric missing from a candidate."""
+    """Judge each candidate run against the baseline's runs of its arm. BadInput for runs
+    that cannot be judged against each other: incomplete, another workload or trace,
+    modeled against measured, a candidate of an arm the baseline has no run of, a rule's
+    metric missing from a candidate."""
     check_comparable(candidates, baseline)
-    result = GateResult([str(r.path) for r in baseline], [str(r.path) for r in candidates],
-                        differing_keys=differing_keys(baseline, candidates))
-    if baseline[0].modeled:
-        for run in candidates:
-            for table in TABLES:
-                result.checks.append(_exact(baseline[0], run, table))
+    name = _arm_names((*candidates, *baseline))
+    arms: Dict[tuple, Tuple[List[Run], List[Run]]] = {}  # arm: its baseline runs, candidates
+    for run in baseline:
+        arms.setdefault(_arm_key(run), ([], []))[0].append(run)
+    for run in candidates:
+        if _arm_key(run) not in arms:
+            held = sorted({name(base[0]) for base, _ in arms.values()})
+            raise BadInput(f"{run.path}: a candidate run of {name(run)}, an arm the baseline "
+                           f"has no run of (its runs: {', '.join(held)}): a candidate is judged "
+                           f"against the baseline's runs of its own arm")
+        arms[_arm_key(run)][1].append(run)
+    judged = sorted(((name(base[0]), base, runs) for base, runs in arms.values() if runs),
+                    key=lambda j: j[0])
+    used = [run for _, base, _ in judged for run in base]
+    result = GateResult([str(r.path) for r in used], [str(r.path) for r in candidates],
+                        differing_keys=differing_keys(used, candidates),
+                        arms=[arm for arm, _, _ in judged if arm])
+    for run in candidates:
+        base = arms[_arm_key(run)][0]
+        if base[0].modeled:  # an arm's runs are alike: its first one stands for them
+            result.checks += [_exact(base[0], run, table, name(run)) for table in TABLES]
     for rule in rules:
-        result.checks.append(_judge(rule, baseline, candidates))
+        result.checks += [_judge(rule, base, runs, arm) for arm, base, runs in judged]
     return result
+
+
+def _arm(run: Run) -> Dict[str, object]:
+    """What tells the run's arm from the others of a sweep: its labels but its name and
+    repeat, and its switch interval."""
+    labels = {k: v for k, v in run.labels.items() if k not in ("run_id", "repeat")}
+    return dict(labels, switch_interval_s=run.manifest.get("switch_interval_s"))
+
+
+def _arm_names(runs: Sequence[Run]) -> Callable[[Run], str]:
+    """name(run): its arm by the labels that differ among `runs` ("gil_mode=held"); "" when
+    the runs are all of one arm."""
+    differ = [key for key in _arm(runs[0]) if len({repr(_arm(r)[key]) for r in runs}) > 1]
+    return lambda run: ", ".join(f"{key}={_arm(run)[key]}" for key in differ)
+
+
+def _arm_key(run: Run) -> tuple:
+    return tuple((key, repr(value)) for key, value in _arm(run).items())
 
 
 def check_complete(runs: Sequence[Run], role: str,
@@ -98,30 +136,37 @@ def check_comparable(candidates: Sequence[Run], baseline: Sequence[Run]) -> None
                            f"is {kind[ref.modeled]}")
 
 
-def _exact(baseline: Run, candidate: Run, table: str) -> Check:
+def _exact(baseline: Run, candidate: Run, table: str, arm_name: str) -> Check:
     diff = first_difference(baseline, candidate, table)
     if diff is None:
-        return Check(table, "equal (modeled)", "", "", False, f"{candidate.name}: equal")
+        return Check(table, "equal (modeled)", "", "", False, f"{candidate.name}: equal",
+                     arm_name)
     first = diff.columns[0]
     return Check(f"{table} @ {diff.key}", "equal (modeled)",
                  _text({first: diff.baseline.get(first)}),
-                 _text({first: diff.candidate.get(first)}), True, f"{candidate.name}: {diff}")
+                 _text({first: diff.candidate.get(first)}), True, f"{candidate.name}: {diff}",
+                 arm_name)
 
 
-def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run]) -> Check:
-    for run in candidates:
+def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run],
+           arm_name: str) -> Check:
+    for run in (*baseline, *candidates):
         if math.isnan(run.value(rule.metric)):
             raise BadInput(f"{run.path}: no value of {rule.metric} in its summary (the rule "
                            f"{rule.metric}: {{{rule.kind}: ...}} needs one)")
     a = np.array([r.value(rule.metric) for r in baseline])
     b = np.array([r.value(rule.metric) for r in candidates])
     m = metric_result(rule.metric, baseline[0].units().get(rule.metric, ""), a, b)
+    if not math.isfinite(m.ratio):  # a median of 0 (or past a double): no ratio to limit
+        raise BadInput(f"{rule.metric}: the baseline's median is {m.median_a:g} and the "
+                       f"candidates' {m.median_b:g}: a limit relative to the baseline cannot "
+                       f"judge them (the rule {rule})")
     direction = "higher" if rule.kind == "max_increase" else "lower"
     moved = rule.broken_by(m.ratio)
     broken = moved and m.verdict in (direction, "too few runs")
     detail = f"ratio {m.ratio:.4g}; {m.says()}"
     return Check(rule.metric, str(rule), _text(m.median_a, m.unit), _text(m.median_b, m.unit),
-                 broken, detail)
+                 broken, detail, arm_name)
 
 
 def _text(value, unit: Optional[str] = None) -> str:

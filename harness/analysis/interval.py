@@ -62,23 +62,32 @@ def _median_ratio(a, b, axis=-1):
 def ratio(a: Sequence[float], b: Sequence[float], min_runs: int = MIN_RUNS) -> Ratio:
     """The ratio of medians, with its 95 % percentile-bootstrap interval (scipy's
     stats.bootstrap, the two arms resampled independently) when each arm has at least
-    `min_runs` values. NaN values are left out; a zero median in `a` gives NaN."""
+    `min_runs` values. NaN values are left out; a zero median in `a`, or a median or
+    ratio past the largest double, gives NaN; an interval with an end past it, none."""
     a, b = _finite(a), _finite(b)
-    if not len(a) or not len(b) or np.median(a) == 0:
+    if not len(a) or not len(b):
         return Ratio(math.nan)
-    point = float(_median_ratio(a, b))
+    with np.errstate(over="ignore", invalid="ignore"):  # values near the largest double
+        medians = float(np.median(a)), float(np.median(b))
+        point = medians[1] / medians[0] if medians[0] else math.nan
+        identical = np.ptp(a) == 0 and np.ptp(b) == 0
+    if not (math.isfinite(point) and all(map(math.isfinite, medians))):
+        return Ratio(math.nan)
     if min(len(a), len(b)) < min_runs:
         return Ratio(point)
-    if np.ptp(a) == 0 and np.ptp(b) == 0:  # identical runs (a modeled run): no spread at all
+    if identical:  # identical runs (a modeled run): no spread at all
         return Ratio(point, point, point)
     from scipy import stats  # seconds to import: only where an interval is drawn
-    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+    with warnings.catch_warnings(), np.errstate(over="ignore", divide="ignore",
+                                                invalid="ignore"):
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # a zero median in a resample
         result = stats.bootstrap((a, b), _median_ratio, vectorized=True, paired=False,
                                  confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
                                  method="percentile", rng=np.random.default_rng(SEED))
-    ci = result.confidence_interval
-    return Ratio(point, float(ci.low), float(ci.high))
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    if not (math.isfinite(low) and math.isfinite(high)):  # a resample's median 0 or past a double
+        return Ratio(point)
+    return Ratio(point, low, high)
 
 
 def noise_floor(values: Sequence[float]) -> Optional[Ratio]:

@@ -4,7 +4,8 @@
     throughput.output_tokens: {max_decrease: 3%}
 
 A key is a summary metric as `steptrace compare` names it (metric.stat); a threshold is a
-percentage ("5%") or a fraction (0.05). Every error names the file, the line and the key.
+percentage ("5%") or a fraction (0.05), a decrease's below 100 %. Every error names the
+file, the line and the key.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ def load_rules(path: Path, metrics: Iterable[str]) -> List[Rule]:
             if fraction is None:
                 raise bad((metric, kind), f"expected a percentage such as 5% (or a fraction "
                                           f"such as 0.05), got {limit!r}")
+            if kind == "max_decrease" and fraction >= 1:  # candidate / baseline below 0
+                raise bad((metric, kind), f"{limit} can never be broken: a metric falls by "
+                                          f"100% at most (to 0); give a limit below 100%")
             out.append(Rule(metric, kind, fraction))
     return out
 

@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
+
+from engine.files import not_regular
 
 from ..commands import show
 from ..commands.common import BadInput
+from ..schema import TABLES
 
 # Summary rows that count things or restate the workload: not metrics to compare.
 NOT_METRICS = frozenset({"requests", "steps", "slo", "window"})
@@ -138,15 +143,21 @@ class Run:
         return share is not None and share > BUSY_SHARE
 
     def table_path(self, name: str) -> Path:
+        """The table's file; BadInput for one that is not a regular file: pyarrow would wait
+        in open() on a FIFO for a writer, past SIGINT and SIGTERM."""
         for fmt in ("parquet", "csv"):
             path = self.path / f"{name}.{fmt}"
             if path.exists():
+                why = not_regular(path)
+                if why:
+                    raise BadInput(f"{path}: {why}")
                 return path
         raise BadInput(f"{self.path}: no {name} table ({name}.parquet or {name}.csv)")
 
     def table(self, name: str, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
         """One table of the run, only `columns` read (all when None). BadInput naming the
-        file when the table or a column is missing or unreadable."""
+        file when the table or a column is missing or unreadable, or a column the schema
+        declares numbers or flags holds anything else (check_values)."""
         path = self.table_path(name)
         cols = None if columns is None else list(columns)
         try:
@@ -155,10 +166,13 @@ class Run:
                 missing = [c for c in cols or () if c not in present]
                 if missing:
                     raise BadInput(f"{path}: no column(s) {', '.join(missing)}")
-                return pq.read_table(path, columns=cols).to_pandas()
-            return pd.read_csv(path, usecols=cols)
+                frame = pq.read_table(path, columns=cols).to_pandas()
+            else:
+                frame = pd.read_csv(path, usecols=cols)
         except (OSError, ValueError) as e:
             raise BadInput(f"{path}: unreadable ({e})") from None
+        check_values(path, name, frame)
+        return frame
 
     def columns(self, name: str) -> List[str]:
         """The column names of one table, read from its header; BadInput naming the file
@@ -170,6 +184,62 @@ class Run:
             return list(pd.read_csv(path, nrows=0).columns)
         except (OSError, ValueError) as e:
             raise BadInput(f"{path}: unreadable ({e})") from None
+
+
+def check_values(path: Path, table: str, frame: pd.DataFrame) -> None:
+    """BadInput naming the file, the column, the row and the value where a column that
+    harness/schema declares integers, numbers or flags holds anything else: text, a null
+    flag, a fraction or NaN among integers. Where the dtype does not fit, the values
+    decide: integers stored as floats pass, and so does a CSV's empty column (read as
+    text)."""
+    declared = {c.name: c.type for c in TABLES[table].columns} if table in TABLES else {}
+    for name, kind in ((n, _kind(declared[n])) for n in frame.columns if n in declared):
+        column = frame[name]
+        if kind is None or column.dtype.kind in _FITS[kind]:
+            continue
+        bad = np.array([not _fits(v, kind) for v in column.to_numpy(object)], bool)
+        if not bad.any():  # integers stored as floats, a CSV's empty column read as text
+            continue
+        row = int(np.argmax(bad))
+        value = column.iloc[row]
+        shown = "no value (null)" if _is_null(value) else repr(value.item() if isinstance(
+            value, np.generic) else value)
+        raise BadInput(f"{path}: column {name}, {_where(path, row)}: expected "
+                       f"{_EXPECTED[kind]}, got {shown}")
+
+
+def _kind(type_: pa.DataType) -> Optional[str]:
+    if pa.types.is_boolean(type_):
+        return "flag"
+    if pa.types.is_integer(type_):
+        return "integer"
+    return "number" if pa.types.is_floating(type_) else None  # text: anything goes
+
+
+# the dtype kinds that hold a declared kind whatever their values; others are read value by
+# value
+_FITS = {"flag": "b", "integer": "iu", "number": "iuf"}
+_EXPECTED = {"flag": "true or false", "integer": "an integer", "number": "a number"}
+
+
+def _fits(value, kind: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return kind == "flag"
+    if isinstance(value, (int, np.integer)):
+        return kind != "flag"
+    if isinstance(value, (float, np.floating)):
+        return kind == "number" or (kind == "integer" and float(value).is_integer())
+    return False
+
+
+def _where(path: Path, row: int) -> str:
+    """A row as a trace error names it: a CSV's line (the header is line 1), a Parquet
+    file's row from 1."""
+    return f"line {row + 2}" if path.suffix == ".csv" else f"row {row + 1}"
+
+
+def _is_null(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def flatten(values: dict, prefix: str = "") -> Dict[str, object]:
@@ -233,15 +303,21 @@ def at_capacity(table_path: Path) -> Path:
             if table_path.suffix == ".parquet" else pd.read_csv(table_path, usecols=columns)
     except (OSError, ValueError) as e:
         raise BadInput(f"{table_path}: unreadable ({e})") from None
+    check_values(table_path, "capacity", table)
     search = table_path.parent
-    runs = table.loc[table["at_capacity"].astype(bool), "run_id"].astype(str).tolist()
-    if not runs:
+    rows = np.flatnonzero(table["at_capacity"].to_numpy(bool))
+    if not len(rows):
         raise BadInput(f"{search}: a capacity search in which no rate met the SLO target: no "
                        f"run at capacity; name a probe's run folder instead")
-    if runs[0] in ("", ".", "..") or Path(runs[0]).name != runs[0]:  # a probe is a child
-        raise BadInput(f"{table_path}: run_id {runs[0]!r}: expected a probe's folder name "
+    run_id = table["run_id"].iloc[rows[0]]
+    if _is_null(run_id):
+        raise BadInput(f"{table_path}: run_id, {_where(table_path, rows[0])} (the probe at "
+                       f"capacity): expected a probe's folder name, got no value (null)")
+    run_id = str(run_id)
+    if run_id in ("", ".", "..") or Path(run_id).name != run_id:  # a probe is a child
+        raise BadInput(f"{table_path}: run_id {run_id!r}: expected a probe's folder name "
                        f"(one path component), not a path")
-    return search / runs[0]
+    return search / run_id
 
 
 def load_runs(specs: Iterable[str]) -> List[Run]:

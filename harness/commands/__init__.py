@@ -12,17 +12,38 @@ how to report it, exit 1; `--debug` (before or after the command) adds the trace
 
 from __future__ import annotations
 
-from .common import BadInput, RunFailed, fail  # the standard library's only: cheap
+import signal
+import threading
+
+from .common import BadInput, RunFailed, Terminated, fail  # the standard library's: cheap
 
 __all__ = ["BadInput", "RunFailed", "main"]
 
 
 def main(argv=None) -> int:
-    """`steptrace ARGS`. Ctrl-C at any point is one line and exit 130, also while the
-    commands' modules are imported (pandas, torch: seconds) and where no run's handler is
-    installed to stop it gently (report, compare, gate --update, ...)."""
+    """`steptrace ARGS`. Ctrl-C or SIGTERM at any point is one line and exit 130 / 143, also
+    while the commands' modules are imported (pandas, torch: seconds) and where no run's
+    handler is installed to stop it gently (report, compare, gate --update, ...): the
+    signal unwinds through every clean-up, so nothing half-written is left."""
+    previous = _raise_on_sigterm()
     try:
         from .cli import main as dispatch
         return dispatch(argv)
+    except Terminated:
+        return fail("steptrace: interrupted by SIGTERM", 143)
     except KeyboardInterrupt:
         return fail("steptrace: interrupted by SIGINT (Ctrl-C)", 130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_on_sigterm():
+    """SIGTERM raises Terminated from here on (only the main thread takes signals); the
+    previous handler, or None where nothing changed."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminated(signum, frame):
+        raise Terminated
+    return signal.signal(signal.SIGTERM, terminated)

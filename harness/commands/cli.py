@@ -7,10 +7,11 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 from . import capacity, compare, gate, gil, replay_scheduler, report, run, show, trace, validate
-from .common import BadInput, RunFailed, fail
+from .common import BadInput, RunFailed, fail, printable_output
 
 COMMANDS = (run, gil, capacity, validate, show, trace, replay_scheduler, compare, gate, report)
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
@@ -19,11 +20,19 @@ REPORT = ("this is a bug in steptrace: please report it (an issue on the project
 DEBUG_HELP = "on a failure, show the Python traceback too (for reporting a bug)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is bad input, said in one line like every other (argparse's own prints
+    the usage too)."""
+
+    def error(self, message: str):
+        raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 def parser() -> argparse.ArgumentParser:
     from engine import __version__
 
-    p = argparse.ArgumentParser(prog="steptrace", description="Trace-driven benchmarking "
-                                "harness for a DeepSeek-style LLM inference engine.")
+    p = _Parser(prog="steptrace", description="Trace-driven benchmarking harness for a "
+                "DeepSeek-style LLM inference engine.")
     p.add_argument("--version", action="version", version=f"steptrace {__version__}")
     p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
@@ -44,9 +53,19 @@ def _add_debug(sub) -> None:
 
 
 def main(argv=None) -> int:
+    """Every command's output shown as text (control characters escaped), numpy's warnings
+    about the NaN and infinite values a result folder may hold left unsaid: the commands
+    say what is undefined themselves."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(compare.split_arms(argv))
+    with printable_output(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _dispatch(argv)
+
+
+def _dispatch(argv) -> int:
+    args = argparse.Namespace(debug="--debug" in argv)
     try:
+        args = parser().parse_args(compare.split_arms(argv))
         return args.handler(args)
     except BrokenPipeError:  # `steptrace show RUN | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+from contextlib import contextmanager
 
 
 class BadInput(Exception):
@@ -13,6 +15,52 @@ class BadInput(Exception):
 
 class RunFailed(Exception):
     """Exit 1: the input was good, the run failed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where no run's handler turns it into a stop (report, compare, ...):
+    as Ctrl-C, it unwinds through every clean-up."""
+
+
+# What a terminal would act on rather than show: C0 controls but tab, newline and carriage
+# return (a progress bar's), DEL and C1 controls (ESC and CSI start escape sequences that
+# clear screens and retitle windows), and the bidirectional overrides.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as its escape (ESC as \\x1b)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class _Printable:
+    """A text stream that writes what it is given through printable(); every other
+    attribute is the stream's own (not io.TextIOBase's, whose fileno() raises)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name):  # fileno, isatty, encoding, buffer, ...
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def printable_output():
+    """stdout and stderr through printable() for the block: run names, profile names,
+    errors and file names a results folder holds reach the terminal as text."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Printable(sys.stdout), _Printable(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 def fail(message: str, code: int) -> int:

@@ -101,9 +101,14 @@ def print_text(result) -> None:
     for m in result.metrics:
         if m.metric.partition(".")[2] not in TEXT_STATS:
             continue
-        ci = "" if math.isnan(m.low) else f"{m.low:.3f} .. {m.high:.3f}"
+        ci = "" if math.isnan(m.low) else f" {_ratio(m.low)} .. {_ratio(m.high)}"
         print(f"{m.metric:28}{m.unit:>9}{m.median_a:>11.4g}{m.median_b:>11.4g}"
-              f"{m.ratio:>8.3f}{ci:>18}  {m.says()}")
+              f"{' ' + _ratio(m.ratio):>8}{ci:>18}  {m.says()}")
+
+
+def _ratio(value: float) -> str:
+    """Three decimals, or three digits where those would run to hundreds (1e+306)."""
+    return f"{value:.3f}" if abs(value) < 1e4 else f"{value:.3g}"
 
 
 def _values(values) -> str:

@@ -132,15 +132,16 @@ def _bench(args) -> int:
 
 def print_text(result, baseline: str) -> None:
     verdict = "pass" if result.passed else "REGRESSION"
+    arms = f", arms {'; '.join(result.arms)}" if result.arms else ""
     print(f"gate: {len(result.candidates)} candidate run(s) against {baseline} "
-          f"({len(result.baseline)} run(s)): {verdict}")
+          f"({len(result.baseline)} run(s){arms}): {verdict}")
     for key, (a, b) in result.differing_keys.items():
         print(f"  differs from the baseline: {key}: {_values(a)} -> {_values(b)}")
     print(f"  {'check':26}{'rule':18}{'baseline':>22} {'candidate':>22}  result")
     for c in result.checks:
         print(f"  {c.check:26}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  "
               f"{'BROKEN' if c.broken else 'ok'}")
-        print(f"      {c.detail}")
+        print(f"      {c.arm + ': ' if c.arm else ''}{c.detail}")
 
 
 def _values(values) -> str:

@@ -14,7 +14,8 @@ def add(sub) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_OR_SWEEP",
                    help="a run folder, or a folder of run folders")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
-                   help="the report folder (created, or an earlier report's replaced)")
+                   help="the report folder: created, or a report this command made "
+                   "replaced; anything else is refused")
     p.add_argument("--trace-events", action="store_true",
                    help="also write each run's steps as Chrome/Perfetto trace-event JSON")
     add_json(p)

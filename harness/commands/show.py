@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine.files import check_regular
+
 from ..metrics import STATUSES
 from .common import BadInput, add_json, print_json
 
@@ -44,8 +46,8 @@ def read(run_dir: Path) -> dict:
     unit). A run without a summary (killed, failed, or still running) gets the engine
     summary of the steps it holds."""
     run_dir = Path(run_dir)
-    try:
-        text = (run_dir / "manifest.json").read_text()
+    try:  # a FIFO in its place would block the reader for ever
+        text = check_regular(run_dir / "manifest.json").read_text()
     except (OSError, ValueError) as e:
         raise BadInput(f"{run_dir}: not a run directory ({e})") from None
     manifest, device, gil_mode = _manifest(run_dir, text)
@@ -79,6 +81,10 @@ def _manifest(run_dir: Path, text: str):
         device, gil_mode = manifest["device"]["name"], manifest["gil_mode"]
         if not isinstance(device, str) or not isinstance(gil_mode, str):
             raise TypeError(f"device.name and gil_mode are not text: {device!r}, {gil_mode!r}")
+        if not isinstance(manifest.get("values", {}), dict):
+            raise TypeError(f"values is not a mapping: {str(manifest['values'])[:60]!r}")
+    except RecursionError:
+        raise BadInput(f"{run_dir / 'manifest.json'}: JSON nested too deeply") from None
     except ValueError as e:
         raise BadInput(f"{run_dir / 'manifest.json'}: not valid JSON ({e})") from None
     except (KeyError, TypeError) as e:
@@ -136,8 +142,8 @@ def _state(manifest: dict) -> str:
 
 
 def _alive(pid, host) -> bool:
-    if pid is None or host != socket.gethostname():
-        return True  # cannot tell: say running, not killed
+    if type(pid) is not int or not 0 < pid < 2 ** 31 or host != socket.gethostname():
+        return True  # cannot tell: say running, not killed (0 and -1 would name groups)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

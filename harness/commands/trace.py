@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.block_hashes import block_size_mismatch
 
-from ..atomic import WriteFailed
+from ..atomic import NotAnOutputFile, WriteFailed, check_output
 from ..reuse import reuse_bound
 from ..traces import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace, write_mooncake, write_tidy
 from .common import BadInput, RunFailed, add_json, print_json
@@ -72,8 +72,10 @@ def convert(args) -> int:
     if _same_file(args.src, args.dst):
         raise BadInput(f"{args.dst}: the output is the input file ({args.src}); converting "
                        "would overwrite the trace being read: write to another path")
-    if args.dst.is_dir():
-        raise BadInput(f"{args.dst}: is a directory; give the output file's path")
+    try:  # a device, a FIFO, a socket or a directory would be replaced by a plain file
+        check_output(args.dst)
+    except NotAnOutputFile as e:
+        raise BadInput(f"{args.dst}: {e.strerror}; give the output file's path") from None
     res = _read(args)
     to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
     try:  # the output is written whole or not at all (harness/atomic.py)

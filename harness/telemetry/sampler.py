@@ -51,6 +51,7 @@ class Sampler:
                 self._process = subprocess.Popen(
                     child_process.command("harness.telemetry.child", json.dumps(config)),
                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
+                    env=child_process.environment(),
                     start_new_session=True)  # its own group: a kill takes npu-smi along
         except OSError as e:
             self._notes["sampler"] = f"not started: {e}"

@@ -169,6 +169,7 @@ def test_hand_off_of_a_chunk(benchmark, tmp_path, gil):
         assert flush.median() <= 0.05 * chunk * median and cpu <= 0.25 * chunk * median
 
 
+@pytest.mark.slow
 def test_one_hour_modeled_replay(benchmark, tmp_path):
     """workloads/bench_hour.yaml end to end: ~900,000 steps on one modeled B200, all tables
     written."""
@@ -196,6 +197,7 @@ RANKS_1 = ["deployment.devices=2", "deployment.attention.dp=1", "deployment.atte
            "deployment.moe.ep=2", "deployment.redundant_experts=0", "engine.num_kv_blocks=30000"]
 
 
+@pytest.mark.slow
 def test_hour_on_144_ranks_within_2x_of_one_rank(benchmark, tmp_path):
     """workloads/bench_hour.yaml's hour on 144 DP ranks and on one, alternated, two runs
     each: every step of the first is timed per rank and part and writes 144 step rows, yet

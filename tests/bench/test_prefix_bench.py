@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from harness.run import run_workload
@@ -56,6 +57,7 @@ def _write(path, spec):
     return path
 
 
+@pytest.mark.slow
 def test_hour_replay_with_hash_ids_within_1_2x(benchmark, tmp_path):
     enabled = not benchmark.disabled
     plain, hashed = hour_workloads(tmp_path, 20000 if enabled else 50)

@@ -1,25 +1,29 @@
 """A report folder from run folders: read the runs, group them into arms, draw, write.
 
 Everything but the trace events (read as they are written) is read, drawn and rendered
-before anything is written. The folder is built under a temporary name beside DIR, every
-file on disk, and renamed into place once whole, so DIR holds a previous report or the new
-one, never half of one; a write that fails removes the temporary folder and leaves DIR as
-it was.
+before anything is written, and DIR is checked before and again after (destination.py: a
+new folder or a report this command made, nothing else). The folder is built under a
+temporary name beside DIR, every file on disk, its marker last, and renamed into place
+once whole, so DIR holds a previous report or the new one, never half of one; a write that
+fails removes the temporary folder and leaves DIR as it was.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Sequence
 
+import numpy as np
+
 from ...atomic import WriteFailed
 from ...commands.common import BadInput
 from ..runs import find_runs, read_run
-from . import arms as arming, comparison, headline, page, trace_events
+from . import arms as arming, comparison, destination, headline, page, trace_events
 from .figures import GIL_FIGURES, RUN_FIGURES
 from .hardware import profile
 from .run_data import RunData
@@ -40,9 +44,12 @@ class Written:
 
 def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> Written:
     """The report of the runs under `paths` in `out`. BadInput (nothing written) for runs
-    that cannot be reported or an `out` that is not a report's folder; WriteFailed, naming
-    the file, where the folder cannot be written (`out` as it was)."""
-    runs = [RunData(read_run(p)) for p in find_runs(paths)]
+    that cannot be reported or an `out` that is neither new nor a report this command made;
+    WriteFailed, naming the file, where the folder cannot be written (`out` as it was)."""
+    out = Path(out)
+    found = find_runs(paths)
+    destination.check(out, found)
+    runs = [RunData(read_run(p)) for p in found]
     for run in runs:  # before any drawing: a missing table is bad input, named at once
         for table in NEEDED:
             run.run.table_path(table)
@@ -50,20 +57,21 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
             raise BadInput(f"{run.run.path}: no step was recorded (the run stopped before "
                            f"its first step): nothing to report")
     arms, keys = arming.group(runs)
-    context = _context(runs, arms, keys)
-    out = Path(out)
-    if out.exists() and not (out.is_dir() and ((out / "index.html").is_file()
-                                               or not any(out.iterdir()))):
-        raise BadInput(f"{out}: exists and is not a report folder (no index.html); "
-                       f"name a new folder or an earlier report's")
+    # A table may hold any double: a unit, a sum or a median past the largest is inf, which
+    # a figure leaves out and a table shows as "–".
+    with np.errstate(over="ignore", invalid="ignore"):
+        context = _context(runs, arms, keys)
     files = [(f"figures/{f.name}.png", f.png)
              for f in context["figures"] + (context["gil"] or {}).get("figures", [])]
     files += [("index.html", page.html(context).encode()),
               ("summary.md", page.markdown(context).encode())]
-    tmp = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"
+    command = shlex.join(["steptrace", "report", *map(str, paths), "-o", str(out),
+                          *["--trace-events"] * with_trace_events])
+    where = Path(os.path.abspath(out))  # `-o .` has no name to put a temporary folder beside
+    tmp = where.parent / f".{where.name}.{secrets.token_hex(4)}.tmp"
     written = []
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        where.parent.mkdir(parents=True, exist_ok=True)
         (tmp / "figures").mkdir(parents=True)
         for name, data in files:
             _write(tmp, out, name, data)
@@ -76,7 +84,10 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
                 except WriteFailed as e:
                     raise WriteFailed(out / "trace-events" / name, e) from e
                 written.append(f"trace-events/{name}")
-        _replace(tmp, out)
+        _write(tmp, out, destination.MARKER,
+               destination.marker(command, [n for n, _ in files] + written))
+        destination.check(out, found)  # again: a file put there while the report was drawn
+        _replace(tmp, where, out)
     except WriteFailed:
         raise
     except OSError as e:  # a folder that could not be made
@@ -99,19 +110,19 @@ def _write(tmp: Path, out: Path, name: str, data: bytes) -> None:
         raise WriteFailed(out / name, e) from e
 
 
-def _replace(tmp: Path, out: Path) -> None:
-    """The finished folder renamed to `out`. An earlier report there is renamed aside first
-    and removed after; if the rename fails it is put back."""
+def _replace(tmp: Path, where: Path, out: Path) -> None:
+    """The finished folder renamed to `where` (`out` as given). An earlier report there is
+    renamed aside first and removed after; if the rename fails it is put back."""
     aside = None
     try:
-        if out.exists():
-            old = out.parent / f".{out.name}.{secrets.token_hex(4)}.old"
-            os.rename(out, old)
+        if where.exists():
+            old = where.parent / f".{where.name}.{secrets.token_hex(4)}.old"
+            os.rename(where, old)
             aside = old
-        os.rename(tmp, out)
+        os.rename(tmp, where)
     except OSError as e:
         if aside is not None:
-            os.rename(aside, out)
+            os.rename(aside, where)
         raise WriteFailed(out, e) from e
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
@@ -135,6 +146,7 @@ def _context(runs, arms, keys) -> dict:
     kinds = sorted({"modeled" if r.modeled else "measured" for r in runs})
     subtitle = (f"{', '.join(sorted(names))}: {len(runs)} run{'s' * (len(runs) > 1)} in "
                 f"{len(arms)} arm{'s' * (len(arms) > 1)}; {' and '.join(kinds)}")
+    notes = [f"{r.name}: {note}" for r in runs for note in r.run.notes]  # as `show` says
     incomplete = [r.name for r in runs if not r.complete]
     if incomplete:
         subtitle += f"; incomplete: {', '.join(incomplete)}"
@@ -145,6 +157,7 @@ def _context(runs, arms, keys) -> dict:
                 cards.append(dict(key=" ".join(key), value=headline.fmt(
                     headline.arm_median(arms[0], key)), unit=next(
                     r.summary[key][1] for r in runs if key in r.summary)))
-    return dict(title=title, subtitle=subtitle, arms=arms, differing=keys, cards=cards,
-                kinds=kinds, headline=headline.table(arms), gil=gil, hardware=hardware,
-                figures=figures, compare=comparison.rows(arms) if len(arms) == 2 else None)
+    return dict(title=title, subtitle=subtitle, notes=notes, arms=arms, differing=keys,
+                cards=cards, kinds=kinds, headline=headline.table(arms), gil=gil,
+                hardware=hardware, figures=figures,
+                compare=comparison.rows(arms) if len(arms) == 2 else None)

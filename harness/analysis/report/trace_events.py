@@ -26,20 +26,24 @@ def events(run):
     millions)."""
     c = run.columns("steps", NAMES)
     order = np.lexsort((c["step"], c["dp_rank"]))
-    start = c["t_start_s"][order] * 1e6
-    end = np.maximum(c["t_end_s"][order] * 1e6, start)
-    sched = np.minimum(c["sched_call_ns"][order] / 1e3, end - start)
-    post = np.minimum(c["postprocess_ns"][order] / 1e3, end - start - sched)
-    fwd_start = start + sched
-    fwd = np.minimum((c["forward_ns"][order] + c["sample_ns"][order]) / 1e3,
-                     end - post - fwd_start)
+    # a time past the largest double in µs is inf: its step cannot be placed and is left
+    # out (JSON has no infinity)
+    with np.errstate(over="ignore", invalid="ignore"):
+        start = c["t_start_s"][order] * 1e6
+        end = np.maximum(c["t_end_s"][order] * 1e6, start)
+        placed = np.isfinite(start) & np.isfinite(end - start)
+        sched = np.minimum(c["sched_call_ns"][order] / 1e3, end - start)
+        post = np.minimum(c["postprocess_ns"][order] / 1e3, end - start - sched)
+        fwd_start = start + sched
+        fwd = np.minimum((c["forward_ns"][order] + c["sample_ns"][order]) / 1e3,
+                         end - post - fwd_start)
     rank, step, phase = c["dp_rank"][order], c["step"][order], c["phase"][order]
     counters = {name: c[col][order] for col, name in COUNTERS}
     for r in np.unique(rank):
         yield dict(ph="M", name="process_name", pid=int(r), tid=0,
                    args=dict(name=f"DP rank {int(r)}"))
     last = {}
-    for i in range(len(order)):
+    for i in np.flatnonzero(placed):
         pid = int(rank[i])
         s, e = float(start[i]), float(end[i])
         yield dict(ph="X", name=f"{phase[i]} step", cat="step", pid=pid, tid=0, ts=s,

@@ -6,6 +6,7 @@ import io
 from dataclasses import dataclass
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -22,6 +23,9 @@ STYLE = {
     # labels carry names from run folders: "$" is text, never mathtext (a bad one raises)
     "text.parse_math": False,
 }
+# The largest magnitude drawn: matplotlib's transforms overflow on values near the largest
+# double, and nothing a figure draws comes within a hundred orders of magnitude of this.
+DRAWABLE = 1e200
 
 
 @dataclass
@@ -55,6 +59,26 @@ def done(fig, name: str, title: str, caption: str) -> Drawn:
     fig.savefig(buf, format="png")
     plt.close(fig)
     return Drawn(name, title, caption, buf.getvalue())
+
+
+def drawable(values) -> np.ndarray:
+    """The values to draw as floats, those no axis can hold (non-finite, or beyond
+    DRAWABLE) as NaN: a gap in a line, a point left out. Statistics never use these."""
+    v = np.asarray(values, np.float64)
+    return np.where(np.abs(v) <= DRAWABLE, v, np.nan)
+
+
+def positive(values) -> np.ndarray:
+    """Where the values can be drawn on a log axis."""
+    v = drawable(values)
+    return np.isfinite(v) & (v > 0)
+
+
+def nothing(ax, why: str) -> None:
+    """A panel with nothing to draw says why, in its middle, without ticks; its axes stay
+    linear (a log axis with no value above 0 cannot be drawn)."""
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
+    ax.set(xticks=[], yticks=[])
 
 
 def legend_once(ax, arms) -> None:

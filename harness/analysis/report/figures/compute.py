@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from ..timeline import binned, per_step
-from .canvas import done, figure, legend_once, run_label
+from .canvas import done, drawable, figure, legend_once, positive, run_label
 
 RATE_BINS = 200  # a rate over a bin of a few steps is mostly noise
 
@@ -24,10 +24,12 @@ def draw(arms):
             width = (centres[1] - centres[0]) if len(centres) > 1 else \
                 max(float(t["end"].max() - t["start"].min()), 1e-9)
             tflops = total["flops"] / (width * run.devices * 1e12)
-            ax.plot(centres, tflops, color=arm.colour, alpha=0.85, label=run_label(arm, i))
+            ax.plot(drawable(centres), drawable(tflops), color=arm.colour, alpha=0.85,
+                    label=run_label(arm, i))
             mfu = run.stat("mfu", "model")
-            if np.isfinite(mfu) and mfu > 0:
-                peaks.add(run.stat("achieved", "tflops_per_device") / mfu)
+            peak = run.stat("achieved", "tflops_per_device") / mfu if mfu > 0 else math.nan
+            if positive(peak):  # a finite peak above 0: one a second axis can scale by
+                peaks.add(float(peak))
     ax.set(title="achieved TFLOP/s per device", xlabel="time (s)", ylabel="TFLOP/s")
     ax.set_ylim(bottom=0)
     if len(peaks) == 1:  # one peak: MFU is the same curve on a second scale

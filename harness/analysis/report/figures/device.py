@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import binned
-from .canvas import done, figure
+from .canvas import done, drawable, figure
 
 PANELS = (("util_pct", "device utilisation (%)", 1.0),
           ("mem_used_bytes", "device memory used (GB)", 1e-9),
@@ -49,7 +49,7 @@ def draw(arms):
             for j, (label, t, v) in enumerate(series.get(name, ())):
                 tb, vb = binned(t, {"v": v})
                 one = len(arms) == 1
-                ax.plot(tb, vb["v"], styles[j % len(styles)], alpha=0.85,
+                ax.plot(drawable(tb), drawable(vb["v"]), styles[j % len(styles)], alpha=0.85,
                         color=f"C{j}" if one else arm.colour,
                         label=label if one else (f"{label}, {arm.label}" if i == 0 else None))
         ax.set(title=title, xlabel="time (s)")

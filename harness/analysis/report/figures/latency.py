@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import cdf_points
-from .canvas import done, figure, legend_once, run_label
+from .canvas import done, drawable, figure, legend_once, nothing, positive, run_label
 
 COMPLETED = ("finished", "handed_off")
 
@@ -20,19 +20,21 @@ def _completed(run, name):
 def ttft_tpot(arms):
     fig, axes = figure(ncols=2)
     for ax, (name, title) in zip(axes[0], (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))):
-        drawn = False
+        completed = drawn = False
         for arm in arms:
             for i, run in enumerate(arm.runs):
-                x, q = cdf_points(_completed(run, name))  # TPOT 0 (one MTP step) off a log axis
-                x, q = x[x > 0], q[x > 0]
-                ax.plot(x * 1e3, q, color=arm.colour, alpha=0.85, label=run_label(arm, i))
-                drawn = drawn or len(x) > 0
+                values = _completed(run, name)
+                x, q = cdf_points(values)
+                keep = positive(x * 1e3)  # TPOT 0 (one MTP step) off a log axis
+                ax.plot(x[keep] * 1e3, q[keep], color=arm.colour, alpha=0.85,
+                        label=run_label(arm, i))
+                completed, drawn = completed or len(values) > 0, drawn or keep.any()
         ax.set(title=f"{title} CDF", xlabel=f"{title} (ms)", ylabel="fraction of requests",
                ylim=(0, 1.01))
         if drawn:
             ax.set_xscale("log")
-        else:  # a run stopped before any request completed
-            ax.text(0.5, 0.5, "no completed request", ha="center", transform=ax.transAxes)
+        else:  # a run stopped before any request completed, or every one was rejected
+            nothing(ax, f"no {title} above 0 to draw" if completed else "no completed request")
         legend_once(ax, arms)
     return done(fig, "latency_cdf", "Time to first token and time per output token",
                 "Empirical CDFs over every completed request (finished or handed off); one "
@@ -48,10 +50,11 @@ def itl(arms):
     drawn = False
     for arm in arms:
         for i, run in enumerate(arm.runs):
-            x = np.array([run.stat("itl", s) for s in stats])
-            keep = np.isfinite(x) & (x > 0)
+            x = drawable(np.array([run.stat("itl", s) for s in stats]) * 1e3)
+            keep = positive(x)
             if keep.any():
-                ax.plot(x[keep] * 1e3, np.array(where)[keep], "o-", color=arm.colour, label=run_label(arm, i))
+                ax.plot(x[keep], np.array(where)[keep], "o-", color=arm.colour,
+                        label=run_label(arm, i))
                 drawn = True
     if not drawn:
         return None

@@ -4,7 +4,7 @@ summed over DP ranks."""
 from __future__ import annotations
 
 from ..timeline import binned, per_step
-from .canvas import done, figure, legend_once, run_label
+from .canvas import done, drawable, figure, legend_once, run_label
 
 SERIES = (("running", "running sequences"), ("waiting", "waiting sequences"),
           ("kv_blocks_free", "free KV blocks"))
@@ -24,7 +24,8 @@ def draw(arms):
         for i, run in enumerate(arm.runs):
             t, v = steps_over_time(run, [n for n, _ in SERIES])
             for ax, (name, _) in zip(axes[0], SERIES):
-                ax.plot(t, v[name], color=arm.colour, alpha=0.85, label=run_label(arm, i))
+                ax.plot(drawable(t), drawable(v[name]), color=arm.colour, alpha=0.85,
+                        label=run_label(arm, i))
     for ax, (_, title) in zip(axes[0], SERIES):
         ax.set(title=title, xlabel="time (s)")
         ax.set_ylim(bottom=0)

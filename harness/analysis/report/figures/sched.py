@@ -4,21 +4,28 @@ the time inside C++ (sched_cpp), as CDFs over every measured step."""
 from __future__ import annotations
 
 from ..timeline import cdf_points, per_step
-from .canvas import done, figure, legend_once, run_label
+from .canvas import done, figure, legend_once, nothing, positive, run_label
 
 
 def draw(arms):
     fig, axes = figure(ncols=2, width=10.0, height=3.2)
     for ax, (name, title) in zip(axes[0], (("sched_call_ns", "sched_call"),
                                             ("sched_cpp_ns", "sched_cpp"))):
+        drawn = False
         for arm in arms:
             for i, run in enumerate(arm.runs):
                 c = run.columns("steps", ["step", "warmup", name])
                 _, v = per_step(c["step"], {"x": c[name], "warm": c["warmup"]}, "first")
                 x, q = cdf_points(v["x"][v["warm"] == 0] / 1e3)
-                ax.plot(x, q, color=arm.colour, alpha=0.85, label=run_label(arm, i))
-        ax.set(title=f"{title} CDF", xlabel="µs per schedule() call", xscale="log",
-               ylabel="fraction of steps", ylim=(0, 1.01))
+                keep = positive(x)
+                ax.plot(x[keep], q[keep], color=arm.colour, alpha=0.85, label=run_label(arm, i))
+                drawn = drawn or keep.any()
+        ax.set(title=f"{title} CDF", xlabel="µs per schedule() call", ylabel="fraction of steps",
+               ylim=(0, 1.01))
+        if drawn:
+            ax.set_xscale("log")
+        else:  # every step warm-up, or no time above 0
+            nothing(ax, "no measured step to draw")
         legend_once(ax, arms)
     return done(fig, "sched_cdf", "sched_call and sched_cpp per arm",
                 "Every measured (not warm-up) step of every run, one line per run: sched_call "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import binned, per_step
-from .canvas import done, figure
+from .canvas import done, drawable, figure, nothing
 
 EDGES = 2.0 ** np.arange(0, 25)  # power-of-two bins: 1 token up to 16M
 PHASES = (("prompt", "#e4572e"), ("decode", "#1f6fb2"))
@@ -30,13 +30,16 @@ def tokens_per_step(arms):
             t, v = binned(first["t"][keep], {k: s[keep] for k, s in summed.items()}, bins=500)
             label = name if len(arms) == 1 else f"{name}, {arm.label}"
             for ax, key in zip(axes[0], ("tokens_q", "num_seqs")):
-                ax.plot(t, v[key], styles[a % len(styles)], color=colour, alpha=0.85,
-                        label=label)
+                ax.plot(drawable(t), drawable(v[key]), styles[a % len(styles)], color=colour,
+                        alpha=0.85, label=label)
     axes[0][0].set(title="tokens per step", xlabel="time (s)", ylabel="seqlen_q summed")
     axes[0][1].set(title="sequences per step", xlabel="time (s)", ylabel="sequences")
     for ax in axes[0]:
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.legend(loc="best")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best")
+        else:  # no step of either phase
+            nothing(ax, "no prompt or decode step")
     return done(fig, "tokens_per_step", "Tokens and sequences per step, by phase",
                 "Summed over DP ranks, averaged per phase into at most 500 time bins"
                 + ("" if len(arms) == 1 else "; the first run of each arm") + ".")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import binned, per_step
-from .canvas import done, figure
+from .canvas import done, drawable, figure, nothing, positive
 
 PARTS = (("sched_call_ns", "schedule", "#1f6fb2"), ("forward", "forward + sample", "#2a9d5c"),
          ("postprocess_ns", "postprocess", "#e4572e"), ("other", "rest of the loop", "#b8c0c8"))
@@ -24,15 +24,20 @@ def draw(arms):
                  "postprocess_ns": v["postprocess_ns"]}
         parts["other"] = np.maximum(v["step_ns"] - sum(parts.values()), 0)
         t, b = binned(v["t"], parts)
-        ax.stackplot(t, *[b[k] / 1e3 for k, _, _ in PARTS], labels=[lbl for _, lbl, _ in PARTS],
+        t, b = drawable(t), {k: drawable(x / 1e3) for k, x in b.items()}
+        ax.stackplot(t, *[b[k] for k, _, _ in PARTS], labels=[lbl for _, lbl, _ in PARTS],
                      colors=[c for _, _, c in PARTS], alpha=0.9)
         for key, label, colour in PARTS:
             if key != "forward":
-                host.plot(t, b[key] / 1e3, color=colour, label=label)
+                host.plot(t, b[key], color=colour, label=label)
         prefix = f"{arm.label}: " if len(arms) > 1 else ""
         ax.set(title=f"{prefix}whole step", xlabel="time (s)", ylabel="µs per step (mean)")
         host.set(title=f"{prefix}host side, without the forward", xlabel="time (s)",
-                 ylabel="µs per step (mean)", yscale="log")
+                 ylabel="µs per step (mean)")
+        if any(positive(b[k]).any() for k, _, _ in PARTS if k != "forward"):
+            host.set_yscale("log")
+        else:  # a run whose host timings are all 0
+            nothing(host, "no host time above 0 to draw")
         ax.set_ylim(bottom=0)
     axes[0][0].legend(loc="lower center", ncol=2)
     axes[0][1].legend(loc="best")
