@@ -126,7 +126,7 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
 
     import pandas as pd
 
-    from harness.table_sink import write_table
+    from harness.record.table_sink import write_table
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True)

@@ -30,7 +30,7 @@ import pytest
 
 import engine
 from harness.commands import main
-from harness.traces import read_trace
+from harness.traces.read import read_trace
 from tests.helpers import MODELED, REPO, within
 
 TRACE = "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,6,3\n"
@@ -326,11 +326,11 @@ def test_debug_shows_the_traceback(home, capsys, broken_validate, where):
 
 
 def test_a_failed_run_shows_its_cause_only_with_debug(home, capsys, monkeypatch):
-    import harness.run
+    import harness.sweeps.sweep
 
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
-    monkeypatch.setattr(harness.run, "run_workload", broken)
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
     path = write(home / "g.yaml", MODELED)
     steptrace(capsys, ["run", path], 1, "steptrace: run failed: RuntimeError: the device fell over")
     assert main(["run", str(path), "--debug"]) == 1
@@ -530,10 +530,10 @@ def test_a_run_whose_every_request_was_rejected_says_so(home, capsys):
 
 
 def test_a_run_in_which_nothing_finished_says_so(home):
-    import harness.commands.show as show
+    from harness.record import run_folder
     rows = [dict(metric="requests", stat=s, value=float(v), unit="requests") for s, v in
             (("finished", 0), ("handed_off", 0), ("rejected", 1), ("unfinished", 3))]
-    assert show._notes(rows, home) == ["no request finished (3 unfinished, 1 rejected), so "
+    assert run_folder._notes(rows, home) == ["no request finished (3 unfinished, 1 rejected), so "
                                        "every latency statistic is NaN"]
 
 
@@ -658,7 +658,7 @@ def test_a_large_trace_with_a_limit_reads_in_bounded_memory(tmp_path, suffix):
 def test_chunks_join_seamlessly(tmp_path, monkeypatch):
     """Chunk boundaries change nothing: line numbers, the order check and the Azure clock
     carry over from chunk to chunk."""
-    import harness.traces as traces
+    import harness.traces.read as traces
     monkeypatch.setattr(traces, "FIRST_CHUNK_BYTES", 64)
     monkeypatch.setattr(traces, "CHUNK_BYTES", 128)
     rows = [f"2023-11-16 18:17:{s:02d}.0000000,{s + 1},1" for s in range(40)]

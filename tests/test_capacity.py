@@ -9,9 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis.runs import find_runs, read_run
-from harness.capacity import CapacityError, knob
-from harness.commands import BadInput, main
+from harness.commands import main
+from harness.errors import BadInput
 from harness.schema import arrow_schema
+from harness.sweeps.capacity import CapacityError, knob
 from harness.workload import load_workload
 from tests.helpers import MODELED, within
 

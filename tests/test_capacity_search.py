@@ -1,4 +1,4 @@
-"""The capacity search (harness/capacity_search.py) on synthetic probes: a known threshold
+"""The capacity search (harness/sweeps/capacity_search.py) on synthetic probes: a known threshold
 is bracketed within the resolution, from above or below, and the search ends at its
 bounds when the target is met everywhere or nowhere, at its probe limit, and when the
 bracket's ends are adjacent doubles (no rate is probed twice)."""
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from harness.capacity_search import MAX_PROBES, MIN_RESOLUTION, STEPS, bounds, search
+from harness.sweeps.capacity_search import MAX_PROBES, MIN_RESOLUTION, STEPS, bounds, search
 
 CAPACITY = 37.3  # req/s: the synthetic probe meets its target at this rate and below
 

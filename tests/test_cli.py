@@ -136,11 +136,11 @@ def test_show_into_a_closed_pipe_exits_quietly(tmp_path, capsys):
 
 
 def test_a_failed_run_exits_1(tmp_path, capsys, monkeypatch):
-    import harness.run
+    import harness.sweeps.sweep
 
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
-    monkeypatch.setattr(harness.run, "run_workload", broken)
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
     path = write(tmp_path, GENERATED, "w.yaml")
     assert main(["run", str(path)]) == 1
     assert "steptrace: run failed: RuntimeError: the device fell over" in capsys.readouterr().err

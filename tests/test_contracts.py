@@ -11,7 +11,7 @@ from engine import _core, scheduler_config
 from engine.config import SchedulerConfig
 from engine.model_config import ModelConfig
 from engine.scheduler_config import FIELDS, stub
-from harness.workload import SCHEMA
+from harness.workload.schema import SCHEMA
 
 pytestmark = pytest.mark.core
 

@@ -104,7 +104,7 @@ def test_int8_weights_take_one_byte():
 def test_an_int8_deployment_on_910c_runs_at_the_int8_peak(tmp_path):
     """W8A8 DeepSeek-V3 on 16 Ascend 910C (DP16, EP16): the pool is what 128 GB leaves, MFU is
     against the 1,504 TOPS INT8 peak."""
-    from harness.run import run_workload
+    from harness.sweeps.sweep import run_workload
 
     w = load(tmp_path, "device=modeled:Ascend 910C", "precision=int8", "deployment.devices=16",
              "engine.block_size=64", "trace.generate.requests=32", "trace.generate.rate=1000")
@@ -197,7 +197,7 @@ def test_a_torch_device_leaves_auto_to_its_executor(tmp_path):
 
 def test_achieved_tflops_are_per_chip_of_the_deployment(tmp_path):
     """One DP rank on a TP8 group: its FLOPs spread over 8 chips, so MFU stays below 1."""
-    from harness.run import run_workload
+    from harness.sweeps.sweep import run_workload
 
     (run_dir,) = run_workload(load(tmp_path, *EP8, "deployment.attention.tp=8",
                                    "trace.generate.requests=32", "trace.generate.rate=1000"))

@@ -19,13 +19,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import atomic, replay as replay_module, tables
-from harness.atomic import NotAnOutputFile, WriteFailed, atomic_open
 from harness.commands import main
-from harness.interrupt import Stop
-from harness.tables import read_requests
+from harness.io import atomic
+from harness.io.atomic import NotAnOutputFile, WriteFailed, atomic_open
+from harness.io.interrupt import Stop
+from harness.record import run_folder
+from harness.record.run_folder import read_requests
+from harness.replay import driver as replay_module
 from harness.telemetry import Sampler
-from harness.traces import read_trace
+from harness.traces.read import read_trace
 from harness.workload import load_workload
 from tests.helpers import ENOSPC, MODELED, FullDisk, process_gone, wait_for_samples
 
@@ -49,7 +51,7 @@ def listing(folder):
 
 @pytest.fixture
 def full_disk(monkeypatch):
-    """full_disk(room=0, when=...): files harness.atomic opens whose final name passes `when`
+    """full_disk(room=0, when=...): files harness.io.atomic opens whose final name passes `when`
     get `room` bytes before ENOSPC."""
     def install(room=0, when=lambda final_name: True):
         def fake_open(path, mode, **kwargs):
@@ -214,7 +216,7 @@ def test_a_node_made_while_the_file_is_written_is_not_replaced(tmp_path):
 def test_a_manifest_that_is_a_fifo_is_refused(tmp_path):
     os.mkfifo(tmp_path / "manifest.json")
     with pytest.raises(NotAnOutputFile, match="manifest.json: is a FIFO"):
-        tables.write_manifest({"complete": True}, tmp_path)
+        run_folder.write_manifest({"complete": True}, tmp_path)
     assert stat.S_ISFIFO(os.lstat(tmp_path / "manifest.json").st_mode)
     assert listing(tmp_path) == ["manifest.json"]
 
@@ -257,10 +259,10 @@ def test_convert_still_writes_every_format(tmp_path):
 
 
 def test_a_manifest_that_cannot_be_written_leaves_the_previous_one(tmp_path, full_disk):
-    tables.write_manifest({"complete": False}, tmp_path)
+    run_folder.write_manifest({"complete": False}, tmp_path)
     full_disk(room=3)
     with pytest.raises(WriteFailed, match=f"manifest.json: {ENOSPC}"):
-        tables.write_manifest({"complete": True, "ended": "now"}, tmp_path)
+        run_folder.write_manifest({"complete": True, "ended": "now"}, tmp_path)
     assert listing(tmp_path) == ["manifest.json"]
     assert json.loads((tmp_path / "manifest.json").read_text()) == {"complete": False}
 
@@ -348,7 +350,7 @@ def test_sigterm_exits_143_after_writing_the_tables(tmp_path):
 
 
 def test_a_stopped_sweep_starts_no_run(tmp_path):
-    from harness.run import run_workload
+    from harness.sweeps.sweep import run_workload
 
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}gil: both\n")
@@ -360,19 +362,19 @@ def test_a_stopped_sweep_starts_no_run(tmp_path):
 
 
 def test_a_signal_during_calibration_makes_no_run_directory(tmp_path, monkeypatch):
-    import harness.run
-    from harness.run import run_workload
+    import harness.replay.run
+    from harness.sweeps.sweep import run_workload
 
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n"
                     + MODELED.replace("calibration_requests: 0", "calibration_requests: 4")
                     + "gil: both\n")
-    calibrate = harness.run.calibrate
+    calibrate = harness.replay.run.calibrate
 
     def ctrl_c_while_calibrating(*args):
         os.kill(os.getpid(), signal.SIGINT)  # handled: the sweep's handler sets the flag
         return calibrate(*args)
-    monkeypatch.setattr(harness.run, "calibrate", ctrl_c_while_calibrating)
+    monkeypatch.setattr(harness.replay.run, "calibrate", ctrl_c_while_calibrating)
     stop = Stop()
     assert run_workload(load_workload(path), stop=stop) == []
     assert stop.exit_code == 130 and not (tmp_path / "results").exists()
@@ -404,7 +406,7 @@ def test_a_signalled_report_leaves_no_half_written_folder(tmp_path, signum):
 
 
 def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch):
-    from harness.run import run_workload
+    from harness.sweeps.sweep import run_workload
 
     monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
     path = tmp_path / "w.yaml"
@@ -424,7 +426,7 @@ def test_a_run_that_fails_mid_replay_is_recorded_failed_not_interrupted(tmp_path
                                                                         capsys):
     from harness.analysis.compare import Arm, compare
     from harness.analysis.runs import load_runs
-    from harness.run import run_workload
+    from harness.sweeps.sweep import run_workload
 
     monkeypatch.setattr(replay_module, "PROGRESS_EVERY", 1)
     path = tmp_path / "w.yaml"
@@ -452,12 +454,12 @@ def test_a_run_that_fails_mid_replay_is_recorded_failed_not_interrupted(tmp_path
 
 
 def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypatch):
-    import harness.run
-    from harness.run import run_workload
+    import harness.replay.run
+    from harness.sweeps.sweep import run_workload
 
     def no_writer(*args, **kwargs):
         raise OSError("cannot start the table writer")
-    monkeypatch.setattr(harness.run, "Recorder", no_writer)
+    monkeypatch.setattr(harness.replay.run, "Recorder", no_writer)
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
     with pytest.raises(OSError, match="table writer"):
@@ -468,8 +470,8 @@ def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypa
 def test_a_symlink_planted_at_the_run_folder_is_refused(tmp_path, capsys):
     """results/<name> linked elsewhere would take the run's tables there: refused at
     validation (exit 2, nothing written) and again when the folder is made."""
-    from harness.run import new_stamped_dir
-    from harness.workload import WorkloadError
+    from harness.errors import BadInput
+    from harness.record.run_folder import new_run_dir
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -484,8 +486,8 @@ def test_a_symlink_planted_at_the_run_folder_is_refused(tmp_path, capsys):
         assert f"w.yaml:1: output: {tmp_path / 'results' / 'w'} is a symbolic link (to " \
                f"{elsewhere})" in err
     assert listing(elsewhere) == []
-    with pytest.raises(WorkloadError, match="is a symbolic link"):
-        new_stamped_dir(tmp_path / "results" / "w", "released-r0")
+    with pytest.raises(BadInput, match="is a symbolic link"):
+        new_run_dir(tmp_path / "results" / "w", "released-r0")
     assert listing(elsewhere) == []
 
 

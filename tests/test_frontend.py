@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
-from harness.frontend import Frontend
-from harness.replay import replay
-from harness.tables import read_requests
+from harness.record.run_folder import read_requests
+from harness.replay.driver import replay
+from harness.replay.frontend import Frontend
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.core

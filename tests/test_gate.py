@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import harness.workload
+import harness.workload.load
 from harness.analysis import baseline as baseline_module
 from harness.commands import main
-from harness.run import run_workload
+from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from tests.helpers import ENOSPC, MODELED, REPO, FullDisk, modeled_runs, synthetic_run, within
 
@@ -49,8 +49,8 @@ def test_an_unchanged_build_passes(candidate, capsys):
 
 
 def test_a_one_line_scheduling_change_is_caught(tmp_path, monkeypatch, capsys):
-    config = harness.workload.SchedulerConfig  # the change: a smaller token budget per step
-    monkeypatch.setattr(harness.workload, "SchedulerConfig",
+    config = harness.workload.load.SchedulerConfig  # the change: a smaller token budget per step
+    monkeypatch.setattr(harness.workload.load, "SchedulerConfig",
                         lambda **kw: config(**{**kw, "max_num_batched_tokens": 1024}))
     changed = replay(tmp_path)
     assert main(["gate", "--json", changed, "--baseline", BASELINE]) == 1

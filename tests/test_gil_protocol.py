@@ -6,8 +6,8 @@ from collections import Counter
 
 import pandas as pd
 
-from harness.gil_protocol import plan
-from harness.run import run_workload
+from harness.sweeps.gil_protocol import plan, planned
+from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
 ARMS = ("released", "held", "released_aa")
@@ -50,7 +50,7 @@ output: {tmp_path / "results"}
     assert gil["run_id"].tolist() == [r.name for r in runs]
     assert [(a, b, o, s) for a, b, o, s in gil[["arm", "block", "order", "switch_interval_s"]]
             .itertuples(index=False)] == [(r.arm, r.block, r.order, r.switch_interval_s)
-                                          for r in workload.plan()]
+                                          for r in planned(workload)]
     assert gil["steps_per_s"].gt(0).all() and gil["enqueue_drift_p99_s"].ge(0).all()
     for run_dir in runs:
         manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -61,11 +61,11 @@ output: {tmp_path / "results"}
 
 
 def test_the_gil_command_runs_both_arms_and_refuses_bad_input(tmp_path, monkeypatch, capsys):
-    import harness.run
+    import harness.sweeps.sweep
     from harness.commands import main
 
     seen = []
-    monkeypatch.setattr(harness.run, "run_workload",
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload",
                         lambda workload, progress, stop: seen.append(workload.arms) or [])
     (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\n")
     assert main(["gil", str(tmp_path / "w.yaml"), "--set", "gil_aa=true"]) == 0

@@ -1,4 +1,4 @@
-"""Latency and throughput metrics (harness/metrics.py) on hand-computed cases.
+"""Latency and throughput metrics (harness/record/metrics.py) on hand-computed cases.
 
 Times are multiples of 1/4 s, so most arithmetic is exact in binary floating point and
 the expected values below are compared with ==, except where a comment says otherwise.
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness.metrics import (
+from harness.record.metrics import (
     SUMMARY_COLUMNS,
     describe,
     itl,
@@ -19,7 +19,7 @@ from harness.metrics import (
     summary,
     token_bounds,
 )
-from harness.step_summary import engine_summary
+from harness.record.step_summary import engine_summary
 
 NAN = float("nan")
 

@@ -4,7 +4,7 @@ validate time, and a short run of each arm (hits, fewer FLOPs, the same trace)."
 import pandas as pd
 import pytest
 
-from harness.run import run_workload
+from harness.sweeps.sweep import run_workload
 from harness.workload import WorkloadError, load_workload
 from tests.helpers import REPO
 

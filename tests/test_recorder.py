@@ -19,11 +19,11 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, ReferenceScheduler, Scheduler, SchedulerConfig, _core
 from engine.plan import KIND_CHUNK
-from harness import metrics, tables
-from harness.recorder import REQUEST_COLUMNS, Recorder
-from harness.replay import replay
+from harness.record import metrics, run_folder
+from harness.record.recorder import REQUEST_COLUMNS, Recorder
+from harness.record.table_sink import TableSink
+from harness.replay.driver import replay
 from harness.schema import TABLES
-from harness.table_sink import TableSink
 
 pytestmark = pytest.mark.core
 
@@ -136,7 +136,7 @@ def recount(df, kept):
 
 
 def read_requests(out, fmt="parquet"):
-    return tables.read_requests(out / f"requests.{fmt}")
+    return run_folder.read_requests(out / f"requests.{fmt}")
 
 
 @pytest.mark.parametrize("sched", [dict(num_mtp=2), dict(num_mtp=1, overlap=True),

@@ -29,8 +29,8 @@ def one(runs, tmp_path_factory):
 
     import pandas as pd
 
+    from harness.record.table_sink import write_table
     from harness.schema import TABLES
-    from harness.table_sink import write_table
 
     root = tmp_path_factory.mktemp("one")
     run = root / "run"

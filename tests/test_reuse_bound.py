@@ -11,10 +11,10 @@ import pytest
 
 from engine import Scheduler, SchedulerConfig
 from harness.commands import main
-from harness.replay import replay
-from harness.reuse import reuse_bound
-from harness.sched_replay import SchedulerStepper
-from harness.traces import read_trace
+from harness.replay.driver import replay
+from harness.replay.sched_replay import SchedulerStepper
+from harness.traces.read import read_trace
+from harness.traces.reuse import reuse_bound
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.core

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import replay as replay_module
 from harness.commands import main
-from harness.run import run_workload
-from harness.tables import read_requests
+from harness.record.run_folder import read_requests
+from harness.replay import driver as replay_module
+from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
 AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"

@@ -29,9 +29,9 @@ import pandas as pd
 import pytest
 
 import harness
-from harness import child_process
 from harness.commands import main
-from harness.table_writer import TableWriter
+from harness.io import child_process
+from harness.record.table_writer import TableWriter
 from harness.telemetry import Sampler
 from tests.helpers import MODELED, in_subprocess, modeled_runs, wait_for_samples
 
@@ -114,7 +114,7 @@ def hostile_runs(root: Path) -> dict:
 def _tamper(copy: Path) -> None:
     """A workload key whose value differs between the copies, a unit, a metric with a unit,
     and a busy host, all with markup; copy b incomplete (named in the page's subtitle)."""
-    from harness.table_sink import write_table
+    from harness.record.table_sink import write_table
 
     arm = copy.name[len("run-folder-")]
     manifest = json.loads((copy / "manifest.json").read_text())
@@ -554,7 +554,8 @@ STEPTRACE = Path(sys.executable).parent / "steptrace"  # the console script, as 
 # What the children (and their boot code) import, and the harness package itself: the
 # editable install finds `harness` through its import hook, an ordinary install on the path
 PLANTED_MODULES = ("fcntl", "pyarrow", "numpy", "json", "runpy", "psutil", "harness/__init__",
-           "harness/table_writer", "harness/telemetry/__init__", "harness/telemetry/child")
+                   "harness/record/__init__", "harness/record/table_writer",
+                   "harness/telemetry/__init__", "harness/telemetry/child")
 
 
 def planted(tmp_path) -> Path:

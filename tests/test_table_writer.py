@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import child_process
+from harness.io import child_process
+from harness.record.table_writer import TableWriter, encoded, frame
 from harness.schema import TABLES
-from harness.table_writer import TableWriter, encoded, frame
 from tests.helpers import in_subprocess, process_gone
 
 KINDS = dict(kind=("chunk", "final", "decode"))
@@ -178,7 +178,7 @@ def test_a_message_that_is_not_one_is_refused_and_runs_nothing(tmp_path, hostile
 def test_a_first_message_that_does_not_open_starts_nothing(tmp_path, first):
     marker = tmp_path / "ran"
     sent = pickle_framed_as_before(marker) if first == "pickle" else chunk()
-    done = subprocess.run(child_process.command("harness.table_writer"), input=sent,
+    done = subprocess.run(child_process.command("harness.record.table_writer"), input=sent,
                           capture_output=True, timeout=60)
     assert (done.returncode, done.stdout) == (2, b"")  # no `ready`: the harness stops there
     assert done.stderr.startswith(b"steptrace table writer: Refused: ")
@@ -227,7 +227,7 @@ def test_a_writer_whose_run_failed_serves_no_other(tmp_path):
 def test_an_idle_writer_ends_with_the_harness(tmp_path):
     code = f"""
         from pathlib import Path
-        from harness.table_writer import TableWriter
+        from harness.record.table_writer import TableWriter
         writer = TableWriter(Path({str(tmp_path)!r}), "parquet", ["batches"])
         writer.close()
         print(writer._process.pid, flush=True)

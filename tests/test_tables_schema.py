@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import _core
-from harness import metrics
-from harness.run import run_workload
+from harness.record import metrics
+from harness.record.table_sink import TableSink, write_table
 from harness.schema import LABELS, SWEEP_TABLES, TABLES, arrow_schema
 from harness.schema.doc import markdown
-from harness.table_sink import TableSink, write_table
+from harness.sweeps.sweep import run_workload
 from harness.telemetry import columns as device_columns
 from harness.workload import load_workload
 

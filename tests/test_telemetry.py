@@ -15,7 +15,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from harness.metrics import SUMMARY_COLUMNS
+from harness.record.metrics import SUMMARY_COLUMNS
 from harness.telemetry import DEVICE_COLUMNS, Sampler, device_summary
 from harness.telemetry.columns import row
 from harness.telemetry.host import HostSource

@@ -12,17 +12,11 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness.arrivals import fixed, generate, lognormal, sampled_from, uniform
 from harness.commands import main as run
 from harness.commands.trace import trace_stats
-from harness.traces import (
-    DROP_REASONS,
-    TraceError,
-    check_trace,
-    read_trace,
-    write_mooncake,
-    write_tidy,
-)
+from harness.traces.generate import fixed, generate, lognormal, sampled_from, uniform
+from harness.traces.read import DROP_REASONS, TraceError, check_trace, read_trace
+from harness.traces.write import write_mooncake, write_tidy
 
 AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
 AZURE_SHA256 = "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6"

@@ -12,7 +12,7 @@ import yaml
 from engine.devices.profile import load_device_profile
 from engine.model_config import load_model_config
 from harness.commands import main
-from harness.commands.show import read
+from harness.record.run_folder import read
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "modeling.md"

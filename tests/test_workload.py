@@ -102,7 +102,7 @@ def test_bundled_workloads_are_valid(monkeypatch):
 
 
 def test_docs_name_every_workload_key():
-    from harness.workload import SCHEMA
+    from harness.workload.schema import SCHEMA
     doc = (REPO / "docs" / "workloads.md").read_text()
 
     def keys(schema):

@@ -26,9 +26,9 @@ import pyarrow.parquet as pq
 
 from engine.files import not_regular
 
-from ..atomic import WriteFailed
-from ..commands.common import BadInput
-from ..interrupt import Stop, signals_stop
+from ..errors import BadInput
+from ..io.atomic import WriteFailed
+from ..io.interrupt import Stop, signals_stop
 from .destination import BASELINE_MARKER, check_place, contents, listed, name, them
 from .exact import TABLES, compared_columns
 from .runs import Run

@@ -21,8 +21,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from engine.files import not_regular
 
-from ..atomic import atomic_open
-from ..commands.common import BadInput
+from ..errors import BadInput
+from ..io.atomic import atomic_open
 
 FAST = "cpp"        # the `impl` parameter of the C++ side; the other side is the reference
 TOLERANCE = 0.6  # N = 1,024: 169x on a quiet host, 328 - 1,538x on a busy one (2026-12-01)

@@ -13,7 +13,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ..commands.common import BadInput
+from ..errors import BadInput
 from . import interval
 from .runs import Run
 

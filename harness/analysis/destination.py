@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from ..commands.common import BadInput
+from ..errors import BadInput
 
 MOST = 6  # names a message lists before "and N more"
 # The markers of the folders results live in: a place inside one is that folder's

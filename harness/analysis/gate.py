@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..commands.common import BadInput
+from ..errors import BadInput
 from .compare import differing_keys, metric_result
 from .exact import TABLES, first_difference
 from .rules import Rule

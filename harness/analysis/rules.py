@@ -19,7 +19,7 @@ from typing import Iterable, List, Optional
 from engine.files import NotAFile, check_regular
 from engine.yaml_lines import YamlError, load_with_lines
 
-from ..commands.common import BadInput
+from ..errors import BadInput
 
 KINDS = ("max_increase", "max_decrease")
 PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")

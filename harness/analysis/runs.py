@@ -2,7 +2,7 @@
 workload keys, and its summary metrics; tables on demand, only the columns asked for.
 
 Everything here reads files a run wrote and never imports the engine. A run's summary and
-state are what `steptrace show` reads (harness/commands/show.py), so the two never
+state are what `steptrace show` reads (harness/record/run_folder.py), so the two never
 disagree.
 """
 
@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 
 from engine.files import not_regular
 
-from ..commands import show
-from ..commands.common import BadInput
+from ..errors import BadInput
+from ..record import run_folder
 from ..schema import TABLES
 
 # Summary rows that count things or restate the workload: not metrics to compare.
@@ -257,7 +257,7 @@ def flatten(values: dict, prefix: str = "") -> Dict[str, object]:
 def read_run(path: Path) -> Run:
     """One run folder; BadInput when it is not one."""
     path = Path(path)
-    result = show.read(path)  # checks the manifest and reads the summary as show does
+    result = run_folder.read(path)  # checks the manifest and reads the summary as show does
     manifest = json.loads((path / "manifest.json").read_text())
     summary = pd.DataFrame(result["summary"], columns=["metric", "stat", "value", "unit"])
     return Run(path, manifest, result["state"], summary, tuple(result["notes"]))

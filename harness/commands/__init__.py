@@ -15,9 +15,10 @@ from __future__ import annotations
 import signal
 import threading
 
-from .common import BadInput, RunFailed, Terminated, fail  # the standard library's: cheap
+from ..errors import Terminated
+from .common import fail  # these two import the standard library's only: cheap
 
-__all__ = ["BadInput", "RunFailed", "main"]
+__all__ = ["main"]
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import BadInput, RunFailed, add_json, add_set, print_json
+from ..errors import BadInput, RunFailed
+from .common import add_json, add_set, print_json
 from .validate import load
 
 
@@ -36,10 +37,16 @@ def add(sub) -> None:
 
 
 def main(args) -> int:
-    from ..atomic import WriteFailed
-    from ..capacity import DEFAULT_ATTAINMENT, DEFAULT_RESOLUTION, CapacityError, Stopped, find
-    from ..capacity_search import MAX_PROBES
-    from ..interrupt import Stop, signals_stop
+    from ..io.atomic import WriteFailed
+    from ..io.interrupt import Stop, signals_stop
+    from ..sweeps.capacity import (
+        DEFAULT_ATTAINMENT,
+        DEFAULT_RESOLUTION,
+        CapacityError,
+        Stopped,
+        find,
+    )
+    from ..sweeps.capacity_search import MAX_PROBES
 
     workload = load(args)
     limits = {k for k, v in workload.values["slo"].items() if v is not None}
@@ -60,7 +67,7 @@ def main(args) -> int:
         except Stopped as e:
             print(f"steptrace: interrupted by {stop.signal_name}: {e}", file=sys.stderr)
             return stop.exit_code
-        except WriteFailed as e:  # an output could not be written (harness/atomic.py)
+        except WriteFailed as e:  # an output could not be written (harness/io/atomic.py)
             raise RunFailed(e) from e
         except Exception as e:  # a probe's run failed: report it, with what is on disk
             raise RunFailed(f"{type(e).__name__}: {e}") from e

@@ -10,8 +10,9 @@ import traceback
 import warnings
 from pathlib import Path
 
+from ..errors import BadInput, RunFailed
 from . import capacity, compare, gate, gil, replay_scheduler, report, run, show, trace, validate
-from .common import BadInput, RunFailed, fail, printable_output
+from .common import fail, printable_output
 
 COMMANDS = (run, gil, capacity, validate, show, trace, replay_scheduler, compare, gate, report)
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "

@@ -1,4 +1,4 @@
-"""What every command shares: --set and --json, and how a command says it failed."""
+"""What every command shares: --set and --json, one-line failures, text made printable."""
 
 from __future__ import annotations
 
@@ -7,20 +7,6 @@ import math
 import re
 import sys
 from contextlib import contextmanager
-
-
-class BadInput(Exception):
-    """Exit 2: the command line, a file or a value is wrong; nothing ran."""
-
-
-class RunFailed(Exception):
-    """Exit 1: the input was good, the run failed."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where no run's handler turns it into a stop (report, compare, ...):
-    as Ctrl-C, it unwinds through every clean-up."""
-
 
 # What a terminal would act on rather than show: C0 controls but tab, newline and carriage
 # return (a progress bar's), DEL and C1 controls (ESC and CSI start escape sequences that

@@ -9,13 +9,11 @@ import math
 import sys
 from dataclasses import asdict
 
-from .common import BadInput, add_json, print_json
+from ..errors import BadInput
+from ..schema.summary import TEXT_STATS
+from .common import add_json, print_json
 
 ARM_B = "--arm-b"
-# The statistics the text table shows; --json and --csv carry every one.
-TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
-                        "output_tokens", "total_tokens", "tflops_per_device", "model",
-                        "per_step", "per_s", "cpu_share"})
 
 
 def add(sub) -> None:
@@ -49,7 +47,7 @@ def split_arms(argv: list) -> list:
 
 
 def main(args) -> int:
-    from ..analysis.compare import compare  # scipy: only for the commands that use it
+    from ..analysis.compare import compare
 
     a, b = _arms(args)
     result = compare(a, b, allow_different=args.allow_different,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ..atomic import WriteFailed
-from .common import BadInput, RunFailed, add_json, fail, print_json
+from ..errors import BadInput, RunFailed
+from ..io.atomic import WriteFailed
+from .common import add_json, fail, print_json
 
 
 def add(sub) -> None:

@@ -13,10 +13,11 @@ import numpy as np
 from engine.block_hashes import block_size_mismatch
 from engine.config import SchedulerConfig
 
-from ..overrides import parse_set
-from ..sched_replay import ReplayResult, replay
-from ..traces import read_trace
-from .common import BadInput, add_json, add_set, print_json
+from ..errors import BadInput
+from ..replay.sched_replay import ReplayResult, replay
+from ..traces.read import read_trace
+from ..workload.overrides import parse_set
+from .common import add_json, add_set, print_json
 
 # The bundled trace, relative to the repository root (where the README's commands run).
 DEFAULT_TRACE = Path("workloads") / "traces" / "synthetic_small.csv"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .common import RunFailed, add_json, print_json
+from ..errors import RunFailed
+from .common import add_json, print_json
 
 
 def add(sub) -> None:
@@ -24,7 +25,7 @@ def add(sub) -> None:
 
 def main(args) -> int:
     from ..analysis.report import build
-    from ..atomic import WriteFailed
+    from ..io.atomic import WriteFailed
 
     started = time.perf_counter()
     try:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from ..atomic import WriteFailed
-from ..interrupt import Stop, signals_stop
+from ..errors import BadInput, RunFailed
+from ..io.atomic import WriteFailed
+from ..io.interrupt import Stop, signals_stop
+from ..record import run_folder
+from ..sweeps import gil_protocol
 from . import show
-from .common import BadInput, RunFailed, add_json, add_set, print_json
+from .common import add_json, add_set, print_json
 from .validate import load
 
 
@@ -21,13 +24,13 @@ def add(sub) -> None:
 
 def main(args) -> int:
     """0 when every run completed; 128 + the signal's number (130 SIGINT, 143 SIGTERM) when a
-    signal stopped the sweep, after writing what ran (harness/interrupt.py)."""
+    signal stopped the sweep, after writing what ran (harness/io/interrupt.py)."""
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
         runs = _run(workload, stop)
-        results = [show.read(run_dir) for run_dir in runs]
-        planned = len(workload.plan())
+        results = [run_folder.read(run_dir) for run_dir in runs]
+        planned = len(gil_protocol.planned(workload))
         if args.json:
             print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
                             signal=stop.signal_name))
@@ -46,16 +49,18 @@ def main(args) -> int:
 def _run(workload, stop):
     from engine.device_memory import DoesNotFit
 
-    from ..run import run_workload  # torch is imported only for a real run
+    from ..sweeps.sweep import run_workload
+    from ..traces.of_workload import TraceLoadError
     from ..workload import WorkloadError
-    from ..workload_trace import TraceLoadError
     try:
         return run_workload(workload, _progress(), stop)
+    except BadInput:  # a run folder that cannot be made where the workload says
+        raise
     except (WorkloadError, TraceLoadError) as e:
         raise BadInput(e) from None
     except DoesNotFit as e:  # the model on the device leaves no room: before any table
         raise BadInput(f"{workload.path}: engine.num_kv_blocks: {e}") from None
-    except WriteFailed as e:  # an output could not be written (harness/atomic.py)
+    except WriteFailed as e:  # an output could not be written (harness/io/atomic.py)
         raise RunFailed(e) from e
     except Exception as e:  # the run failed: report it, with what was recorded on disk
         raise RunFailed(f"{type(e).__name__}: {e}") from e

@@ -9,10 +9,12 @@ import numpy as np
 
 from engine.block_hashes import block_size_mismatch
 
-from ..atomic import NotAnOutputFile, WriteFailed, check_output
-from ..reuse import reuse_bound
-from ..traces import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace, write_mooncake, write_tidy
-from .common import BadInput, RunFailed, add_json, print_json
+from ..errors import BadInput, RunFailed
+from ..io.atomic import NotAnOutputFile, WriteFailed, check_output
+from ..traces.read import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace
+from ..traces.reuse import reuse_bound
+from ..traces.write import write_mooncake, write_tidy
+from .common import add_json, print_json
 
 LENGTHS = ("prompt_len", "max_new_tokens")
 
@@ -78,7 +80,7 @@ def convert(args) -> int:
         raise BadInput(f"{args.dst}: {e.strerror}; give the output file's path") from None
     res = _read(args)
     to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
-    try:  # the output is written whole or not at all (harness/atomic.py)
+    try:  # the output is written whole or not at all (harness/io/atomic.py)
         (write_mooncake if to == "mooncake" else write_tidy)(res.df, args.dst)
     except WriteFailed as e:
         raise RunFailed(e) from None

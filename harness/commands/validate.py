@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import BadInput
 from ..workload import WorkloadError, load_workload
-from .common import BadInput, add_json, add_set, print_json
+from .common import add_json, add_set, print_json
 
 
 def add(sub) -> None:

@@ -2,7 +2,7 @@
 unit and meaning.
 
 Everything else derives from the declaration: the Arrow schema every sink casts its chunks
-to (harness/table_sink.py), docs/tables.md (`python -m harness.schema > docs/tables.md`; a
+to (harness/record/table_sink.py), docs/tables.md (`python -m harness.schema > docs/tables.md`; a
 test checks the file is current), and the tests that hold the recorder's C++ columns and
 the written files to it.
 """

@@ -1,5 +1,5 @@
 """The sampler's own process: `harness.telemetry.child '<json config>'`, run as a module
-by harness/child_process.py (isolated: nothing from the working directory).
+by harness/io/child_process.py (isolated: nothing from the working directory).
 
 Each source samples in its own thread, so that a slow npu-smi call never delays the CPU
 samples. Rows and notes go to a JSON-lines journal as they come, one flushed line each:

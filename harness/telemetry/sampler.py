@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import child_process
+from harness.io import child_process
 from harness.telemetry.columns import DEVICE_COLUMNS, VALUE_COLUMNS
 
 BACKENDS = ("cuda", "npu", "cpu")

@@ -1,6 +1,6 @@
 """The device table summarised over the measured window, as summary rows.
 
-Rows look like the rest of the summary (harness.metrics.SUMMARY_COLUMNS: metric, stat,
+Rows look like the rest of the summary (harness.record.metrics.SUMMARY_COLUMNS: metric, stat,
 value, unit). Device metrics are named after the device ("gpu0_util", "npu1_mem_used"),
 host metrics after what they measure ("process_cpu", "host_mem_used"). A metric appears
 when its source reported it at least once in the run; its value is NaN where the window
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.metrics import SUMMARY_COLUMNS, describe
+from harness.record.metrics import SUMMARY_COLUMNS, describe
 
 DEVICE_PREFIX = {"nvml": "gpu", "npu-smi": "npu"}
 SPREAD = {"util_pct": "util", "sm_activity_pct": "sm_activity",

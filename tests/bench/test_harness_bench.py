@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig
-from harness.recorder import Recorder
-from harness.run import run_workload
+from harness.record.recorder import Recorder
+from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[2]

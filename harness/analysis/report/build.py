@@ -20,8 +20,8 @@ from typing import List, Sequence
 
 import numpy as np
 
-from ...atomic import WriteFailed
-from ...commands.common import BadInput
+from ...errors import BadInput
+from ...io.atomic import WriteFailed
 from ..runs import find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events
 from .figures import GIL_FIGURES, RUN_FIGURES

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import math
 
-from ...commands.common import BadInput
-from ...commands.compare import TEXT_STATS
+from ...errors import BadInput
+from ...schema.summary import TEXT_STATS
 from .headline import fmt
 
 
 def rows(arms) -> dict:
     """{a, b, rows, flagged, error}: B is the second arm, A the first; `error` instead of
     rows where compare refuses the runs (different traces)."""
-    from ..compare import Arm, compare  # scipy: only for a report with two arms
+    from ..compare import Arm, compare
 
     a, b = (Arm(arm.label, tuple(r.run for r in arm.runs)) for arm in arms)
     try:

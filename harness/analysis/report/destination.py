@@ -13,16 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from ...commands.common import BadInput
-from ..destination import (
-    REPORT_MARKER,
-    check_place,
-    contents,
-    is_file,
-    is_folder,
-    listed,
-    them,
-)
+from ...errors import BadInput
+from ..destination import REPORT_MARKER, check_place, contents, is_file, is_folder, listed, them
 
 MARKER = REPORT_MARKER
 KIND = "steptrace report"  # the marker's "kind": a report, not just a folder with a page

@@ -17,7 +17,7 @@ from typing import Dict, List
 
 import yaml
 
-from ...commands.common import BadInput
+from ...errors import BadInput
 from .headline import fmt
 
 

@@ -9,7 +9,7 @@ from typing import List
 
 import numpy as np
 
-from ...commands.show import HEADLINE
+from ...schema.summary import HEADLINE
 from .markdown import Markdown, escape
 
 # Also shown where a run has them: telemetry means and energy per token.

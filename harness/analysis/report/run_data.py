@@ -10,7 +10,7 @@ from typing import Dict, Sequence
 import numpy as np
 import pandas as pd
 
-from ...commands.common import BadInput
+from ...errors import BadInput
 from ..runs import Run
 
 

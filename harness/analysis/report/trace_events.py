@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 
-from ...atomic import atomic_open
+from ...io.atomic import atomic_open
 
 COUNTERS = (("tokens_q", "batch tokens"), ("running", "running"), ("waiting", "waiting"),
             ("kv_blocks_free", "free KV blocks"))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....schema.values import COMPLETED
 from ..timeline import cdf_points
 from .canvas import done, drawable, figure, legend_once, nothing, positive, run_label
-
-COMPLETED = ("finished", "handed_off")
 
 
 def _completed(run, name):

@@ -5,7 +5,7 @@ is renamed over the final name only once it is written, flushed to disk and clos
 A full disk, any other write error, or an exception in the code writing the file removes
 the temporary file and leaves whatever was under the final name before untouched; the
 error names the final path. (The run's tables follow the same pattern in
-harness/table_sink.py.)
+harness/record/table_sink.py.)
 
 The rename would put a plain file in place of whatever is under the final name, so a path
 that exists and is not a regular file (a device, a FIFO, a socket, a directory), itself or

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .traces import TraceError
+from .read import TraceError
 
 ARRIVALS = ("poisson", "gamma", "constant")
 MAX_LENGTH = 2 ** 30 - 1  # tokens: engine.MAX_SEQ_TOKENS, the longest sequence a scheduler takes
@@ -156,3 +156,16 @@ def _arrivals(n, rate, arrival, burstiness, seed, duration_s) -> np.ndarray:
     if duration_s is not None:
         t = t[t < duration_s]
     return t[:n] if n is not None else t
+
+
+def length_dist(spec) -> LengthDist:
+    """The arrivals.LengthDist a checked `{fixed: N}`, `{uniform: [LO, HI]}` or `{lognormal:
+    {...}}` names."""
+
+    (kind, arg), = spec.items()
+    if kind == "fixed":
+        return fixed(arg)
+    if kind == "uniform":
+        return uniform(*arg)
+    return lognormal(median=arg["median"], sigma=arg["sigma"], lo=arg.get("min", 1),
+                              hi=arg.get("max"))

@@ -9,21 +9,13 @@ of the sweep, with the primary metrics read back from each run's summary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
+from ..replay.planned_run import PlannedRun
 
-class Arm(NamedTuple):
-    schedule_released: bool  # schedule() releases the GIL
-    postprocess_released: bool  # postprocess()'s C++ part releases it
-
-
-ARMS = {"released": Arm(True, False), "held": Arm(False, False),
-        "released_aa": Arm(True, False),  # the released arm again: the A/A noise floor
-        "postprocess_released": Arm(True, True)}
 # (summary metric, stat) -> gil table column, declared before measuring (docs/gil.md)
 PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "sched_call_p99_us",
            ("step_rate", "per_s"): "steps_per_s", ("enqueue_drift", "p99"): "enqueue_drift_p99_s",
@@ -31,12 +23,10 @@ PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "s
            ("frontend", "cpu_share"): "frontend_cpu_share_pct"}
 
 
-@dataclass(frozen=True)
-class PlannedRun:
-    arm: str  # the run's gil_mode label, a key of ARMS
-    block: int  # the repeat this run belongs to
-    order: int  # its place within the block, from 0
-    switch_interval_s: float  # sys.setswitchinterval during the run
+def planned(workload) -> List[PlannedRun]:
+    """Every run of the workload's sweep, in the order they run."""
+    v = workload.values
+    return plan(workload.arms, v["repeats"], workload.switch_intervals, v["seeds"]["protocol"])
 
 
 def plan(arms: Sequence[str], repeats: int, switch_intervals: Iterable[float],

@@ -9,7 +9,7 @@ Every `chunk_steps` steps the engine's thread moves the columns out of C++ and q
 them (the hand-off's time is the step's `flush_ns`). A sender thread completes the
 request rows (the trace's columns, the latencies; the latency summary keeps its values)
 and pipes each chunk's columns, raw, to the table writer's own process
-(harness/table_writer.py), which encodes and writes them without this process's GIL. The
+(harness/record/table_writer.py), which encodes and writes them without this process's GIL. The
 queue is bounded, so memory stays bounded by a few chunks, the live requests (with a
 running request's own gaps), the distinct inter-token gaps, one value per latency metric
 of each measured request, and the few numbers per step (and two flags per trace request)
@@ -29,8 +29,8 @@ import pandas as pd
 from engine import _core
 from engine.plan import KIND_NAMES
 
+from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
-from .frontend import COLUMNS as FRONTEND_COLUMNS
 from .step_summary import StepSummary
 from .table_writer import TableWriter
 
@@ -48,7 +48,7 @@ class Recorder:
                  trace: Optional[pd.DataFrame] = None, frontend=None,
                  slo: Optional[Dict[str, float]] = None) -> None:
         """Streams the steps and batches tables into run_dir, and with `trace` (whose row
-        i is request i) the requests table; with a `frontend` (harness/frontend.py) its
+        i is request i) the requests table; with a `frontend` (harness/replay/frontend.py) its
         columns are the frontend's, else NaN. `slo` (seconds by ttft/tpot/e2e) adds goodput
         to the latency summary."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive

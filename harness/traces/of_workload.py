@@ -7,9 +7,10 @@ from typing import Optional
 
 import pandas as pd
 
-from . import arrivals
-from .traces import TraceError, read_trace
-from .workload import Workload, length_dist
+from ..workload import Workload
+from . import generate as arrivals
+from .generate import length_dist
+from .read import TraceError, read_trace
 
 TraceLoadError = TraceError
 

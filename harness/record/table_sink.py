@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from .schema import TABLES, arrow_schema
+from ..schema import TABLES, arrow_schema
 
 FORMATS = ("parquet", "csv")
 

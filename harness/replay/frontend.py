@@ -31,20 +31,15 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
-from .metrics import SUMMARY_COLUMNS, describe
-
-# Python work per token standing in for incremental detokenization and streaming, in us:
-# the median of tests/bench/detokenize_cost.py on the shared 2-core development host,
-# 2026-12-01 (docs/gil.md).
-PER_TOKEN_US = 13.6
-COLUMNS = ("enqueue_drift_s", "delivery_delay_p50_s", "delivery_delay_max_s")
+from ..record.metrics import SUMMARY_COLUMNS, describe
+from ..workload.schema import PER_TOKEN_US
 
 
 class Frontend:
     def __init__(self, arrivals: np.ndarray, per_token_us: float = PER_TOKEN_US,
                  warmup_steps: int = 0, stop: Optional[threading.Event] = None) -> None:
         """`arrivals`: intended enqueue times (s, sorted), request i at arrivals[i];
-        `stop`: the run's stop flag (harness/interrupt.py), read per token."""
+        `stop`: the run's stop flag (harness/io/interrupt.py), read per token."""
         self._arrivals = memoryview(np.ascontiguousarray(arrivals, np.float64))
         n = len(self._arrivals)
         self._start = 0.0

@@ -4,7 +4,7 @@ steps until every one is done. `steptrace run`, the null-engine calibration and
 
 - real: the wall clock. Requests are added when their time has come; with nothing to do the
   engine sleeps until the next arrival. Intended vs actual enqueue times are recorded.
-  With a frontend (harness/frontend.py) its thread enqueues them at their times instead, and
+  With a frontend (harness/replay/frontend.py) its thread enqueues them at their times instead, and
   the engine's loop drains its queue before every step, never waiting on it while it has
   work, and publishes each step's committed tokens to it.
 - virtual: discrete events. The clock advances by each step's duration (the modeled one on
@@ -45,7 +45,7 @@ def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
 
     `engine` is an LLMEngine or anything with its add_request / has_unfinished / step;
     `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step).
-    `frontend`, a harness.frontend.Frontend on the real clock, is started here; its owner
+    `frontend`, a harness.replay.frontend.Frontend on the real clock, is started here; its owner
     closes it."""
     virtual = clock == "virtual"
     stop = threading.Event() if stop is None else stop

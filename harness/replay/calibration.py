@@ -17,8 +17,8 @@ import numpy as np
 
 from engine import LLMEngine
 
-from .recorder import Recorder
-from .replay import replay
+from ..record.recorder import Recorder
+from .driver import replay
 
 
 def calibrate(config, trace, requests: int) -> dict:

@@ -53,9 +53,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from . import child_process
-from .atomic import atomic_open
-from .schema import TABLES
+from ..io import child_process
+from ..io.atomic import atomic_open
+from ..schema import TABLES
 from .table_sink import TableSink, dictionary
 
 PIPE_BYTES = 1 << 20  # Linux's default limit for an unprivileged process
@@ -108,7 +108,7 @@ class _WriterProcess:
 
     def __init__(self) -> None:
         self.popen = subprocess.Popen(
-            child_process.command("harness.table_writer"), stdin=subprocess.PIPE,
+            child_process.command("harness.record.table_writer"), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=child_process.environment(),
             start_new_session=True)  # Ctrl-C reaches the harness, which closes the tables
         self.pid = self.popen.pid

@@ -1,6 +1,6 @@
 """Scheduler-only replay: a trace's arrivals through the C++ scheduler and the pure-Python
 reference side by side, on a virtual step clock, checking that both plan identically. Each
-bare scheduler is stepped as an engine by the one replay driver (harness/replay.py)."""
+bare scheduler is stepped as an engine by the one replay driver (harness/replay/driver.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from engine._core import Scheduler
 from engine.config import SchedulerConfig
 from engine.reference_scheduler import ReferenceScheduler
 
-from .replay import replay as drive
+from .driver import replay as drive
 
 
 @dataclass

@@ -16,9 +16,11 @@ from typing import Callable, Dict, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from ..schema import TABLES
+from ..workload import Workload, WorkloadError, load_workload
+from ..workload.schema import executor_spec
 from .capacity_search import MAX_PROBES, MIN_RESOLUTION, Search, bounds, search
-from .schema import TABLES
-from .workload import Workload, WorkloadError, executor_spec, load_workload
+from .gil_protocol import planned
 
 DEFAULT_ATTAINMENT = 0.9  # DistServe's: the highest rate that keeps 90 % of requests good
 DEFAULT_RESOLUTION = 0.05  # the answer's bracket: high / low <= 1.05
@@ -83,7 +85,7 @@ def check(workload: Workload) -> Dict[str, float]:
                             f"virtual clock (a probe on the real clock would last the trace's "
                             f"real time and measure this host too): expected "
                             f"modeled:<profile>, got {v['device']}")
-    runs = len(workload.plan())
+    runs = len(planned(workload))
     if runs != 1:
         raise CapacityError(f"{where}: gil, repeats: a capacity probe is one run, but the "
                             f"workload plans {runs} (gil, gil_aa, gil_postprocess, repeats, "
@@ -94,7 +96,7 @@ def check(workload: Workload) -> Dict[str, float]:
 def knob(workload: Workload) -> Knob:
     """The rate a probe sets, and the workload's own; CapacityError for a trace file whose
     requests all arrive at once (no rate to scale)."""
-    from .workload_trace import TraceLoadError, load_workload_trace
+    from ..traces.of_workload import TraceLoadError, load_workload_trace
 
     trace = workload.values["trace"]
     if trace["generate"] is not None:
@@ -120,10 +122,11 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
     capacity table; return the answer. Stopped when `stop` is set during a probe (that
     probe's run is written whole). CapacityError, before anything is written, for an
     option out of its bounds, named as the command line names it."""
-    from .analysis.runs import read_run
-    from .interrupt import Stop
-    from .run import new_stamped_dir, run_workload
-    from .table_sink import write_table
+    from ..analysis.runs import read_run
+    from ..io.interrupt import Stop
+    from ..record.run_folder import new_run_dir
+    from ..record.table_sink import write_table
+    from .sweep import run_workload
 
     slo = check(workload)
     rate_knob = knob(workload)
@@ -141,7 +144,7 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
         raise CapacityError(f"--max-probes: expected an integer >= 1, got {max_probes!r}")
     stop = Stop() if stop is None else stop
     profile = executor_spec(workload.values["device"]).profile
-    folder = new_stamped_dir(Path(workload.values["output"]) / workload.name / "capacity",
+    folder = new_run_dir(Path(workload.values["output"]) / workload.name / "capacity",
                              "".join(c if c.isalnum() or c in "-_." else "-" for c in profile))
     rows = []
     # each probe sets the rate knob itself: a --set of the same key is its start

@@ -29,12 +29,11 @@ from typing import Mapping, Optional
 import numpy as np
 import pandas as pd
 
+from ..schema.values import COMPLETED, SLO_METRICS, STATUSES
+
 REQUEST_COLUMNS = ("arrival_s", "enqueue_s", "first_scheduled_s", "prompt_len",
                    "output_tokens", "status")
-STATUSES = ("finished", "handed_off", "rejected", "unfinished")
-COMPLETED = ("finished", "handed_off")  # the engine did all it was asked: latency counts
 PERCENTILES = (50, 90, 95, 99)          # numpy's default method, 'linear'
-SLO_METRICS = ("ttft", "tpot", "e2e")
 SUMMARY_COLUMNS = ("metric", "stat", "value", "unit")
 
 

@@ -1,6 +1,6 @@
 """Traces: readers for the public LLM request-trace formats, a validator and writers.
 Statistics and the `steptrace trace` commands: harness/commands/trace.py.
-Generators: harness.arrivals.
+Generators: harness.traces.generate.
 
 A trace is a pandas DataFrame, one row per request, in arrival order:
     arrival_s   float64  seconds after the first request (the first is 0.0), non-decreasing
@@ -59,8 +59,6 @@ import pandas as pd
 
 from engine.files import NotAFile, check_regular
 
-from .atomic import atomic_open
-
 COLUMNS = ("arrival_s", "prompt_len", "max_new_tokens")
 OLD_TIDY_NAMES = {"max_new_tokens": "output_len"}  # a tidy file may still use these
 FORMATS = ("azure", "mooncake", "burstgpt", "vidur", "tidy")
@@ -93,7 +91,7 @@ PARQUET_BATCH_ROWS = 1 << 16
 _LITERAL = re.compile(r"\s*\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$",  # not inf
                       re.ASCII)
 _ZONE = re.compile(r"(?:[+-][0-9][0-9]:?[0-9][0-9]|Z)$")
-_PARQUET_KEY = b"steptrace.hash_block_size"
+PARQUET_KEY = b"steptrace.hash_block_size"  # a tidy Parquet trace's hash block size
 
 
 class TraceError(ValueError):
@@ -151,7 +149,7 @@ def read_trace(path, format="auto", *, hash_block_size=None, drop_bad_rows=False
         raise TraceError(f"unknown trace format {format!r}: expected auto or one of {', '.join(FORMATS)}")
     if time_unit not in ("auto", "ms", "s"):
         raise TraceError(f"time_unit: expected auto, ms or s, got {time_unit!r}")
-    if hash_block_size is not None and not _block_size(hash_block_size):
+    if hash_block_size is not None and not block_size_ok(hash_block_size):
         raise TraceError(f"hash_block_size: expected an integer in 1 .. {MAX_HASH_BLOCK}, got "
                          f"{hash_block_size!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -179,7 +177,7 @@ def read_trace(path, format="auto", *, hash_block_size=None, drop_bad_rows=False
     return res
 
 
-def _block_size(v) -> bool:
+def block_size_ok(v) -> bool:
     return not isinstance(v, bool) and isinstance(v, int) and 1 <= v <= MAX_HASH_BLOCK
 
 
@@ -337,7 +335,7 @@ def _read_jsonl(text, drop, block, unit, limit):
                                   f"column {e.colno})")
             except _KeyTwice as e:
                 rec, why = None, (f"expected a JSON object, got one giving the key "
-                                  f"{_show(e.args[0])} twice")
+                                  f"{show(e.args[0])} twice")
             except ValueError as e:  # an integer of more than 4300 digits
                 rec, why = None, f"expected a JSON object, got a number too long to read ({e})"
             except RecursionError:
@@ -388,12 +386,12 @@ def _read_parquet(path, drop, block, limit):
     try:
         pf = pq.ParquetFile(path)
         meta = pf.schema_arrow.metadata or {}
-        if block is None and _PARQUET_KEY in meta:
-            block = int(meta[_PARQUET_KEY])
+        if block is None and PARQUET_KEY in meta:
+            block = int(meta[PARQUET_KEY])
     except (OSError, ValueError) as e:
         raise TraceError(f"{path}: not a readable Parquet file ({e})") from e
-    if block is not None and not _block_size(block):
-        raise TraceError(f"{path}: the metadata's {_PARQUET_KEY.decode()}: expected an integer "
+    if block is not None and not block_size_ok(block):
+        raise TraceError(f"{path}: the metadata's {PARQUET_KEY.decode()}: expected an integer "
                          f"in 1 .. {MAX_HASH_BLOCK}, got {block}")
     names = _frame_names(pf.schema_arrow.names, path, old_names=True)
     if "hash_ids" in names and block is None:
@@ -625,8 +623,8 @@ class _Rows:
             k = back[0] - len(before)  # arrival[k + 1] is earlier than the row before it
             i = idx[k + 1]
             prev = self.last[1:] if k < 0 else (col.raw[idx[k]], where[idx[k]])
-            raise TraceError(f"{self.loc(where[i])}: {col.name}: {_show(col.raw[i])} is earlier "
-                             f"than {_show(prev[0])} at {self.kind} {prev[1]}: a trace must be "
+            raise TraceError(f"{self.loc(where[i])}: {col.name}: {show(col.raw[i])} is earlier "
+                             f"than {show(prev[0])} at {self.kind} {prev[1]}: a trace must be "
                              f"sorted by arrival time")
         self.last = (arrival[-1], col.raw[idx[-1]], where[idx[-1]])
 
@@ -662,12 +660,12 @@ def _what(cols, culprit, reason, problems, i, block) -> str:
         return (f"{c.name}: {len(c.values[i])} ids, but a {prompt}-token prompt has at most "
                 f"{-(-prompt // block)} hash blocks of {block} tokens")
     if reason == "too_large":
-        return (f"{c.name}: {_show(c.raw[i])} is too large: expected {c.expected}, at most "
+        return (f"{c.name}: {show(c.raw[i])} is too large: expected {c.expected}, at most "
                 f"{c.maximum}")
-    return f"{c.name}: expected {c.expected}, got {_show(c.raw[i])}"
+    return f"{c.name}: expected {c.expected}, got {show(c.raw[i])}"
 
 
-def _show(v):
+def show(v):
     """A value as read, for a message; a long one cut short, with its length."""
     text = repr(v.item() if isinstance(v, np.generic) else v)
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
@@ -681,70 +679,3 @@ def check_trace(df, label="trace") -> None:
     rows = _Rows(label, "row", False, None, df.attrs.get("hash_block_size", 1))
     rows.add(np.arange(1, len(df) + 1), _frame_cols(df, names), {}, {})
     rows.result("tidy", df.attrs.get("hash_block_size", 1))
-
-
-# ---------------------------------------------------------------- writing
-
-def write_tidy(df, path, *, hash_block_size=None) -> None:
-    """Write arrival_s,prompt_len,max_new_tokens[,hash_ids] as CSV, or Parquet for .parquet/.pq.
-    Parquet keeps the hash block size in its metadata; a CSV needs it again on reading.
-    Both writers write whole files or none (harness/atomic.py: WriteFailed on an OSError)."""
-    path = Path(path)
-    check_trace(df, str(path))
-    block = hash_block_size or df.attrs.get("hash_block_size")
-    hashes = "hash_ids" in df.columns
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        arrays = {"arrival_s": pa.array(df.arrival_s.to_numpy(dtype=float)),
-                  "prompt_len": pa.array(df.prompt_len.to_numpy(dtype=np.int64)),
-                  "max_new_tokens": pa.array(df.max_new_tokens.to_numpy(dtype=np.int64))}
-        if hashes:
-            arrays["hash_ids"] = pa.array([list(h) for h in df.hash_ids], type=pa.list_(pa.int64()))
-        meta = {_PARQUET_KEY: str(block).encode()} if hashes and block else None
-        with atomic_open(path, "wb") as f:
-            pq.write_table(pa.table(arrays, metadata=meta), f)
-        return
-    with atomic_open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(COLUMNS + (("hash_ids",) if hashes else ()))
-        cols = [df.arrival_s.to_numpy(dtype=float), df.prompt_len.to_numpy(dtype=np.int64),
-                df.max_new_tokens.to_numpy(dtype=np.int64)]
-        for i, (a, p, o) in enumerate(zip(*cols)):
-            extra = (json.dumps([int(h) for h in df.hash_ids.iat[i]]),) if hashes else ()
-            w.writerow((repr(float(a)), int(p), int(o)) + extra)
-
-
-def write_mooncake(df, path, *, hash_block_size=None) -> None:
-    """Write Mooncake JSONL: timestamp in whole ms (as Mooncake's are, so rounded to 1 ms),
-    input_length, output_length, and hash_ids. Without hash_ids in df, hash_block_size asks
-    for fresh ids, none shared (no prefix reuse): ceil(prompt_len / hash_block_size) per
-    request. Mooncake tools assume 512-token blocks: read other block sizes back with
-    read_trace(..., hash_block_size=N)."""
-    check_trace(df, str(path))
-    known = df.attrs.get("hash_block_size")
-    if "hash_ids" in df.columns and hash_block_size and known and hash_block_size != known:
-        raise TraceError(f"{path}: hash_block_size={hash_block_size}, but the trace's hash_ids "
-                         f"name {known}-token blocks")
-    if hash_block_size is not None and not _block_size(hash_block_size):
-        raise TraceError(f"hash_block_size: expected an integer in 1 .. {MAX_HASH_BLOCK}, got "
-                         f"{hash_block_size!r}")
-    with np.errstate(over="ignore"):
-        ms = df.arrival_s.to_numpy(dtype=float) * 1000
-    beyond = np.flatnonzero(~np.isfinite(ms))
-    if len(beyond):
-        i = beyond[0]
-        raise TraceError(f"{path}: row {i + 1}: arrival_s: {_show(df.arrival_s.iat[i])} is too "
-                         f"large for a timestamp in ms: at most "
-                         f"{np.finfo(float).max / 1000:.4g} s")
-    next_id = 0
-    with atomic_open(path) as f:
-        for i, (t, p, o) in enumerate(zip(ms, df.prompt_len, df.max_new_tokens)):
-            rec = {"timestamp": int(round(float(t))), "input_length": int(p),
-                   "output_length": int(o)}
-            if "hash_ids" in df.columns:
-                rec["hash_ids"] = [int(h) for h in df.hash_ids.iat[i]]
-            elif hash_block_size:
-                k = -(-int(p) // hash_block_size)
-                rec["hash_ids"], next_id = list(range(next_id, next_id + k)), next_id + k
-            f.write(json.dumps(rec) + "\n")

@@ -1,0 +1,3 @@
+"""What every part of the harness writes and starts with: outputs written whole or not at
+all (atomic.py), its own child processes, isolated (child_process.py), and SIGINT and
+SIGTERM turned into a flag a run checks between steps (interrupt.py)."""

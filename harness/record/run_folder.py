@@ -1,0 +1,237 @@
+"""A run folder read back: its state, summary rows and notes (what `steptrace show`,
+`compare`, `report` and a sweep read), the requests table, and manifest.json written
+(docs/tables.md has every column; the recorder streams the steps, batches and requests
+tables).
+
+The manifest is written to a temporary name and renamed into place, as every table is; it
+says `complete: false` until the run ended cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.files import check_regular
+
+from ..errors import BadInput
+from ..io.atomic import atomic_open
+from ..schema.values import STATUSES
+from .metrics import SUMMARY_COLUMNS
+
+
+def read_requests(path: Path, columns: Optional[Sequence[str]] = None,
+                  ordered: bool = True) -> pd.DataFrame:
+    """The requests table (Parquet or CSV), in request_id order unless `ordered` is False
+    (the recorder writes its rows as requests leave the scheduler). Text columns read as
+    categoricals; Parquet is read a batch at a time into the frame's own arrays, so reading
+    a million-request table back costs its columns once, not three times."""
+    path = Path(path)
+    cols = None if columns is None else list(dict.fromkeys(["request_id", *columns]))
+    text = [c for c in ("status", "reason") if cols is None or c in cols]
+    if path.suffix == ".parquet":
+        frame = _read_parquet_columns(path, cols, text)
+    else:
+        frame = pd.read_csv(path, usecols=cols, dtype=dict.fromkeys(text, "category"))
+    return frame.sort_values("request_id", kind="stable", ignore_index=True) if ordered \
+        else frame
+
+
+def _read_parquet_columns(path: Path, cols, text) -> pd.DataFrame:
+    """A row group at a time into arrays of the table's length: memory is the frame plus
+    one row group (text as categorical codes)."""
+    table = pq.ParquetFile(path, read_dictionary=text)
+    n = table.metadata.num_rows
+    if n == 0:
+        return table.read(columns=cols).to_pandas()
+    names = cols or [f.name for f in table.schema_arrow]
+    out, categories, at = {}, {}, 0
+    for group in range(table.num_row_groups):
+        part = table.read_row_group(group, columns=names)
+        rows = part.num_rows
+        for name in names:
+            column = part.column(name).combine_chunks()
+            if pa.types.is_dictionary(column.type):
+                codes = categories.setdefault(name, {})
+                here = np.array([codes.setdefault(v, len(codes))
+                                 for v in column.dictionary.to_pylist()], np.int32)
+                values = here[column.indices.to_numpy(zero_copy_only=False)]
+            else:
+                values = column.to_numpy(zero_copy_only=False)
+            if name not in out:
+                out[name] = np.empty(n, values.dtype)
+            out[name][at:at + rows] = values
+        at += rows
+    for name, codes in categories.items():
+        out[name] = pd.Categorical.from_codes(out[name], list(codes))
+    return pd.DataFrame(out, copy=False)
+
+
+def write_manifest(manifest: dict, run_dir: Path) -> None:
+    with atomic_open(Path(run_dir) / "manifest.json") as f:
+        f.write(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def read(run_dir: Path) -> dict:
+    """The run's state, manifest essentials and every summary row (metric, stat, value,
+    unit). A run without a summary (killed, failed, or still running) gets the engine
+    summary of the steps it holds."""
+    run_dir = Path(run_dir)
+    try:  # a FIFO in its place would block the reader for ever
+        text = check_regular(run_dir / "manifest.json").read_text()
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{run_dir}: not a run directory ({e})") from None
+    manifest, device, gil_mode = _manifest(run_dir, text)
+    device = manifest.get("modeled_device") or device  # a modeled run: the device it models
+    state = _state(manifest)
+    try:
+        summary = _read(run_dir, "summary")
+    except (OSError, ValueError) as e:
+        if state in ("complete", "interrupted"):
+            raise BadInput(f"{run_dir}: the run ended but its summary is unreadable ({e})") \
+                from None
+        summary = _steps_summary(run_dir)
+    missing = [c for c in ("metric", "stat", "value", "unit") if c not in summary.columns]
+    if missing or (len(summary) and not pd.api.types.is_numeric_dtype(summary["value"])):
+        what = f"no column(s) {', '.join(missing)}" if missing else "values that are not numbers"
+        raise BadInput(f"{run_dir}: the summary table is not a run's summary ({what})")
+    rows = summary[["metric", "stat", "value", "unit"]].to_dict("records")
+    failed = [f"the run failed: {manifest['error']}"] if state == "failed" else []
+    return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
+                device=device, modeled=bool(manifest.get("modeled")), gil_mode=gil_mode,
+                error=manifest.get("error") if state == "failed" else None,
+                summary=rows, notes=failed + _notes(rows, run_dir))
+
+
+def _manifest(run_dir: Path, text: str):
+    """(manifest, device name, gil mode); BadInput for anything but a run's manifest."""
+    try:
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict):
+            raise TypeError(f"a JSON {type(manifest).__name__}, not an object")
+        device, gil_mode = manifest["device"]["name"], manifest["gil_mode"]
+        if not isinstance(device, str) or not isinstance(gil_mode, str):
+            raise TypeError(f"device.name and gil_mode are not text: {device!r}, {gil_mode!r}")
+        if not isinstance(manifest.get("values", {}), dict):
+            raise TypeError(f"values is not a mapping: {str(manifest['values'])[:60]!r}")
+    except RecursionError:
+        raise BadInput(f"{run_dir / 'manifest.json'}: JSON nested too deeply") from None
+    except ValueError as e:
+        raise BadInput(f"{run_dir / 'manifest.json'}: not valid JSON ({e})") from None
+    except (KeyError, TypeError) as e:
+        what = f"no key {e}" if isinstance(e, KeyError) else str(e)
+        raise BadInput(f"{run_dir / 'manifest.json'}: not a run's manifest ({what})") from None
+    return manifest, device, gil_mode
+
+
+def _notes(rows, run_dir: Path) -> list:
+    """Why every statistic is NaN (it is valid, and silent): every step or request was
+    warm-up, every request was rejected, or none finished."""
+    value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
+    warm = value(("requests", "warmup")) or 0
+    count = {s: value(("requests", s)) or 0 for s in STATUSES}
+    measured = sum(count.values())
+    if warm and value(("step", "count"), -1) == 0:
+        return [f"every step was a warm-up step (warmup_steps is not below the run's steps): "
+                f"no step and none of the {warm:.0f} requests was measured, so every "
+                f"statistic is NaN; lower warmup_steps"]
+    if warm and not measured:
+        return [f"all {warm:.0f} requests were first scheduled in warm-up steps: none was "
+                f"measured, so every latency and throughput statistic is NaN; lower "
+                f"warmup_steps"]
+    if measured and count["rejected"] == measured:
+        return [f"every request ({measured:,.0f}) was rejected, so every latency and "
+                f"throughput statistic is NaN{_first_reason(run_dir)}"]
+    if measured and not count["finished"] and not count["handed_off"]:
+        return [f"no request finished ({count['unfinished']:,.0f} unfinished, "
+                f"{count['rejected']:,.0f} rejected), so every latency statistic is NaN"]
+    return []
+
+
+def _first_reason(run_dir: Path) -> str:
+    """': <the first rejected request's reason>', from the requests table if it reads."""
+    try:
+        requests = _read(run_dir, "requests")
+        reasons = requests.loc[requests["status"] == "rejected", "reason"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    return f"; the first: {reasons.iloc[0]}" if len(reasons) and reasons.iloc[0] else ""
+
+
+def _state(manifest: dict) -> str:
+    """complete, failed (a table could not be written), interrupted (Ctrl-C or SIGTERM:
+    the tables whole), killed (the process ended without closing the run) or running."""
+    if manifest.get("complete"):
+        return "complete"
+    if "error" in manifest:
+        return "failed"
+    if "ended" in manifest:
+        return "interrupted"
+    if "killed" in manifest or not _alive(manifest.get("pid"), manifest.get("host")):
+        return "killed"
+    return "running"
+
+
+def _alive(pid, host) -> bool:
+    if type(pid) is not int or not 0 < pid < 2 ** 31 or host != socket.gethostname():
+        return True  # cannot tell: say running, not killed (0 and -1 would name groups)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process now holds the number
+        return True
+    return True
+
+
+def _steps_summary(run_dir: Path) -> pd.DataFrame:
+    """What the steps table of an unfinished run says: its step count and the engine
+    summary (no MFU: the device's peak is the run's to know)."""
+    from .step_summary import engine_summary
+
+    try:
+        steps = _read(run_dir, "steps")
+    except (OSError, ValueError):
+        return pd.DataFrame([], columns=list(SUMMARY_COLUMNS))
+    recorded = pd.DataFrame([("steps", "recorded", float(steps["step"].nunique()), "steps")],
+                            columns=list(SUMMARY_COLUMNS))
+    return pd.concat([recorded, engine_summary(steps, None)], ignore_index=True)
+
+
+def _read(run_dir: Path, name: str) -> pd.DataFrame:
+    for fmt, reader in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
+        path = run_dir / f"{name}.{fmt}"
+        if path.exists():
+            return reader(path)
+    raise ValueError(f"no {name} table")
+
+
+def new_run_dir(base: Path, arm: str) -> Path:
+    """A new folder base/<date-time>-<arm>, never one that existed (a run's, a search's).
+    A symbolic link as base is refused: a run writes only where its workload says."""
+    if base.is_symlink():
+        raise BadInput(f"{base} is a symbolic link (to {os.readlink(base)}): a run "
+                            f"writes its folder only where output and name say; remove the "
+                            f"link or set output to where it points")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # an output the workload names that cannot hold folders
+        raise BadInput(f"cannot make the run folder {base}: {e.strerror}") from None
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        run_dir = base / (f"{stamp}-{arm}" + (f"-{n}" if n else ""))
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run directory under {base}")

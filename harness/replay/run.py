@@ -1,0 +1,190 @@
+"""One run of a workload, end to end: its engine, calibration, replay and telemetry, and
+its tables in <output>/<name>/<run_id>/ (harness/sweeps/sweep.py runs every run a workload
+plans).
+
+A run directory is new for every run (never overwritten). Ctrl-C or SIGTERM stops the replay
+and still writes readable tables of what was recorded, with `complete: false`
+(harness/io/interrupt.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from engine import LLMEngine
+
+from ..io.interrupt import Stop, install, restore
+from ..record import run_folder
+from ..record.metrics import SUMMARY_COLUMNS
+from ..record.recorder import Recorder
+from ..record.table_sink import write_table
+from ..telemetry import Sampler, device_frame, device_summary
+from ..workload import Workload
+from .calibration import calibrate
+from .driver import replay
+from .frontend import Frontend
+from .host_share import HostShare
+from .manifest import manifest as start_manifest, now
+from .planned_run import PlannedRun
+
+
+class Written(NamedTuple):
+    """What a run wrote: its folder, its manifest as last written, its summary rows."""
+
+    run_dir: Path
+    manifest: dict
+    summary: pd.DataFrame
+
+
+def run_once(workload: Workload, trace, run: PlannedRun, progress,
+             stop: Optional[Stop] = None, into: Optional[Path] = None) -> Optional[Written]:
+    """One run; None, with nothing written, if `stop` was set during the calibration.
+    Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
+    stop = Stop() if stop is None else stop
+    # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
+    engine = LLMEngine(workload.engine_config(run.arm))
+    calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
+    calibration = calibrate(engine.config, trace.df, calibration_requests) \
+        if calibration_requests else None
+    if stop.is_set():
+        engine.close()
+        return None
+    return _Run(workload, trace, run, engine, calibration, stop, into).replay(progress)
+
+
+class _Run:
+    """A run from its folder's making to its last manifest."""
+
+    def __init__(self, workload, trace, run: PlannedRun, engine, calibration, stop: Stop,
+                 into: Optional[Path]) -> None:
+        self.workload, self.trace, self.engine, self.stop = workload, trace, engine, stop
+        self.calibration = calibration
+        v = workload.values
+        self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
+        self.manifest.update(block=run.block, order=run.order)
+        if calibration:
+            self.manifest["calibration"] = calibration
+        interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
+        self.run_dir = run_folder.new_run_dir(into or Path(v["output"]) / workload.name,
+                                              f"{run.arm}-r{run.block}{interval}")
+        self.fmt = v["table_format"]
+        self.labels = dict(run_id=self.run_dir.name, gil_mode=run.arm,
+                           overlap=engine.config.scheduler.overlap)
+        arrivals = trace.df["arrival_s"].to_numpy(np.float64)
+        self.frontend = Frontend(arrivals, v["frontend"]["per_token_us"], v["warmup_steps"],
+                                 stop) if v["frontend"]["mode"] == "thread" else None
+        slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
+        try:  # the table writer is ready when it returns: the manifest says the run began
+            self.recorder = Recorder(engine, v["warmup_steps"], self.run_dir, self.fmt,
+                                     self.labels, trace=trace.df, frontend=self.frontend,
+                                     slo=slo)
+        except BaseException:  # nothing began: no run directory is left behind
+            engine.close()
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
+        run_folder.write_manifest(self.manifest, self.run_dir)
+
+    def replay(self, progress) -> Written:
+        previous = install(self.stop)
+        self.sampler = self.share = None
+        failure = None
+        try:
+            start = time.perf_counter()  # the real clock's zero, shared with the sampler
+            self.share = HostShare(self.workload.values["gil_contamination_pct"])
+            self.sampler = _sampler(self.workload, self.engine, start)
+            self.manifest["complete"] = self._replay(progress, start)
+            self.manifest["interrupted"] = not self.manifest["complete"]
+        except KeyboardInterrupt:  # from a progress callback, between steps
+            self.manifest["interrupted"] = True
+            self.stop.request()
+        except Exception as e:  # the run failed: said in its manifest, not taken for a signal
+            failure = e
+            self.manifest.update(complete=False, interrupted=False,
+                                 error=f"{type(e).__name__}: {e}")
+            raise
+        finally:  # a signal now only sets `stop`: the tables are written whole
+            try:
+                summary = self._finish(failure)
+            finally:
+                restore(previous)
+        return Written(self.run_dir, self.manifest, summary)
+
+    def _replay(self, progress, start: float) -> bool:
+        df = self.trace.df
+        return replay(
+            self.engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
+            df["max_new_tokens"].to_numpy(), self.workload.clock, self.recorder, progress,
+            start, self.stop,
+            hash_ids=df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
+            hash_block_size=self.trace.hash_block_size, frontend=self.frontend)
+
+    def _finish(self, failure: Optional[BaseException]) -> pd.DataFrame:
+        """Telemetry stopped, the tables and the summary written, the manifest last."""
+        self.manifest["ended"] = now()
+        if self.share is not None:
+            self.manifest["host_share"] = self.share.stop()
+        device, self.manifest["telemetry"] = self.sampler.stop() if self.sampler else \
+            (device_frame([]), {"sampler": "telemetry.enabled: false"})
+        if self.frontend is not None:  # every committed token delivered, unless stopped
+            self.frontend.close()
+        self.engine.close()
+        try:
+            self.recorder.close()
+            write_table(device, self.run_dir, "device", self.fmt, self.labels)
+            summary = self._summary(device)
+            write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
+            return summary
+        except Exception as e:  # a table could not be written: the run failed
+            # a table that cannot be written is why the hand-off's pipe broke
+            if failure is None or isinstance(failure, BrokenPipeError):
+                self.manifest.update(error=f"{type(e).__name__}: {e}")
+            self.manifest.update(complete=False, interrupted=False)
+            raise
+        finally:
+            run_folder.write_manifest(self.manifest, self.run_dir)
+
+    def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
+        """The summary table, from what the recorder (and the frontend, if any) kept."""
+        recorder, engine, calibration = self.recorder, self.engine, self.calibration
+        latency = recorder.latency.rows(*recorder.itl())
+        harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
+                                for stat in ("per_step", "per_request")] if calibration
+                               else [], columns=list(SUMMARY_COLUMNS))
+        frontend = self.frontend.summary(~recorder.warm) if self.frontend else None
+        steps = recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine))
+        telemetry = device_summary(device, *_wall_window(self.workload, recorder),
+                                   recorder.latency.output_tokens)
+        return pd.concat([latency, frontend, steps, harness, telemetry], ignore_index=True)
+
+
+def _sampler(workload, engine, start: float) -> Optional[Sampler]:
+    """The run's telemetry process (host CPU always; the engine's device where it has one)."""
+    settings = workload.values["telemetry"]
+    if not settings["enabled"]:
+        return None
+    device = engine.device
+    indices = [] if device.backend == "cpu" else [device.torch_device.index or 0]
+    sampler = Sampler(device.backend, indices, settings["interval_s"], start, os.getpid())
+    sampler.start()
+    return sampler
+
+
+def _chips_per_rank(engine) -> int:
+    """A DP rank's chips: its deployment's attention group, else its context-parallel ones."""
+    deployment = engine.config.deployment
+    return deployment.devices // deployment.attention_dp if deployment \
+        else engine.config.scheduler.cp_size
+
+
+def _wall_window(workload, recorder):
+    """The measured steps' span on the wall clock the sampler stamps. A virtual clock's
+    step times are not wall times: its whole run is the window."""
+    window = recorder.step_summary.window()
+    return (0.0, np.inf) if workload.clock == "virtual" or window is None else window

@@ -1,0 +1,56 @@
+"""Every run a workload plans, in the GIL protocol's interleaved order
+(harness/sweeps/gil_protocol.py), each at its switch interval, and the sweep's `gil` table.
+
+The first SIGINT or SIGTERM stops the sweep: the run in progress is written, marked
+incomplete, and no later run starts (harness/io/interrupt.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import numpy as np
+
+from ..io.interrupt import Stop, signals_stop
+from ..record.table_sink import write_table
+from ..replay.run import run_once
+from ..traces.of_workload import load_workload_trace
+from ..workload import Workload
+from . import gil_protocol
+
+NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # not measured
+
+
+def run_workload(workload: Workload, progress: Optional[Callable] = None,
+                 stop: Optional[Stop] = None, into: Optional[Path] = None) -> List[Path]:
+    """Every run of the workload's sweep; returns the run directories written, in `into`
+    (default <output>/<name>/; a capacity search keeps its probes together). A sweep of
+    more than one run writes its `gil` table under <output>/<name>/sweeps/<first run id>/
+    unless it was stopped. The first SIGINT or SIGTERM (or a KeyboardInterrupt from
+    `progress`) stops the sweep, and `stop.signum` says which signal it was."""
+    trace = load_workload_trace(workload)
+    stop = Stop() if stop is None else stop
+    planned = gil_protocol.planned(workload)
+    out, rows = [], []
+    with signals_stop(stop):
+        for run in planned:
+            if stop.is_set():  # the sweep was stopped: no later run starts
+                break
+            previous = sys.getswitchinterval()
+            sys.setswitchinterval(run.switch_interval_s)
+            try:
+                written = run_once(workload, trace, run, progress, stop, into)
+            finally:
+                sys.setswitchinterval(previous)
+            if written is not None:  # None: stopped during its calibration
+                out.append(written.run_dir)
+                rows.append((written.run_dir.name, run,
+                             written.manifest.get("host_share") or NO_SHARE,
+                             written.summary.to_dict("records")))
+    if len(planned) > 1 and rows and not stop.is_set():  # a stopped sweep's blocks are partial
+        folder = Path(workload.values["output"]) / workload.name / "sweeps" / out[0].name
+        folder.mkdir(parents=True, exist_ok=True)
+        write_table(gil_protocol.table(rows), folder, "gil", workload.values["table_format"])
+    return out

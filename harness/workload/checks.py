@@ -1,0 +1,169 @@
+"""A workload's checks across keys, run by load_workload once every key has its value:
+the trace read as the run will replay it, the generator's lengths, the model, the
+deployment against the device's memory, where the results go. Each failure is
+`fail(key path, message)`, which names the file and line (or the --set)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from engine.block_hashes import block_size_mismatch
+from engine.deployment import Deployment
+from engine.files import not_regular
+
+from ..traces.generate import length_dist
+from ..traces.read import TraceError, TraceResult, read_trace
+from .schema import MAX_SPAN_S
+
+
+def arrival_span(trace, read: Optional[TraceResult], fail) -> None:
+    """The replay's arrivals, scaled, within MAX_SPAN_S (a generated trace: its expected
+    span), so that no arrival time overflows mid-run."""
+    g = trace["generate"]
+    seconds = float(read.df["arrival_s"].iloc[-1]) if read is not None \
+        else g["requests"] / g["rate"]
+    scaled = seconds * trace["time_scale"]
+    if not scaled <= MAX_SPAN_S:
+        key = ("trace", "time_scale") if trace["time_scale"] != 1.0 else \
+            ("trace", "file") if read is not None else ("trace", "generate", "rate")
+        fail(key, f"the arrivals would span {scaled:.3g} s (time_scale {trace['time_scale']:g}"
+                  f" x {seconds:.3g} s); a replay spans at most {MAX_SPAN_S:g} s")
+
+
+def replayed_trace(trace_file: Path, values, fail) -> TraceResult:
+    """The trace as the run will replay it (up to the limit, every row checked, so that no
+    bad row is found mid-run), and its hash block size against the engine's block size:
+    one must divide the other."""
+    spec = values["trace"]
+    try:
+        read = read_trace(trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
+                          limit=spec["limit"], hash_block_size=spec["hash_block_size"])
+    except TraceError as e:
+        fail(("trace", "file"), str(e))
+    size = read.df.attrs.get("hash_block_size") if "hash_ids" in read.df.columns else None
+    mismatch = size and block_size_mismatch(size, values["engine"]["block_size"])
+    if mismatch:
+        fail(("trace", "hash_block_size") if spec["hash_block_size"] else ("trace", "file"),
+             mismatch)
+    return read
+
+
+def generator(g, fail) -> None:
+    """The generator's own checks (harness/traces/generate.py), so that a run never finds
+    them first."""
+    for name in ("prompt", "output"):
+        try:
+            length_dist(g[name])
+        except ValueError as e:
+            fail(("trace", "generate", name), str(e))
+    if g["burstiness"] != 1.0 and g["arrival"] != "gamma":
+        fail(("trace", "generate", "burstiness"),
+             f"a burstiness ({g['burstiness']:g}) needs arrival: gamma, got {g['arrival']}")
+
+
+def model(name: str, fail) -> None:
+    """A bundled model or a model YAML that loads, read as the engine will read it."""
+    from engine.model_config import load_model_config
+
+    try:
+        load_model_config(name)
+    except (ValueError, TypeError, OSError) as e:
+        fail(("model",), str(e))
+    except ArithmeticError as e:  # a geometry the model's own checks let through (o_groups: 0)
+        fail(("model",), f"{name}: {type(e).__name__}: {e}")
+
+
+def deployment_fits(values, data, spec, fail) -> None:
+    """A modeled or emulated device's deployment checked against the model and the device,
+    its DP degree made the scheduler's dp_size, and num_kv_blocks checked against memory
+    (or, `auto`, derived from it). A torch device takes memory_utilization alone; its `auto`
+    is sized when the model is on the device (engine/kv_pool.py)."""
+    from engine.deployment import DeploymentError
+    from engine.device_memory import DoesNotFit, kv_blocks
+    from engine.model_config import load_model_config
+
+    engine = values["engine"]
+    given = data.get("engine") or {}
+    if not (spec and spec.profile):
+        modeled = sorted(set(data.get("deployment") or {}) - {"memory_utilization"})
+        if modeled:
+            fail(("deployment",), f"a deployment is modeled: expected device "
+                                  f"modeled:<profile> or emulated:<profile>, got "
+                                  f"{values['device']} (a torch device takes "
+                                  f"deployment.memory_utilization alone, not {modeled[0]})")
+        return
+    model = load_model_config(values["model"])
+    try:
+        profile = spec.device_profile()
+    except (ValueError, TypeError, OSError) as e:  # a profile YAML of the user's
+        fail(("device",), str(e))
+    try:
+        profile.peak(values["precision"])  # MFU's peak, and the parts' default precision
+    except ValueError as e:
+        fail(("precision",), str(e))
+    deployment = Deployment.from_values(values["deployment"], values["precision"])
+    try:
+        deployment.check(model, profile)
+    except DeploymentError as e:
+        fail(("deployment",) + e.key, e.message)
+    if "dp_size" in given and given["dp_size"] != deployment.attention_dp:
+        fail(("engine", "dp_size"), f"the deployment's attention.dp is {deployment.attention_dp}"
+                                    f", got dp_size {given['dp_size']}: leave dp_size out")
+    engine["dp_size"] = deployment.attention_dp
+    sizes = (engine["block_size"], engine["max_num_seqs"])
+    try:
+        fit = kv_blocks(model, deployment, profile, *sizes)
+    except DoesNotFit as e:
+        fail(("deployment",), str(e))
+    requested = engine["num_kv_blocks"]
+    try:
+        engine["num_kv_blocks"] = fit if requested == "auto" else \
+            kv_blocks(model, deployment, profile, *sizes, requested=requested)
+    except DoesNotFit as e:
+        fail(("engine", "num_kv_blocks"), str(e))
+
+
+def output(values, fail) -> None:
+    """Results go to <output>/<name>/: neither may be a file, and <name> may not be a
+    symbolic link (one planted there would take the run's tables wherever it points)."""
+    output = Path(values["output"])
+    run_folder = output / values["name"]
+    if output.is_symlink() and not output.exists():
+        fail(("output",), f"{output.absolute()} is a broken symbolic link (to "
+                          f"{os.readlink(output)})")
+    if run_folder.is_symlink():
+        fail(("output",), f"{run_folder.absolute()} is a symbolic link (to {os.readlink(run_folder)}): a "
+             f"run writes only into a folder of its own; remove the link or set output to "
+             f"where it points")
+    for where in (output, run_folder):
+        if where.exists() and not where.is_dir():
+            fail(("output",), f"{where.resolve()} exists and is not a directory")
+
+
+def derived(values, data, spec, path: Path, fail) -> None:
+    """The keys whose default depends on others (clock, frontend.mode, the trace's one
+    source), set, and their combinations checked."""
+    if values["clock"] is None:
+        values["clock"] = "virtual" if spec and spec.modeled else "real"
+    trace = values["trace"]
+    given = [k for k in ("file", "generate") if (data.get("trace") or {}).get(k) is not None]
+    if len(given) != 1:
+        fail(("trace",), "expected exactly one of trace.file and trace.generate")
+    if trace["file"]:
+        why = not_regular(path.parent / trace["file"])
+        if why:
+            fail(("trace", "file"), f"{(path.parent / trace['file']).resolve()}: {why}")
+    if "generate" not in (data.get("trace") or {}):
+        trace["generate"] = None
+    if values["clock"] == "real" and spec and spec.modeled:
+        fail(("clock",), "a modeled device has no real clock: expected virtual")
+    if values["gil_aa"] and values["gil"] == "held":
+        fail(("gil_aa",), "an A/A arm repeats the released arm: expected gil: released or both")
+    frontend = values["frontend"]
+    if frontend["mode"] is None:
+        frontend["mode"] = "thread" if values["clock"] == "real" else "inline"
+    elif frontend["mode"] == "thread" and values["clock"] == "virtual":
+        fail(("frontend", "mode"), "a frontend thread runs on the real clock: expected "
+                                   "inline with clock: virtual")

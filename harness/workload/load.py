@@ -1,0 +1,188 @@
+"""A workload: one YAML file describing a run, validated whole before anything runs.
+
+Every error names the file, the line, the key path and what was expected. docs/workloads.md
+is the reference; harness/workload/schema.py's SCHEMA is the single source of keys, types and
+defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from engine.config import EngineConfig, SchedulerConfig
+from engine.deployment import Deployment
+from engine.files import NotAFile, check_regular
+from engine.yaml_lines import KeyPath, load_with_lines
+
+from ..traces.read import TraceResult
+from . import checks
+from .arms import ARMS
+from .notes import notes
+from .overrides import parse_set
+from .schema import DEFAULT_KV_BLOCKS, SCHEMA, executor_spec
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Workload:
+    path: Path
+    values: Dict[str, Any]  # every key of SCHEMA, defaults filled in
+    notes: Tuple[str, ...] = ()  # valid, but likely not what was meant (warm-up > the run)
+    # the trace file as validation read it (every row the run replays), for the run to reuse
+    trace: Optional[TraceResult] = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.values["name"]
+
+    @property
+    def trace_file(self) -> Optional[Path]:
+        f = self.values["trace"]["file"]
+        return (self.path.parent / f).resolve() if f else None
+
+    @property
+    def clock(self) -> str:
+        return self.values["clock"]
+
+    @property
+    def gil_modes(self) -> Tuple[str, ...]:
+        gil = self.values["gil"]
+        return ("released", "held") if gil == "both" else (gil,)
+
+    @property
+    def arms(self) -> Tuple[str, ...]:
+        """The sweep's arms: the GIL modes, and the A/A arm when asked for."""
+        return self.gil_modes + (("released_aa",) if self.values["gil_aa"] else ()) \
+            + (("postprocess_released",) if self.values["gil_postprocess"] else ())
+
+    @property
+    def switch_intervals(self) -> Tuple[float, ...]:
+        v = self.values["gil_switch_interval_s"]
+        return tuple(v) if isinstance(v, list) else (v,)
+
+    def engine_config(self, arm: str) -> EngineConfig:
+        """The engine of one arm (harness/workload/arms.py: released, held, ...)."""
+        v = self.values
+        spec = executor_spec(v["device"])
+        deployment = Deployment.from_values(v["deployment"], v["precision"]) \
+            if spec and spec.profile else None
+        # `auto` left to a torch device: the executor sizes it with the model resident (and
+        # checks a given one there)
+        auto = v["engine"]["num_kv_blocks"] == "auto"
+        engine = {**v["engine"], "num_kv_blocks": DEFAULT_KV_BLOCKS} if auto else v["engine"]
+        return EngineConfig(scheduler=SchedulerConfig(**engine), model=v["model"],
+                            memory_utilization=v["deployment"]["memory_utilization"],
+                            size_kv_blocks=auto,
+                            deployment=deployment,
+                            device="cpu" if spec else v["device"],
+                            executor=str(spec or "torch"), dtype=v["dtype"],
+                            precision=v["precision"], seed=v["seeds"]["engine"],
+                            mtp_acceptance=v["mtp_acceptance"],
+                            release_gil=ARMS[arm].schedule_released,
+                            release_gil_postprocess=ARMS[arm].postprocess_released,
+                            launch_us=v["emulated"]["launch_us"])
+
+
+def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
+    """Read, apply `key.path=value` overrides, check every key, fill defaults."""
+    path = Path(path)
+    try:
+        data, lines = load_with_lines(check_regular(path))
+    except NotAFile as e:
+        raise WorkloadError(str(e)) from None
+    except OSError as e:
+        raise WorkloadError(f"{path}: {e.strerror}") from None
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
+    overridden: Dict[KeyPath, str] = {}
+
+    def fail(key: KeyPath, message: str):
+        item = next((overridden[key[:i]] for i in range(len(key), 0, -1)
+                     if key[:i] in overridden), None)
+        line = lines.get(key) or lines.get(key[:-1])
+        where = f"--set {item!r}" if item else f"{path}:{line}" if line else str(path)
+        raise WorkloadError(f"{where}: {'.'.join(key) or '(top level)'}: {message}")
+
+    if not isinstance(data, dict):
+        fail((), f"expected a mapping of workload keys, got {_show(data)}")
+    for item in overrides:
+        key = _apply_override(data, item)
+        if key in overridden:  # as a key given twice in the file
+            raise WorkloadError(f"--set {item!r}: {'.'.join(key)} is set twice (first "
+                                f"--set {overridden[key]!r}); give it once")
+        overridden[key] = item
+    values = _validate(data, SCHEMA, (), fail)
+    values["name"] = values["name"] or path.stem
+    spec = executor_spec(values["device"])
+    checks.derived(values, data, spec, path, fail)
+    if values["trace"]["generate"] is not None:
+        checks.generator(values["trace"]["generate"], fail)
+    checks.model(values["model"], fail)
+    checks.deployment_fits(values, data, spec, fail)
+    checks.output(values, fail)
+    trace_file = values["trace"]["file"]
+    read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
+    checks.arrival_span(values["trace"], read, fail)
+    try:
+        for arm in Workload(path, values).arms:
+            Workload(path, values).engine_config(arm)
+    except ValueError as e:  # SchedulerConfig's own checks name the field first
+        name = str(e).split()[0]
+        fail(("engine", name) if name in SCHEMA["engine"] else ("engine",), str(e))
+    return Workload(path, values, notes(values, read), read)
+
+
+def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
+    if not isinstance(data, dict):
+        fail(prefix, f"expected a mapping, got {_show(data)}")
+    unknown = sorted(set(data) - set(schema))
+    if unknown:
+        fail(prefix + (unknown[0],), f"unknown key; expected one of {', '.join(schema)}")
+    out = {}
+    for name, spec in schema.items():
+        key = prefix + (name,)
+        if isinstance(spec, dict):  # a section; `engine:` with nothing under it is empty
+            section = data.get(name)
+            out[name] = _validate({} if section is None else section, spec, key, fail)
+            continue
+        value = data.get(name, spec.default)
+        if name in data:
+            try:
+                spec.check(value)
+            except ValueError as e:
+                fail(key, f"expected {e}, got {_show(value)}")
+        out[name] = value
+    return out
+
+
+def _show(value) -> str:
+    """A value as an error message quotes it: `null` for no value, long ones cut short."""
+    if value is None:
+        return "no value (null)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _apply_override(data: dict, item: str) -> KeyPath:
+    """--set a.b=value (harness/workload/overrides.py) into the workload's mapping; the key path set."""
+    try:
+        parts, value = parse_set(item)
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
+    node, schema = data, SCHEMA
+    for part in parts[:-1]:
+        schema = schema.get(part) if isinstance(schema, dict) else None
+        if not isinstance(schema, dict):
+            raise WorkloadError(f"--set {item!r}: {part} is not a section of a workload")
+        if node.get(part) is None:  # absent, or `trace:` with nothing under it
+            node[part] = {}
+        node = node[part]
+        if not isinstance(node, dict):
+            raise WorkloadError(f"--set {item!r}: {part} is not a section")
+    node[parts[-1]] = value
+    return parts

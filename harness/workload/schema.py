@@ -1,0 +1,248 @@
+"""A workload's keys: SCHEMA, the single source of every key's check, default and meaning
+(docs/workloads.md is the reference, and tests/test_contracts.py holds the two together).
+A check takes a value and raises ValueError(what was expected) or returns None.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional
+
+from engine.config import DEVICES, DTYPES, LAUNCH_US, SchedulerConfig
+from engine.deployment import (
+    COMPUTE_PARTS,
+    DEFAULT_IMBALANCE,
+    DEFAULT_MEMORY_UTILIZATION,
+    KV_PRECISIONS,
+)
+from engine.devices.profile import PRECISIONS
+from engine.executors.spec import ExecutorSpec, ExecutorSpecError
+from engine.scheduler_config import FIELDS
+
+from ..schema.values import SLO_METRICS
+from ..traces.generate import MAX_REQUESTS
+from ..traces.read import FORMATS, MAX_HASH_BLOCK
+
+# Python work per token standing in for incremental detokenization and streaming, in us:
+# the median of tests/bench/detokenize_cost.py on the shared 2-core development host,
+# 2026-12-01 (docs/gil.md).
+PER_TOKEN_US = 13.6
+
+@dataclass(frozen=True)
+class Key:
+    """One workload key: its check (value -> None or raise ValueError(expected)), default."""
+
+    check: Callable[[Any], None]
+    default: Any = None
+    doc: str = ""
+
+
+def integer(minimum: int, allow_none: bool = False, maximum: Optional[int] = None):
+    def check(v):
+        if v is None and allow_none:
+            return
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum \
+                or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" if maximum is None else f"in {minimum} .. {maximum}"
+            raise ValueError(f"an integer {rng}" + (" or null" if allow_none else ""))
+    return check
+
+
+def number(low: float, high: Optional[float] = None, allow_none: bool = False, strict=False):
+    def check(v):
+        if v is None and allow_none:
+            return
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        ok = ok and (v > low if strict else v >= low) and (high is None or v <= high)
+        if not ok:
+            rng = (f"> {low}" + ("" if high is None else f" and <= {high}") if strict
+                   else f">= {low}" if high is None else f"in {low}..{high}")
+            raise ValueError(f"a finite number {rng}" + (" or null" if allow_none else ""))
+    return check
+
+
+def one_of(*choices):
+    def check(v):
+        if v not in choices:
+            raise ValueError("one of " + ", ".join(str(c) for c in choices))
+    return check
+
+
+def text(v):
+    if not isinstance(v, str) or not v:
+        raise ValueError("a non-empty string")
+
+
+def run_name(v):
+    """A run's folder under `output`: one path component, so it cannot write elsewhere, and
+    short enough to be one (a file system's names hold 255 bytes)."""
+    text(v)
+    if v in (".", "..") or "/" in v or "\\" in v or "\0" in v:
+        raise ValueError("a run name: one path component (no '/', '\\', '.' or '..')")
+    if len(v.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise ValueError(f"a run name of at most {MAX_NAME_BYTES} bytes")
+
+
+def boolean(v):
+    if not isinstance(v, bool):
+        raise ValueError("true or false")
+
+
+def device(v):
+    """A torch device, or an executor spec with a device profile (modeled:<profile>)."""
+    if isinstance(v, str) and ":" in v:
+        try:
+            ExecutorSpec.parse(v, "device")
+        except ExecutorSpecError as e:
+            raise ValueError(e.expected) from None
+        return
+    one_of(*DEVICES)(v)
+
+
+def executor_spec(device_value: str) -> Optional[ExecutorSpec]:
+    """The executor a `device` value names, or None for a torch device."""
+    return ExecutorSpec.parse(device_value, "device") if ":" in device_value else None
+
+
+def _scheduler_keys() -> Dict[str, Key]:
+    """SchedulerConfig's fields, as the C++ core declares them (csrc/config.hpp); a choice
+    is checked by SchedulerConfig itself, its error naming the allowed values.
+    num_kv_blocks may also be `auto` (the default): derived from device memory."""
+    checks = {"bool": lambda f: boolean, "str": lambda f: text,
+              "int": lambda f: integer(f["minimum"], allow_none=f["default"] is None)}
+    keys = {f["name"]: Key(checks[f["type"]](f), f["default"], f["doc"]) for f in FIELDS}
+    blocks = keys["num_kv_blocks"]
+    keys["num_kv_blocks"] = Key(lambda v: None if v == "auto" else blocks.check(v), "auto",
+                                blocks.doc + "; auto: what device memory leaves")
+    return keys
+LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+# 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
+# frontend, not the engine, is what a run would measure
+MAX_PER_TOKEN_US = 10_000.0
+# 0.1 s of Python per decoder layer is 100x the measured launch cost; the launch spins with
+# the GIL held, so a signal waits for the step (61 layers: 6 s at most)
+MAX_LAUNCH_US = 100_000.0
+MAX_NAME_BYTES = 200  # a run folder's name under it adds its stamp and arm
+MAX_SPAN_S = 1e9  # a replay's arrivals span at most 31 years: beyond, float seconds go coarse
+DEFAULT_KV_BLOCKS = SchedulerConfig().num_kv_blocks  # the core's pool: `auto` on a CPU
+
+
+SCHEMA: Dict[str, Any] = {
+    "name": Key(run_name, None, "run name (one path component); default: the file's stem"),
+    "trace": {
+        "file": Key(text, None, "a trace file, relative to the workload file"),
+        "format": Key(one_of("auto", *FORMATS), "auto", "auto, " + ", ".join(FORMATS)),
+        "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
+        "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
+        "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
+        "hash_block_size": Key(integer(1, allow_none=True, maximum=MAX_HASH_BLOCK), None,
+                               "tokens per hash id; default: the trace's own"),
+        "generate": {
+            "requests": Key(integer(1, maximum=MAX_REQUESTS), 100),
+            "rate": Key(number(0, strict=True), 1.0, "requests per second"),
+            "arrival": Key(one_of("poisson", "gamma", "constant"), "poisson"),
+            "burstiness": Key(number(0, strict=True), 1.0, "gamma shape (vLLM's meaning)"),
+            "prompt": Key(lambda v: _length(v), {"fixed": 128}),
+            "output": Key(lambda v: _length(v), {"fixed": 128}),
+        },
+    },
+    "engine": _scheduler_keys(),
+    "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
+    "device": Key(device, "auto", "auto, cpu, cuda, npu, modeled:<profile> or emulated:<profile>"),
+    "emulated": {
+        "launch_us": Key(number(0, MAX_LAUNCH_US), LAUNCH_US,
+                         "host cost of launching one decoder layer"),
+    },
+    "dtype": Key(one_of(*DTYPES), "float32"),
+    "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
+    "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
+    "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
+    "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
+    "gil_aa": Key(boolean, False, "an A/A arm: released twice in every block"),
+    "gil_postprocess": Key(boolean, False, "an arm with postprocess() releasing the GIL too"),
+    "gil_switch_interval_s": Key(lambda v: _intervals(v), 0.005,
+                                 "sys.setswitchinterval for the runs; a list sweeps it"),
+    "gil_contamination_pct": Key(number(0), 10.0, "other processes' CPU + steal time (% of "
+                                 "the host) above which a run is flagged contaminated"),
+    "frontend": {
+        "mode": Key(one_of("thread", "inline"), None, "default: thread on the real clock, "
+                    "else inline"),
+        "per_token_us": Key(number(0, MAX_PER_TOKEN_US), PER_TOKEN_US,
+                            "the frontend's Python work per token"),
+    },
+    "slo": {name: Key(number(0, strict=True, allow_none=True), None,
+                      f"{name} limit in seconds: goodput counts requests within every limit")
+            for name in SLO_METRICS},
+    "warmup_steps": Key(integer(0), 0, "recorded, flagged, left out of summaries"),
+    "repeats": Key(integer(1), 1),
+    "seeds": {
+        "arrivals": Key(integer(0), 0),
+        "lengths": Key(integer(0), 0),
+        "engine": Key(integer(0), 0, "weights, synthetic prompts, MTP acceptance"),
+        "protocol": Key(integer(0), 0, "the order of the arms in each block of a sweep"),
+    },
+    "calibration_requests": Key(integer(0), 500, "null-engine calibration size; 0 skips it"),
+    "telemetry": {
+        "enabled": Key(boolean, True, "sample device and host in a separate process"),
+        "interval_s": Key(number(0.01), 0.1, "seconds between samples (GPM >= 0.1, npu-smi >= 1)"),
+    },
+    "deployment": {
+        "devices": Key(integer(1), 1, "devices per instance"),
+        "attention": {
+            "dp": Key(integer(1, allow_none=True), None,
+                      "DP attention ranks (the scheduler's dp_size); null: devices / tp"),
+            "tp": Key(integer(1), 1, "attention TP group per DP rank"),
+        },
+        "moe": {
+            "ep": Key(integer(1, allow_none=True), None, "expert parallelism; null: devices / tp"),
+            "tp": Key(integer(1), 1, "each expert split over this many devices"),
+        },
+        "dense": {"tp": Key(integer(1), 1, "dense FFN, shared experts, LM head; 1: replicated")},
+        "micro_batches": Key(one_of(1, 2), 1, "2: two-batch overlap"),
+        "precision": {
+            **{part: Key(one_of(*PRECISIONS), None, "GEMMs; null: the workload's precision")
+               for part in COMPUTE_PARTS},
+            "kv": Key(one_of(*KV_PRECISIONS), None, "KV cache; null: bf16"),
+            "dispatch": Key(one_of(*PRECISIONS), None, "payload; null: the workload's precision"),
+            "combine": Key(one_of(*PRECISIONS), None, "payload; null: bf16"),
+        },
+        "redundant_experts": Key(integer(0), 0, "extra expert replicas (EPLB)"),
+        "expert_imbalance": Key(number(1), DEFAULT_IMBALANCE,
+                                "hottest device's expert load over the mean"),
+        "memory_utilization": Key(number(0, 1, strict=True), DEFAULT_MEMORY_UTILIZATION,
+                                  "share of HBM for weights and KV (on a torch device "
+                                  "also the measured activations)"),
+    },
+    "output": Key(text, "results", "results folder, relative to the working directory"),
+    "table_format": Key(one_of("parquet", "csv"), "parquet"),
+}
+
+
+def _intervals(v):
+    values = v if isinstance(v, list) else [v]
+    if not values or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                         or not math.isfinite(x) or x <= 0 for x in values):
+        raise ValueError("a number of seconds > 0, or a non-empty list of them")
+
+
+def _length(v):
+    if not (isinstance(v, dict) and len(v) == 1 and next(iter(v)) in LENGTH_KINDS):
+        raise ValueError("one of {fixed: N}, {uniform: [LO, HI]}, "
+                         "{lognormal: {median: M, sigma: S}}")
+    kind, arg = next(iter(v.items()))
+    if kind == "fixed":
+        integer(1)(arg)
+    elif kind == "uniform":
+        if not (isinstance(arg, list) and len(arg) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in arg)
+                and arg[0] <= arg[1]):
+            raise ValueError("uniform: [LO, HI] with 1 <= LO <= HI")
+    elif not (isinstance(arg, dict) and set(arg) <= {"median", "sigma", "min", "max"}
+              and {"median", "sigma"} <= set(arg)
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+                      and math.isfinite(x) for x in arg.values())
+              and all(isinstance(arg.get(k, 1), int) for k in ("min", "max"))
+              and arg.get("min", 1) <= arg.get("max", arg.get("min", 1))):
+        raise ValueError("lognormal: {median: M, sigma: S[, min: A, max: B]} with finite "
+                         "numbers > 0, integers 1 <= A <= B")

@@ -1,0 +1,91 @@
+"""harness/ by concern, imports one way (docs/architecture.md, "harness/"): each package
+imports only the packages beneath it, nothing but commands/ imports commands/, and
+analysis/ (results into answers, from files alone) imports no engine code but its two
+leaf input modules, which import neither torch nor the C++ core."""
+
+import ast
+import json
+from pathlib import Path
+
+from tests.helpers import in_subprocess
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+# What each part of harness/ may import of harness/, besides itself; errors.py is a leaf.
+MAY_IMPORT = {
+    "errors": set(),
+    "io": {"errors"},
+    "schema": set(),
+    "workload": {"errors", "io", "schema", "traces"},
+    "traces": {"errors", "io", "schema", "workload"},
+    "record": {"errors", "io", "schema"},
+    "telemetry": {"errors", "io", "schema", "record"},
+    "replay": {"errors", "io", "schema", "workload", "traces", "record", "telemetry"},
+    "sweeps": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
+               "replay", "analysis"},
+    "analysis": {"errors", "io", "schema", "record"},
+    "commands": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
+                 "replay", "sweeps", "analysis"},
+}
+ENGINE_FOR_ANALYSIS = {"engine.files", "engine.yaml_lines"}
+
+
+def part(path: Path) -> str:
+    rel = path.relative_to(HARNESS)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def imported(path: Path):
+    """Every module `path` imports, absolute (relative imports resolved), and the line."""
+    package = ["harness", *path.relative_to(HARNESS).parent.parts]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names = [f"{module}.{a.name}" for a in node.names] if not node.module else [module]
+            yield from ((name, node.lineno) for name in names)
+
+
+def test_each_part_imports_only_the_parts_beneath_it():
+    broken = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        if path.parent == HARNESS and path.stem == "__init__":
+            continue
+        here = part(path)
+        allowed = MAY_IMPORT[here] | {here}
+        for module, line in imported(path):
+            parts = module.split(".")
+            if parts[0] == "harness" and len(parts) > 1 and parts[1] not in allowed:
+                broken.append(f"{path.relative_to(HARNESS.parent)}:{line}: {here} imports "
+                              f"{module}")
+    assert broken == []
+
+
+def test_analysis_imports_no_engine_code_but_its_input_leaves():
+    broken = [f"{path.relative_to(HARNESS.parent)}:{line}: {module}"
+              for path in sorted((HARNESS / "analysis").rglob("*.py"))
+              for module, line in imported(path)
+              if module.split(".")[0] == "engine" and module not in ENGINE_FOR_ANALYSIS]
+    assert broken == []
+
+
+def test_reading_results_loads_neither_torch_nor_the_core():
+    """What analysis/ imports, transitively, in a fresh interpreter."""
+    modules = sorted(".".join(p.relative_to(HARNESS.parent).with_suffix("").parts)
+                     for p in (HARNESS / "analysis").rglob("*.py") if p.stem != "__init__")
+    code = f"""
+        import importlib, json, sys
+        for m in {modules!r}:
+            importlib.import_module(m)
+        print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine'))))
+    """
+    loaded = set(json.loads(in_subprocess(code).splitlines()[-1]))
+    assert loaded <= {"engine"} | ENGINE_FOR_ANALYSIS
+
+
+def test_the_parts_are_the_folders():
+    """Every module of harness/ sits in a part the rules know (a new folder is added to
+    MAY_IMPORT, and to docs/architecture.md's table)."""
+    parts = {part(p) for p in HARNESS.rglob("*.py")} - {"__init__"}
+    assert parts == set(MAY_IMPORT)
