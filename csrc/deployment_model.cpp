@@ -116,25 +116,33 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
       if (plan.batches[i].empty()) out.costs.ranks[i] = idle;
     slowest = rank_seconds(idle);
   }
-  const double tp = static_cast<double>(r_.attention_tp);
   for (const auto& [i, p] : busy) {
     StepCost& c = out.costs.ranks[i];
-    c.attention_s = roofline(p.attention_flops / tp, r_.attention_flops_per_s,
-                             mb * p.attention_bytes / tp + p.kv_bytes);
-    c.dense_s = roofline(p.dense_flops / tp, r_.dense_flops_per_s,
-                         mb * p.dense_bytes / static_cast<double>(r_.dense_tp));
-    c.experts_s = experts_s;
-    const double copies = std::max(p.moe_tokens / tp * remote_devices_, received);
-    c.dispatch_s = all_to_all(copies, r_.dispatch_bytes, calls);
-    c.combine_s = all_to_all(copies, r_.combine_bytes, calls);
-    const double rank_tokens = p.tokens + p.mtp_tokens;
-    const double reduces = r_.layers + (p.mtp_tokens > 0 ? 1 : 0);  // one per layer
-    c.allreduce_s = all_reduce(rank_tokens, r_.attention_tp, reduces) +
-                    all_reduce(rank_tokens, r_.dense_tp, reduces);
+    time_rank(p, experts_s, received, calls, c);
     slowest = std::max(slowest, rank_seconds(c));
   }
   out.seconds = r_.overhead_s + slowest;
   return out;
+}
+
+// A busy rank's parts: its attention and dense work, the step's experts on its devices,
+// its all-to-alls (what it sends, or what it receives if more) and all-reduces.
+void DeploymentModel::time_rank(const StepParts& p, double experts_s, double received, double calls,
+                                StepCost& c) const {
+  const double mb = static_cast<double>(r_.micro_batches);
+  const double tp = static_cast<double>(r_.attention_tp);
+  c.attention_s = roofline(p.attention_flops / tp, r_.attention_flops_per_s,
+                           mb * p.attention_bytes / tp + p.kv_bytes);
+  c.dense_s = roofline(p.dense_flops / tp, r_.dense_flops_per_s,
+                       mb * p.dense_bytes / static_cast<double>(r_.dense_tp));
+  c.experts_s = experts_s;
+  const double copies = std::max(p.moe_tokens / tp * remote_devices_, received);
+  c.dispatch_s = all_to_all(copies, r_.dispatch_bytes, calls);
+  c.combine_s = all_to_all(copies, r_.combine_bytes, calls);
+  const double rank_tokens = p.tokens + p.mtp_tokens;
+  const double reduces = r_.layers + (p.mtp_tokens > 0 ? 1 : 0);  // one per layer
+  c.allreduce_s = all_reduce(rank_tokens, r_.attention_tp, reduces) +
+                  all_reduce(rank_tokens, r_.dense_tp, reduces);
 }
 
 }  // namespace steptrace

@@ -68,6 +68,8 @@ class DeploymentModel {
   // One ring all-reduce of `tokens` activations per layer, per micro-batch.
   double all_reduce(double tokens, int64_t group, double layers) const;
   // One rank's parts overlapped (two micro-batches) or added.
+  void time_rank(const StepParts& p, double experts_s, double received, double calls,
+                 StepCost& c) const;
   double rank_seconds(const StepCost& c) const;
 
   CostModel cost_;

@@ -46,26 +46,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
 SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
                                   double arrival_time, const std::vector<int64_t>& hash_ids,
                                   int64_t hash_block_size) {
-  if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
-  if (max_new_tokens < 1)
-    bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
-  if (index_.count(seq_id)) bad_arg("duplicate seq_id " + std::to_string(seq_id));
-  if (hash_block_size < 0)
-    bad_arg("hash_block_size must be >= 1, got " + std::to_string(hash_block_size));
-  const int64_t hb = hash_block_size == 0 ? config_.block_size : hash_block_size;
-  if (std::string mismatch = block_size_mismatch(hb, config_.block_size); !mismatch.empty())
-    bad_arg(mismatch);
-  const int64_t most_blocks = prompt_len / hb + (prompt_len % hb != 0);
-  if (static_cast<int64_t>(hash_ids.size()) > most_blocks)
-    bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
-            std::to_string(prompt_len) + "-token prompt has at most " +
-            std::to_string(most_blocks) + " blocks of " + std::to_string(hb));
-  if (num_added_ == std::numeric_limits<int32_t>::max())
-    bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
+  const int64_t hb = check_added(seq_id, prompt_len, max_new_tokens, hash_ids, hash_block_size);
   // Beyond kMaxSeqTokens a request can never run (choice 10): rejected, lengths not kept.
   const int64_t longest = std::max<int64_t>(max_new_tokens, lookahead_);
   const bool too_long = prompt_len > kMaxSeqTokens || longest > kMaxSeqTokens - prompt_len;
-
   const bool completion = config_.engine_type == EngineType::kCompletion;
   Sequence s;
   s.seq_id = seq_id;
@@ -86,34 +70,13 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
     block_hashes(hash_ids, hb, config_.block_size, s.prompt_len, s.block_hashes);
   s.blocks_version = next_version_++;
 
-  const int32_t need = blocks_for(s.footprint);
   const int32_t idx = take_slot();
-  std::optional<int64_t> leaves_after;  // the step after whose postprocess the slot is free
-  if (too_long || need > config_.num_kv_blocks) {
-    s.status = SeqStatus::kRejected;
-    if (too_long)  // the sum as uint64: two int64 lengths may overflow int64
-      s.reason =
-          "needs " +
-          std::to_string(static_cast<uint64_t>(prompt_len) + static_cast<uint64_t>(longest)) +
-          " tokens (prompt_len + max(max_new_tokens, lookahead)) but a sequence holds at "
-          "most " +
-          std::to_string(kMaxSeqTokens);
-    else
-      s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
-                 " tokens (block_size " + std::to_string(config_.block_size) + ") but a rank has " +
-                 std::to_string(config_.num_kv_blocks);
-    pending_rejected_.push_back(seq_id);
-    leaves_after = next_step_;  // the plan that reports it
-  } else if (completion && s.output_len() >= s.max_new_tokens) {
-    s.status = SeqStatus::kFinished;  // arrived with its only token already generated
-    leaves_after = next_step_ - 1;
-  } else {
-    Rank& rank = ranks_[s.dp_rank];
-    rank.waiting.push_back(idx);
-    s.member_pos = static_cast<int32_t>(rank.members.size());
-    rank.members.push_back(idx);
-    ++num_unfinished_;
-  }
+  // the sum as uint64: two int64 lengths may overflow int64
+  const std::optional<int64_t> leaves_after =
+      place(s, idx,
+            too_long ? std::optional<uint64_t>(static_cast<uint64_t>(prompt_len) +
+                                               static_cast<uint64_t>(longest))
+                     : std::nullopt);
   SeqRecord added = record_of(s);
   if (static_cast<size_t>(idx) == seqs_.size())
     seqs_.push_back(std::move(s));
@@ -123,6 +86,61 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   ++num_added_;
   if (leaves_after) leave(idx, *leaves_after);
   return added;
+}
+
+// add_sequence's arguments checked; the hash block size the ids name.
+int64_t Scheduler::check_added(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+                               const std::vector<int64_t>& hash_ids,
+                               int64_t hash_block_size) const {
+  if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
+  if (max_new_tokens < 1)
+    bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
+  if (index_.count(seq_id)) bad_arg("duplicate seq_id " + std::to_string(seq_id));
+  if (hash_block_size < 0)
+    bad_arg("hash_block_size must be >= 1, got " + std::to_string(hash_block_size));
+  const int64_t hb = hash_block_size == 0 ? config_.block_size : hash_block_size;
+  if (std::string mismatch = block_size_mismatch(hb, config_.block_size); !mismatch.empty())
+    bad_arg(mismatch);
+  const int64_t most_blocks = prompt_len / hb + (prompt_len % hb != 0);
+  if (static_cast<int64_t>(hash_ids.size()) > most_blocks)
+    bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
+            std::to_string(prompt_len) + "-token prompt has at most " +
+            std::to_string(most_blocks) + " blocks of " + std::to_string(hb));
+  if (num_added_ == std::numeric_limits<int32_t>::max())
+    bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
+  return hb;
+}
+
+// A new sequence rejected (`too_long`: the tokens it needs beyond what a sequence holds,
+// or its footprint beyond a rank's pool), finished (a completion engine's one-token
+// request) or waiting on its rank; the step after whose postprocess its slot is free.
+std::optional<int64_t> Scheduler::place(Sequence& s, int32_t idx,
+                                        std::optional<uint64_t> too_long) {
+  const int32_t need = blocks_for(s.footprint);
+  if (too_long || need > config_.num_kv_blocks) {
+    s.status = SeqStatus::kRejected;
+    if (too_long)
+      s.reason = "needs " + std::to_string(*too_long) +
+                 " tokens (prompt_len + max(max_new_tokens, lookahead)) but a sequence holds "
+                 "at most " +
+                 std::to_string(kMaxSeqTokens);
+    else
+      s.reason = "needs " + std::to_string(need) + " KV blocks for " + std::to_string(s.footprint) +
+                 " tokens (block_size " + std::to_string(config_.block_size) + ") but a rank has " +
+                 std::to_string(config_.num_kv_blocks);
+    pending_rejected_.push_back(s.seq_id);
+    return next_step_;  // the plan that reports it
+  }
+  if (config_.engine_type == EngineType::kCompletion && s.output_len() >= s.max_new_tokens) {
+    s.status = SeqStatus::kFinished;  // arrived with its only token already generated
+    return next_step_ - 1;
+  }
+  Rank& rank = ranks_[s.dp_rank];
+  rank.waiting.push_back(idx);
+  s.member_pos = static_cast<int32_t>(rank.members.size());
+  rank.members.push_back(idx);
+  ++num_unfinished_;
+  return std::nullopt;
 }
 
 int32_t Scheduler::take_slot() {
@@ -537,8 +555,10 @@ void Scheduler::preempt(Rank& rank, int32_t idx) {
 
 // ---- postprocess ------------------------------------------------------------------------
 
-PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
-                                         const std::vector<int64_t>* accepted) {
+// postprocess's arguments: the oldest outstanding plan of this scheduler, and drafts
+// accepted within each scheduled sequence's.
+void Scheduler::check_postprocess(const ScheduleOutput& plan,
+                                  const std::vector<int64_t>* accepted) const {
   if (plan.owner != id_) bad_arg("plan was not made by this scheduler");
   if (plan.step < next_postprocess_)
     bad_arg("plan " + std::to_string(plan.step) + " was already post-processed");
@@ -557,7 +577,11 @@ PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
                 " is outside 0.." + std::to_string(limits[i]) +
                 " (drafts of that scheduled sequence)");
   }
+}
 
+PostprocessOutput Scheduler::postprocess(const ScheduleOutput& plan,
+                                         const std::vector<int64_t>* accepted) {
+  check_postprocess(plan, accepted);
   PostprocessOutput out;
   out.owner = plan.owner;
   out.step = plan.step;

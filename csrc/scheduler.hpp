@@ -154,6 +154,10 @@ class Scheduler {
   void leave(int32_t idx, int64_t after_step);
   void free_left_slots();
   int32_t take_slot();
+  void check_postprocess(const ScheduleOutput& plan, const std::vector<int64_t>* accepted) const;
+  int64_t check_added(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
+                      const std::vector<int64_t>& hash_ids, int64_t hash_block_size) const;
+  std::optional<int64_t> place(Sequence& s, int32_t idx, std::optional<uint64_t> too_long);
   std::shared_ptr<ScheduleOutput> take_plan();
   void check_rows(const ScheduleOutput& plan) const;
   void add_row(Batch::Rows& rows, int32_t idx, int32_t q, int32_t padded, int32_t seqlen_k,

@@ -39,6 +39,16 @@ from .reference_block_pool import RefBlockPool
 from .scheduler_config import MAX_SEQ_TOKENS
 
 
+@dataclass
+class _Postprocessed:
+    """What a postprocess gathers over its plan's rows."""
+
+    finished: List[int] = field(default_factory=list)
+    left: List[SeqRecord] = field(default_factory=list)
+    output_len: List[int] = field(default_factory=list)
+    discarded: int = 0
+
+
 @dataclass(eq=False)
 class RefSequence:
     seq_id: int
@@ -98,22 +108,8 @@ class ReferenceScheduler:
                      hash_block_size=None) -> SeqRecord:
         """Returns the sequence as added: waiting, finished (a completion engine's
         one-token request) or rejected."""
-        seq_id = integer("seq_id", seq_id)
-        prompt_len = integer("prompt_len", prompt_len, 1)
-        max_new_tokens = integer("max_new_tokens", max_new_tokens, 1)
-        arrival_time = finite("arrival_time", arrival_time)
-        ids = integers("hash_ids", hash_ids).tolist() if hash_ids is not None else []
-        hash_block = (self.config.block_size if hash_block_size is None
-                      else integer("hash_block_size", hash_block_size, 1))
-        if seq_id in self._seqs:
-            raise ValueError(f"duplicate seq_id {seq_id}")
-        mismatch = block_size_mismatch(hash_block, self.config.block_size)
-        if mismatch:
-            raise ValueError(mismatch)
-        most = -(-prompt_len // hash_block)
-        if len(ids) > most:
-            raise ValueError(f"hash_ids has {len(ids)} entries; a {prompt_len}-token prompt "
-                             f"has at most {most} blocks of {hash_block}")
+        seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block = self._arguments(
+            seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids, hash_block_size)
         cfg = self.config
         # Beyond MAX_SEQ_TOKENS a request can never run (choice 10): rejected, lengths not kept.
         needs = prompt_len + max(max_new_tokens, self._lookahead)
@@ -136,22 +132,51 @@ class ReferenceScheduler:
                                                           prompt_len))
                           if cfg.prefix_caching else ())
         self._seqs[seq_id] = seq
-        need = self._blocks_for(footprint)
-        if too_long or need > cfg.num_kv_blocks:
+        self._place(seq, needs if too_long else None, completion)
+        return _record(seq)
+
+    def _arguments(self, seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids,
+                   hash_block_size):
+        """add_sequence's arguments checked, as the C++ core checks them."""
+        seq_id = integer("seq_id", seq_id)
+        prompt_len = integer("prompt_len", prompt_len, 1)
+        max_new_tokens = integer("max_new_tokens", max_new_tokens, 1)
+        arrival_time = finite("arrival_time", arrival_time)
+        ids = integers("hash_ids", hash_ids).tolist() if hash_ids is not None else []
+        hash_block = (self.config.block_size if hash_block_size is None
+                      else integer("hash_block_size", hash_block_size, 1))
+        if seq_id in self._seqs:
+            raise ValueError(f"duplicate seq_id {seq_id}")
+        mismatch = block_size_mismatch(hash_block, self.config.block_size)
+        if mismatch:
+            raise ValueError(mismatch)
+        most = -(-prompt_len // hash_block)
+        if len(ids) > most:
+            raise ValueError(f"hash_ids has {len(ids)} entries; a {prompt_len}-token prompt "
+                             f"has at most {most} blocks of {hash_block}")
+        return seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block
+
+    def _place(self, seq: RefSequence, too_long: Optional[int], completion: bool) -> None:
+        """A new sequence rejected (`too_long`: the tokens it needs beyond what a sequence
+        holds, or its footprint beyond a rank's pool), finished (a completion engine's
+        one-token request) or waiting on its rank."""
+        cfg = self.config
+        need = self._blocks_for(seq.footprint)
+        if too_long is not None or need > cfg.num_kv_blocks:
             seq.status = "rejected"
-            seq.reason = (f"needs {needs} tokens (prompt_len + max(max_new_tokens, lookahead)) "
-                          f"but a sequence holds at most {MAX_SEQ_TOKENS}" if too_long else
-                          f"needs {need} KV blocks for {footprint} tokens (block_size "
+            seq.reason = (f"needs {too_long} tokens (prompt_len + max(max_new_tokens, "
+                          f"lookahead)) but a sequence holds at most {MAX_SEQ_TOKENS}"
+                          if too_long is not None else
+                          f"needs {need} KV blocks for {seq.footprint} tokens (block_size "
                           f"{cfg.block_size}) but a rank has {cfg.num_kv_blocks}")
-            self._pending_rejected.append(seq_id)
-        elif completion and seq.output_len >= max_new_tokens:
+            self._pending_rejected.append(seq.seq_id)
+        elif completion and seq.output_len >= seq.max_new_tokens:
             seq.status = "finished"  # arrived with its only token already generated
         else:
-            rank = self._ranks[rank_id]
+            rank = self._ranks[seq.dp_rank]
             rank.waiting.append(seq)
             rank.members.add(seq)
             self._num_unfinished += 1
-        return _record(seq)
 
     def _assign_rank(self, order: int) -> int:
         if self.config.dp_assign == "round_robin":
@@ -392,47 +417,48 @@ class ReferenceScheduler:
             raise ValueError(f"plan {plan.step} is not the oldest outstanding plan; "
                              f"post-process plan {self._next_postprocess} first")
         drafts = check_accepted(plan, parsed)
-        finished: List[int] = []
-        left: List[SeqRecord] = []
-        output_len: List[int] = []
-        discarded = 0
+        done = _Postprocessed()
         i = 0
         for batch in plan.batches:
             rank = self._ranks[batch.rank]
             for seq_id, q, kind in zip(batch.seq_ids.tolist(), batch.seqlen_q.tolist(),
                                        batch.kind.tolist()):
-                a = int(drafts[i])
+                self._postprocess_row(rank, self._seqs[seq_id], q, kind, int(drafts[i]), done)
                 i += 1
-                seq = self._seqs[seq_id]
-                seq.num_inflight -= q
-                if seq.status == "finished":  # finished while this work was in flight
-                    discarded += q
-                    output_len.append(seq.output_len)
-                    if seq.num_inflight == 0:
-                        rank.pool.release(seq.blocks)
-                    continue
-                if kind == KIND_CHUNK:
-                    seq.num_cached += q
-                    output_len.append(seq.output_len)
-                    if seq.block_hashes:
-                        self._index_prompt_blocks(rank, seq)
-                    continue
-                seq.inflight_samples -= 1
-                cap = seq.prompt_len + seq.max_new_tokens
-                gained = 1 + a
-                seq.num_cached = min(seq.num_cached + (q if kind == KIND_FINAL else gained), cap)
-                seq.num_tokens = min(seq.num_tokens + gained, cap)
-                if kind == KIND_FINAL and seq.block_hashes:
-                    self._index_prompt_blocks(rank, seq)
-                output_len.append(seq.output_len)
-                if self.config.engine_type == "prompt" or seq.output_len >= seq.max_new_tokens:
-                    self._finish(rank, seq)
-                    finished.append(seq_id)
-                    left.append(_record(seq))
-        left += [_record(self._seqs[seq_id]) for seq_id in plan.rejected.tolist()]
+        done.left += [_record(self._seqs[seq_id]) for seq_id in plan.rejected.tolist()]
         self._next_postprocess += 1
-        return PostprocessResult(plan.step, np.array(finished, dtype=np.int64), discarded,
-                                 np.array(output_len, dtype=np.int32), left)
+        return PostprocessResult(plan.step, np.array(done.finished, dtype=np.int64),
+                                 done.discarded, np.array(done.output_len, dtype=np.int32),
+                                 done.left)
+
+    def _postprocess_row(self, rank: _Rank, seq: RefSequence, q: int, kind: int, a: int,
+                         done: "_Postprocessed") -> None:
+        """One planned row's work committed: `a` of its drafts accepted."""
+        seq.num_inflight -= q
+        if seq.status == "finished":  # finished while this work was in flight
+            done.discarded += q
+            done.output_len.append(seq.output_len)
+            if seq.num_inflight == 0:
+                rank.pool.release(seq.blocks)
+            return
+        if kind == KIND_CHUNK:
+            seq.num_cached += q
+            done.output_len.append(seq.output_len)
+            if seq.block_hashes:
+                self._index_prompt_blocks(rank, seq)
+            return
+        seq.inflight_samples -= 1
+        cap = seq.prompt_len + seq.max_new_tokens
+        gained = 1 + a
+        seq.num_cached = min(seq.num_cached + (q if kind == KIND_FINAL else gained), cap)
+        seq.num_tokens = min(seq.num_tokens + gained, cap)
+        if kind == KIND_FINAL and seq.block_hashes:
+            self._index_prompt_blocks(rank, seq)
+        done.output_len.append(seq.output_len)
+        if self.config.engine_type == "prompt" or seq.output_len >= seq.max_new_tokens:
+            self._finish(rank, seq)
+            done.finished.append(seq.seq_id)
+            done.left.append(_record(seq))
 
     def _finish(self, rank: _Rank, seq: RefSequence) -> None:
         if seq in rank.decoding:

@@ -182,3 +182,31 @@ print("torch" in sys.modules, file=sys.stderr)
                           cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["run", "--help"]])
+def test_the_first_minute_imports_no_command_it_does_not_run(argv):
+    """`steptrace --version` and `--help` list the commands without importing one (pandas,
+    numpy, the core: most of a second); `steptrace run --help` imports run's alone.
+    tests/bench/test_cli_bench.py measures the time."""
+    script = f"""
+import json, sys
+from harness.commands import main
+try:
+    main({argv!r})
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
+      ("pandas", "numpy", "pyarrow", "torch") or m == "engine._core"
+      or m.startswith("harness.commands."))), file=sys.stderr)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    commands = {m for m in loaded if m.startswith("harness.commands.")}
+    assert commands == {"harness.commands.cli", "harness.commands.common"} | (
+        {"harness.commands.run", "harness.commands.show", "harness.commands.validate"}
+        if argv[0] == "run" else set())
+    if argv[0] != "run":
+        assert loaded == commands

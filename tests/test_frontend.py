@@ -16,7 +16,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
 from harness.record.run_folder import read_requests
-from harness.replay.driver import replay
+from harness.replay.driver import Requests, replay
 from harness.replay.frontend import Frontend
 from tests.helpers import REPO
 
@@ -64,8 +64,8 @@ def replay_with_frontend(release_gil: bool, spin: bool, per_token_us: float = 0.
     frontend = Frontend(arrivals, per_token_us)
     recorder = Tokens()
     try:
-        assert replay(engine, arrivals, np.full(N, 8), np.full(N, max_new_tokens), "real",
-                      recorder, frontend=frontend)
+        assert replay(engine, Requests(arrivals, np.full(N, 8), np.full(N, max_new_tokens)),
+                      "real", recorder, frontend=frontend)
     finally:
         frontend.close()
     return frontend.columns(np.arange(N)), recorder

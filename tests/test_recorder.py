@@ -22,7 +22,7 @@ from engine.plan import KIND_CHUNK
 from harness.record import metrics, run_folder
 from harness.record.recorder import REQUEST_COLUMNS, Recorder
 from harness.record.table_sink import TableSink
-from harness.replay.driver import replay
+from harness.replay.driver import Requests, replay
 from harness.schema import TABLES
 
 pytestmark = pytest.mark.core
@@ -72,8 +72,7 @@ def run(tmp_path, fmt="parquet", chunk_steps=1024, warmup=0, interrupt_after=Non
                 raise KeyboardInterrupt
 
     try:
-        replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
-               df["max_new_tokens"].to_numpy(), "virtual", Keeping(), stop=stop and stop(engine))
+        replay(engine, Requests.of(df), "virtual", Keeping(), stop=stop and stop(engine))
     except KeyboardInterrupt:
         pass
     recorder.live = recorder.log.num_live
@@ -265,8 +264,7 @@ def test_a_table_that_cannot_be_written_fails_at_close_and_is_not_left_behind(tm
     recorder = Recorder(engine, 0, tmp_path, chunk_steps=2)
     df = trace()
     with contextlib.suppress(BrokenPipeError):
-        replay(engine, df["arrival_s"].to_numpy(), df["prompt_len"].to_numpy(),
-               df["max_new_tokens"].to_numpy(), "virtual", recorder)
+        replay(engine, Requests.of(df), "virtual", recorder)
     with pytest.raises(OSError, match="batches: IsADirectoryError"):
         recorder.close()
     assert not (tmp_path / "batches.parquet").exists()

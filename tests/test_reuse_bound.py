@@ -11,7 +11,7 @@ import pytest
 
 from engine import Scheduler, SchedulerConfig
 from harness.commands import main
-from harness.replay.driver import replay
+from harness.replay.driver import Requests, replay
 from harness.replay.sched_replay import SchedulerStepper
 from harness.traces.read import read_trace
 from harness.traces.reuse import reuse_bound
@@ -49,10 +49,11 @@ def test_hits_equal_the_reuse_bound_with_an_ample_pool_and_spread_arrivals(block
     sched = Scheduler(config)
     counter = HitCounter()
     # 1,000 s apart and 1 ms a step: each request is done long before the next arrives.
-    replay(SchedulerStepper(sched, False, 1e-3, len(df)), np.arange(len(df)) * 1000.0,
-           df["prompt_len"].to_numpy(), df["max_new_tokens"].to_numpy(), "virtual", counter,
-           step_seconds=lambda record: record.step_s,
-           hash_ids=df["hash_ids"].to_numpy(object), hash_block_size=hash_block)
+    requests = Requests(np.arange(len(df)) * 1000.0, df["prompt_len"].to_numpy(),
+                        df["max_new_tokens"].to_numpy(), df["hash_ids"].to_numpy(object),
+                        hash_block)
+    replay(SchedulerStepper(sched, False, 1e-3, len(df)), requests, "virtual", counter,
+           step_seconds=lambda record: record.step_s)
     bound = reuse_bound(df, hash_block, block_size)
     assert sched.is_finished() and bound["reuse_tokens"] > 0
     assert counter.hit_tokens == bound["reuse_tokens"]

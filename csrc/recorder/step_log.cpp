@@ -84,80 +84,11 @@ void StepLog::check(const ScheduleOutput& plan, const PostprocessOutput& post,
 void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
                      const StepTimes& times, const std::vector<StepCost>& costs) {
   check(plan, post, costs);
-  const double t_start = times.t_start_s, t_end = times.t_end_s;
-  const size_t ranks = plan.batches.size();
-  // The step's own values, the same on every rank's row
-  const auto each = [ranks](auto& column, auto value) {
-    column.insert(column.end(), ranks, value);
-  };
-  each(steps_.step, plan.step);
-  each(steps_.prompt_phase, uint8_t{plan.phase == Phase::kPrompt});
-  each(steps_.warmup, uint8_t{plan.step < warmup_steps_});
-  each(steps_.preempted, static_cast<int32_t>(plan.preempted.size()));
-  each(steps_.rejected, static_cast<int32_t>(plan.rejected.size()));
-  each(steps_.finished, static_cast<int32_t>(post.finished.size()));
-  each(steps_.discarded_tokens, post.discarded_tokens);
-  each(steps_.sched_cpp_ns, plan.sched_ns);
-  each(steps_.t_start_s, t_start);
-  each(steps_.t_end_s, t_end);
-  each(steps_.sched_call_ns, times.sched_call_ns);
-  each(steps_.forward_ns, times.forward_ns);
-  each(steps_.sample_ns, times.sample_ns);
-  each(steps_.postprocess_ns, times.postprocess_ns);
-  each(steps_.step_ns, times.step_ns);
-  each(steps_.flush_ns, times.flush_ns);
+  record_step(plan, post, times);
+  size_t row = 0;  // the plan's rows, rank after rank: post.output_len's order
+  for (size_t r = 0; r < plan.batches.size(); ++r)
+    row = record_rank(plan, post, times, plan.batches[r], costs[r], row);
   const auto none = live_.end();
-  size_t row = 0;
-  for (size_t r = 0; r < ranks; ++r) {
-    const Batch& b = plan.batches[r];
-    int64_t tokens_q = 0, padded = 0, sum_k = 0;
-    int32_t max_k = 0;
-    for (size_t j = 0; j < b.rows(); ++j, ++row) {
-      tokens_q += b.seqlen_q[j];
-      padded += b.padded_q[j];
-      sum_k += b.seqlen_k[j];
-      max_k = std::max(max_k, b.seqlen_k[j]);
-      // Not live: never enqueued, or already left (in-flight work of a finished sequence).
-      const auto it = live_.find(b.seq_ids[j]);
-      if (it == none) continue;
-      LiveRequest& req = it->second;
-      if (req.first_scheduled_step < 0) {
-        req.first_scheduled_step = plan.step;
-        req.first_scheduled_s = t_start;
-      }
-      if (b.kind[j] == kChunk) continue;
-      if (post.output_len[row] > req.tokens) stamp(req, post.output_len[row], t_end);
-    }
-    steps_.dp_rank.push_back(b.rank);
-    steps_.empty.push_back(b.empty());
-    steps_.num_seqs.push_back(static_cast<int32_t>(b.rows()));
-    steps_.tokens_q.push_back(tokens_q);
-    steps_.padded_tokens_q.push_back(padded);
-    steps_.sum_seqlen_k.push_back(sum_k);
-    steps_.max_seqlen_k.push_back(max_k);
-    steps_.kv_blocks_free.push_back(b.num_free_blocks);
-    steps_.waiting.push_back(b.num_waiting);
-    steps_.running.push_back(b.num_running);
-    steps_.prefix_hit_tokens.push_back(b.num_hit_tokens);
-    steps_.kv_blocks_evicted.push_back(b.num_evicted_blocks);
-    steps_.kv_blocks_retained.push_back(b.num_retained_blocks);
-    steps_.model_flops.push_back(costs[r].model_flops);
-    steps_.executed_flops.push_back(costs[r].executed_flops);
-    steps_.bytes.push_back(costs[r].bytes);
-    steps_.attention_s.push_back(costs[r].attention_s);
-    steps_.dense_s.push_back(costs[r].dense_s);
-    steps_.experts_s.push_back(costs[r].experts_s);
-    steps_.dispatch_s.push_back(costs[r].dispatch_s);
-    steps_.combine_s.push_back(costs[r].combine_s);
-    steps_.allreduce_s.push_back(costs[r].allreduce_s);
-    if (b.empty()) continue;
-    batches_.step.insert(batches_.step.end(), b.rows(), plan.step);
-    batches_.dp_rank.insert(batches_.dp_rank.end(), b.rows(), b.rank);
-    batches_.seq_id.insert(batches_.seq_id.end(), b.seq_ids.begin(), b.seq_ids.end());
-    batches_.kind.insert(batches_.kind.end(), b.kind.begin(), b.kind.end());
-    batches_.seqlen_q.insert(batches_.seqlen_q.end(), b.seqlen_q.begin(), b.seqlen_q.end());
-    batches_.seqlen_k.insert(batches_.seqlen_k.end(), b.seqlen_k.begin(), b.seqlen_k.end());
-  }
   for (int64_t seq_id : plan.preempted) {
     const auto it = live_.find(seq_id);
     if (it != none) ++it->second.preemptions;
@@ -170,6 +101,95 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
           left.status == SeqStatus::kRejected ? kEndRejected : kEndFinished);
     live_.erase(it);
   }
+}
+
+// The step's own values, the same on every rank's row.
+void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
+                          const StepTimes& times) {
+  const size_t ranks = plan.batches.size();
+  const auto each = [ranks](auto& column, auto value) {
+    column.insert(column.end(), ranks, value);
+  };
+  each(steps_.step, plan.step);
+  each(steps_.prompt_phase, uint8_t{plan.phase == Phase::kPrompt});
+  each(steps_.warmup, uint8_t{plan.step < warmup_steps_});
+  each(steps_.preempted, static_cast<int32_t>(plan.preempted.size()));
+  each(steps_.rejected, static_cast<int32_t>(plan.rejected.size()));
+  each(steps_.finished, static_cast<int32_t>(post.finished.size()));
+  each(steps_.discarded_tokens, post.discarded_tokens);
+  each(steps_.sched_cpp_ns, plan.sched_ns);
+  each(steps_.t_start_s, times.t_start_s);
+  each(steps_.t_end_s, times.t_end_s);
+  each(steps_.sched_call_ns, times.sched_call_ns);
+  each(steps_.forward_ns, times.forward_ns);
+  each(steps_.sample_ns, times.sample_ns);
+  each(steps_.postprocess_ns, times.postprocess_ns);
+  each(steps_.step_ns, times.step_ns);
+  each(steps_.flush_ns, times.flush_ns);
+}
+
+// A rank's values: its row of the step, its batch rows, its live requests' first schedule
+// and tokens. Returns the plan's row after this rank's.
+size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
+                            const StepTimes& times, const Batch& b, const StepCost& cost,
+                            size_t row) {
+  const auto none = live_.end();
+  int64_t tokens_q = 0, padded = 0, sum_k = 0;
+  int32_t max_k = 0;
+  for (size_t j = 0; j < b.rows(); ++j, ++row) {
+    tokens_q += b.seqlen_q[j];
+    padded += b.padded_q[j];
+    sum_k += b.seqlen_k[j];
+    max_k = std::max(max_k, b.seqlen_k[j]);
+    // Not live: never enqueued, or already left (in-flight work of a finished sequence).
+    const auto it = live_.find(b.seq_ids[j]);
+    if (it == none) continue;
+    LiveRequest& req = it->second;
+    if (req.first_scheduled_step < 0) {
+      req.first_scheduled_step = plan.step;
+      req.first_scheduled_s = times.t_start_s;
+    }
+    if (b.kind[j] == kChunk) continue;
+    if (post.output_len[row] > req.tokens) stamp(req, post.output_len[row], times.t_end_s);
+  }
+  steps_.dp_rank.push_back(b.rank);
+  steps_.empty.push_back(b.empty());
+  steps_.num_seqs.push_back(static_cast<int32_t>(b.rows()));
+  steps_.tokens_q.push_back(tokens_q);
+  steps_.padded_tokens_q.push_back(padded);
+  steps_.sum_seqlen_k.push_back(sum_k);
+  steps_.max_seqlen_k.push_back(max_k);
+  record_rank_state(b, cost);
+  if (!b.empty()) record_batch(plan.step, b);
+  return row;
+}
+
+// The rank's pool and queues after planning, and its costs.
+void StepLog::record_rank_state(const Batch& b, const StepCost& cost) {
+  steps_.kv_blocks_free.push_back(b.num_free_blocks);
+  steps_.waiting.push_back(b.num_waiting);
+  steps_.running.push_back(b.num_running);
+  steps_.prefix_hit_tokens.push_back(b.num_hit_tokens);
+  steps_.kv_blocks_evicted.push_back(b.num_evicted_blocks);
+  steps_.kv_blocks_retained.push_back(b.num_retained_blocks);
+  steps_.model_flops.push_back(cost.model_flops);
+  steps_.executed_flops.push_back(cost.executed_flops);
+  steps_.bytes.push_back(cost.bytes);
+  steps_.attention_s.push_back(cost.attention_s);
+  steps_.dense_s.push_back(cost.dense_s);
+  steps_.experts_s.push_back(cost.experts_s);
+  steps_.dispatch_s.push_back(cost.dispatch_s);
+  steps_.combine_s.push_back(cost.combine_s);
+  steps_.allreduce_s.push_back(cost.allreduce_s);
+}
+
+void StepLog::record_batch(int64_t step, const Batch& b) {
+  batches_.step.insert(batches_.step.end(), b.rows(), step);
+  batches_.dp_rank.insert(batches_.dp_rank.end(), b.rows(), b.rank);
+  batches_.seq_id.insert(batches_.seq_id.end(), b.seq_ids.begin(), b.seq_ids.end());
+  batches_.kind.insert(batches_.kind.end(), b.kind.begin(), b.kind.end());
+  batches_.seqlen_q.insert(batches_.seqlen_q.end(), b.seqlen_q.begin(), b.seqlen_q.end());
+  batches_.seqlen_k.insert(batches_.seqlen_k.end(), b.seqlen_k.begin(), b.seqlen_k.end());
 }
 
 void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end) {

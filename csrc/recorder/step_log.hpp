@@ -178,6 +178,12 @@ class StepLog {
   std::vector<std::pair<double, int64_t>> itl() const;
 
  private:
+  void record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
+                   const StepTimes& times);
+  size_t record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
+                     const StepTimes& times, const Batch& b, const StepCost& cost, size_t row);
+  void record_rank_state(const Batch& b, const StepCost& cost);
+  void record_batch(int64_t step, const Batch& b);
   void check(const ScheduleOutput& plan, const PostprocessOutput& post,
              const std::vector<StepCost>& costs);
   void stamp(LiveRequest& r, int32_t output_len, double t);

@@ -99,88 +99,68 @@ class Recording {
   PyStepLog& log_;
 };
 
-}  // namespace
+// A step's costs, one per rank: a deployment's StepCosts (no object per rank) or a sequence
+// of StepCost.
+void collect_costs(const py::object& flops, std::vector<StepCost>& costs) {
+  costs.clear();
+  if (py::isinstance<StepCosts>(flops)) {
+    const auto& ranks = flops.cast<const StepCosts&>().ranks;
+    costs.assign(ranks.begin(), ranks.end());
+    return;
+  }
+  for (py::handle f : py::reinterpret_borrow<py::sequence>(flops)) {
+    if (!py::isinstance<StepCost>(f))
+      throw py::type_error("flops holds a StepCost per rank, got " +
+                           py::repr(f).cast<std::string>());
+    costs.push_back(f.cast<const StepCost&>());
+  }
+}
 
-void bind_step_log(py::module_& m) {
-  py::class_<PyStepLog>(m, "StepLog")
-      .def(py::init<int64_t, size_t, py::object>(), py::arg("warmup_steps"), py::arg("chunk_steps"),
-           py::arg("on_full"))
-      .def_static(
-          "columns",
-          [] {
-            py::dict d;
-            d["steps"] = names<StepRows>();
-            d["batches"] = names<BatchRows>();
-            py::list requests = names<RequestRows>();
-            requests.append("reason");
-            d["requests"] = requests;
-            return d;
-          },
-          "The columns take_steps(), take_batches() and take_requests() return, by table.")
-      .def("enqueue", &StepLog::enqueue, py::arg("added"), py::arg("t"),
-           "A request entered the engine at t: the SeqRecord add_sequence returned (of the "
-           "scheduler whose plans this log records, else ValueError).")
-      .def(
-          "record",
-          [](PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
-            const Recording recording(log);
-            // Names made once: an attribute lookup by C string builds a new str each time.
-            static const auto& name = *new std::array<py::str, 8>{
-                "plan",      "post",           "sched_call_ns", "forward_ns",
-                "sample_ns", "postprocess_ns", "step_ns",       "flops"};
-            auto get = [&](int i) {
-              PyObject* value = PyObject_GetAttr(rec.ptr(), name[i].ptr());
-              if (!value) throw py::error_already_set();
-              return py::reinterpret_steal<py::object>(value);
-            };
-            auto ns = [&](int i) {
-              const int64_t v = PyLong_AsLongLong(get(i).ptr());
-              if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-              return v;
-            };
-            py::object plan_obj = get(0), post_obj = get(1), flops_obj = get(7);
-            if (!py::isinstance<ScheduleOutput>(plan_obj) ||
-                !py::isinstance<PostprocessOutput>(post_obj))
-              throw py::type_error(
-                  "record.plan and record.post must come from an "
-                  "engine._core.Scheduler, got " +
-                  py::repr(plan_obj.get_type()).cast<std::string>() + " and " +
-                  py::repr(post_obj.get_type()).cast<std::string>());
-            const auto& plan = plan_obj.cast<const ScheduleOutput&>();
-            const auto& post = post_obj.cast<const PostprocessOutput&>();
-            std::vector<StepCost>& costs = log.costs;
-            costs.clear();
-            if (py::isinstance<StepCosts>(flops_obj)) {  // a deployment's: no object per rank
-              const auto& ranks = flops_obj.cast<const StepCosts&>().ranks;
-              costs.assign(ranks.begin(), ranks.end());
-            } else {
-              for (py::handle f : py::reinterpret_borrow<py::sequence>(flops_obj)) {
-                if (!py::isinstance<StepCost>(f))
-                  throw py::type_error("flops holds a StepCost per rank, got " +
-                                       py::repr(f).cast<std::string>());
-                costs.push_back(f.cast<const StepCost&>());
-              }
-            }
-            int64_t flush_ns = 0;
-            if (log.buffered >= log.chunk_steps) {
-              const int64_t start = steady_now_ns();
-              log.on_full();
-              log.buffered = 0;
-              flush_ns = steady_now_ns() - start;
-            }
-            const StepTimes times{t_start, t_end, ns(2), ns(3), ns(4), ns(5), ns(6), flush_ns};
-            log.record(plan, post, times, costs);
-            ++log.buffered;
-          },
-          py::arg("record"), py::arg("t_start"), py::arg("t_end"),
-          "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
-          "clock); first on_full() if chunk_steps steps are buffered, its time in the "
-          "step's flush_ns. Holds the GIL but for on_full(); a record() begun meanwhile (from "
-          "on_full or another thread) raises RuntimeError.")
-      .def("end", &StepLog::end,
-           "The requests still live leave as rows: rejected as added, else unfinished.")
-      .def_property_readonly("num_done", &StepLog::num_done,
-                             "Requests finished, handed off or rejected so far.")
+// on_full() when chunk_steps steps are buffered; the time it took, in ns (0 if not called).
+int64_t flush_if_full(PyStepLog& log) {
+  if (log.buffered < log.chunk_steps) return 0;
+  const int64_t start = steady_now_ns();
+  log.on_full();
+  log.buffered = 0;
+  return steady_now_ns() - start;
+}
+
+// One StepRecord into the log: its plan, postprocess result, times and costs, read by
+// attribute (names made once: a lookup by C string builds a new str each time); first
+// on_full() when a chunk is buffered, its time the step's flush_ns.
+void record_step(PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
+  const Recording recording(log);
+  static const auto& name =
+      *new std::array<py::str, 8>{"plan",      "post",           "sched_call_ns", "forward_ns",
+                                  "sample_ns", "postprocess_ns", "step_ns",       "flops"};
+  auto get = [&](int i) {
+    PyObject* value = PyObject_GetAttr(rec.ptr(), name[i].ptr());
+    if (!value) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(value);
+  };
+  auto ns = [&](int i) {
+    const int64_t v = PyLong_AsLongLong(get(i).ptr());
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return v;
+  };
+  py::object plan_obj = get(0), post_obj = get(1);
+  if (!py::isinstance<ScheduleOutput>(plan_obj) || !py::isinstance<PostprocessOutput>(post_obj))
+    throw py::type_error(
+        "record.plan and record.post must come from an engine._core.Scheduler, got " +
+        py::repr(plan_obj.get_type()).cast<std::string>() + " and " +
+        py::repr(post_obj.get_type()).cast<std::string>());
+  collect_costs(get(7), log.costs);
+  const int64_t flush_ns = flush_if_full(log);
+  const StepTimes times{t_start, t_end, ns(2), ns(3), ns(4), ns(5), ns(6), flush_ns};
+  log.record(plan_obj.cast<const ScheduleOutput&>(), post_obj.cast<const PostprocessOutput&>(),
+             times, log.costs);
+  ++log.buffered;
+}
+
+// What the log hands out: the counts, a chunk's columns, the inter-token histogram.
+void bind_taking(py::class_<PyStepLog>& cls) {
+  cls.def_property_readonly("num_done", &StepLog::num_done,
+                            "Requests finished, handed off or rejected so far.")
       .def_property_readonly("num_live", &StepLog::num_live,
                              "Requests enqueued that have not left yet.")
       .def(
@@ -209,4 +189,35 @@ void bind_step_log(py::module_& m) {
             return py::make_tuple(owned(std::move(values)), owned(std::move(counts)));
           },
           "(gap values ascending, counts) of measured, completed requests.");
+}
+
+}  // namespace
+
+void bind_step_log(py::module_& m) {
+  py::class_<PyStepLog> cls(m, "StepLog");
+  cls.def(py::init<int64_t, size_t, py::object>(), py::arg("warmup_steps"), py::arg("chunk_steps"),
+          py::arg("on_full"))
+      .def_static(
+          "columns",
+          [] {
+            py::dict d;
+            d["steps"] = names<StepRows>();
+            d["batches"] = names<BatchRows>();
+            py::list requests = names<RequestRows>();
+            requests.append("reason");
+            d["requests"] = requests;
+            return d;
+          },
+          "The columns take_steps(), take_batches() and take_requests() return, by table.")
+      .def("enqueue", &StepLog::enqueue, py::arg("added"), py::arg("t"),
+           "A request entered the engine at t: the SeqRecord add_sequence returned (of the "
+           "scheduler whose plans this log records, else ValueError).")
+      .def("record", &record_step, py::arg("record"), py::arg("t_start"), py::arg("t_end"),
+           "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
+           "clock); first on_full() if chunk_steps steps are buffered, its time in the "
+           "step's flush_ns. Holds the GIL but for on_full(); a record() begun meanwhile (from "
+           "on_full or another thread) raises RuntimeError.")
+      .def("end", &StepLog::end,
+           "The requests still live leave as rows: rejected as added, else unfinished.");
+  bind_taking(cls);
 }

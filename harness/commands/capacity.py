@@ -16,9 +16,7 @@ from .common import add_json, add_set, print_json
 from .validate import load
 
 
-def add(sub) -> None:
-    p = sub.add_parser("capacity", help="find the highest arrival rate that meets the "
-                       "workload's SLO, on a modeled device")
+def add(p) -> None:
     p.add_argument("workload")
     add_set(p, "deployment.moe.ep=16")
     p.add_argument("--attainment", type=float, default=None, metavar="SHARE",

@@ -4,17 +4,36 @@ command's failure said in one line and an exit status."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 import warnings
 from pathlib import Path
+from typing import Optional
 
 from ..errors import BadInput, RunFailed
-from . import capacity, compare, gate, gil, replay_scheduler, report, run, show, trace, validate
 from .common import fail, printable_output
 
-COMMANDS = (run, gil, capacity, validate, show, trace, replay_scheduler, compare, gate, report)
+# Every command: its module (imported only when it is the one run, so that `steptrace
+# --help` and `--version` import no command's dependencies) and its one line of help.
+COMMANDS = {
+    "run": ("run", "replay a workload into the engine, write its tables"),
+    "gil": ("gil", "run a workload's GIL A/B protocol (gil: both, interleaved blocks; "
+                   "docs/gil.md)"),
+    "capacity": ("capacity", "find the highest arrival rate that meets the workload's SLO, "
+                             "on a modeled device"),
+    "validate": ("validate", "check a workload without running it"),
+    "show": ("show", "print a run's summary table"),
+    "trace": ("trace", "read, convert and summarise request traces"),
+    "replay-scheduler": ("replay_scheduler", "replay a trace's arrivals through the C++ "
+                                             "scheduler and the Python reference, side by "
+                                             "side"),
+    "compare": ("compare", "compare two arms of runs, metric by metric"),
+    "gate": ("gate", "judge candidate runs against a baseline (exit 1 on a regression)"),
+    "report": ("report", "write an HTML report, a Markdown summary and figures for one run, "
+                         "a sweep or several runs"),
+}
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
           "with the command line, the input files it names if you can share them, and the "
           "output of the same command with --debug")
@@ -29,7 +48,9 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """Every command listed; `command`'s arguments added (its module imported), where one
+    is given."""
     from engine import __version__
 
     p = _Parser(prog="steptrace", description="Trace-driven benchmarking harness for a "
@@ -37,10 +58,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"steptrace {__version__}")
     p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add(sub)
+    for name, (_, help) in COMMANDS.items():
+        parsed = sub.add_parser(name, help=help)
+        if name == command:
+            _module(name).add(parsed)
     _add_debug(sub)
     return p
+
+
+def _module(name: str):
+    return importlib.import_module(f".{COMMANDS[name][0]}", __package__)
+
+
+def _command(argv) -> Optional[str]:
+    """The command the arguments name: the first word that is one."""
+    return next((a for a in argv if a in COMMANDS), None)
 
 
 def _add_debug(sub) -> None:
@@ -66,7 +98,10 @@ def main(argv=None) -> int:
 def _dispatch(argv) -> int:
     args = argparse.Namespace(debug="--debug" in argv)
     try:
-        args = parser().parse_args(compare.split_arms(argv))
+        command = _command(argv)
+        if command == "compare":  # `A... -- B...`: the arms split before parsing
+            argv = _module(command).split_arms(argv)
+        args = parser(command).parse_args(argv)
         return args.handler(args)
     except BrokenPipeError:  # `steptrace show RUN | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit

@@ -16,11 +16,10 @@ from .common import add_json, print_json
 ARM_B = "--arm-b"
 
 
-def add(sub) -> None:
-    p = sub.add_parser("compare", help="compare two arms of runs, metric by metric",
-                       description="Compare arm B against arm A: `compare A... -- B...` "
-                       "(run folders, globs or folders of runs), or `compare --by KEY "
-                       "RUNS...` (a label: gil_mode, overlap, device; or a workload key).")
+def add(p) -> None:
+    p.description = ("Compare arm B against arm A: `compare A... -- B...` (run folders, globs or "
+                     "folders of runs), or `compare --by KEY RUNS...` (a label: gil_mode, "
+                     "overlap, device; or a workload key).")
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="run folders, globs or folders holding runs; `--` between the arms")
     p.add_argument("--by", metavar="KEY", help="split the runs into two arms by this label "

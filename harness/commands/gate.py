@@ -11,12 +11,10 @@ from ..io.atomic import WriteFailed
 from .common import add_json, fail, print_json
 
 
-def add(sub) -> None:
-    p = sub.add_parser("gate", help="judge candidate runs against a baseline (exit 1 on a "
-                       "regression)",
-                       description="Modeled runs must reproduce the baseline's steps, "
-                       "batches and requests tables exactly; --rules judges summary "
-                       "metrics. --update stores the candidates as the baseline instead.")
+def add(p) -> None:
+    p.description = ("Modeled runs must reproduce the baseline's steps, batches and requests "
+                     "tables exactly; --rules judges summary metrics. --update stores the "
+                     "candidates as the baseline instead.")
     p.add_argument("candidates", nargs="+", metavar="CANDIDATE",
                    help="run folders, globs or folders holding runs")
     p.add_argument("--baseline", required=True, metavar="BASELINE",

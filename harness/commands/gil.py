@@ -8,9 +8,7 @@ from . import run
 from .common import add_json, add_set
 
 
-def add(sub) -> None:
-    p = sub.add_parser("gil", help="run a workload's GIL A/B protocol (gil: both, "
-                                   "interleaved blocks; docs/gil.md)")
+def add(p) -> None:
     p.add_argument("workload")
     add_set(p, "gil_aa=true")
     add_json(p)

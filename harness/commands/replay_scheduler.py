@@ -25,9 +25,7 @@ DEFAULT_TRACE = Path("workloads") / "traces" / "synthetic_small.csv"
 DEFAULTS = dict(max_num_batched_tokens=2048, max_num_seqs=64, num_kv_blocks=2048)
 
 
-def add(sub) -> None:
-    p = sub.add_parser("replay-scheduler", help="replay a trace's arrivals through the C++ "
-                       "scheduler and the Python reference, side by side")
+def add(p) -> None:
     p.add_argument("trace", nargs="?", type=Path,
                    help="a trace in any readable format (default: the bundled "
                         f"{DEFAULT_TRACE}, from the repository root)")

@@ -9,9 +9,7 @@ from ..errors import RunFailed
 from .common import add_json, print_json
 
 
-def add(sub) -> None:
-    p = sub.add_parser("report", help="write an HTML report, a Markdown summary and figures "
-                       "for one run, a sweep or several runs")
+def add(p) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_OR_SWEEP",
                    help="a run folder, or a folder of run folders")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",

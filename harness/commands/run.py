@@ -14,8 +14,7 @@ from .common import add_json, add_set, print_json
 from .validate import load
 
 
-def add(sub) -> None:
-    p = sub.add_parser("run", help="replay a workload into the engine, write its tables")
+def add(p) -> None:
     p.add_argument("workload")
     add_set(p, "engine.num_mtp=1")
     add_json(p)

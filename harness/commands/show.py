@@ -9,8 +9,7 @@ from ..schema.summary import COUNT_UNITS, HEADLINE
 from .common import add_json, print_json
 
 
-def add(sub) -> None:
-    p = sub.add_parser("show", help="print a run's summary table")
+def add(p) -> None:
     p.add_argument("run_dir", type=Path)
     add_json(p)
     p.set_defaults(handler=main)

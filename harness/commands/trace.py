@@ -19,8 +19,7 @@ from .common import add_json, print_json
 LENGTHS = ("prompt_len", "max_new_tokens")
 
 
-def add(sub) -> None:
-    trace = sub.add_parser("trace", help="read, convert and summarise request traces")
+def add(trace) -> None:
     commands = trace.add_subparsers(dest="trace_command", required=True)
     conv = commands.add_parser("convert", help="convert a trace to tidy CSV/Parquet or "
                                                "Mooncake JSONL")

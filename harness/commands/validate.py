@@ -9,8 +9,7 @@ from ..workload import WorkloadError, load_workload
 from .common import add_json, add_set, print_json
 
 
-def add(sub) -> None:
-    p = sub.add_parser("validate", help="check a workload without running it")
+def add(p) -> None:
     p.add_argument("workload")
     add_set(p, "engine.num_mtp=1")
     add_json(p)

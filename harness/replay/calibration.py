@@ -18,7 +18,7 @@ import numpy as np
 from engine import LLMEngine
 
 from ..record.recorder import Recorder
-from .driver import replay
+from .driver import Requests, replay
 
 
 def calibrate(config, trace, requests: int) -> dict:
@@ -41,7 +41,7 @@ def calibrate(config, trace, requests: int) -> dict:
 
         engine, recorder = _null_run(config, tmp)
         start = time.perf_counter()
-        replay(engine, np.zeros(n), prompt, output, "virtual", recorder)
+        replay(engine, Requests(np.zeros(n), prompt, output), "virtual", recorder)
         replay_s = time.perf_counter() - start
         recorder.close()
         steps = recorder.step_summary.steps

@@ -17,7 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -31,74 +31,109 @@ def engine_step_seconds(record) -> float:
     return (record.forward_ns if record.modeled else record.step_ns) / 1e9
 
 
-def replay(engine, arrivals: np.ndarray, prompt_len: np.ndarray,
-           max_new_tokens: np.ndarray, clock: str, recorder,
+class Requests(NamedTuple):
+    """A replay's requests, sorted by arrival, ids 0..n-1: arrival times (s, on the replay's
+    clock), prompt and output lengths, and optionally each one's hash ids (one list per
+    request) with the tokens each id names."""
+
+    arrival_s: np.ndarray
+    prompt_len: np.ndarray
+    max_new_tokens: np.ndarray
+    hash_ids: Optional[Sequence] = None
+    hash_block_size: Optional[int] = None
+
+    @classmethod
+    def of(cls, df, hash_block_size: Optional[int] = None) -> "Requests":
+        """A trace frame's requests (its hash_ids where it has them)."""
+        return cls(df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
+                   df["max_new_tokens"].to_numpy(),
+                   df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
+                   hash_block_size)
+
+
+def replay(engine, requests: Requests, clock: str, recorder,
            on_step: Optional[Callable[[int, int], None]] = None,
            start: Optional[float] = None, stop: Optional[threading.Event] = None,
            step_seconds: Callable[[object], float] = engine_step_seconds,
-           hash_ids: Optional[Sequence] = None, hash_block_size: Optional[int] = None,
            frontend=None) -> bool:
-    """Replay the requests (sorted by arrival, ids 0..n-1) to completion, or until `stop`
-    is set (checked between steps: a step and its record always go together). `start` is
-    the perf_counter() value of the real clock's zero (default: now). True if completed.
-    `hash_ids` (one list per request, or None) go to add_request with `hash_block_size`.
+    """Replay the requests to completion, or until `stop` is set (checked between steps: a
+    step and its record always go together). `start` is the perf_counter() value of the
+    real clock's zero (default: now). True if completed.
 
     `engine` is an LLMEngine or anything with its add_request / has_unfinished / step;
     `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step).
-    `frontend`, a harness.replay.frontend.Frontend on the real clock, is started here; its owner
-    closes it."""
-    virtual = clock == "virtual"
+    `frontend`, a harness.replay.frontend.Frontend on the real clock, is started here; its
+    owner closes it."""
+    if frontend is not None and clock == "virtual":
+        raise ValueError("a frontend thread needs the real clock")
+    run = _Replay(engine, requests, clock == "virtual", recorder, step_seconds, frontend,
+                  time.perf_counter() if start is None else start)
     stop = threading.Event() if stop is None else stop
-    # Read through memoryviews: Python numbers made as needed (lists of a million-request
-    # trace would hold tens of MB), and no numpy scalar in the per-step comparison.
-    arrivals = memoryview(np.ascontiguousarray(arrivals, np.float64))
-    prompt_len = memoryview(np.ascontiguousarray(prompt_len, np.int64))
-    max_new_tokens = memoryview(np.ascontiguousarray(max_new_tokens, np.int64))
-    start = time.perf_counter() if start is None else start
-    now = 0.0  # seconds since the replay began, on the chosen clock
-    n, nxt, steps = len(arrivals), 0, 0
-
-    def add(i: int, t: float) -> None:
-        recorder.enqueue(engine.add_request(
-            i, prompt_len=prompt_len[i], max_new_tokens=max_new_tokens[i],
-            arrival_time=arrivals[i], hash_ids=None if hash_ids is None else hash_ids[i],
-            hash_block_size=hash_block_size), t)
-
     if frontend is not None:
-        if virtual:
-            raise ValueError("a frontend thread needs the real clock")
-        frontend.start(start)
-    while (nxt < n or engine.has_unfinished()) and not stop.is_set():
-        if not virtual:
-            now = time.perf_counter() - start
-        if frontend is not None:
-            nxt += _drain(frontend.requests, add, start, engine.has_unfinished())
-        while frontend is None and nxt < n and arrivals[nxt] <= now:
-            add(nxt, now)
-            nxt += 1
-        if not engine.has_unfinished():  # idle until the next arrival, if any
-            if nxt < n and virtual:
-                now = arrivals[nxt]
-            elif nxt < n and frontend is None:
-                stop.wait(max(0.0, arrivals[nxt] - now))
-            continue
-        step_start = now
-        record = engine.step()
-        if record is None:  # overlap: the first step is still in flight
-            continue
-        if virtual:
-            now += step_seconds(record)
-        else:
-            now = time.perf_counter() - start
-        if frontend is not None:
-            frontend.publish(record, now)
-        recorder.step(record, step_start, now)
-        steps += 1
-        if on_step is not None and steps % PROGRESS_EVERY == 0:
+        frontend.start(run.start)
+    n = len(run.arrivals)
+    while (run.next < n or engine.has_unfinished()) and not stop.is_set():
+        if run.step(stop) and on_step is not None and run.steps % PROGRESS_EVERY == 0:
             on_step(recorder.num_done, n)
     if on_step is not None:
         on_step(recorder.num_done, n)
     return not stop.is_set()
+
+
+class _Replay:
+    """The loop's state: the next request to add, the clock, the steps taken."""
+
+    def __init__(self, engine, requests: Requests, virtual: bool, recorder, step_seconds,
+                 frontend, start: float) -> None:
+        self.engine, self.recorder, self.frontend = engine, recorder, frontend
+        self.virtual, self.step_seconds, self.start = virtual, step_seconds, start
+        # Read through memoryviews: Python numbers made as needed (lists of a
+        # million-request trace would hold tens of MB), and no numpy scalar in the per-step
+        # comparison.
+        self.arrivals = memoryview(np.ascontiguousarray(requests.arrival_s, np.float64))
+        self.prompt_len = memoryview(np.ascontiguousarray(requests.prompt_len, np.int64))
+        self.max_new_tokens = memoryview(np.ascontiguousarray(requests.max_new_tokens,
+                                                              np.int64))
+        self.hash_ids, self.hash_block_size = requests.hash_ids, requests.hash_block_size
+        self.now = 0.0  # seconds since the replay began, on the chosen clock
+        self.next = self.steps = 0
+
+    def add(self, i: int, t: float) -> None:
+        self.recorder.enqueue(self.engine.add_request(
+            i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
+            arrival_time=self.arrivals[i],
+            hash_ids=None if self.hash_ids is None else self.hash_ids[i],
+            hash_block_size=self.hash_block_size), t)
+
+    def step(self, stop: threading.Event) -> bool:
+        """The requests due added, then one engine step recorded (True), or the wait for
+        the next arrival of an idle engine (False)."""
+        engine, n = self.engine, len(self.arrivals)
+        if not self.virtual:
+            self.now = time.perf_counter() - self.start
+        if self.frontend is not None:
+            self.next += _drain(self.frontend.requests, self.add, self.start,
+                                engine.has_unfinished())
+        while self.frontend is None and self.next < n and self.arrivals[self.next] <= self.now:
+            self.add(self.next, self.now)
+            self.next += 1
+        if not engine.has_unfinished():  # idle until the next arrival, if any
+            if self.next < n and self.virtual:
+                self.now = self.arrivals[self.next]
+            elif self.next < n and self.frontend is None:
+                stop.wait(max(0.0, self.arrivals[self.next] - self.now))
+            return False
+        step_start = self.now
+        record = engine.step()
+        if record is None:  # overlap: the first step is still in flight
+            return False
+        self.now = self.now + self.step_seconds(record) if self.virtual \
+            else time.perf_counter() - self.start
+        if self.frontend is not None:
+            self.frontend.publish(record, self.now)
+        self.recorder.step(record, step_start, self.now)
+        self.steps += 1
+        return True
 
 
 def _drain(requests: queue.SimpleQueue, add: Callable[[int, float], None], start: float,

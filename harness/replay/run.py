@@ -28,7 +28,7 @@ from ..record.table_sink import write_table
 from ..telemetry import Sampler, device_frame, device_summary
 from ..workload import Workload
 from .calibration import calibrate
-from .driver import replay
+from .driver import Requests, replay
 from .frontend import Frontend
 from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
@@ -117,13 +117,9 @@ class _Run:
         return Written(self.run_dir, self.manifest, summary)
 
     def _replay(self, progress, start: float) -> bool:
-        df = self.trace.df
-        return replay(
-            self.engine, df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
-            df["max_new_tokens"].to_numpy(), self.workload.clock, self.recorder, progress,
-            start, self.stop,
-            hash_ids=df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
-            hash_block_size=self.trace.hash_block_size, frontend=self.frontend)
+        return replay(self.engine, Requests.of(self.trace.df, self.trace.hash_block_size),
+                      self.workload.clock, self.recorder, progress, start, self.stop,
+                      frontend=self.frontend)
 
     def _finish(self, failure: Optional[BaseException]) -> pd.DataFrame:
         """Telemetry stopped, the tables and the summary written, the manifest last."""

@@ -15,7 +15,7 @@ from engine._core import Scheduler
 from engine.config import SchedulerConfig
 from engine.reference_scheduler import ReferenceScheduler
 
-from .driver import replay as drive
+from .driver import Requests, replay as drive
 
 
 @dataclass
@@ -94,9 +94,6 @@ def replay(trace: pd.DataFrame, config: SchedulerConfig, step_s: float, impl: st
     sched = Scheduler(config) if impl == "cpp" else ReferenceScheduler(config)
     stepper = SchedulerStepper(sched, config.overlap, step_s, len(trace))
     out = ReplayResult()
-    drive(stepper, trace["arrival_s"].to_numpy(np.float64), trace["prompt_len"].to_numpy(),
-          trace["max_new_tokens"].to_numpy(), "virtual", out,
-          step_seconds=lambda record: record.step_s,
-          hash_ids=trace["hash_ids"].to_numpy(object) if "hash_ids" in trace else None,
-          hash_block_size=trace.attrs.get("hash_block_size"))
+    drive(stepper, Requests.of(trace, trace.attrs.get("hash_block_size")), "virtual", out,
+          step_seconds=lambda record: record.step_s)
     return out

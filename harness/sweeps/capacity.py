@@ -112,6 +112,24 @@ def knob(workload: Workload) -> Knob:
     return Knob(TIME_SCALE, (len(arrivals) - 1) / span, float(trace["time_scale"]))
 
 
+def _check_options(workload, rate_knob, target, resolution, lowest, highest, max_probes):
+    """The search's bounds, (lowest, highest); CapacityError naming an option out of its
+    bounds as the command line names it."""
+    try:
+        lowest, highest = bounds(rate_knob.rate, lowest, highest)
+    except ValueError as e:
+        raise CapacityError(f"{workload.path}: {e}") from None
+    if not 0 < target <= 1:
+        raise CapacityError(f"--attainment: expected a share of requests in (0, 1], "
+                            f"got {target!r}")
+    if not MIN_RESOLUTION <= resolution < np.inf:
+        raise CapacityError(f"--resolution: expected a finite number >= {MIN_RESOLUTION:g} "
+                            f"(the finest the search takes), got {resolution!r}")
+    if not (isinstance(max_probes, int) and max_probes >= 1):
+        raise CapacityError(f"--max-probes: expected an integer >= 1, got {max_probes!r}")
+    return lowest, highest
+
+
 def find(workload: Workload, overrides: Tuple[str, ...] = (),
          target: float = DEFAULT_ATTAINMENT, resolution: float = DEFAULT_RESOLUTION,
          lowest: Optional[float] = None, highest: Optional[float] = None,
@@ -130,22 +148,12 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
 
     slo = check(workload)
     rate_knob = knob(workload)
-    try:
-        lowest, highest = bounds(rate_knob.rate, lowest, highest)
-    except ValueError as e:
-        raise CapacityError(f"{workload.path}: {e}") from None
-    if not 0 < target <= 1:
-        raise CapacityError(f"--attainment: expected a share of requests in (0, 1], "
-                            f"got {target!r}")
-    if not MIN_RESOLUTION <= resolution < np.inf:
-        raise CapacityError(f"--resolution: expected a finite number >= {MIN_RESOLUTION:g} "
-                            f"(the finest the search takes), got {resolution!r}")
-    if not (isinstance(max_probes, int) and max_probes >= 1):
-        raise CapacityError(f"--max-probes: expected an integer >= 1, got {max_probes!r}")
+    lowest, highest = _check_options(workload, rate_knob, target, resolution, lowest, highest,
+                                     max_probes)
     stop = Stop() if stop is None else stop
     profile = executor_spec(workload.values["device"]).profile
     folder = new_run_dir(Path(workload.values["output"]) / workload.name / "capacity",
-                             "".join(c if c.isalnum() or c in "-_." else "-" for c in profile))
+                         "".join(c if c.isalnum() or c in "-_." else "-" for c in profile))
     rows = []
     # each probe sets the rate knob itself: a --set of the same key is its start
     kept = tuple(o for o in overrides if o.partition("=")[0] != rate_knob.key)
@@ -158,13 +166,7 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
         runs = run_workload(probed, None, stop, folder)
         if stop.is_set() or not runs:
             raise Stopped(f"{len(runs) + len(rows)} probe run(s) in {folder}, no capacity table")
-        run = read_run(runs[0])
-        row = dict(probe=len(rows), run_id=run.name, rate=rate,
-                   attainment=run.value("goodput.attainment"),
-                   goodput=run.value("goodput.requests"),
-                   output_tokens_per_device=run.value("throughput.output_tokens") / run.devices,
-                   ttft_p99_s=run.value("ttft.p99"), tpot_p50_s=run.value("tpot.p50"),
-                   tpot_p99_s=run.value("tpot.p99"))
+        row = dict(_row(read_run(runs[0])), probe=len(rows), rate=rate)
         rows.append(row)
         met = bool(row["attainment"] >= target)  # NaN (nothing measured) misses
         on_probe(dict(row, met=met))
@@ -174,3 +176,13 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
     capacity = Capacity(found, folder, rate_knob, target, resolution, max_probes, slo, profile)
     write_table(capacity.table(), folder, "capacity", workload.values["table_format"])
     return capacity
+
+
+def _row(run) -> dict:
+    """A probe's row of the capacity table, from its run (the probe's number and rate
+    added by the search)."""
+    return dict(run_id=run.name, attainment=run.value("goodput.attainment"),
+                goodput=run.value("goodput.requests"),
+                output_tokens_per_device=run.value("throughput.output_tokens") / run.devices,
+                ttft_p99_s=run.value("ttft.p99"), tpot_p50_s=run.value("tpot.p50"),
+                tpot_p99_s=run.value("tpot.p99"))

@@ -69,6 +69,7 @@ CSV_COLUMNS = {  # format -> (arrival, prompt, output) column names
     "tidy": COLUMNS,
 }
 MOONCAKE_BLOCK, BAILIAN_BLOCK = 512, 16
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 DROP_REASONS = {
     "malformed_line": "a CSV line with the wrong number of fields, a JSONL line that is not a "
                       "JSON object or gives a key twice",
@@ -319,51 +320,18 @@ def _csv_body(rows, first_line, header, names):
 def _read_jsonl(text, drop, block, unit, limit):
     """Mooncake JSONL. The first chunk's records (FIRST_CHUNK_BYTES) decide which keys there
     are (hash_ids or not) and, with unit auto, the time unit: the same whatever the limit."""
-    path, keys, rows_kept = text.path, ("timestamp", "input_length", "output_length"), None
-    hashes = False
+    path, rows_kept, hashes = text.path, None, False
     for line, rows in text.chunks():
-        records, lines, problems = [], [], {}
-        for k, row in enumerate(rows):
-            if not row.strip():
-                continue
-            try:
-                rec = _JSON.decode(row)
-                why = None if isinstance(rec, dict) else \
-                    f"expected a JSON object, got a JSON {type(rec).__name__}"
-            except json.JSONDecodeError as e:
-                rec, why = None, (f"expected a JSON object, got invalid JSON ({e.msg} at "
-                                  f"column {e.colno})")
-            except _KeyTwice as e:
-                rec, why = None, (f"expected a JSON object, got one giving the key "
-                                  f"{show(e.args[0])} twice")
-            except ValueError as e:  # an integer of more than 4300 digits
-                rec, why = None, f"expected a JSON object, got a number too long to read ({e})"
-            except RecursionError:
-                rec, why = None, "expected a JSON object, got JSON nested too deeply"
-            if why:
-                problems[len(records)] = why
-            records.append(rec if isinstance(rec, dict) else {})
-            lines.append(line + k)
+        records, lines, problems = _json_records(rows, line)
         if not records:
             continue
         if rows_kept is None:
-            missing = [k for k in keys if not any(k in r for r in records)]
-            if missing and problems:  # say what is wrong with the first line, not what it lacks
-                first = min(problems)
-                raise TraceError(f"{path}:{lines[first]}: {problems[first]}")
-            if missing:
-                raise TraceError(f"{path}: mooncake trace: no record has the key(s) "
-                                 f"{', '.join(missing)}")
-            hashes = any("hash_ids" in r for r in records)
-            if unit == "auto":
-                frac = any(type(r.get("timestamp")) is float and math.isfinite(r["timestamp"])
-                           and not r["timestamp"].is_integer() for r in records)
-                unit = "s" if frac or any("chat_id" in r for r in records) else "ms"
+            hashes, unit = _json_keys(path, records, lines, problems, unit)
             if hashes:
                 block = block or (MOONCAKE_BLOCK if unit == "ms" else BAILIAN_BLOCK)
             rows_kept = _Rows(path, "line", drop, limit, block if hashes else None)
         raw = {k: np.array([r.get(k) for r in records] + [None], dtype=object)[:-1]
-               for k in keys + ("hash_ids",) * hashes}
+               for k in MOONCAKE_KEYS + ("hash_ids",) * hashes}
         stamp = _numbers("timestamp", raw["timestamp"], False, f"a number >= 0 (in {unit})",
                          from_text=False)
         if unit == "ms":
@@ -379,6 +347,54 @@ def _read_jsonl(text, drop, block, unit, limit):
     res = rows_kept.result("mooncake", block if hashes else None)
     res.time_unit = unit
     return res
+
+
+def _json_records(rows, line):
+    """A chunk's records ({} for a bad line), their line numbers, and what is wrong with
+    each bad one (by index)."""
+    records, lines, problems = [], [], {}
+    for k, row in enumerate(rows):
+        if not row.strip():
+            continue
+        rec, why = _json_record(row)
+        if why:
+            problems[len(records)] = why
+        records.append(rec if isinstance(rec, dict) else {})
+        lines.append(line + k)
+    return records, lines, problems
+
+
+def _json_record(row: str):
+    """(the line's JSON object, None) or (None, why it is not one)."""
+    try:
+        rec = _JSON.decode(row)
+    except json.JSONDecodeError as e:
+        return None, f"expected a JSON object, got invalid JSON ({e.msg} at column {e.colno})"
+    except _KeyTwice as e:
+        return None, f"expected a JSON object, got one giving the key {show(e.args[0])} twice"
+    except ValueError as e:  # an integer of more than 4300 digits
+        return None, f"expected a JSON object, got a number too long to read ({e})"
+    except RecursionError:
+        return None, "expected a JSON object, got JSON nested too deeply"
+    if not isinstance(rec, dict):
+        return None, f"expected a JSON object, got a JSON {type(rec).__name__}"
+    return rec, None
+
+
+def _json_keys(path, records, lines, problems, unit):
+    """(whether the trace has hash_ids, its time unit), told from the first chunk."""
+    missing = [k for k in MOONCAKE_KEYS if not any(k in r for r in records)]
+    if missing and problems:  # say what is wrong with the first line, not what it lacks
+        first = min(problems)
+        raise TraceError(f"{path}:{lines[first]}: {problems[first]}")
+    if missing:
+        raise TraceError(f"{path}: mooncake trace: no record has the key(s) "
+                         f"{', '.join(missing)}")
+    if unit == "auto":
+        frac = any(type(r.get("timestamp")) is float and math.isfinite(r["timestamp"])
+                   and not r["timestamp"].is_integer() for r in records)
+        unit = "s" if frac or any("chat_id" in r for r in records) else "ms"
+    return any("hash_ids" in r for r in records), unit
 
 
 def _read_parquet(path, drop, block, limit):

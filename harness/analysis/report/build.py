@@ -67,6 +67,14 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
               ("summary.md", page.markdown(context).encode())]
     command = shlex.join(["steptrace", "report", *map(str, paths), "-o", str(out),
                           *["--trace-events"] * with_trace_events])
+    events = _write_folder(out, found, runs, files, command, with_trace_events)
+    return Written(out, len(runs), [a.label for a in arms],
+                   sorted(n for n, _ in files if n.startswith("figures/")), events)
+
+
+def _write_folder(out: Path, found, runs, files, command: str, with_trace_events: bool):
+    """The report's folder built under a temporary name beside `out` and renamed into
+    place whole; the trace-event files written (their names)."""
     where = Path(os.path.abspath(out))  # `-o .` has no name to put a temporary folder beside
     tmp = where.parent / f".{where.name}.{secrets.token_hex(4)}.tmp"
     written = []
@@ -76,14 +84,7 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
         for name, data in files:
             _write(tmp, out, name, data)
         if with_trace_events:
-            (tmp / "trace-events").mkdir()
-            for i, run in enumerate(runs):
-                name = f"{i:02d}-{run.name}.json" if len(runs) > 1 else f"{run.name}.json"
-                try:
-                    trace_events.write(run, tmp / "trace-events" / name)
-                except WriteFailed as e:
-                    raise WriteFailed(out / "trace-events" / name, e) from e
-                written.append(f"trace-events/{name}")
+            written = _write_trace_events(tmp, out, runs)
         _write(tmp, out, destination.MARKER,
                destination.marker(command, [n for n, _ in files] + written))
         destination.check(out, found)  # again: a file put there while the report was drawn
@@ -94,8 +95,20 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
         raise WriteFailed(out, e) from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Written(out, len(runs), [a.label for a in arms],
-                   sorted(n for n, _ in files if n.startswith("figures/")), written)
+    return written
+
+
+def _write_trace_events(tmp: Path, out: Path, runs) -> List[str]:
+    (tmp / "trace-events").mkdir()
+    written = []
+    for i, run in enumerate(runs):
+        name = f"{i:02d}-{run.name}.json" if len(runs) > 1 else f"{run.name}.json"
+        try:
+            trace_events.write(run, tmp / "trace-events" / name)
+        except WriteFailed as e:
+            raise WriteFailed(out / "trace-events" / name, e) from e
+        written.append(f"trace-events/{name}")
+    return written
 
 
 def _write(tmp: Path, out: Path, name: str, data: bytes) -> None:
