@@ -21,9 +21,7 @@ import numpy as np
 from . import _core
 from .attention_cost import LayerCost, mla_layer, v4_layer
 from .model_config import ModelConfig
-from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL
-
-PHASES = ("prompt", "decode")  # the plan's phases
+from .plan import KIND_CHUNK, KIND_DECODE, KIND_FINAL, PHASES
 
 
 @dataclass(frozen=True)
@@ -242,7 +240,7 @@ def _row_kinds(phase: Optional[str], kind, n: int):
         raise ValueError("give exactly one of phase (for every row) and kind (per row)")
     if kind is None:
         if phase not in PHASES:
-            raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+            raise ValueError(f"phase must be one of {', '.join(reversed(PHASES))}, got {phase!r}")
         prefill = np.full(n, phase == "prompt")
         return prefill, prefill.astype(np.int64)
     kinds = _ints("kind", kind, n)

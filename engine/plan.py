@@ -18,6 +18,7 @@ KIND_CHUNK = 0  # a prefill chunk that does not finish the prefill (no sampled t
 KIND_FINAL = 1  # the chunk that finishes the prefill (samples the first token)
 KIND_DECODE = 2  # a decode step of q = 1 + num_mtp positions
 KIND_NAMES = ("chunk", "final", "decode")  # as the tables spell them
+PHASES = ("decode", "prompt")  # a step's round, indexed by its prompt flag (the steps table's)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from .plan import (
     KIND_CHUNK,
     KIND_DECODE,
     KIND_FINAL,
+    PHASES,
     Batch,
     Plan,
     PostprocessResult,
@@ -193,7 +194,7 @@ class ReferenceScheduler:
     def schedule(self, release_gil: bool = True, phase: Optional[str] = None) -> Plan:
         start = time.perf_counter_ns()
         engine_type = self.config.engine_type
-        if phase is not None and not (isinstance(phase, str) and phase in ("prompt", "decode")):
+        if phase is not None and not (isinstance(phase, str) and phase in PHASES):
             raise ValueError(f"phase must be prompt or decode, got {shown(phase)}")
         if engine_type == "normal":
             prompt = phase == "prompt" if phase else self.has_prompt_work()

@@ -103,6 +103,12 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
   }
 }
 
+// The steps table's STEP and RANK columns (columns.hpp), each written where its value is.
+#define STEPTRACE_WHEN_STEP_STEP(x) x
+#define STEPTRACE_WHEN_STEP_RANK(x)
+#define STEPTRACE_WHEN_RANK_STEP(x)
+#define STEPTRACE_WHEN_RANK_RANK(x) x
+
 // The step's own values, the same on every rank's row.
 void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
                           const StepTimes& times) {
@@ -110,22 +116,10 @@ void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& p
   const auto each = [ranks](auto& column, auto value) {
     column.insert(column.end(), ranks, value);
   };
-  each(steps_.step, plan.step);
-  each(steps_.prompt_phase, uint8_t{plan.phase == Phase::kPrompt});
-  each(steps_.warmup, uint8_t{plan.step < warmup_steps_});
-  each(steps_.preempted, static_cast<int32_t>(plan.preempted.size()));
-  each(steps_.rejected, static_cast<int32_t>(plan.rejected.size()));
-  each(steps_.finished, static_cast<int32_t>(post.finished.size()));
-  each(steps_.discarded_tokens, post.discarded_tokens);
-  each(steps_.sched_cpp_ns, plan.sched_ns);
-  each(steps_.t_start_s, times.t_start_s);
-  each(steps_.t_end_s, times.t_end_s);
-  each(steps_.sched_call_ns, times.sched_call_ns);
-  each(steps_.forward_ns, times.forward_ns);
-  each(steps_.sample_ns, times.sample_ns);
-  each(steps_.postprocess_ns, times.postprocess_ns);
-  each(steps_.step_ns, times.step_ns);
-  each(steps_.flush_ns, times.flush_ns);
+#define STEPTRACE_WRITE(type, name, part, value) \
+  STEPTRACE_WHEN_STEP_##part(each(steps_.name, static_cast<type>(value));)
+  STEPTRACE_STEP_COLUMNS(STEPTRACE_WRITE)
+#undef STEPTRACE_WRITE
 }
 
 // A rank's values: its row of the step, its batch rows, its live requests' first schedule
@@ -134,13 +128,12 @@ size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput&
                             const StepTimes& times, const Batch& b, const StepCost& cost,
                             size_t row) {
   const auto none = live_.end();
-  int64_t tokens_q = 0, padded = 0, sum_k = 0;
-  int32_t max_k = 0;
+  RankSums sums;
   for (size_t j = 0; j < b.rows(); ++j, ++row) {
-    tokens_q += b.seqlen_q[j];
-    padded += b.padded_q[j];
-    sum_k += b.seqlen_k[j];
-    max_k = std::max(max_k, b.seqlen_k[j]);
+    sums.tokens_q += b.seqlen_q[j];
+    sums.padded_q += b.padded_q[j];
+    sums.sum_seqlen_k += b.seqlen_k[j];
+    sums.max_seqlen_k = std::max(sums.max_seqlen_k, b.seqlen_k[j]);
     // Not live: never enqueued, or already left (in-flight work of a finished sequence).
     const auto it = live_.find(b.seq_ids[j]);
     if (it == none) continue;
@@ -152,61 +145,31 @@ size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput&
     if (b.kind[j] == kChunk) continue;
     if (post.output_len[row] > req.tokens) stamp(req, post.output_len[row], times.t_end_s);
   }
-  steps_.dp_rank.push_back(b.rank);
-  steps_.empty.push_back(b.empty());
-  steps_.num_seqs.push_back(static_cast<int32_t>(b.rows()));
-  steps_.tokens_q.push_back(tokens_q);
-  steps_.padded_tokens_q.push_back(padded);
-  steps_.sum_seqlen_k.push_back(sum_k);
-  steps_.max_seqlen_k.push_back(max_k);
-  record_rank_state(b, cost);
+#define STEPTRACE_WRITE(type, name, part, value) \
+  STEPTRACE_WHEN_RANK_##part(steps_.name.push_back(static_cast<type>(value));)
+  STEPTRACE_STEP_COLUMNS(STEPTRACE_WRITE)
+#undef STEPTRACE_WRITE
   if (!b.empty()) record_batch(plan.step, b);
   return row;
 }
 
-// The rank's pool and queues after planning, and its costs.
-void StepLog::record_rank_state(const Batch& b, const StepCost& cost) {
-  steps_.kv_blocks_free.push_back(b.num_free_blocks);
-  steps_.waiting.push_back(b.num_waiting);
-  steps_.running.push_back(b.num_running);
-  steps_.prefix_hit_tokens.push_back(b.num_hit_tokens);
-  steps_.kv_blocks_evicted.push_back(b.num_evicted_blocks);
-  steps_.kv_blocks_retained.push_back(b.num_retained_blocks);
-  steps_.model_flops.push_back(cost.model_flops);
-  steps_.executed_flops.push_back(cost.executed_flops);
-  steps_.bytes.push_back(cost.bytes);
-  steps_.attention_s.push_back(cost.attention_s);
-  steps_.dense_s.push_back(cost.dense_s);
-  steps_.experts_s.push_back(cost.experts_s);
-  steps_.dispatch_s.push_back(cost.dispatch_s);
-  steps_.combine_s.push_back(cost.combine_s);
-  steps_.allreduce_s.push_back(cost.allreduce_s);
-}
-
 void StepLog::record_batch(int64_t step, const Batch& b) {
-  batches_.step.insert(batches_.step.end(), b.rows(), step);
-  batches_.dp_rank.insert(batches_.dp_rank.end(), b.rows(), b.rank);
-  batches_.seq_id.insert(batches_.seq_id.end(), b.seq_ids.begin(), b.seq_ids.end());
-  batches_.kind.insert(batches_.kind.end(), b.kind.begin(), b.kind.end());
-  batches_.seqlen_q.insert(batches_.seqlen_q.end(), b.seqlen_q.begin(), b.seqlen_q.end());
-  batches_.seqlen_k.insert(batches_.seqlen_k.end(), b.seqlen_k.begin(), b.seqlen_k.end());
+#define STEPTRACE_FILL(column, value) column.insert(column.end(), b.rows(), value)
+#define STEPTRACE_COPY(column, value) column.insert(column.end(), value.begin(), value.end())
+#define STEPTRACE_WRITE(type, name, how, value) STEPTRACE_##how(batches_.name, value);
+  STEPTRACE_BATCH_COLUMNS(STEPTRACE_WRITE)
+#undef STEPTRACE_WRITE
+#undef STEPTRACE_COPY
+#undef STEPTRACE_FILL
 }
 
 void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end) {
-  requests_.request_id.push_back(seq_id);
-  requests_.enqueue_s.push_back(r.enqueue_s);
-  requests_.first_scheduled_s.push_back(r.first_scheduled_s);
-  requests_.first_token_s.push_back(r.first_token_s);
-  requests_.last_token_s.push_back(r.last_token_s);
-  requests_.first_scheduled_step.push_back(r.first_scheduled_step);
-  requests_.output_tokens.push_back(end == kEndUnfinished ? r.tokens : left.output_len);
-  requests_.dp_rank.push_back(left.dp_rank);
-  requests_.preemptions.push_back(end == kEndUnfinished ? r.preemptions : left.num_preemptions);
-  requests_.recomputed_tokens.push_back(left.recomputed_tokens);
-  requests_.prefix_hit_tokens.push_back(left.prefix_hit_tokens);
-  requests_.status.push_back(end);
+  const bool unfinished = end == kEndUnfinished;
+#define STEPTRACE_WRITE(type, name, value) requests_.name.push_back(static_cast<type>(value));
+  STEPTRACE_REQUEST_COLUMNS(STEPTRACE_WRITE)
+#undef STEPTRACE_WRITE
   requests_.reason.push_back(left.reason);
-  if (end != kEndUnfinished) ++num_done_;
+  if (!unfinished) ++num_done_;
 }
 
 void StepLog::end() {

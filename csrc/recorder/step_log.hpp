@@ -20,68 +20,15 @@
 #include <utility>
 #include <vector>
 
+#include "columns.hpp"
 #include "cost_model.hpp"
 #include "schedule_output.hpp"
 
 namespace steptrace {
 
-struct StepRows {  // one row per (step, DP rank)
-  std::vector<int64_t> step;
-  std::vector<int32_t> dp_rank;
-  std::vector<uint8_t> prompt_phase, empty, warmup;
-  std::vector<int32_t> num_seqs;
-  std::vector<int64_t> tokens_q, padded_tokens_q, sum_seqlen_k;
-  std::vector<int32_t> max_seqlen_k, preempted, rejected, finished;
-  std::vector<int64_t> discarded_tokens;
-  std::vector<int32_t> kv_blocks_free, waiting, running;
-  std::vector<int32_t> prefix_hit_tokens, kv_blocks_evicted, kv_blocks_retained;
-  std::vector<int64_t> sched_cpp_ns;
-  std::vector<double> t_start_s, t_end_s;
-  std::vector<int64_t> sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns, flush_ns;
-  std::vector<double> model_flops, executed_flops, bytes;
-  std::vector<double> attention_s, dense_s, experts_s, dispatch_s, combine_s, allreduce_s;
-
-  template <typename F>
-  void each_column(F&& f) {  // f(name, column), in the table's order
-    f("step", step);
-    f("dp_rank", dp_rank);
-    f("prompt_phase", prompt_phase);
-    f("empty", empty);
-    f("warmup", warmup);
-    f("num_seqs", num_seqs);
-    f("tokens_q", tokens_q);
-    f("padded_tokens_q", padded_tokens_q);
-    f("sum_seqlen_k", sum_seqlen_k);
-    f("max_seqlen_k", max_seqlen_k);
-    f("preempted", preempted);
-    f("rejected", rejected);
-    f("finished", finished);
-    f("discarded_tokens", discarded_tokens);
-    f("kv_blocks_free", kv_blocks_free);
-    f("waiting", waiting);
-    f("running", running);
-    f("prefix_hit_tokens", prefix_hit_tokens);
-    f("kv_blocks_evicted", kv_blocks_evicted);
-    f("kv_blocks_retained", kv_blocks_retained);
-    f("t_start_s", t_start_s);
-    f("t_end_s", t_end_s);
-    f("sched_cpp_ns", sched_cpp_ns);
-    f("sched_call_ns", sched_call_ns);
-    f("forward_ns", forward_ns);
-    f("sample_ns", sample_ns);
-    f("postprocess_ns", postprocess_ns);
-    f("step_ns", step_ns);
-    f("flush_ns", flush_ns);
-    f("model_flops", model_flops);
-    f("executed_flops", executed_flops);
-    f("bytes", bytes);
-    f("attention_s", attention_s);
-    f("dense_s", dense_s);
-    f("experts_s", experts_s);
-    f("dispatch_s", dispatch_s);
-    f("combine_s", combine_s);
-    f("allreduce_s", allreduce_s);
-  }
+struct RankSums {  // a rank's rows summed: the steps table's RANK columns of its batch
+  int64_t tokens_q = 0, padded_q = 0, sum_seqlen_k = 0;
+  int32_t max_seqlen_k = 0;
 };
 
 struct StepTimes {  // what the engine measured around one step (llm_engine.StepRecord)
@@ -90,53 +37,8 @@ struct StepTimes {  // what the engine measured around one step (llm_engine.Step
   int64_t flush_ns;  // the recorder's own: handing full chunks on, after this step
 };
 
-struct BatchRows {  // one row per scheduled sequence
-  std::vector<int64_t> step;
-  std::vector<int32_t> dp_rank;
-  std::vector<int64_t> seq_id;
-  std::vector<int8_t> kind;
-  std::vector<int32_t> seqlen_q, seqlen_k;
-
-  template <typename F>
-  void each_column(F&& f) {
-    f("step", step);
-    f("dp_rank", dp_rank);
-    f("seq_id", seq_id);
-    f("kind", kind);
-    f("seqlen_q", seqlen_q);
-    f("seqlen_k", seqlen_k);
-  }
-};
-
 // How a request's row ends (harness/recorder.py names them).
 enum RequestEnd : uint8_t { kEndFinished = 0, kEndRejected = 1, kEndUnfinished = 2 };
-
-struct RequestRows {  // one row per request that left, or was still live at the end
-  std::vector<int64_t> request_id;
-  std::vector<double> enqueue_s, first_scheduled_s, first_token_s, last_token_s;
-  std::vector<int64_t> first_scheduled_step;  // -1: never scheduled
-  std::vector<int64_t> output_tokens;
-  std::vector<int32_t> dp_rank, preemptions;
-  std::vector<int64_t> recomputed_tokens, prefix_hit_tokens;
-  std::vector<uint8_t> status;  // RequestEnd
-  std::vector<std::string> reason;
-
-  template <typename F>
-  void each_column(F&& f) {  // the numeric ones; `reason` leaves as text
-    f("request_id", request_id);
-    f("enqueue_s", enqueue_s);
-    f("first_scheduled_s", first_scheduled_s);
-    f("first_token_s", first_token_s);
-    f("last_token_s", last_token_s);
-    f("first_scheduled_step", first_scheduled_step);
-    f("output_tokens", output_tokens);
-    f("dp_rank", dp_rank);
-    f("preemptions", preemptions);
-    f("recomputed_tokens", recomputed_tokens);
-    f("prefix_hit_tokens", prefix_hit_tokens);
-    f("status", status);
-  }
-};
 
 struct LiveRequest {  // seconds on the run's clock; NaN until it happens
   static constexpr double kNever = std::numeric_limits<double>::quiet_NaN();
@@ -182,7 +84,6 @@ class StepLog {
                    const StepTimes& times);
   size_t record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
                      const StepTimes& times, const Batch& b, const StepCost& cost, size_t row);
-  void record_rank_state(const Batch& b, const StepCost& cost);
   void record_batch(int64_t step, const Batch& b);
   void check(const ScheduleOutput& plan, const PostprocessOutput& post,
              const std::vector<StepCost>& costs);

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from engine import _core
-from engine.plan import KIND_NAMES
+from engine.plan import KIND_NAMES, PHASES
 
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
@@ -38,7 +38,6 @@ REQUEST_COLUMNS = ("request_id", "arrival_s", "enqueue_s", "first_scheduled_s",
                    "first_token_s", "last_token_s", "prompt_len", "max_new_tokens",
                    "output_tokens", "dp_rank", "preemptions", "recomputed_tokens",
                    "prefix_hit_tokens", "status", "reason")  # then metrics.latencies' columns
-PHASES = ("decode", "prompt")  # indexed by the prompt_phase flag
 QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread waits
 
 
