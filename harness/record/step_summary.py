@@ -89,8 +89,7 @@ class StepSummary:
         for column, metric in TIMINGS:
             parts = self._timings[column]
             per_step = np.concatenate(parts) if parts else np.zeros(0)
-            rows += [(metric, stat, value, "us")
-                     for stat, value in metrics.describe(per_step / 1e3).items()]
+            rows += _distribution(metric, per_step / 1e3)
         forward_s = sum(part.sum() for part in self._timings["forward_ns"]) / 1e9
         chips = self._ranks * chips_per_rank
         tflops = self._model_flops / forward_s / chips / 1e12 if forward_s > 0 \
@@ -100,8 +99,7 @@ class StepSummary:
                  for column, chunks in self._parts.items()}
         if any(v.any() for v in parts.values()):  # a modeled deployment: not all zero
             for column, metric in PARTS:
-                rows += [(metric, stat, value, "us")
-                         for stat, value in metrics.describe(parts[column] * 1e6).items()]
+                rows += _distribution(metric, parts[column] * 1e6)
         rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
         if peak_tflops:
@@ -112,3 +110,9 @@ class StepSummary:
                  ("prefix_cache", "hit_tokens", self._hit_tokens, "tokens"),
                  ("prefix_cache", "evicted_blocks", self._evicted, "blocks")]
         return pd.DataFrame(rows, columns=metrics.SUMMARY_COLUMNS)
+
+
+def _distribution(metric: str, us: np.ndarray) -> list:
+    """A distribution's summary rows in microseconds, its count in samples."""
+    return [(metric, stat, value, "samples" if stat == "count" else "us")
+            for stat, value in metrics.describe(us).items()]

@@ -1,6 +1,117 @@
-"""Which summary rows each view shows (docs/metrics.md defines every row): `show` and a
-run's headline in a report print HEADLINE in this order, `compare` prints the TEXT_STATS of
-every metric; `--json`, `--csv` and the tables carry every row."""
+"""Every summary row a run may write, declared once (docs/metrics.md defines each, in the
+section named here), and which rows each view shows: `show` and a run's headline in a
+report print HEADLINE in this order, `compare` prints the TEXT_STATS of every metric;
+`--json`, `--csv` and the tables carry every row. tests/test_summary_catalogue.py holds the
+runs' summaries, the views and docs/metrics.md's summary table to this catalogue.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterable, Mapping, Optional, Tuple
+
+# A distribution's statistics (harness/record/metrics.py `describe`): its count in samples.
+DISTRIBUTION = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
+DEVICE = "{device}"  # a device's prefix in a telemetry metric's name: gpu0_, npu1_
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # DEVICE in it stands for a device's prefix
+    units: Mapping[str, str]  # stat -> unit
+    meaning: str
+    section: str  # of docs/metrics.md
+
+
+def distribution(name: str, unit: str, meaning: str, section: str) -> Metric:
+    return Metric(name, {s: "samples" if s == "count" else unit for s in DISTRIBUTION},
+                  meaning, section)
+
+
+def stats(unit: str, *names: str) -> Dict[str, str]:
+    return dict.fromkeys(names, unit)
+
+
+RUN, FRONTEND, ENGINE = "Run level", "Frontend", "Work per step"
+DEVICES, PARTS = "Device utilisation", "Modeled step parts"
+SUMMARY: Tuple[Metric, ...] = (
+    Metric("requests", stats("requests", "finished", "handed_off", "rejected", "unfinished",
+                             "warmup"),
+           "requests measured, by how they ended; and those first scheduled in warm-up", RUN),
+    Metric("window", stats("s", "duration"), "the measured requests' span", RUN),
+    Metric("throughput", {"requests": "req/s", "output_tokens": "tok/s",
+                          "total_tokens": "tok/s"}, "completed work over the window", RUN),
+    Metric("goodput", {"requests": "req/s", "attainment": "fraction"},
+           "requests within every SLO limit (only when SLOs are given)", RUN),
+    Metric("slo", stats("s", "ttft", "tpot", "e2e"), "the SLO limits used", RUN),
+    *(distribution(name, "s", meaning, RUN) for name, meaning in (
+        ("ttft", "time to first token"), ("tpot", "time per output token"),
+        ("itl", "inter-token latency"), ("e2e", "end-to-end latency"),
+        ("queueing_delay", "first schedule - arrival"),
+        ("schedule_fidelity", "enqueue - intended arrival"))),
+    distribution("enqueue_drift", "s", "the frontend's enqueue - arrival", FRONTEND),
+    distribution("delivery_delay", "s", "a token's delivery - its commit", FRONTEND),
+    Metric("frontend", {"cpu_share": "% of one core", "undelivered": "tokens"},
+           "the frontend thread's CPU over its wall time; tokens a stop abandoned", FRONTEND),
+    *(distribution(name, "us", meaning, ENGINE) for name, meaning in (
+        ("sched_call", "schedule() seen from Python"), ("sched_cpp", "schedule() inside C++"),
+        ("step", "one engine step"), ("forward", "the forward (or its modeled time)"))),
+    Metric("step_rate", stats("1/s", "per_s"), "measured steps per second", ENGINE),
+    Metric("achieved", stats("TFLOP/s", "tflops_per_device"), "model FLOPs per device-second",
+           "Rates"),
+    Metric("mfu", stats("fraction", "model"), "achieved over the device's peak", "Rates"),
+    Metric("prefix_cache", {"hit_rate": "fraction", "hit_tokens": "tokens",
+                            "evicted_blocks": "blocks"}, "prompt tokens a prefix hit served",
+           "Prefix cache"),
+    *(distribution(name, "us", f"the modeled step's {name} part (a deployment's)", PARTS)
+      for name in ("attention", "dense", "experts", "dispatch", "combine", "allreduce")),
+    Metric("harness", stats("us", "per_step", "per_request"),
+           "the null-engine calibration: the harness's own cost",
+           "Harness overhead (null-engine calibration)"),
+    Metric("steps", stats("steps", "recorded"), "steps a run that did not finish recorded",
+           RUN),
+    *(distribution(f"{DEVICE}{name}", "%", f"the device's {what}, over its samples", DEVICES)
+      for name, what in (("util", "utilisation"), ("sm_activity", "SM activity"),
+                         ("tensor_activity", "tensor-core activity"),
+                         ("aicore", "AI Core utilisation"), ("mem_busy", "memory busy time"),
+                         ("mem_bw_util", "memory bandwidth utilisation"))),
+    distribution("process_cpu", "%", "the harness's process tree's CPU, over its samples",
+                 DEVICES),
+    distribution("host_cpu", "%", "the host's CPU, over its samples", DEVICES),
+    *(Metric(name, stats("bytes", "peak"), f"peak {what}", DEVICES) for name, what in (
+        (f"{DEVICE}mem_used", "device memory used"), ("process_rss", "RSS of the process tree"),
+        ("host_mem_used", "host memory used"))),
+    Metric(f"{DEVICE}mem_total", stats("bytes", "value"), "device memory", DEVICES),
+    Metric(f"{DEVICE}power", stats("W", "mean"), "the device's mean power", DEVICES),
+    Metric(f"{DEVICE}energy", stats("J", "total"), "the device's energy over the window",
+           DEVICES),
+    Metric("energy", stats("J", "total"), "every accelerator's energy over the window",
+           DEVICES),
+    Metric("energy_per_output_token", stats("J/token", "value"),
+           "accelerator energy over output tokens", DEVICES),
+)
+_DEVICE_PREFIX = r"(?:gpu|npu)\d+_"
+
+
+def find(metric: str) -> Optional[Metric]:
+    """The catalogue's entry for a summary row's metric (a device's by its pattern)."""
+    for m in SUMMARY:
+        pattern = re.escape(m.name).replace(re.escape(DEVICE), _DEVICE_PREFIX)
+        if re.fullmatch(pattern, metric):
+            return m
+    return None
+
+
+def uncatalogued(rows: Iterable[Tuple[str, str, str]]) -> list:
+    """The (metric, stat, unit) rows the catalogue does not declare, as declared."""
+    out = []
+    for metric, stat, unit in rows:
+        m = find(metric)
+        if m is None or m.units.get(stat) != unit:
+            out.append((metric, stat, unit))
+    return out
+
 
 HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejected"),
             ("throughput", "requests"), ("throughput", "output_tokens"), ("goodput", "requests"),
@@ -13,3 +124,18 @@ TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "request
                         "output_tokens", "total_tokens", "tflops_per_device", "model",
                         "per_step", "per_s", "cpu_share"})
 COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")  # shown as whole numbers
+
+
+def markdown() -> str:
+    """docs/metrics.md's summary table, rendered from SUMMARY (a device's prefix written
+    gpuN_ / npuN_)."""
+    lines = ["| metric | stat | unit | meaning (docs/metrics.md) |", "|---|---|---|---|"]
+    for m in SUMMARY:
+        by_unit: Dict[str, list] = {}
+        for stat, unit in m.units.items():
+            by_unit.setdefault(unit, []).append(stat)
+        stat_text = " / ".join(", ".join(f"`{s}`" for s in group) for group in by_unit.values())
+        name = m.name.replace(DEVICE, "gpuN_")
+        lines.append(f"| `{name}` | {stat_text} | {' / '.join(by_unit)} | {m.meaning} "
+                     f"(\"{m.section}\") |")
+    return "\n".join(lines) + "\n"
