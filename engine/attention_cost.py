@@ -75,8 +75,9 @@ def mla_layer(cfg: ModelConfig, q: np.ndarray, k: np.ndarray, prefill: np.ndarra
     forms cost 2 * kv_b parameters per token they touch.
     """
     H, N, R = cfg.hidden_size, cfg.num_attention_heads, cfg.qk_rope_head_dim
-    Lq, Lkv = cfg.q_lora_rank, cfg.kv_lora_rank
-    P, V = cfg.qk_nope_head_dim, cfg.v_head_dim
+    Lq = cfg.q_lora_rank
+    Lkv, P, V = cfg.mla
+    index = cfg.indexer
     q_params = H * N * (P + R) if Lq is None else H * Lq + Lq * N * (P + R)
     proj = q_params + H * (Lkv + R) + N * V * H
     kv_b = Lkv * N * (P + V)
@@ -84,23 +85,23 @@ def mla_layer(cfg: ModelConfig, q: np.ndarray, k: np.ndarray, prefill: np.ndarra
     mha = prefill & (not cfg.has_indexer)
     pairs = causal_pairs(q, k)
     up_tokens = np.where(mha & reup, k, q)
-    attended = clipped_pairs(q, k, cfg.index_topk) if cfg.has_indexer else pairs
+    attended = clipped_pairs(q, k, index.index_topk) if index is not None else pairs
     per_pair = np.where(mha, 2 * N * (P + R) + 2 * N * V, 2 * N * (Lkv + R) + 2 * N * Lkv)
     cost = LayerCost(params=proj + kv_b)
     cost.flops["attn_proj"] = 2.0 * proj * _total(q)
     cost.flops["kv_up"] = 2.0 * kv_b * _total(up_tokens)
     cost.flops["attn_core"] = _total(per_pair * attended.astype(np.float64))
     cost.kv_write = cfg.kv_cache_dim * _total(q)
-    if not cfg.has_indexer:
+    if index is None:
         cost.kv_read = cfg.kv_cache_dim * _total(k)
         return cost
-    nI, dI = cfg.index_n_heads, cfg.index_head_dim
+    nI, dI, topk, Lq = index
     indexer = Lq * nI * dI + H * dI + H * nI  # q from the q latent, k, head weights
     cost.params += indexer
     cost.flops["indexer_proj"] = 2.0 * indexer * _total(q)
     cost.flops["index_scores"] = 2.0 * nI * dI * _total(pairs)
     # each query reads its own top-k latents; the chunk reads at most their union
-    cost.kv_read = cfg.kv_cache_dim * _total(np.minimum(k, q * cfg.index_topk))
+    cost.kv_read = cfg.kv_cache_dim * _total(np.minimum(k, q * topk))
     cost.index_read = dI * _total(k)
     cost.index_write = dI * _total(q)
     return cost
@@ -111,10 +112,10 @@ def v4_layer(cfg: ModelConfig, ratio: int, q: np.ndarray, k: np.ndarray) -> Laye
     indexer's top-k compressed entries, or for ratio 128 (HCA), every compressed entry.
     One latent KV head of head_dim serves as K and V: 4 * N * head_dim per attended key.
     """
-    H, N, d = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
-    Lq, W = cfg.q_lora_rank, cfg.sliding_window
+    H, N = cfg.hidden_size, cfg.num_attention_heads
+    d, o_rank, o_groups, W, Lq = cfg.v4
     proj = (H * Lq + Lq * N * d + H * d  # wq_a, wq_b, wkv
-            + N * d * cfg.o_lora_rank + cfg.o_groups * cfg.o_lora_rank * H)  # wo_a, wo_b
+            + N * d * o_rank + o_groups * o_rank * H)  # wo_a, wo_b
     k = np.where(q > 0, k, 0)  # a row with no query touches no key
     tokens = _total(q)
     attended = clipped_pairs(q, k, W).astype(np.float64)
@@ -130,7 +131,9 @@ def v4_layer(cfg: ModelConfig, ratio: int, q: np.ndarray, k: np.ndarray) -> Laye
         cost.flops["compressor"] = 2.0 * compressor * tokens
         cost.kv_write += d * produced
     if ratio == CSA_RATIO:
-        nI, dI, topk = cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk
+        index = cfg.indexer
+        assert index is not None, "CSA layers have an indexer (ModelConfig._check_v4)"
+        nI, dI, topk, _ = index
         indexer = Lq * nI * dI + H * nI + 2 * H * coff * dI  # wq_b, weights_proj, compressor
         cost.params += indexer
         cost.flops["indexer_proj"] = 2.0 * indexer * tokens

@@ -87,15 +87,16 @@ def _expert_params(cfg: ModelConfig) -> int:
 def kv_bytes_per_token(cfg: ModelConfig, d: Deployment) -> float:
     """Cache bytes one token adds on each layer that keeps it, the MTP layer's included."""
     kv = BYTES[d.precision["kv"]]
+    indexer = cfg.indexer  # V3.2: every layer's; V4: the CSA layers' (compress ratio 4)
+    index = indexer.index_head_dim * INDEX_KEY_BYTES if indexer is not None else 0.0
     if cfg.architecture == "deepseek_v3":
         layers = cfg.num_hidden_layers + cfg.num_nextn_predict_layers
-        index = cfg.index_head_dim * INDEX_KEY_BYTES if cfg.has_indexer else 0.0
         return layers * (cfg.kv_cache_dim * kv + index)
+    head_dim = cfg.v4.head_dim
     total = 0.0
     for ratio in cfg.layer_compress_ratios + cfg.mtp_compress_ratios:
         if ratio:  # a window-only layer keeps no token past its window
-            index = cfg.index_head_dim * INDEX_KEY_BYTES if ratio == 4 else 0.0
-            total += (cfg.head_dim * kv + index) / ratio
+            total += (head_dim * kv + (index if ratio == 4 else 0.0)) / ratio
     return total
 
 
@@ -104,12 +105,13 @@ def window_bytes(cfg: ModelConfig, d: Deployment, max_num_seqs: int) -> float:
     if cfg.architecture != "deepseek_v4":
         return 0.0
     layers = cfg.num_hidden_layers + cfg.num_nextn_predict_layers
-    return max_num_seqs * layers * cfg.sliding_window * cfg.head_dim * BYTES[d.precision["kv"]]
+    v4 = cfg.v4
+    return max_num_seqs * layers * v4.sliding_window * v4.head_dim * BYTES[d.precision["kv"]]
 
 
 def device_memory(cfg: ModelConfig, d: Deployment, profile: DeviceProfile,
                   max_num_seqs: int) -> DeviceMemory:
-    return DeviceMemory(hbm=profile.hbm_gb.value * 1e9 * d.memory_utilization,
+    return DeviceMemory(hbm=profile.figure("hbm_gb") * 1e9 * d.memory_utilization,
                         weights=weight_bytes(cfg, d),
                         windows=window_bytes(cfg, d, max_num_seqs),
                         kv_per_token=kv_bytes_per_token(cfg, d))

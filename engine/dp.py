@@ -14,7 +14,7 @@ import os
 import socket
 from dataclasses import replace
 from queue import Empty
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -49,7 +49,7 @@ class DPEngine:
         return True, self.engine.step(phase="prompt" if vote[0] else "decode")
 
     def run(self) -> List[StepRecord]:
-        records = []
+        records: List[StepRecord] = []
         while True:
             busy, record = self.step()
             if not busy:
@@ -67,7 +67,7 @@ def run_dp(config: EngineConfig, world_size: int, requests: Sequence[dict],
     queue = mp.get_context("spawn").Queue()
     processes = mp.spawn(_rank_main, args=(world_size, port, config, requests, summarize, queue),
                          nprocs=world_size, join=False)
-    results = {}
+    results: Dict[int, object] = {}  # summarize()'s, by rank
     while len(results) < world_size:  # drain before joining: a child blocks on a full pipe
         try:
             rank, result = queue.get(timeout=0.5)

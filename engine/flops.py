@@ -53,7 +53,7 @@ class FlopsEstimator:
             else expert_weight_bytes
         self.kv_bytes = kv_bytes
         self.index_kv_bytes = index_kv_bytes
-        self._cost_model = None
+        self._cost_model: Optional[_core.CostModel] = None
 
     def calc_flops(self, seqlen_q, seqlen_k, phase=None, *, kind=None, num_logits=None,
                    padded_q=None, accepted=None, mtp_q=None) -> StepFlops:
@@ -203,7 +203,7 @@ class FlopsEstimator:
 
     @property
     def _dense_params(self) -> int:
-        return 3 * self.cfg.hidden_size * self.cfg.intermediate_size  # SwiGLU gate, up, down
+        return 3 * self.cfg.hidden_size * self.cfg.dense_intermediate_size  # SwiGLU gate, up, down
 
     @property
     def _moe_active_params(self) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 from . import _core
 from .config import EngineConfig
 from .executors import ExecutorOutput, ExecutorSpec
+from .executors.base import RankCosts
 from .model_config import load_model_config
 
 
@@ -25,16 +26,17 @@ from .model_config import load_model_config
 class StepRecord:
     """One engine step as the harness records it (arrays are views of the plan's buffers)."""
 
-    plan: object  # the C++ plan: step, phase, batches, preempted, rejected, sched_ns
-    post: object  # its postprocess result: finished, discarded_tokens
-    accepted: Optional[list]  # MTP drafts accepted per row, an array per DP rank; None: none
+    plan: _core.Plan
+    post: _core.PostprocessResult  # the plan's
+    # MTP drafts accepted per row, an array per DP rank; None: none
+    accepted: Optional[List[np.ndarray]]
     start_ns: int  # perf_counter_ns when the step's schedule() was called
     sched_call_ns: int  # the call as Python sees it, GIL reacquire included
     forward_ns: int
     sample_ns: int
     postprocess_ns: int
     step_ns: int  # schedule() start to postprocess() end
-    flops: list  # per DP rank: a StepCost (model_flops, executed_flops, bytes)
+    flops: RankCosts  # per DP rank: a StepCost (model_flops, executed_flops, bytes)
     modeled: bool  # forward and sample durations come from a device model
 
     @property
@@ -50,7 +52,7 @@ class StepRecord:
         return self.plan.sched_ns
 
     @property
-    def batches(self) -> list:  # one plan batch per DP rank
+    def batches(self) -> List[_core.Batch]:  # one plan batch per DP rank
         return self.plan.batches
 
     @property
@@ -84,10 +86,10 @@ class StepRecord:
 
 @dataclass(slots=True)
 class _Launched:
-    plan: object
+    plan: _core.Plan
     start_ns: int
     sched_call_ns: int
-    output: Future
+    output: Future[ExecutorOutput]
 
 
 class LLMEngine:
@@ -126,8 +128,11 @@ class LLMEngine:
                              f"and prompt_len")
         if prompt_token_ids is not None:
             prompt_len = len(prompt_token_ids)
-        elif prompt_len < 1:
-            raise ValueError(f"request {request_id}: prompt_len must be >= 1, got {prompt_len}")
+        else:
+            assert prompt_len is not None  # exactly one of the two is given
+            if prompt_len < 1:
+                raise ValueError(f"request {request_id}: prompt_len must be >= 1, got "
+                                 f"{prompt_len}")
         added = self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
                                             max_new_tokens=max_new_tokens,
                                             arrival_time=arrival_time, hash_ids=hash_ids,
@@ -199,6 +204,7 @@ class LLMEngine:
         start = time.perf_counter_ns()
         plan = self.scheduler.schedule(release_gil=self._release_gil, phase=phase)
         called = time.perf_counter_ns() - start
+        assert self._thread is not None, "a plan is launched ahead only with overlap"
         return _Launched(plan, start, called, self._thread.submit(self.executor.execute, plan))
 
     def _finish(self, plan, start_ns: int, sched_call_ns: int, out: ExecutorOutput) -> StepRecord:
@@ -220,10 +226,11 @@ class LLMEngine:
             flops=flops, modeled=out.modeled)
 
     def _drop(self, done) -> None:
+        assert self.executor.holds_requests, "called only for an executor that holds requests"
         for seq_id in done:
             self.executor.drop(seq_id)
 
-    def _flops(self, plan, accepted) -> list:
+    def _flops(self, plan, accepted) -> List[_core.StepCost]:
         """A StepCost per rank: a device each."""
         batches = plan.batches
         return [self._cost.batch(b, a, self._mtp)

@@ -58,34 +58,34 @@ class MLAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int) -> None:
         super().__init__()
         self.cfg, self.layer = cfg, layer
-        n, h = cfg.num_attention_heads, cfg.hidden_size
+        n, h, mla = cfg.num_attention_heads, cfg.hidden_size, cfg.mla
         if cfg.q_lora_rank:
             self.wq_a = nn.Linear(h, cfg.q_lora_rank, bias=False)
             self.q_norm = RMSNorm(cfg.q_lora_rank, cfg.rms_norm_eps)
             self.wq_b = nn.Linear(cfg.q_lora_rank, n * cfg.qk_head_dim, bias=False)
         else:
             self.wq = nn.Linear(h, n * cfg.qk_head_dim, bias=False)
-        self.wkv_a = nn.Linear(h, cfg.kv_lora_rank + cfg.qk_rope_head_dim, bias=False)
-        self.kv_norm = RMSNorm(cfg.kv_lora_rank, cfg.rms_norm_eps)
-        self.wkv_b = nn.Linear(cfg.kv_lora_rank, n * (cfg.qk_nope_head_dim + cfg.v_head_dim),
+        self.wkv_a = nn.Linear(h, mla.kv_lora_rank + cfg.qk_rope_head_dim, bias=False)
+        self.kv_norm = RMSNorm(mla.kv_lora_rank, cfg.rms_norm_eps)
+        self.wkv_b = nn.Linear(mla.kv_lora_rank, n * (mla.qk_nope_head_dim + mla.v_head_dim),
                                bias=False)
-        self.wo = nn.Linear(n * cfg.v_head_dim, h, bias=False)
+        self.wo = nn.Linear(n * mla.v_head_dim, h, bias=False)
         self.scale = 1.0 / math.sqrt(cfg.qk_head_dim)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, kv_cache: torch.Tensor) -> torch.Tensor:
-        cfg = self.cfg
-        n, nope = cfg.num_attention_heads, cfg.qk_nope_head_dim
+        cfg, mla = self.cfg, self.cfg.mla
+        n, nope = cfg.num_attention_heads, mla.qk_nope_head_dim
         q = self.wq_b(self.q_norm(self.wq_a(x))) if cfg.q_lora_rank else self.wq(x)
         q = q.view(-1, n, cfg.qk_head_dim)
         q_nope, q_rope = q[..., :nope], rope(q[..., nope:], batch.positions, cfg.rope_theta)
         kv = self.wkv_a(x)
-        latent = torch.cat((self.kv_norm(kv[:, :cfg.kv_lora_rank]),
-                            rope(kv[:, cfg.kv_lora_rank:], batch.positions, cfg.rope_theta)), -1)
+        latent = torch.cat((self.kv_norm(kv[:, :mla.kv_lora_rank]),
+                            rope(kv[:, mla.kv_lora_rank:], batch.positions, cfg.rope_theta)), -1)
         cache = kv_cache[self.layer].view(-1, cfg.kv_cache_dim)  # [slots, dim]
         written = batch.slot_mapping >= 0
         cache[batch.slot_mapping[written]] = latent[written].to(cache.dtype)
 
-        out = torch.empty(x.shape[0], n, cfg.v_head_dim, dtype=x.dtype, device=x.device)
+        out = torch.empty(x.shape[0], n, mla.v_head_dim, dtype=x.dtype, device=x.device)
         for row, (start, end) in enumerate(zip(batch.query_start[:-1], batch.query_start[1:])):
             k = batch.seqlen_k[row]
             ctx = gather_latent(cache, batch.block_tables[row], k, kv_cache.shape[2]).to(x.dtype)
@@ -94,17 +94,17 @@ class MLAttention(nn.Module):
         return self.wo(out.flatten(1))
 
     def _weights_uk_uv(self):
-        cfg = self.cfg
-        w = self.wkv_b.weight.view(cfg.num_attention_heads, cfg.qk_nope_head_dim + cfg.v_head_dim,
-                                   cfg.kv_lora_rank)
-        return w[:, :cfg.qk_nope_head_dim], w[:, cfg.qk_nope_head_dim:]  # [N, P, L], [N, V, L]
+        cfg, mla = self.cfg, self.cfg.mla
+        w = self.wkv_b.weight.view(cfg.num_attention_heads, mla.qk_nope_head_dim + mla.v_head_dim,
+                                   mla.kv_lora_rank)
+        return w[:, :mla.qk_nope_head_dim], w[:, mla.qk_nope_head_dim:]  # [N, P, L], [N, V, L]
 
     def _mha(self, q_nope, q_rope, ctx, k):
         """Up-project the latent of every visible key, then per-head attention."""
-        cfg = self.cfg
-        c_kv, k_rope = ctx[:, :cfg.kv_lora_rank], ctx[:, cfg.kv_lora_rank:]
+        cfg, mla = self.cfg, self.cfg.mla
+        c_kv, k_rope = ctx[:, :mla.kv_lora_rank], ctx[:, mla.kv_lora_rank:]
         kv = self.wkv_b(c_kv).view(k, cfg.num_attention_heads, -1)
-        k_nope, v = kv[..., :cfg.qk_nope_head_dim], kv[..., cfg.qk_nope_head_dim:]
+        k_nope, v = kv[..., :mla.qk_nope_head_dim], kv[..., mla.qk_nope_head_dim:]
         scores = (torch.einsum("qnd,knd->nqk", q_nope, k_nope)
                   + torch.einsum("qnd,kd->nqk", q_rope, k_rope)) * self.scale
         probs = causal_softmax(scores, k)
@@ -112,9 +112,9 @@ class MLAttention(nn.Module):
 
     def _absorbed(self, q_nope, q_rope, ctx, k):
         """Attend over the latent directly: q_nope @ W_UK as the query, W_UV after."""
-        cfg = self.cfg
+        mla = self.cfg.mla
         w_uk, w_uv = self._weights_uk_uv()
-        c_kv, k_rope = ctx[:, :cfg.kv_lora_rank], ctx[:, cfg.kv_lora_rank:]
+        c_kv, k_rope = ctx[:, :mla.kv_lora_rank], ctx[:, mla.kv_lora_rank:]
         q_latent = torch.einsum("qnp,npl->qnl", q_nope, w_uk)
         scores = (torch.einsum("qnl,kl->nqk", q_latent, c_kv)
                   + torch.einsum("qnd,kd->nqk", q_rope, k_rope)) * self.scale
@@ -177,7 +177,7 @@ class DecoderLayer(nn.Module):
         self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.attn = MLAttention(cfg, cache_layer)
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.ffn = SwiGLU(cfg.hidden_size, cfg.intermediate_size) \
+        self.ffn = SwiGLU(cfg.hidden_size, cfg.dense_intermediate_size) \
             if layer < cfg.first_k_dense_replace else MoE(cfg)
 
     def forward(self, x, batch, kv_cache):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 from .files import check_regular
 from .yaml_lines import load_with_lines
@@ -45,6 +45,30 @@ class ModelConfigError(ValueError):
     def __init__(self, message: str, field: Optional[str] = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class MLA(NamedTuple):
+    """deepseek_v3's latent attention (ModelConfig.mla)."""
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+class Indexer(NamedTuple):
+    """The lightning indexer (ModelConfig.indexer), and the q latent it projects from."""
+    index_n_heads: int
+    index_head_dim: int
+    index_topk: int
+    q_lora_rank: int
+
+
+class V4Attention(NamedTuple):
+    """deepseek_v4's attention (ModelConfig.v4), and the q latent it projects from."""
+    head_dim: int
+    o_lora_rank: int
+    o_groups: int
+    sliding_window: int
+    q_lora_rank: int
 
 
 @dataclass(frozen=True)
@@ -141,7 +165,7 @@ class ModelConfig:
             self._fail(f"compress_ratios values must be in {COMPRESS_RATIOS}, got {bad}")
         if 4 in self.compress_ratios and not self.has_indexer:
             self._fail(f"CSA layers (compress ratio 4) need {', '.join(INDEX_FIELDS)}")
-        if self.num_attention_heads % self.o_groups:
+        if self.num_attention_heads % self.v4.o_groups:
             self._fail(f"o_groups {self.o_groups} does not divide num_attention_heads "
                        f"{self.num_attention_heads}")
 
@@ -159,18 +183,53 @@ class ModelConfig:
         return self.index_topk is not None
 
     @property
+    def dense_intermediate_size(self) -> int:
+        """intermediate_size, which __post_init__ requires where there are dense layers."""
+        size = self.intermediate_size
+        assert size is not None, f"model {self.name}: no dense FFN (first_k_dense_replace 0)"
+        return size
+
+    @property
+    def mla(self) -> MLA:
+        """The MLA fields, which __post_init__ requires of deepseek_v3."""
+        lkv, nope, v = self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim
+        assert lkv is not None and nope is not None and v is not None, \
+            f"model {self.name}: {self.architecture} has no MLA"
+        return MLA(lkv, nope, v)
+
+    @property
+    def indexer(self) -> Optional[Indexer]:
+        """The indexer's fields, None without one (__post_init__: all or none, and then
+        q_lora_rank)."""
+        n, d, topk, lq = self.index_n_heads, self.index_head_dim, self.index_topk, self.q_lora_rank
+        if topk is None:
+            return None
+        assert n is not None and d is not None and lq is not None, \
+            f"model {self.name}: an indexer without all its fields and q_lora_rank"
+        return Indexer(n, d, topk, lq)
+
+    @property
+    def v4(self) -> V4Attention:
+        """The deepseek_v4 attention fields, which __post_init__ requires of deepseek_v4."""
+        d, rank, groups = self.head_dim, self.o_lora_rank, self.o_groups
+        window, lq = self.sliding_window, self.q_lora_rank
+        assert (d is not None and rank is not None and groups is not None and window is not None
+                and lq is not None), f"model {self.name}: {self.architecture} has no V4 attention"
+        return V4Attention(d, rank, groups, window, lq)
+
+    @property
     def qk_head_dim(self) -> int:
         if self.architecture == "deepseek_v4":
-            return self.head_dim
-        return self.qk_nope_head_dim + self.qk_rope_head_dim
+            return self.v4.head_dim
+        return self.mla.qk_nope_head_dim + self.qk_rope_head_dim
 
     @property
     def kv_cache_dim(self) -> int:
         """Elements of one cached KV entry in one layer (MLA: kv_lora_rank + rope;
         V4: one head_dim latent, raw in the window or compressed)."""
         if self.architecture == "deepseek_v4":
-            return self.head_dim
-        return self.kv_lora_rank + self.qk_rope_head_dim
+            return self.v4.head_dim
+        return self.mla.kv_lora_rank + self.qk_rope_head_dim
 
     @property
     def layer_compress_ratios(self) -> Tuple[int, ...]:

@@ -1,9 +1,13 @@
 """The modeled executor: roofline step times on a device profile, no forward."""
 
+import re
+
 import numpy as np
 import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, load_device_profile
+from engine.deployment import Deployment
+from engine.devices.profile import DEVICES_DIR
 
 pytestmark = pytest.mark.core
 
@@ -48,6 +52,18 @@ def test_unpublished_peak_is_an_error_not_a_guess():
     engine = modeled_engine(device="ascend-950pr", precision="fp8", model="deepseek-v4-flash")
     engine.add_request(0, prompt_len=2048, max_new_tokens=2)
     assert all(r.modeled and r.forward_ns > 0 for r in engine.run())
+
+
+@pytest.mark.parametrize("figure, deployment", [("hbm_tb_s", None),
+                                                 ("interconnect_gb_s", Deployment())])
+def test_an_unpublished_bandwidth_is_an_error_naming_it(tmp_path, figure, deployment):
+    text = (DEVICES_DIR / "h200.yaml").read_text()
+    path = tmp_path / "h200-unpublished.yaml"
+    path.write_text(re.sub(rf"(?m)^{figure}:.*$", f"{figure}: null", text))
+    cfg = EngineConfig(executor=f"modeled:{path}", model="deepseek-v3", deployment=deployment,
+                       scheduler=SchedulerConfig(num_kv_blocks=4096))
+    with pytest.raises(ValueError, match=f"H200: no published {figure}"):
+        LLMEngine(cfg)
 
 
 def test_modeled_runs_generate_no_tokens():

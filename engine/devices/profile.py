@@ -80,6 +80,14 @@ class DeviceProfile:
                              f"precisions: {', '.join(self.published()) or 'none'}")
         return figure.value
 
+    def figure(self, name: str) -> float:
+        """The value of an optional figure (hbm_gb, hbm_tb_s, interconnect_gb_s, tdp_w,
+        scaleout_gb_s); raises if the figure is unpublished."""
+        figure: Optional[Figure] = getattr(self, name)
+        if figure is None:
+            raise ValueError(f"{self.name}: no published {name}")
+        return figure.value
+
 
 def profile_record(profile: DeviceProfile) -> dict:
     """The profile as plain data, its fields in their declared order (the YAML files'): a

@@ -15,6 +15,7 @@ Durations are measured on the wall clock, so a run replays on the real clock.
 from __future__ import annotations
 
 import time
+from typing import Final
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ def build(config: EngineConfig, spec, model_config) -> Built:
 
 
 class EmulatedExecutor:
-    holds_requests = False  # packing needs lengths and blocks only: no token ids
+    holds_requests: Final = False  # packing needs lengths and blocks only: no token ids
 
     def __init__(self, config: EngineConfig, roofline, layers: int) -> None:
         self.roofline = roofline  # a ModeledExecutor: the device time and the FLOPs

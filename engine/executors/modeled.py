@@ -12,6 +12,8 @@ acceptance model. Everything it reports is labelled modeled.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from .. import _core
@@ -56,11 +58,12 @@ def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _co
     r.attention_flops_per_s = profile.peak(d.precision["attention"]) * compute
     r.dense_flops_per_s = profile.peak(d.precision["dense"]) * compute
     r.expert_flops_per_s = profile.peak(d.precision["experts"]) * compute
-    r.hbm_bytes_per_s = profile.hbm_tb_s.value * 1e12 * profile.memory_efficiency.value
+    r.hbm_bytes_per_s = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
     network = profile.network_efficiency.value * 1e9
-    r.scaleup_bytes_per_s = profile.interconnect_gb_s.value / 2 * network  # one direction
+    scaleup = profile.figure("interconnect_gb_s") / 2  # one direction
+    r.scaleup_bytes_per_s = scaleup * network
     out = profile.scaleout_gb_s  # None: Deployment.check keeps the deployment in one domain
-    r.scaleout_bytes_per_s = (out.value if out else profile.interconnect_gb_s.value / 2) * network
+    r.scaleout_bytes_per_s = (out.value if out else scaleup) * network
     r.scaleup_latency_s = profile.scaleup_latency_us.value * 1e-6
     r.scaleout_latency_s = profile.scaleout_latency_us.value * 1e-6
     r.overhead_s = profile.step_overhead_us.value * 1e-6
@@ -68,7 +71,7 @@ def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _co
 
 
 class ModeledExecutor:
-    holds_requests = False  # only lengths matter to a roofline: no tokens, no KV
+    holds_requests: Final = False  # only lengths matter to a roofline: no tokens, no KV
 
     def __init__(self, config: EngineConfig, estimator: FlopsEstimator,
                  profile: DeviceProfile) -> None:
@@ -78,7 +81,7 @@ class ModeledExecutor:
         self.profile = profile
         self.cost = estimator.cost_model()
         self.flops_per_s = profile.peak(config.precision) * 1e12 * profile.compute_efficiency.value
-        self.bytes_per_s = profile.hbm_tb_s.value * 1e12 * profile.memory_efficiency.value
+        self.bytes_per_s = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
         self.overhead_s = profile.step_overhead_us.value * 1e-6
         self.mtp = config.scheduler.num_mtp > 0
         self.acceptance = config.mtp_acceptance
@@ -89,10 +92,11 @@ class ModeledExecutor:
     def execute(self, plan) -> ExecutorOutput:
         accepted = [self._accept(b) for b in plan.batches] if self.mtp else None
         if self.deployment is not None:
-            seconds, flops = self.deployment.step(plan, accepted, self.mtp)
+            seconds, costs = self.deployment.step(plan, accepted, self.mtp)
             return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
-                                  sample_ns=0, modeled=True, flops=flops)
+                                  sample_ns=0, modeled=True, flops=costs)
         if self.mtp:
+            assert accepted is not None  # drawn above whenever mtp
             flops = [self.cost.batch(b, a, True) for b, a in zip(plan.batches, accepted)]
         else:
             flops = self.cost.plan(plan)
@@ -112,6 +116,7 @@ class ModeledExecutor:
         drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
         if not drafts.any():
             return np.zeros(len(drafts), dtype=np.int64)
+        assert self.acceptance is not None, "drafts are verified only with mtp_acceptance set"
         hits = self._rng.random((len(drafts), int(drafts.max()))) < self.acceptance
         leading = np.cumprod(hits, axis=1).sum(axis=1)
         return np.minimum(leading, drafts).astype(np.int64)

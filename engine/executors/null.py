@@ -4,6 +4,8 @@ harness's own overhead (MLPerf LoadGen's null SUT)."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from .. import _core
 from ..config import EngineConfig
 from ..devices import detect_device
@@ -17,7 +19,7 @@ def build(config: EngineConfig, spec, model_config) -> Built:
 
 
 class NullExecutor:
-    holds_requests = False  # no tokens, no KV: the engine adds and drops nothing here
+    holds_requests: Final = False  # no tokens, no KV: the engine adds and drops nothing here
 
     def __init__(self, config: EngineConfig) -> None:
         self._flops = [_core.StepCost(0.0, 0.0, 0.0)] * config.scheduler.dp_size

@@ -7,9 +7,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from ..devices.profile import known_devices, load_device_profile
+from ..devices.profile import DeviceProfile, known_devices, load_device_profile
+
+if TYPE_CHECKING:
+    from ..devices.detect import DeviceInfo
+    from ..flops import FlopsEstimator
+    from ..kv_pool import KVPool
+    from .base import Executor
 
 
 @dataclass(frozen=True)
@@ -33,11 +39,11 @@ KINDS = {k.name: k for k in (
 
 
 class Built(NamedTuple):
-    executor: object
-    flops: object  # the FlopsEstimator at the bytes the run moves
-    device: object  # the DeviceInfo the run executes on (the host for a device model)
-    profile: object = None  # the DeviceProfile the steps are timed on, where one is known
-    kv_pool: object = None  # a KVPool: how the executor sized the ranks' pools, if it did
+    executor: Executor
+    flops: FlopsEstimator  # at the bytes the run moves
+    device: DeviceInfo  # the device the run executes on (the host for a device model)
+    profile: Optional[DeviceProfile] = None  # the steps are timed on it, where one is known
+    kv_pool: Optional[KVPool] = None  # how the executor sized the ranks' pools, if it did
 
 
 class ExecutorSpecError(ValueError):
@@ -75,7 +81,7 @@ class ExecutorSpec:
     def modeled(self) -> bool:
         return KINDS[self.kind].modeled
 
-    def device_profile(self):
+    def device_profile(self) -> DeviceProfile:
         """The DeviceProfile named after the colon (ValueError for a kind without one)."""
         if self.profile is None:
             raise ValueError(f"the {self.kind} executor has no device profile")

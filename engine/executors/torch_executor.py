@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Dict, Final
+
 import torch
 
 from ..config import EngineConfig
@@ -28,7 +30,7 @@ def build(config: EngineConfig, spec, model_config: ModelConfig) -> Built:
 
 
 class TorchExecutor:
-    holds_requests = True  # token ids and KV per request: finished ones must be dropped
+    holds_requests: Final = True  # token ids and KV per request: finished ones must be dropped
 
     def __init__(self, config: EngineConfig, model_config: ModelConfig, device: torch.device) -> None:
         sched = config.scheduler
@@ -43,7 +45,7 @@ class TorchExecutor:
                         for rank in range(sched.dp_size)]
         # Each request's rank, from add() to drop(): dropping a request needs nothing from
         # the scheduler, which may have released it already.
-        self._rank = {}
+        self._rank: Dict[int, int] = {}
 
     def add(self, rank: int, seq_id: int, prompt_token_ids) -> None:
         self.workers[rank].add(seq_id, prompt_token_ids)

@@ -91,6 +91,7 @@ def _check_trimmed(run: Path) -> None:
     if why:
         raise BadInput(f"{run / 'manifest.json'}: {why}: not a run --update stored; --update "
                        f"replaces only a baseline as it left it")
+    assert isinstance(manifest, dict)  # else `why` says so
     kept = {"manifest.json", *(f"{t}.parquet" for t in _tables(bool(manifest.get("modeled"))))}
     extra = [p for p in sorted(run.iterdir())
              if p.name not in kept or p.is_symlink() or not p.is_file()]

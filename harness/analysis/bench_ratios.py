@@ -17,7 +17,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TypeGuard
 
 from engine.files import not_regular
 
@@ -118,13 +118,13 @@ def _entry(path: Path, i: int, bench) -> Tuple[str, str, dict, float]:
     return where, name, dict(params or {}), float(median)
 
 
-def _number(value) -> bool:
+def _number(value) -> TypeGuard[float]:
     """A finite number: JSON's NaN and Infinity, which Python reads, are not; nor is true."""
     return not isinstance(value, bool) and isinstance(value, (int, float)) \
         and math.isfinite(value)
 
 
-def _positive(value) -> bool:
+def _positive(value) -> TypeGuard[float]:
     return _number(value) and value > 0
 
 

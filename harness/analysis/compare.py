@@ -143,13 +143,16 @@ def compare(a: Arm, b: Arm, *, allow_different: bool = False,
     `allow_different`; incomplete runs are left out unless `include_incomplete`; runs on a
     busy host are flagged, and left out with `drop_busy`."""
     _check_traces(a.runs + b.runs, allow_different)
-    left_out, busy = {}, {}
+    left_out: Dict[str, str] = {}
+    busy: Dict[str, float] = {}
     kept = []
     for arm in (a, b):
         keep = []
         for run in arm.runs:
             if run.busy_host:
-                busy[str(run.path)] = run.others_cpu()
+                share = run.others_cpu()
+                assert share is not None  # busy_host: others' share is known
+                busy[str(run.path)] = share
             if not run.complete and not include_incomplete:
                 left_out[str(run.path)] = f"{run.condition}, not complete"
             elif run.busy_host and drop_busy:
@@ -190,7 +193,7 @@ def differing_keys(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> Dict[str, Tu
 
 
 def _check_traces(runs: Sequence[Run], allow_different: bool) -> None:
-    shas = {}
+    shas: Dict[str, Run] = {}
     for run in runs:
         shas.setdefault(run.trace_sha256, run)
     if len(shas) > 1 and not allow_different:
@@ -203,7 +206,7 @@ def _check_traces(runs: Sequence[Run], allow_different: bool) -> None:
 def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> List[MetricResult]:
     values_a = [r.metrics() for r in runs_a]
     values_b = [r.metrics() for r in runs_b]
-    units = {}
+    units: Dict[str, str] = {}
     for run in (*runs_a, *runs_b):
         units = {**run.units(), **units}
     names = list(dict.fromkeys(n for v in values_a + values_b for n in v))
@@ -240,6 +243,6 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
     else:
         verdict = "none"
     with np.errstate(over="ignore", invalid="ignore"):  # a median past it is inf
-        medians = [float(np.median(v)) if len(v) else math.nan for v in (a, b)]
-    return MetricResult(name, unit, len(a), len(b), *medians, r.ratio, r.low, r.high, floor,
-                        verdict)
+        median_a, median_b = (float(np.median(v)) if len(v) else math.nan for v in (a, b))
+    return MetricResult(name, unit, len(a), len(b), median_a, median_b, r.ratio, r.low, r.high,
+                        floor, verdict)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 MIN_RUNS = 3        # fewer runs in an arm: no interval
 MIN_RUNS_AA = 4     # an arm's A/A split needs two halves of at least two runs
@@ -59,7 +60,7 @@ def _median_ratio(a, b, axis=-1):
     return np.median(b, axis=axis) / np.median(a, axis=axis)
 
 
-def ratio(a: Sequence[float], b: Sequence[float], min_runs: int = MIN_RUNS) -> Ratio:
+def ratio(a: ArrayLike, b: ArrayLike, min_runs: int = MIN_RUNS) -> Ratio:
     """The ratio of medians, with its 95 % percentile-bootstrap interval (scipy's
     stats.bootstrap, the two arms resampled independently) when each arm has at least
     `min_runs` values. NaN values are left out; a zero median in `a`, or a median or
@@ -90,7 +91,7 @@ def ratio(a: Sequence[float], b: Sequence[float], min_runs: int = MIN_RUNS) -> R
     return Ratio(point, low, high)
 
 
-def noise_floor(values: Sequence[float]) -> Optional[Ratio]:
+def noise_floor(values: ArrayLike) -> Optional[Ratio]:
     """The A/A ratio of one arm: its even-numbered runs against its odd-numbered ones
     (interleaved, so a drift over the sweep falls on both halves), with the interval. None
     with fewer than MIN_RUNS_AA values."""

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -97,9 +97,9 @@ class Run:
                     repeat=self.manifest.get("repeat"))
 
     @property
-    def keys(self) -> Dict[str, object]:
+    def keys(self) -> Dict[str, Any]:
         """The resolved workload keys, flattened: {"engine.overlap": True, "model":
-        "tiny", ...}."""
+        "tiny", ...} (the manifest's JSON values)."""
         return flatten(self.manifest.get("values", {}))
 
     def attribute(self, key: str):
@@ -263,7 +263,7 @@ def read_run(path: Path) -> Run:
     return Run(path, manifest, result["state"], summary, tuple(result["notes"]))
 
 
-def find_runs(specs: Iterable[str]) -> List[Path]:
+def find_runs(specs: Iterable[Union[str, Path]]) -> List[Path]:
     """Run folders named by `specs`: a run folder, a glob, a capacity search's folder (its
     run at capacity), or a folder holding run folders at any depth (a sweep's folder,
     results/). In the order given, sorted within each spec, each once. BadInput for a spec

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any, Dict
 
 import numpy as np
 
@@ -39,7 +40,7 @@ def add(p) -> None:
 def config(assignments) -> SchedulerConfig:
     """DEFAULTS with --set FIELD=VALUE applied, FIELD a SchedulerConfig field."""
     names = [f.name for f in dataclasses.fields(SchedulerConfig)]
-    values = dict(DEFAULTS)
+    values: Dict[str, Any] = dict(DEFAULTS)  # YAML values: SchedulerConfig checks them
     for item in assignments:
         parts, value = parse_set(item)
         if len(parts) != 1 or parts[0] not in names:

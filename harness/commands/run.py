@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Dict
 
 from ..errors import BadInput, RunFailed
 from ..io.atomic import WriteFailed
@@ -69,14 +70,14 @@ def _progress():
     """A progress bar on a terminal; plain lines (every 10%) when not a TTY, as in CI."""
     if sys.stderr.isatty():
         from tqdm import tqdm
-        bar = {}
+        bar: Dict[str, tqdm] = {}
 
-        def update(done, total):
+        def update_bar(done, total):
             b = bar.setdefault("bar", tqdm(total=total, unit="req", file=sys.stderr))
             b.update(done - b.n)
             if done >= total:  # the run is over: the next one gets a bar of its own
                 bar.pop("bar").close()
-        return update
+        return update_bar
     last = [-1]
 
     def update(done, total):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Dict
 
 import numpy as np
 
@@ -49,10 +50,11 @@ def trace_stats(df) -> dict:
     check_trace(df)
     a = df.arrival_s.to_numpy(dtype=float)
     span, gaps = float(a[-1] - a[0]), np.diff(a)
-    out = dict(requests=len(df), duration_s=span,
-               mean_rate=(len(df) - 1) / span if span > 0 else float("nan"),
-               interarrival_cv=float(gaps.std() / gaps.mean())
-               if len(gaps) and gaps.mean() > 0 else float("nan"))
+    out: Dict[str, object] = dict(
+        requests=len(df), duration_s=span,
+        mean_rate=(len(df) - 1) / span if span > 0 else float("nan"),
+        interarrival_cv=float(gaps.std() / gaps.mean())
+        if len(gaps) and gaps.mean() > 0 else float("nan"))
     for col in LENGTHS:
         v = df[col].to_numpy()
         out[col] = dict(mean=float(v.mean()), p50=float(np.percentile(v, 50)),

@@ -24,7 +24,7 @@ its TPOT (both are (last token - first token) / (output_tokens - 1)).
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -199,6 +199,7 @@ def describe(values, counts=None) -> dict:
     if n == 0:
         return dict(count=0, mean=np.nan, min=np.nan,
                     **{f"p{p}": np.nan for p in PERCENTILES}, max=np.nan)
+    assert pct is not None  # taken whenever n > 0
     return dict(count=n, mean=float(mean), min=v.min(),
                 **{f"p{p}": x for p, x in zip(PERCENTILES, pct)}, max=v.max())
 
@@ -253,7 +254,8 @@ class LatencySummary:
         self.output_tokens = 0.0  # of measured, completed requests
         self._done = self._good = 0
         self._prompt_tokens = 0.0
-        self._ends = []  # per chunk: its first measured arrival, its last measured token
+        # per chunk: its first measured arrival, its last measured token
+        self._ends: List[Tuple[float, float]] = []
         self._values = {m: np.empty(capacity) for m in self.METRICS}
         self._filled = dict.fromkeys(self.METRICS, 0)
 

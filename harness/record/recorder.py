@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,7 @@ from engine.plan import KIND_NAMES, PHASES
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
 from .step_summary import StepSummary
-from .table_writer import TableWriter
+from .table_writer import Column, TableWriter
 
 REQUEST_COLUMNS = ("request_id", "arrival_s", "enqueue_s", "first_scheduled_s",
                    "first_token_s", "last_token_s", "prompt_len", "max_new_tokens",
@@ -51,7 +51,7 @@ class Recorder:
         columns are the frontend's, else NaN. `slo` (seconds by ttft/tpot/e2e) adds goodput
         to the latency summary."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
-        self.log = _core.StepLog(warmup_steps, chunk_steps, lambda: flush()())
+        self.log = _core.StepLog(warmup_steps, chunk_steps, lambda: _alive(flush)())
         self.chunk_steps = chunk_steps
         self._warmup_steps = warmup_steps
         self._frontend = frontend
@@ -70,7 +70,7 @@ class Recorder:
         self._tables = TableWriter(run_dir, fmt, names, labels,
                                    dict(phase=PHASES, kind=KIND_NAMES))
         write = weakref.WeakMethod(self._write)
-        self._sender = _Sender(lambda chunk: write()(chunk))
+        self._sender = _Sender(lambda chunk: _alive(write)(chunk))
         weakref.finalize(self, self._sender.stop)  # a recorder dropped unclosed
         # step(record, t_start_s, t_end_s): one C++ call, flushing every chunk_steps steps
         self.step = self.log.record
@@ -117,13 +117,14 @@ class Recorder:
             steps[flag] = steps[flag].view(np.bool_)
         steps["phase"] = steps.pop("prompt_phase").view(np.int8)
         self.step_summary.add(steps)
-        tables = dict(steps=steps, batches=batches)
+        tables: Dict[str, Mapping[str, Column]] = dict(steps=steps, batches=batches)
         if self._trace is not None:
             tables["requests"] = self._requests_columns(requests)
         self._tables.write(tables)
 
-    def _requests_columns(self, rows: Dict[str, np.ndarray]) -> Dict[str, object]:
+    def _requests_columns(self, rows: Dict[str, np.ndarray]) -> Dict[str, Column]:
         """The requests table's columns for these rows; the latency summary takes them."""
+        assert self._trace is not None  # the requests table is written only with a trace
         ids = rows["request_id"]
         step = rows.pop("first_scheduled_step")
         warm = (step >= 0) & (step < self._warmup_steps)
@@ -149,7 +150,8 @@ class Recorder:
                     output_tokens=np.zeros(n, np.int64), dp_rank=np.full(n, -1, np.int32),
                     preemptions=np.zeros(n, np.int32), recomputed_tokens=np.zeros(n, np.int64),
                     prefix_hit_tokens=np.zeros(n, np.int64),
-                    status=np.full(n, 2, np.uint8), reason=["never enqueued"] * n)
+                    status=np.full(n, 2, np.uint8),
+                    reason=np.full(n, "never enqueued", dtype=object))
 
 
 class _Sender:
@@ -190,3 +192,9 @@ class _Sender:
                 except BaseException as error:  # raised again on the engine's thread
                     self._error = error
             self._queue.task_done()  # queue.join() waits for the chunks put so far
+
+
+def _alive(ref: weakref.WeakMethod) -> Callable:
+    method = ref()
+    assert method is not None  # the StepLog and the sender live no longer than the recorder
+    return method

@@ -14,7 +14,7 @@ import os
 import socket
 from datetime import datetime
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,7 +54,8 @@ def _read_parquet_columns(path: Path, cols, text) -> pd.DataFrame:
     if n == 0:
         return table.read(columns=cols).to_pandas()
     names = cols or [f.name for f in table.schema_arrow]
-    out, categories, at = {}, {}, 0
+    categories: Dict[str, Dict[str, int]] = {}  # each text column: value -> its code
+    out, at = {}, 0
     for group in range(table.num_row_groups):
         part = table.read_row_group(group, columns=names)
         rows = part.num_rows

@@ -5,7 +5,7 @@ steps table a chunk at a time, as the recorder writes it, or whole (`engine_summ
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -35,10 +35,13 @@ class StepSummary:
 
     def __init__(self) -> None:
         self.steps = 0  # every step recorded, warm-up included
-        self._timings = {column: [] for column, _ in TIMINGS}
-        self._parts = {column: [] for column, _ in PARTS}
+        self._timings: Dict[str, List[np.ndarray]] = {column: [] for column, _ in TIMINGS}
+        self._parts: Dict[str, List[np.ndarray]] = {column: [] for column, _ in PARTS}
         self._model_flops = 0.0
-        self._hit_tokens = self._prefill_tokens = self._evicted = 0
+        self._prefill_tokens = 0
+        # counts; NaN for a steps table from before prefix caching
+        self._hit_tokens: float = 0
+        self._evicted: float = 0
         self._ranks = 1
         self._measured = 0
         self._start, self._end = np.inf, -np.inf
@@ -87,8 +90,8 @@ class StepSummary:
         attention TP group with its share of the experts)."""
         rows = []
         for column, metric in TIMINGS:
-            parts = self._timings[column]
-            per_step = np.concatenate(parts) if parts else np.zeros(0)
+            timings = self._timings[column]
+            per_step = np.concatenate(timings) if timings else np.zeros(0)
             rows += _distribution(metric, per_step / 1e3)
         forward_s = sum(part.sum() for part in self._timings["forward_ns"]) / 1e9
         chips = self._ranks * chips_per_rank

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from ..schema import TABLES, arrow_schema
 
 FORMATS = ("parquet", "csv")
+Labels = Mapping[str, Union[str, bool]]  # the run's constant columns: text, or a flag
 
 
 def dictionary(codes: np.ndarray, names: Sequence[str]) -> pa.DictionaryArray:
@@ -34,7 +35,7 @@ def dictionary(codes: np.ndarray, names: Sequence[str]) -> pa.DictionaryArray:
 
 class TableSink:
     def __init__(self, run_dir: Path, name: str, fmt: str,
-                 labels: Optional[Dict[str, object]] = None) -> None:
+                 labels: Optional[Labels] = None) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"table format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         self.name = name
@@ -43,7 +44,7 @@ class TableSink:
         self._fmt = fmt
         self._labels = labels or {}
         self.schema = arrow_schema(name, list(self._labels))
-        self._writer = None
+        self._writer: Optional[Union[pq.ParquetWriter, pa_csv.CSVWriter]] = None
         self._given_up = False
 
     def write(self, chunk) -> None:
@@ -115,8 +116,10 @@ class TableSink:
 
 
 def write_table(df, run_dir: Path, name: str, fmt: str,
-                labels: Optional[Dict[str, object]] = None) -> Path:
+                labels: Optional[Labels] = None) -> Path:
     """A whole table in one chunk."""
     sink = TableSink(run_dir, name, fmt, labels)
     sink.write(df)
-    return sink.close()
+    path = sink.close()
+    assert path is not None  # a chunk was written
+    return path

@@ -48,7 +48,7 @@ import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +66,9 @@ _KINDS = ("open", "write", "close")
 _DTYPES = {np.dtype(t).str: np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32,
                                                   np.int64, np.uint8, np.uint16, np.uint32,
                                                   np.uint64, np.float32, np.float64)}
+
+
+Column = Union[np.ndarray, Sequence[str]]  # numbers or booleans, or text
 
 
 class Refused(ValueError):
@@ -87,7 +90,7 @@ class TableWriter:
                                 dictionaries={k: list(v)
                                               for k, v in (dictionaries or {}).items()}))
 
-    def write(self, tables: Mapping[str, Mapping[str, object]]) -> None:
+    def write(self, tables: Mapping[str, Mapping[str, Column]]) -> None:
         """One chunk of each named table: columns of numpy arrays (or lists of text);
         a dictionary column as codes into its names."""
         columns, payloads = encoded(tables)
@@ -112,7 +115,10 @@ class _WriterProcess:
             stdout=subprocess.PIPE, env=child_process.environment(),
             start_new_session=True)  # Ctrl-C reaches the harness, which closes the tables
         self.pid = self.popen.pid
-        self._fd = self.popen.stdin.fileno()
+        stdin, stdout = self.popen.stdin, self.popen.stdout
+        assert stdin is not None and stdout is not None  # both opened as pipes
+        self._stdin, self._stdout = stdin, stdout
+        self._fd = stdin.fileno()
         try:  # a chunk crosses in a few large reads, not hundreds of 64 KiB wake-ups
             fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         except OSError:
@@ -122,7 +128,7 @@ class _WriterProcess:
         self.send(head)
         # Ready before the run: a writer still importing or warming up pyarrow would hold
         # up the first chunks, and the engine behind them.
-        if self.popen.stdout.readline() != b"ready\n":
+        if self._stdout.readline() != b"ready\n":
             self.end()
             raise OSError(f"the table writer process did not start (status "
                           f"{self.popen.returncode})")
@@ -137,7 +143,7 @@ class _WriterProcess:
             self.send(dict(kind="close"))
         except OSError:
             pass  # the writer stopped reading (a refused message): its answer is waiting
-        answer = self.popen.stdout.readline()  # b"" if it is gone: its status says why
+        answer = self._stdout.readline()  # b"" if it is gone: its status says why
         try:
             errors = json.loads(answer)["errors"]
         except (ValueError, KeyError, TypeError):
@@ -150,7 +156,7 @@ class _WriterProcess:
 
     def end(self) -> None:
         """The pipe closed (an idle writer exits; one in a run closes it as killed)."""
-        for pipe in (self.popen.stdin, self.popen.stdout):
+        for pipe in (self._stdin, self._stdout):
             try:
                 pipe.close()
             except OSError:
@@ -190,10 +196,11 @@ def _end_idle() -> None:
             _idle.pop().end()
 
 
-def encoded(tables: Mapping[str, Mapping[str, object]]) -> Tuple[dict, list]:
+def encoded(tables: Mapping[str, Mapping[str, Column]]) -> Tuple[dict, list]:
     """Each table's columns described ([name, type] pairs) and their payloads, in order:
     numbers and booleans as their own bytes (not copied), the rest as a JSON list of text."""
-    columns, payloads = {}, []
+    columns: Dict[str, List[List[str]]] = {}
+    payloads: List[Union[np.ndarray, bytes]] = []
     for name, table in tables.items():
         described = columns[name] = []
         for column, values in table.items():
@@ -232,7 +239,7 @@ def _read_exact(f, n: int) -> Optional[np.ndarray]:
         data = np.empty(n, np.uint8)
     except (MemoryError, ValueError):
         raise Refused(f"a message of {n} bytes") from None
-    view, at = memoryview(data), 0
+    view, at = data.data, 0
     while at < n:
         got = f.readinto(view[at:])
         if not got:
@@ -247,7 +254,7 @@ def _receive(f) -> Optional[Tuple[dict, List[np.ndarray]]]:
     length = _read_exact(f, _LENGTH.size)
     if length is None:
         return None
-    (n,) = _LENGTH.unpack(length)
+    (n,) = _LENGTH.unpack(length.data)
     if n > HEAD_BYTES:
         raise Refused(f"a message head of {n} bytes")
     text = _read_exact(f, n)
@@ -291,7 +298,7 @@ def _chunk(head: dict, payloads: List[np.ndarray]) -> Dict[str, Dict[str, object
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
                 and isinstance(pair[1], str) and pair[0] not in tables[name]):
             raise Refused(f"a {name} column described as {pair!r}")
-        tables[name][pair[0]] = _column(name, *pair, payload)
+        tables[name][pair[0]] = _column(name, pair[0], pair[1], payload)
     return tables
 
 

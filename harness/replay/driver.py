@@ -17,7 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class Requests(NamedTuple):
 def replay(engine, requests: Requests, clock: str, recorder,
            on_step: Optional[Callable[[int, int], None]] = None,
            start: Optional[float] = None, stop: Optional[threading.Event] = None,
-           step_seconds: Callable[[object], float] = engine_step_seconds,
+           step_seconds: Callable[[Any], float] = engine_step_seconds,
            frontend=None) -> bool:
     """Replay the requests to completion, or until `stop` is set (checked between steps: a
     step and its record always go together). `start` is the perf_counter() value of the
@@ -90,10 +90,9 @@ class _Replay:
         # Read through memoryviews: Python numbers made as needed (lists of a
         # million-request trace would hold tens of MB), and no numpy scalar in the per-step
         # comparison.
-        self.arrivals = memoryview(np.ascontiguousarray(requests.arrival_s, np.float64))
-        self.prompt_len = memoryview(np.ascontiguousarray(requests.prompt_len, np.int64))
-        self.max_new_tokens = memoryview(np.ascontiguousarray(requests.max_new_tokens,
-                                                              np.int64))
+        self.arrivals = np.ascontiguousarray(requests.arrival_s, np.float64).data
+        self.prompt_len = np.ascontiguousarray(requests.prompt_len, np.int64).data
+        self.max_new_tokens = np.ascontiguousarray(requests.max_new_tokens, np.int64).data
         self.hash_ids, self.hash_block_size = requests.hash_ids, requests.hash_block_size
         self.now = 0.0  # seconds since the replay began, on the chosen clock
         self.next = self.steps = 0

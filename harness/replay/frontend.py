@@ -40,7 +40,7 @@ class Frontend:
                  warmup_steps: int = 0, stop: Optional[threading.Event] = None) -> None:
         """`arrivals`: intended enqueue times (s, sorted), request i at arrivals[i];
         `stop`: the run's stop flag (harness/io/interrupt.py), read per token."""
-        self._arrivals = memoryview(np.ascontiguousarray(arrivals, np.float64))
+        self._arrivals = np.ascontiguousarray(arrivals, np.float64).data
         n = len(self._arrivals)
         self._start = 0.0
         self._work_ns = int(round(per_token_us * 1e3))
@@ -78,6 +78,7 @@ class Frontend:
         left = [r.seq_id for r in record.post.left]
         event = (record.step, commit_s, ids, np.array(record.post.output_len), left)
         self._published += 1
+        assert self._events is not None, "made before start() returns"
         self._loop.call_soon_threadsafe(self._events.put_nowait, event)
 
     @property
@@ -98,6 +99,7 @@ class Frontend:
             try:
                 self.wait(self._published)
             finally:
+                assert self._stopped is not None, "made before start() returns"
                 self._loop.call_soon_threadsafe(self._stopped.set_result, None)
                 self._thread.join()
         for request_id in list(self._live):  # unfinished: what was delivered so far
@@ -161,8 +163,10 @@ class Frontend:
 
     async def _delivering(self) -> None:
         work_ns, stopped = self._work_ns, self._stop.is_set
+        events = self._events
+        assert events is not None, "made before this task"
         while True:
-            step, commit_s, ids, output_len, left = await self._events.get()
+            step, commit_s, ids, output_len, left = await events.get()
             measured = step >= self._warmup_steps
             for seq_id, total in zip(ids.tolist(), output_len.tolist()):
                 delays = self._live.setdefault(seq_id, [])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -151,10 +151,12 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
     lowest, highest = _check_options(workload, rate_knob, target, resolution, lowest, highest,
                                      max_probes)
     stop = Stop() if stop is None else stop
-    profile = executor_spec(workload.values["device"]).profile
+    spec = executor_spec(workload.values["device"])
+    assert spec is not None and spec.profile is not None  # check(): modeled:<profile>
+    profile = spec.profile
     folder = new_run_dir(Path(workload.values["output"]) / workload.name / "capacity",
                          "".join(c if c.isalnum() or c in "-_." else "-" for c in profile))
-    rows = []
+    rows: List[dict] = []
     # each probe sets the rate knob itself: a --set of the same key is its start
     kept = tuple(o for o in overrides if o.partition("=")[0] != rate_knob.key)
 

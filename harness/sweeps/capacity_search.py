@@ -97,6 +97,7 @@ def _next(low: Optional[float], high: Optional[float], lowest: float, highest: f
           resolution: float) -> Optional[float]:
     """The rate to probe after the bracket (low, high); None when the search is done."""
     if high is None:  # every rate so far met, the last one the highest
+        assert low is not None  # a probe set one end or the other
         return min(low * 2, highest) if low < highest else None
     if low is None:  # every rate so far missed, the last one the lowest
         return max(high / 2, lowest) if high > lowest else None

@@ -17,12 +17,25 @@ import shutil
 import sys
 import threading
 import time
+from typing import Dict, List, Protocol
 
 from harness.telemetry.host import HostSource
 from harness.telemetry.npu_smi import NpuSmiSource
 from harness.telemetry.nvml import NvmlSource
 
 PARENT_CHECK_S = 0.25
+
+
+class Source(Protocol):
+    """What a sampling thread asks of its source (host, NVML, npu-smi)."""
+
+    name: str
+    period_s: float
+    notes: Dict[str, str]
+
+    def sample(self) -> list: ...
+
+    def close(self) -> None: ...
 
 
 class Journal:
@@ -44,7 +57,7 @@ class Journal:
 
 def open_sources(config, clock):
     period = config["interval_s"]
-    sources = [HostSource(config["pid"], period, clock)]
+    sources: List[Source] = [HostSource(config["pid"], period, clock)]
     if config["backend"] == "cuda":
         sources.append(NvmlSource(config["devices"], period, clock))
     elif config["backend"] == "npu":

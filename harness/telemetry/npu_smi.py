@@ -14,6 +14,7 @@ import functools
 import os
 import shutil
 import subprocess
+from typing import Dict, List, Set
 
 from harness.telemetry.columns import row
 
@@ -50,7 +51,8 @@ class NpuSmiError(Exception):
 
 def parse(text: str) -> list:
     """The chips of one npu-smi output, each a dict of field name -> raw value, in order."""
-    chips, current = [], {}
+    chips: List[Dict[str, str]] = []
+    current: Dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         key, value = key.strip(), value.strip()
@@ -122,7 +124,7 @@ class NpuSmiSource:
         self.period_s = max(period_s, MIN_PERIOD_S)
         self._clock = clock
         self._npus = {}
-        self._unknown = set()
+        self._unknown: Set[str] = set()
         if run is None:
             exe = shutil.which("npu-smi")
             if exe is None:

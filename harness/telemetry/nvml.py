@@ -24,6 +24,7 @@ import importlib.metadata
 import math
 import os
 import time
+from typing import List
 
 from harness.telemetry.columns import row
 
@@ -63,7 +64,7 @@ class NvmlSource:
         self.period_s = period_s
         self.notes = {}
         self._clock = clock
-        self._gpus = []
+        self._gpus: List[_Gpu] = []
         self._nvml = None
         self._gpm_every = math.ceil(GPM_MIN_PERIOD_S / period_s - 1e-9)  # polls per GPM window
         try:
@@ -83,8 +84,14 @@ class NvmlSource:
         for device in devices:
             self._open(device, env)
 
+    @property
+    def _lib(self):
+        """pynvml, initialised: devices are opened and polled only once it is."""
+        assert self._nvml is not None, "NVML is not initialised"
+        return self._nvml
+
     def _open(self, device, env):
-        nvml = self._nvml
+        nvml = self._lib
         try:
             handle, where = _handle(nvml, device, env)
             name = nvml.nvmlDeviceGetName(handle)
@@ -121,7 +128,7 @@ class NvmlSource:
                                          "nulls from then on")
 
     def _values(self, gpu) -> dict:
-        nvml = self._nvml
+        nvml = self._lib
         rates = self._read(gpu, "rates", nvml.nvmlDeviceGetUtilizationRates)
         util, window = self._util(gpu, rates)
         values = {"util_pct": util, "util_window_s": window,
@@ -146,7 +153,7 @@ class NvmlSource:
 
     def _read(self, gpu, what, call, *args):
         """call(handle, *args), or None where the device cannot tell."""
-        nvml = self._nvml
+        nvml = self._lib
         if what in gpu.unsupported:
             return None
         try:
@@ -162,7 +169,7 @@ class NvmlSource:
 
     def _util(self, gpu, rates):
         """(util_pct, util_window_s); the window is None where NVML does not report it."""
-        nvml = self._nvml
+        nvml = self._lib
         if gpu.use_samples:
             try:
                 kind, samples = nvml.nvmlDeviceGetSamples(
@@ -184,7 +191,7 @@ class NvmlSource:
 
     def _gpm_open(self, gpu):
         """Two GPM sample buffers with the first sample taken, or None without GPM."""
-        nvml = self._nvml
+        nvml = self._lib
         support = self._read(gpu, "gpm", nvml.nvmlGpmQueryDeviceSupport)
         if support is None:
             return None
@@ -203,7 +210,7 @@ class NvmlSource:
         return buffers
 
     def _gpm(self, gpu) -> dict:
-        nvml = self._nvml
+        nvml = self._lib
         start, end = gpu.gpm
         query = nvml.c_nvmlGpmMetricsGet_t()
         query.version = nvml.NVML_GPM_METRICS_GET_VERSION

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Dict, Optional
 
 import pandas as pd
 
@@ -33,9 +34,9 @@ class Sampler:
         self.interval_s = float(interval_s)
         self.t0 = t0
         self.pid = pid
-        self._process = None
-        self._dir = None
-        self._notes = {}
+        self._process: Optional[subprocess.Popen] = None
+        self._dir: Optional[Path] = None  # the child's folder, made before it starts
+        self._notes: Dict[str, str] = {}
 
     def start(self):
         """Launch the child and return at once; it imports no torch and no engine."""
@@ -85,6 +86,7 @@ class Sampler:
                                       "rows up to then kept")
             return
         if code != 0:
+            assert self._dir is not None  # a child runs only with its folder
             lines = (self._dir / "stderr.txt").read_text(errors="replace").strip().splitlines()
             self._notes["sampler"] = (f"child exited with {code}: "
                                       f"{lines[-1] if lines else 'no message'}; "

@@ -40,6 +40,7 @@ class LengthDist:
         if self.kind == "fixed":
             return np.full(n, self.value, dtype=np.int64)
         if self.kind == "uniform":
+            assert self.hi is not None  # uniform() sets it
             return rng.integers(self.lo, self.hi + 1, size=n, dtype=np.int64)
         if self.kind == "lognormal":
             x = np.rint(rng.lognormal(self.mu, self.sigma, size=n))

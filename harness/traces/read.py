@@ -53,6 +53,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Dict, Generic, List, Optional, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -130,11 +131,14 @@ class TraceResult:
                     hash_block_size=self.hash_block_size, time_unit=self.time_unit)
 
 
+V = TypeVar("V")  # a column's values: a float64 array, or a list of lists for hash_ids
+
+
 @dataclass
-class _Col:
+class _Col(Generic[V]):
     name: str            # as the source spells it
     raw: np.ndarray      # object: the values as read, for messages
-    values: object       # float64 array, or a list of lists for hash_ids
+    values: V
     reason: np.ndarray   # str: "" where the value is good, else a DROP_REASONS key
     expected: str
     maximum: str = ""    # the largest value read, for a too_large message
@@ -240,7 +244,8 @@ class _Text:
 
 
 def _read_csv(text, fmt, drop, block, limit):
-    path, rows_kept, azure = text.path, None, {}
+    path, rows_kept = text.path, None
+    azure: Dict[str, object] = {}  # _azure_times' state across chunks
     for line, rows in text.chunks():
         if rows_kept is None:  # the first chunk starts with the header
             if not rows or not rows[0].strip():
@@ -258,8 +263,8 @@ def _read_csv(text, fmt, drop, block, limit):
         a, p, o = names[:3]
         arrival = _azure_times(a, raw[a], azure) if fmt == "azure" else \
             _numbers(a, raw[a], False, "a number of seconds >= 0", from_text=True)
-        cols = [arrival, _numbers(p, raw[p], True, from_text=True),
-                _numbers(o, raw[o], True, from_text=True)]
+        cols: List[_Col] = [arrival, _numbers(p, raw[p], True, from_text=True),
+                            _numbers(o, raw[o], True, from_text=True)]
         if "hash_ids" in names:
             cols.append(_hash_ids(raw["hash_ids"], from_text=True))
         # a BurstGPT failed request has no response, whatever else the row says
@@ -336,8 +341,9 @@ def _read_jsonl(text, drop, block, unit, limit):
                          from_text=False)
         if unit == "ms":
             stamp.values = stamp.values / 1000.0
-        cols = [stamp, _numbers("input_length", raw["input_length"], True, from_text=False),
-                _numbers("output_length", raw["output_length"], True, from_text=False)]
+        cols: List[_Col] = [
+            stamp, _numbers("input_length", raw["input_length"], True, from_text=False),
+            _numbers("output_length", raw["output_length"], True, from_text=False)]
         if hashes:
             cols.append(_hash_ids(raw["hash_ids"], from_text=False))
         if rows_kept.add(np.array(lines, dtype=int), cols, problems, {}):
@@ -352,7 +358,9 @@ def _read_jsonl(text, drop, block, unit, limit):
 def _json_records(rows, line):
     """A chunk's records ({} for a bad line), their line numbers, and what is wrong with
     each bad one (by index)."""
-    records, lines, problems = [], [], {}
+    records: List[dict] = []
+    lines: List[int] = []
+    problems: Dict[int, str] = {}
     for k, row in enumerate(rows):
         if not row.strip():
             continue
@@ -470,14 +478,15 @@ def _frame_names(columns, label, old_names=False):
 def _frame_cols(frame, names):
     raw = {c: frame[c].to_numpy() for c in names}  # numeric columns stay numeric: fast
     a, p, o = names[:3]
-    cols = [_numbers(a, raw[a], False, "a number of seconds >= 0", from_text=False),
-            _numbers(p, raw[p], True, from_text=False), _numbers(o, raw[o], True, from_text=False)]
+    cols: List[_Col] = [
+        _numbers(a, raw[a], False, "a number of seconds >= 0", from_text=False),
+        _numbers(p, raw[p], True, from_text=False), _numbers(o, raw[o], True, from_text=False)]
     if "hash_ids" in names:
         cols.append(_hash_ids(raw["hash_ids"], from_text=False))
     return cols
 
 
-def _numbers(name, raw, integer, expected="an integer >= 1", *, from_text) -> _Col:
+def _numbers(name, raw, integer, expected="an integer >= 1", *, from_text) -> _Col[np.ndarray]:
     """Parse CSV text (from_text) or JSON/Parquet values (None, NaN and NA are missing; a bool
     or a string is bad). Too large: a token count above MAX_COUNT, or a literal beyond what a
     double holds."""
@@ -525,7 +534,7 @@ def _plain_ascii(raw) -> np.ndarray:
     return np.array([s.isascii() and "_" not in s for s in raw], dtype=bool)
 
 
-def _azure_times(name, raw, state) -> _Col:
+def _azure_times(name, raw, state) -> _Col[np.ndarray]:
     """Seconds after the file's first good TIMESTAMP; `state` carries that time and the
     file's style (with a zone or without, from its first value) from chunk to chunk."""
     text = pd.Series(raw, dtype="str").str.strip()
@@ -545,8 +554,9 @@ def _azure_times(name, raw, state) -> _Col:
     return _Col(name, raw, vals, reason, f"a date-time like {like}")
 
 
-def _hash_ids(raw, from_text) -> _Col:
-    vals, reason = [], []
+def _hash_ids(raw, from_text) -> _Col[List[Optional[list]]]:
+    vals: List[Optional[list]] = []
+    reason = []
     for v in raw:
         if from_text and isinstance(v, str):
             try:
@@ -638,7 +648,11 @@ class _Rows:
         if len(back):
             k = back[0] - len(before)  # arrival[k + 1] is earlier than the row before it
             i = idx[k + 1]
-            prev = self.last[1:] if k < 0 else (col.raw[idx[k]], where[idx[k]])
+            if k < 0:  # earlier than the last row kept, of the chunk before
+                assert self.last is not None
+                prev = self.last[1:]
+            else:
+                prev = (col.raw[idx[k]], where[idx[k]])
             raise TraceError(f"{self.loc(where[i])}: {col.name}: {show(col.raw[i])} is earlier "
                              f"than {show(prev[0])} at {self.kind} {prev[1]}: a trace must be "
                              f"sorted by arrival time")
@@ -652,13 +666,15 @@ class _Rows:
         if not self.kept:
             raise TraceError(f"{self.path}: no requests"
                              + (f" left after dropping {self.dropped}" if self.dropped else ""))
-        arrival, prompt, output, hashes = (list(c) for c in zip(*self.parts))
+        arrivals, prompts, outputs, hashes = (list(c) for c in zip(*self.parts))
         self.parts = []  # each column is joined, then its parts let go: the rows once, not twice
-        arrival = np.concatenate(arrival)
+        arrival = np.concatenate(arrivals)
+        del arrivals
         arrival -= arrival[0]
-        prompt = np.concatenate(prompt)
+        prompt = np.concatenate(prompts)
+        del prompts
         df = pd.DataFrame({"arrival_s": arrival, "prompt_len": prompt,
-                           "max_new_tokens": np.concatenate(output)}, copy=False)
+                           "max_new_tokens": np.concatenate(outputs)}, copy=False)
         if hashes[0] is not None:
             df["hash_ids"] = pd.Series([h for part in hashes for h in part], dtype=object)
             df.attrs["hash_block_size"] = block

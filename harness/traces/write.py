@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Dict
 
 import numpy as np
 
@@ -77,8 +78,8 @@ def write_mooncake(df, path, *, hash_block_size=None) -> None:
     next_id = 0
     with atomic_open(path) as f:
         for i, (t, p, o) in enumerate(zip(ms, df.prompt_len, df.max_new_tokens)):
-            rec = {"timestamp": int(round(float(t))), "input_length": int(p),
-                   "output_length": int(o)}
+            rec: Dict[str, object] = {"timestamp": int(round(float(t))),
+                                      "input_length": int(p), "output_length": int(o)}
             if "hash_ids" in df.columns:
                 rec["hash_ids"] = [int(h) for h in df.hash_ids.iat[i]]
             elif hash_block_size:

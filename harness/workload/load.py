@@ -174,7 +174,8 @@ def _apply_override(data: dict, item: str) -> KeyPath:
         parts, value = parse_set(item)
     except ValueError as e:
         raise WorkloadError(str(e)) from None
-    node, schema = data, SCHEMA
+    node = data
+    schema: object = SCHEMA  # the section's, while it is one (a dict)
     for part in parts[:-1]:
         schema = schema.get(part) if isinstance(schema, dict) else None
         if not isinstance(schema, dict):

@@ -11,7 +11,7 @@ from ..traces.read import TraceResult
 def notes(values, read: Optional[TraceResult]) -> Tuple[str, ...]:
     """What is valid but likely not meant, said before the run rather than found after it;
     `read`: the trace file as validation read it (None for a generated trace)."""
-    said = ()
+    said: Tuple[str, ...] = ()
     if values["gil"] == "both" and values["repeats"] < 5:
         said = (f"repeats: {values['repeats']} runs per arm; a GIL comparison needs at least "
                  f"5 (10 recommended) for an interval and a noise floor (docs/gil.md)",)
@@ -25,12 +25,13 @@ def _position_notes(values, read: Optional[TraceResult]) -> Tuple[str, ...]:
     from engine.model_config import load_model_config
 
     positions = load_model_config(values["model"]).max_position_embeddings
+    longest: Optional[int]
     if read is not None:
         longest = int((read.df["prompt_len"] + read.df["max_new_tokens"]).max())
     else:
         g = values["trace"]["generate"]
-        bounds = [_longest(g[name]) for name in ("prompt", "output")]
-        longest = None if None in bounds else sum(bounds)
+        prompt, output = (_longest(g[name]) for name in ("prompt", "output"))
+        longest = None if prompt is None or output is None else prompt + output
     if longest is None or longest <= positions:
         return ()
     return (f"model: the trace's longest request holds {longest:,} tokens (prompt and output), "
@@ -49,7 +50,7 @@ def _prompt_engine_notes(values) -> Tuple[str, ...]:
     engine = values["engine"]
     if engine["engine_type"] != "prompt":
         return ()
-    notes = ()
+    notes: Tuple[str, ...] = ()
     if engine["num_mtp"]:
         notes += (f"engine.num_mtp: {engine['num_mtp']} on a prompt engine, which never "
                   f"decodes: no draft is proposed or accepted (mtp_acceptance does not "

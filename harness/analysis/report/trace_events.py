@@ -10,6 +10,7 @@ its value until its next event, so one is written only where its value changes.
 from __future__ import annotations
 
 import json
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def events(run):
     for r in np.unique(rank):
         yield dict(ph="M", name="process_name", pid=int(r), tid=0,
                    args=dict(name=f"DP rank {int(r)}"))
-    last = {}
+    last: Dict[Tuple[int, str], int] = {}  # (pid, counter) -> the value last drawn
     for i in np.flatnonzero(placed):
         pid = int(rank[i])
         s, e = float(start[i]), float(end[i])

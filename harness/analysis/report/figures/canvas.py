@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict
 
 import matplotlib
 import numpy as np
@@ -12,7 +13,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
-STYLE = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: Dict[RcKeyType, Any] = {
     "figure.dpi": 100, "savefig.dpi": 110, "font.size": 9.5, "axes.titlesize": 10.5,
     "axes.titleweight": "bold", "axes.spines.top": False, "axes.spines.right": False,
     "axes.grid": True, "grid.color": "#e3e6ea", "grid.linewidth": 0.8,

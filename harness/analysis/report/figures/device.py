@@ -3,6 +3,8 @@ and the host's and the harness process's CPU."""
 
 from __future__ import annotations
 
+from typing import Dict
+
 import numpy as np
 
 from ..timeline import binned
@@ -19,7 +21,7 @@ NAMES = ["t_s", "device", "util_pct", "mem_used_bytes", "power_w", "process_cpu_
 def _series(run):
     """{panel: [(label, t, values)]} of the run's device table, devices apart."""
     c = run.columns("device", NAMES)
-    out = {}
+    out: Dict[str, list] = {}
     for dev in np.unique(c["device"]):
         rows = c["device"] == dev
         for name, _, scale in PANELS[:3]:

@@ -27,7 +27,7 @@ def ttft_tpot(arms):
                 keep = positive(x * 1e3)  # TPOT 0 (one MTP step) off a log axis
                 ax.plot(x[keep] * 1e3, q[keep], color=arm.colour, alpha=0.85,
                         label=run_label(arm, i))
-                completed, drawn = completed or len(values) > 0, drawn or keep.any()
+                completed, drawn = completed or len(values) > 0, drawn or bool(keep.any())
         ax.set(title=f"{title} CDF", xlabel=f"{title} (ms)", ylabel="fraction of requests",
                ylim=(0, 1.01))
         if drawn:

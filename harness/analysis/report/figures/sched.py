@@ -19,7 +19,7 @@ def draw(arms):
                 x, q = cdf_points(v["x"][v["warm"] == 0] / 1e3)
                 keep = positive(x)
                 ax.plot(x[keep], q[keep], color=arm.colour, alpha=0.85, label=run_label(arm, i))
-                drawn = drawn or keep.any()
+                drawn = drawn or bool(keep.any())
         ax.set(title=f"{title} CDF", xlabel="µs per schedule() call", ylabel="fraction of steps",
                ylim=(0, 1.01))
         if drawn:
