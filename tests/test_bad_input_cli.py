@@ -33,6 +33,8 @@ from harness.commands import main
 from harness.traces.read import read_trace
 from tests.helpers import MODELED, REPO, within
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 TRACE = "arrival_s,prompt_len,max_new_tokens\n0,8,4\n0.5,6,3\n"
 # 342 bytes that expand to 9**9 strings: PyYAML's own loader builds it (shared), but any walk
 # over the values, a repr in a message included, never finishes
@@ -386,8 +388,10 @@ def test_control_characters_reach_the_terminal_as_text(home, capsys):
     assert shown in out and "\x1b" not in out + err
     (run_dir,) = (home / "results" / name).iterdir()
     steptrace(capsys, ["show", run_dir / "nothing"], 2, shown)
-    assert main(["show", str(run_dir)]) == 0
-    assert "\x1b" not in capsys.readouterr().out
+    for command in (["show", str(run_dir)], ["gate", str(run_dir), "--baseline", str(run_dir)]):
+        assert main(command) == 0
+        out, err = capsys.readouterr()
+        assert shown in out and "\x1b" not in out + err, command
 
 
 def test_ctrl_c_while_the_commands_are_imported_is_exit_130(capsys, monkeypatch):
@@ -527,6 +531,25 @@ def test_a_run_whose_every_request_was_rejected_says_so(home, capsys):
     assert main(["show", str(run_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["notes"][0].startswith("every request (5) was "
                                                                        "rejected")
+
+
+def test_a_run_stopped_before_any_request_finished_says_so(home, capsys):
+    """Stopped after its first 64 steps, before any of its 500-token requests finished: the
+    run is recorded as interrupted, and `show` says why every latency is NaN."""
+    from harness.io.interrupt import Stop
+    from harness.sweeps.sweep import run_workload
+    from harness.workload import load_workload
+    path = write(home / "w.yaml", "trace:\n  generate: {requests: 4, rate: 100, prompt: "
+                 "{fixed: 8}, output: {fixed: 500}}\n" + MODELED.split("\n", 2)[2])
+    stop = Stop()
+    (run_dir,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
+    assert main(["show", str(run_dir), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "interrupted"
+    assert shown["notes"] == ["no request finished (4 unfinished, 0 rejected), so every "
+                              "latency statistic is NaN"]
+    assert main(["show", str(run_dir)]) == 0
+    assert "note: no request finished (4 unfinished" in capsys.readouterr().out
 
 
 def test_a_run_in_which_nothing_finished_says_so(home):

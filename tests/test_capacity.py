@@ -16,6 +16,8 @@ from harness.sweeps.capacity import CapacityError, knob
 from harness.workload import load_workload
 from tests.helpers import MODELED, within
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 # One request at a time (max_num_seqs 1) arriving at constant gaps: above the rate at which
 # the node serves them, the queue grows and TTFT with it, so attainment falls with the rate.
 SERIAL = ["--set", "engine.max_num_seqs=1", "--set", "trace.generate.arrival=constant",

@@ -13,6 +13,8 @@ from harness.commands import main, show
 from harness.commands.replay_scheduler import DEFAULT_TRACE
 from tests.helpers import MODELED
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 REPO = Path(__file__).resolve().parents[1]
 GENERATED = MODELED.replace("calibration_requests: 0", "calibration_requests: 4")
 

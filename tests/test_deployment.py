@@ -13,6 +13,8 @@ from engine.device_memory import kv_bytes_per_token, routed_expert_bytes, weight
 from engine.model_config import load_model_config
 from harness.workload import WorkloadError, load_workload
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 BASE = """trace:
   generate: {requests: 4, rate: 10, prompt: {fixed: 64}, output: {fixed: 4}}
 model: deepseek-v3

@@ -31,6 +31,8 @@ from harness.traces.read import read_trace
 from harness.workload import load_workload
 from tests.helpers import ENOSPC, MODELED, FullDisk, process_gone, wait_for_samples
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "workloads" / "traces" / "synthetic_small.csv"
 # 400 requests over 20 s of the real clock: long enough to be interrupted mid-replay.
@@ -346,6 +348,25 @@ def test_sigterm_exits_143_after_writing_the_tables(tmp_path):
     assert_interrupted_run(run_dir)
     assert "[INTERRUPTED]" in out
     assert err.splitlines()[-1].startswith("steptrace: interrupted by SIGTERM: 1 of 1 runs")
+    assert listing(tmp_path / "tmp") == []
+
+
+@pytest.mark.slow
+def test_a_second_signal_changes_nothing(tmp_path):
+    """Signals while the first one's tables are being written: the same whole tables, the
+    first signal's exit status, no traceback."""
+    proc = start_run(tmp_path, SLOW)
+    proc.send_signal(signal.SIGINT)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
+        time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    (run_dir,) = (tmp_path / "results" / "w").iterdir()
+    assert_interrupted_run(run_dir)
+    assert err.splitlines()[-1].startswith("steptrace: interrupted by SIGINT: 1 of 1 runs")
+    assert "Traceback" not in err
     assert listing(tmp_path / "tmp") == []
 
 

@@ -186,7 +186,7 @@ def test_sigterm_stops_a_run_whose_frontend_is_far_behind(tmp_path):
             proc.kill()
             proc.communicate()
     assert proc.returncode == 143, err
-    assert took < 10, f"{took:.1f} s from SIGTERM to exit"
+    assert took < 3, f"{took:.1f} s from SIGTERM to exit"  # "a second or two" (0.9 s here)
     (run_dir,) = (tmp_path / "results" / "w").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is False and manifest["interrupted"] is True

@@ -23,6 +23,8 @@ from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from tests.helpers import ENOSPC, MODELED, REPO, FullDisk, modeled_runs, synthetic_run, within
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 WORKLOAD = REPO / "workloads" / "ci_gate.yaml"
 BASELINE = str(REPO / "results" / "baselines" / "ci-gate")
 

@@ -5,10 +5,13 @@ import json
 from collections import Counter
 
 import pandas as pd
+import pytest
 
 from harness.sweeps.gil_protocol import plan, planned
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
+
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
 ARMS = ("released", "held", "released_aa")
 

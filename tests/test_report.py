@@ -12,6 +12,8 @@ from harness.analysis.report.timeline import BINS, binned, cdf_points
 from harness.commands import main
 from tests.helpers import modeled_runs
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

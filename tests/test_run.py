@@ -13,6 +13,8 @@ from harness.replay import driver as replay_module
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
 MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "flush_ns",
             "run_id"]

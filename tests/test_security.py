@@ -12,6 +12,7 @@ first on the children's path, and both children would have run them.
 """
 
 import errno
+import importlib
 import json
 import os
 import re
@@ -34,6 +35,8 @@ from harness.io import child_process
 from harness.record.table_writer import TableWriter
 from harness.telemetry import Sampler
 from tests.helpers import MODELED, in_subprocess, modeled_runs, wait_for_samples
+
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
 # --- what a report shows: text, never markup -------------------------------------------
 
@@ -528,6 +531,29 @@ def test_a_report_is_never_written_into_a_run_it_reads(plain_runs, tmp_path, cap
     word = {"is": "is", "inside": "lies inside", "holds": "holds"}[where]
     assert stdout == "" and f"{out}: {word} the run folder {run}, which the report reads" in err
     assert snapshot(tmp_path) == before
+
+
+def test_a_file_put_in_the_report_while_it_is_drawn_is_kept(plain_runs, tmp_path, capsys,
+                                                            monkeypatch):
+    """The destination is checked again just before the swap: notes saved into an earlier
+    report while the new one was drawn are not deleted with it."""
+    build = importlib.import_module("harness.analysis.report.build")
+    out = tmp_path / "r"
+    assert main(["report", str(plain_runs["h200"]), "-o", str(out)]) == 0
+    earlier = snapshot(out)
+    write = build._write
+
+    def write_and_note(tmp, dest, name, data):
+        write(tmp, dest, name, data)
+        (out / "MY_NOTES.txt").write_text("written while the report was drawn")
+    monkeypatch.setattr(build, "_write", write_and_note)
+    capsys.readouterr()
+    assert main(["report", str(plain_runs["h200"]), "-o", str(out)]) == 2
+    stdout, err = capsys.readouterr()
+    assert stdout == "" and err.count("\n") == 1, err
+    assert "MY_NOTES.txt, which a new report would delete" in err, err
+    assert snapshot(out) == {**earlier, "MY_NOTES.txt": snapshot(out)["MY_NOTES.txt"]}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
 def test_a_report_is_written_where_nothing_is_lost(plain_runs, tmp_path, capsys):

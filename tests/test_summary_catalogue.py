@@ -14,6 +14,8 @@ from harness.sweeps.gil_protocol import PRIMARY
 from harness.telemetry import device_frame, device_summary
 from tests.helpers import MODELED
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 REPO = Path(__file__).resolve().parents[1]
 # Every producer at once: SLOs, a prefix cache, the calibration, a frontend thread and the
 # host's telemetry (real clock on the CPU); a modeled deployment's step parts.

@@ -18,6 +18,8 @@ from harness.record.table_writer import TableWriter, encoded, frame
 from harness.schema import TABLES
 from tests.helpers import in_subprocess, process_gone
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 KINDS = dict(kind=("chunk", "final", "decode"))
 
 

@@ -9,6 +9,8 @@ import pytest
 from harness.commands import main
 from tests.helpers import modeled_runs
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 COUNTERS = {"batch tokens", "running", "waiting", "free KV blocks"}
 
 

@@ -14,6 +14,8 @@ from engine.model_config import load_model_config
 from harness.commands import main
 from harness.record.run_folder import read
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "modeling.md"
 ROWS = REPO / "workloads" / "validation"

@@ -7,6 +7,8 @@ import pytest
 from harness.commands import main
 from harness.workload import WorkloadError, load_workload
 
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
 REPO = Path(__file__).resolve().parents[1]
 
 

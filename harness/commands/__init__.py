@@ -18,7 +18,20 @@ import threading
 from ..errors import Terminated
 from .common import fail  # these two import the standard library's only: cheap
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]
+SIGNAL_EXITS = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+def entry() -> int:
+    """The process's entry point (the console script, `python -m harness.commands`): main,
+    then, after a signal stopped the command, later signals ignored while the interpreter
+    exits (torch's teardown takes a while), so a second Ctrl-C or SIGTERM changes neither
+    the exit status nor what is on the terminal."""
+    code = main()
+    if code in SIGNAL_EXITS:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+    return code
 
 
 def main(argv=None) -> int:

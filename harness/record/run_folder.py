@@ -169,8 +169,9 @@ def _first_reason(run_dir: Path) -> str:
 
 
 def _state(manifest: dict) -> str:
-    """complete, failed (a table could not be written), interrupted (Ctrl-C or SIGTERM:
-    the tables whole), killed (the process ended without closing the run) or running."""
+    """complete, failed (the run raised, or a table could not be written: the manifest
+    holds its error), interrupted (Ctrl-C or SIGTERM: the tables whole), killed (the
+    process ended without closing the run) or running."""
     if manifest.get("complete"):
         return "complete"
     if "error" in manifest:
