@@ -62,12 +62,12 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   }
   s.arrival_time = arrival_time;
   s.order = num_added_;
-  s.dp_rank = assign_rank(s.order);
   s.num_tokens = s.prompt_len + (completion ? 1 : 0);
   s.num_cached = completion ? s.prompt_len : 0;
   s.prefill_target = s.prompt_len;
   if (config_.prefix_caching && !hash_ids.empty())
     block_hashes(hash_ids, hb, config_.block_size, s.prompt_len, s.block_hashes);
+  s.dp_rank = assign_rank(s);
   s.blocks_version = next_version_++;
 
   const int32_t idx = take_slot();
@@ -178,8 +178,17 @@ void Scheduler::free_left_slots() {
   }
 }
 
-int32_t Scheduler::assign_rank(int32_t order) const {
-  if (config_.dp_assign == DpAssign::kRoundRobin) return order % config_.dp_size;
+int32_t Scheduler::assign_rank(const Sequence& s) const {
+  switch (config_.dp_assign) {
+    case DpAssign::kRoundRobin: return s.order % config_.dp_size;
+    case DpAssign::kLeastLoaded: return least_loaded_rank();
+    case DpAssign::kCacheAware: return cache_aware_rank(s);
+  }
+  return 0;
+}
+
+// Fewest outstanding tokens: prefill left plus tokens still to generate; ties to the lowest.
+int32_t Scheduler::least_loaded_rank() const {
   int32_t best = 0;
   int64_t best_load = std::numeric_limits<int64_t>::max();
   for (int32_t r = 0; r < config_.dp_size; ++r) {
@@ -194,6 +203,37 @@ int32_t Scheduler::assign_rank(int32_t order) const {
     }
   }
   return best;
+}
+
+// SGLang router's cache_aware policy, its defaults, over DP ranks (docs/scheduling.md): the
+// load is a rank's unfinished sequences. Imbalanced ranks (the most loaded above the least by
+// more than 64 and 1.5 times over) send the sequence to the least loaded; else to the rank
+// whose prefix index holds the longest run of its leading prompt blocks (ties: the less
+// loaded, then the lower rank) when that run covers more than 30 % of the prompt; else to
+// the least loaded.
+int32_t Scheduler::cache_aware_rank(const Sequence& s) const {
+  constexpr size_t kBalanceAbs = 64;
+  constexpr double kBalanceRel = 1.5, kCacheThreshold = 0.3;
+  int32_t fewest = 0;
+  size_t most = 0;
+  for (int32_t r = 0; r < config_.dp_size; ++r) {
+    const size_t load = ranks_[r].members.size();
+    if (load < ranks_[fewest].members.size()) fewest = r;
+    most = std::max(most, load);
+  }
+  const size_t least = ranks_[fewest].members.size();
+  if (most - least > kBalanceAbs && static_cast<double>(most) > kBalanceRel * least) return fewest;
+  int32_t best = fewest, best_hit = 0;
+  for (int32_t r = 0; r < config_.dp_size; ++r) {
+    const int32_t hit = prefix_hit(ranks_[r], s).first;
+    if (hit > best_hit ||
+        (hit == best_hit && ranks_[r].members.size() < ranks_[best].members.size())) {
+      best = r;
+      best_hit = hit;
+    }
+  }
+  const double covered = static_cast<double>(best_hit) * config_.block_size;
+  return covered > kCacheThreshold * s.prompt_len ? best : fewest;
 }
 
 // ---- schedule ---------------------------------------------------------------------------

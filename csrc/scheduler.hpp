@@ -90,7 +90,7 @@ class Scheduler {
     std::deque<int32_t> waiting;      // queue order; preempted sequences go to the front
     std::vector<int32_t> prefilling;  // part-way through a prefill, add order
     std::vector<int32_t> decoding;    // prefill fully scheduled, still generating
-    std::vector<int32_t> members;     // unfinished sequences (least_loaded)
+    std::vector<int32_t> members;     // unfinished sequences (the DP assignment's load)
     int32_t num_running = 0;
     int32_t round_hit_tokens = 0;  // prefix hits admitted in the present round
     // `decoding` holds running sequences only, in decode order for their present output
@@ -106,7 +106,10 @@ class Scheduler {
   };
 
   const Rank& rank_at(int64_t rank) const;  // validated
-  int32_t assign_rank(int32_t order) const;
+  // The sequence's DP rank by config_.dp_assign; its order and block hashes are set.
+  int32_t assign_rank(const Sequence& s) const;
+  int32_t least_loaded_rank() const;
+  int32_t cache_aware_rank(const Sequence& s) const;
   bool would_prefill(const Rank& rank) const;
   void prompt_round(Rank& rank, Batch::Rows& rows);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;

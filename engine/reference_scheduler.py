@@ -118,7 +118,6 @@ class ReferenceScheduler:
         if too_long:
             prompt_len = max_new_tokens = 0
         order = len(self._seqs)
-        rank_id = self._assign_rank(order)
         completion = cfg.engine_type == "completion"
         if too_long:
             footprint = 0
@@ -126,12 +125,13 @@ class ReferenceScheduler:
             footprint = prompt_len
         else:
             footprint = prompt_len + max(max_new_tokens, self._lookahead)
-        seq = RefSequence(seq_id, prompt_len, max_new_tokens, arrival_time, rank_id, order,
+        seq = RefSequence(seq_id, prompt_len, max_new_tokens, arrival_time, -1, order,
                           footprint, num_tokens=prompt_len + completion,
                           num_cached=prompt_len if completion else 0, prefill_target=prompt_len,
                           block_hashes=tuple(block_hashes(ids, hash_block, cfg.block_size,
                                                           prompt_len))
                           if cfg.prefix_caching else ())
+        seq.dp_rank = self._assign_rank(seq)
         self._seqs[seq_id] = seq
         self._place(seq, needs if too_long else None, completion)
         return _record(seq)
@@ -179,12 +179,28 @@ class ReferenceScheduler:
             rank.members.add(seq)
             self._num_unfinished += 1
 
-    def _assign_rank(self, order: int) -> int:
+    def _assign_rank(self, seq: RefSequence) -> int:
         if self.config.dp_assign == "round_robin":
-            return order % self.config.dp_size
+            return seq.order % self.config.dp_size
+        if self.config.dp_assign == "cache_aware":
+            return self._cache_aware_rank(seq)
         loads = [sum(max(0, s.prefill_target - s.num_cached) + s.max_new_tokens - s.output_len
                      for s in rank.members) for rank in self._ranks]
         return loads.index(min(loads))
+
+    def _cache_aware_rank(self, seq: RefSequence) -> int:
+        """SGLang router's cache_aware policy, its defaults, over DP ranks: imbalanced ranks
+        (the most unfinished sequences above the fewest by more than 64 and 1.5 times over)
+        send seq to the least loaded; else the rank holding the longest run of its leading
+        prompt blocks (ties: the less loaded, then the lower rank), when that run covers
+        more than 30 % of the prompt; else the least loaded."""
+        loads = [len(rank.members) for rank in self._ranks]
+        fewest = loads.index(min(loads))
+        if max(loads) - loads[fewest] > 64 and max(loads) > 1.5 * loads[fewest]:
+            return fewest
+        hits = [len(self._prefix_hit(rank, seq)) for rank in self._ranks]
+        best = min(range(len(hits)), key=lambda r: (-hits[r], loads[r], r))
+        return best if hits[best] * self.config.block_size > 0.3 * seq.prompt_len else fewest
 
     # -- schedule ---------------------------------------------------------------------------
 

@@ -202,6 +202,36 @@ def test_least_loaded_assignment(impl):
     assert [s.seq(i).dp_rank for i in range(4)] == [0, 1, 2, 1]
 
 
+def test_cache_aware_assignment(impl):
+    """docs/scheduling.md, "DP ranks": the longest prefix hit over 30 % of the prompt wins,
+    else the rank with the fewest unfinished sequences."""
+    s = make_scheduler(impl, dp_size=2, dp_assign="cache_aware", block_size=4,
+                       max_num_batched_tokens=64)
+
+    def add(seq_id, prompt_len, hash_ids):
+        return s.add_sequence(seq_id=seq_id, prompt_len=prompt_len, max_new_tokens=4,
+                              hash_ids=hash_ids).dp_rank
+    assert add(0, 16, [1, 2, 3, 4]) == 0  # no hit anywhere: loads 0, 0 -> rank 0
+    run_step(s)  # its prompt blocks committed and indexed on rank 0
+    # hits 3 blocks (12 of 16 tokens > 4.8) on rank 0, though rank 1 is idle
+    assert add(1, 16, [1, 2, 3, 9]) == 0
+    assert add(2, 16, [7, 8, 9, 10]) == 1  # no hit: loads 2, 0 -> rank 1
+    # 1 block (4 tokens) is not over 30 % of 40: the least loaded, rank 1 (loads 2, 1)
+    assert add(3, 40, [1, 20, 21, 22, 23, 24, 25, 26, 27, 28]) == 1
+
+
+def test_cache_aware_gives_way_to_balance(impl):
+    """Every sequence hits rank 0's cache until rank 0 holds more than 64 sequences over
+    rank 1 (and 1.5 times as many): then the next goes to rank 1."""
+    s = make_scheduler(impl, dp_size=2, dp_assign="cache_aware", block_size=4,
+                       max_num_batched_tokens=64, max_num_seqs=1)
+    s.add_sequence(seq_id=0, prompt_len=16, max_new_tokens=4, hash_ids=[1, 2, 3, 4])
+    run_step(s)
+    ranks = [s.add_sequence(seq_id=i, prompt_len=16, max_new_tokens=4,
+                            hash_ids=[1, 2, 3, 100 + i]).dp_rank for i in range(1, 67)]
+    assert ranks == [0] * 64 + [1, 0]  # rank 0 at 65 vs 0: rank 1; at 65 vs 1: 64, not over
+
+
 def test_mtp_accepted_drafts(impl):
     s = make_scheduler(impl, num_mtp=2)
     (a,) = make_requests(s, (4, 10))
