@@ -14,27 +14,30 @@
 
 namespace steptrace {
 
+// No defaults of its own: every member is filled from a Deployment and a device profile
+// (engine/executors/modeled.py, deployment_rates), and DeploymentModel refuses a member
+// left at 0 but the latencies and the overhead.
 struct DeploymentRates {
-  int64_t devices = 1;
-  int64_t attention_tp = 1;
-  int64_t dense_tp = 1;
-  int64_t moe_ep = 1;
-  int64_t moe_tp = 1;
-  int64_t micro_batches = 1;
-  int64_t scaleup_devices = 1;
-  double local_experts = 1;  // routed experts per EP group, redundant ones included
-  double expert_imbalance = 1;  // the hottest device's expert load over the mean
+  int64_t devices = 0;
+  int64_t attention_tp = 0;
+  int64_t dense_tp = 0;
+  int64_t moe_ep = 0;
+  int64_t moe_tp = 0;
+  int64_t micro_batches = 0;
+  int64_t scaleup_devices = 0;
+  double local_experts = 0;  // routed experts per EP group, redundant ones included
+  double expert_imbalance = 0;  // the hottest device's expert load over the mean
   double hidden = 0;  // hidden size: the all-to-all and all-reduce payload per token
-  double dispatch_bytes = 1;  // per element
-  double combine_bytes = 2;
+  double dispatch_bytes = 0;  // per element
+  double combine_bytes = 0;
   double layers = 0;  // main model layers (TP all-reduces)
   // effective rates: peak x efficiency, per device
-  double attention_flops_per_s = 1;
-  double dense_flops_per_s = 1;
-  double expert_flops_per_s = 1;
-  double hbm_bytes_per_s = 1;
-  double scaleup_bytes_per_s = 1;  // one direction, x network efficiency
-  double scaleout_bytes_per_s = 1;
+  double attention_flops_per_s = 0;
+  double dense_flops_per_s = 0;
+  double expert_flops_per_s = 0;
+  double hbm_bytes_per_s = 0;
+  double scaleup_bytes_per_s = 0;  // one direction, x network efficiency
+  double scaleout_bytes_per_s = 0;
   double scaleup_latency_s = 0;  // one collective
   double scaleout_latency_s = 0;
   double overhead_s = 0;  // one step

@@ -9,10 +9,10 @@ has no peak for. docs/workloads.md is the reference; docs/modeling.md the step i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, Iterator, Optional, Tuple
 
-from .devices.profile import DeviceProfile
+from .devices.profile import PRECISIONS, DeviceProfile
 from .model_config import ModelConfig
 
 BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0}
@@ -34,20 +34,64 @@ class DeploymentError(ValueError):
 
 
 @dataclass(frozen=True)
+class Setting:
+    """One key of a workload's `deployment:` section: where it sits, the values it takes
+    (an integer, or a `number`, of at least `low`; or one of `choices`) and its meaning. A
+    `null` key defaults to null, which Deployment.from_values resolves as `meaning` says;
+    any other defaults to its field's default (harness/workload/schema.py builds the
+    section's keys from these)."""
+
+    key: str  # dotted, under `deployment:`
+    meaning: str
+    low: float = 1
+    high: Optional[float] = None
+    strict: bool = False  # above `low`, not at it
+    number: bool = False  # any finite number, not only an integer
+    choices: Tuple[Any, ...] = ()
+    null: bool = False
+
+
+def _keys(*settings: Setting) -> Dict[str, Tuple[Setting, ...]]:
+    return {"keys": settings}
+
+
+@dataclass(frozen=True)
 class Deployment:
-    devices: int = 1
-    attention_dp: int = 1
-    attention_tp: int = 1
-    moe_ep: int = 1
-    moe_tp: int = 1
-    dense_tp: int = 1  # dense FFN, shared experts and LM head: 1 replicates them
-    micro_batches: int = 1  # 2: one micro-batch's all-to-all hidden under the other's compute
-    precision: Dict[str, str] = field(default_factory=lambda: {
-        "attention": "bf16", "kv": "bf16", "dense": "bf16", "experts": "bf16",
-        "dispatch": "bf16", "combine": "bf16"})
-    redundant_experts: int = 0
-    expert_imbalance: float = DEFAULT_IMBALANCE
-    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    """A serving instance's layout. Each field's default is the documented one; its
+    metadata holds the workload keys that set it (settings())."""
+
+    devices: int = field(default=1, metadata=_keys(Setting("devices", "devices per instance")))
+    attention_dp: int = field(default=1, metadata=_keys(Setting(
+        "attention.dp", "DP attention ranks (the scheduler's dp_size); null: devices / tp",
+        null=True)))
+    attention_tp: int = field(default=1, metadata=_keys(Setting(
+        "attention.tp", "attention TP group per DP rank")))
+    moe_ep: int = field(default=1, metadata=_keys(Setting(
+        "moe.ep", "expert parallelism; null: devices / tp", null=True)))
+    moe_tp: int = field(default=1, metadata=_keys(Setting(
+        "moe.tp", "each expert split over this many devices")))
+    dense_tp: int = field(default=1, metadata=_keys(Setting(
+        "dense.tp", "dense FFN, shared experts, LM head; 1: replicated")))
+    # 2: one micro-batch's all-to-all hidden under the other's compute
+    micro_batches: int = field(default=1, metadata=_keys(Setting(
+        "micro_batches", "2: two-batch overlap", choices=(1, 2))))
+    precision: Dict[str, str] = field(
+        default_factory=lambda: {"attention": "bf16", "kv": "bf16", "dense": "bf16",
+                                 "experts": "bf16", "dispatch": "bf16", "combine": "bf16"},
+        metadata=_keys(
+            *(Setting(f"precision.{part}", "GEMMs; null: the workload's precision",
+                      choices=PRECISIONS, null=True) for part in COMPUTE_PARTS),
+            Setting("precision.kv", "KV cache; null: bf16", choices=KV_PRECISIONS, null=True),
+            Setting("precision.dispatch", "payload; null: the workload's precision",
+                    choices=PRECISIONS, null=True),
+            Setting("precision.combine", "payload; null: bf16", choices=PRECISIONS, null=True)))
+    redundant_experts: int = field(default=0, metadata=_keys(Setting(
+        "redundant_experts", "extra expert replicas (EPLB)", low=0)))
+    expert_imbalance: float = field(default=DEFAULT_IMBALANCE, metadata=_keys(Setting(
+        "expert_imbalance", "hottest device's expert load over the mean", number=True)))
+    memory_utilization: float = field(default=DEFAULT_MEMORY_UTILIZATION, metadata=_keys(Setting(
+        "memory_utilization", "share of HBM for weights and KV (on a torch device also the "
+        "measured activations)", low=0, high=1, strict=True, number=True)))
 
     @classmethod
     def from_values(cls, v: dict, precision: str) -> Deployment:
@@ -67,6 +111,17 @@ class Deployment:
                    redundant_experts=v["redundant_experts"],
                    expert_imbalance=v["expert_imbalance"],
                    memory_utilization=v["memory_utilization"])
+
+    @staticmethod
+    def settings() -> Iterator[Tuple[Setting, Any]]:
+        """Every key of the `deployment:` section in order, with its default in a workload:
+        null, or its field's default (a precision part's for the precision map)."""
+        defaults = Deployment()
+        for f in fields(Deployment):
+            value = getattr(defaults, f.name)
+            for s in f.metadata["keys"]:
+                part = s.key.rpartition(".")[2]
+                yield s, None if s.null else value[part] if isinstance(value, dict) else value
 
     def check(self, model: ModelConfig, profile: DeviceProfile) -> None:
         """DeploymentError, naming the key, for what no serving engine could run."""

@@ -9,7 +9,10 @@ import pytest
 
 from engine import _core, scheduler_config
 from engine.config import SchedulerConfig
-from engine.model_config import ModelConfig
+from engine.deployment import Deployment
+from engine.executors import modeled
+from engine.flops import FlopsEstimator
+from engine.model_config import ModelConfig, load_model_config
 from engine.scheduler_config import FIELDS, stub
 from harness.workload.schema import SCHEMA
 
@@ -44,12 +47,17 @@ def test_the_workload_schema_is_the_core_table():
         [(f["name"], WORKLOAD_DEFAULTS.get(f["name"], f["default"])) for f in FIELDS]
 
 
-def test_the_docs_table_is_the_core_table():
-    doc = (REPO / "docs" / "workloads.md").read_text().split("## engine")[1].split("\n## ")[0]
-    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", doc, re.M)
+def docs_section(name: str) -> str:
+    return (REPO / "docs" / "workloads.md").read_text().split(f"## {name}")[1].split("\n## ")[0]
 
-    def shown(v):
-        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+def shown(v) -> str:
+    """A default as docs/workloads.md writes it."""
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def test_the_docs_table_is_the_core_table():
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", docs_section("engine"), re.M)
     assert rows == [(f["name"], shown(WORKLOAD_DEFAULTS.get(f["name"], f["default"])))
                     for f in FIELDS]
 
@@ -93,3 +101,46 @@ def test_the_built_class_behaves_as_a_dataclass_statement():
     assert dataclasses.replace(config, overlap=True).lookahead == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.num_mtp = 2
+
+
+def schema_defaults(section: dict, prefix: str = ""):
+    """(dotted key, default) of every key of a workload schema section, in order."""
+    for name, spec in section.items():
+        if isinstance(spec, dict):
+            yield from schema_defaults(spec, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", spec.default
+
+
+def test_the_workload_schema_is_the_deployment_class():
+    declared = [(s.key, default) for s, default in Deployment.settings()]
+    assert list(schema_defaults(SCHEMA["deployment"])) == declared
+
+
+def test_the_docs_table_is_the_deployment_class():
+    """A row may name several keys: `precision.attention`, `.dense`, `.experts`."""
+    rows = []
+    for names, default in re.findall(r"^\| (`[^|]*) \| `([^`]*)` \|", docs_section("deployment"),
+                                     re.M):
+        first, *more = re.findall(r"`([\w.]+)`", names)
+        rows += [(first, default)] + [(first.rpartition(".")[0] + k, default) for k in more]
+    assert rows == [(s.key, shown(default)) for s, default in Deployment.settings()]
+
+
+def test_a_workload_without_deployment_keys_is_the_default_deployment():
+    """from_values resolves every null to the class's default (at the default precision)."""
+    def values(section):
+        return {k: values(v) if isinstance(v, dict) else v.default for k, v in section.items()}
+    assert Deployment.from_values(values(SCHEMA["deployment"]), SCHEMA["precision"].default) \
+        == Deployment()
+
+
+def test_every_deployment_rate_is_filled_from_python():
+    """DeploymentRates has no defaults that matter: deployment_rates sets every member, and
+    the model refuses a struct left unfilled."""
+    source = Path(modeled.__file__).read_text()
+    assert [m for m in struct_members("deployment_model.hpp", "DeploymentRates")
+            if not re.search(rf"\br\.{m}\b", source)] == []
+    cost = FlopsEstimator(load_model_config("deepseek-v3")).cost_model()
+    with pytest.raises(ValueError, match="deployment devices must be > 0, got 0"):
+        _core.DeploymentModel(cost, _core.DeploymentRates())

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.commands import main
-from harness.schema import summary
+from harness.schema import TABLES, summary
 from harness.sweeps.gil_protocol import PRIMARY
 from harness.telemetry import device_frame, device_summary
 from tests.helpers import MODELED
@@ -74,10 +74,8 @@ def test_the_views_select_declared_rows():
     assert set(summary.HEADLINE) <= declared
     assert set(PRIMARY) <= declared  # the GIL table's columns
     assert summary.TEXT_STATS <= {stat for _, stat in declared}
-    capacity = [("goodput", "attainment"), ("goodput", "requests"),
-                ("throughput", "output_tokens"), ("ttft", "p99"), ("tpot", "p50"),
-                ("tpot", "p99")]
-    assert set(capacity) <= declared
+    assert set(summary.CAPACITY_ROWS.values()) <= declared
+    assert set(summary.CAPACITY_ROWS) <= set(TABLES["capacity"].names)
 
 
 def test_docs_metrics_md_holds_the_declaration_rendered():

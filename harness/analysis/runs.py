@@ -145,14 +145,13 @@ class Run:
     def table_path(self, name: str) -> Path:
         """The table's file; BadInput for one that is not a regular file: pyarrow would wait
         in open() on a FIFO for a writer, past SIGINT and SIGTERM."""
-        for fmt in ("parquet", "csv"):
-            path = self.path / f"{name}.{fmt}"
-            if path.exists():
-                why = not_regular(path)
-                if why:
-                    raise BadInput(f"{path}: {why}")
-                return path
-        raise BadInput(f"{self.path}: no {name} table ({name}.parquet or {name}.csv)")
+        path = run_folder.table_file(self.path, name)
+        if path is None:
+            raise BadInput(f"{self.path}: no {name} table ({name}.parquet or {name}.csv)")
+        why = not_regular(path)
+        if why:
+            raise BadInput(f"{path}: {why}")
+        return path
 
     def table(self, name: str, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
         """One table of the run, only `columns` read (all when None). BadInput naming the
@@ -286,9 +285,8 @@ def _runs_under(path: Path) -> List[Path]:
         return [path]
     if not path.is_dir():
         return []
-    table = next((t for t in (path / "capacity.parquet", path / "capacity.csv") if t.is_file()),
-                 None)
-    if table is not None:  # a capacity search's folder
+    table = run_folder.table_file(path, "capacity")
+    if table is not None and table.is_file():  # a capacity search's folder
         return [at_capacity(table)]
     return sorted(p.parent for p in path.rglob("manifest.json"))
 

@@ -27,6 +27,7 @@ from ..errors import BadInput
 from ..io.atomic import atomic_open
 from ..schema.values import STATUSES
 from .metrics import SUMMARY_COLUMNS
+from .table_sink import FORMATS
 
 
 def read_requests(path: Path, columns: Optional[Sequence[str]] = None,
@@ -209,12 +210,21 @@ def _steps_summary(run_dir: Path) -> pd.DataFrame:
     return pd.concat([recorded, engine_summary(steps, None)], ignore_index=True)
 
 
-def _read(run_dir: Path, name: str) -> pd.DataFrame:
-    for fmt, reader in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
-        path = run_dir / f"{name}.{fmt}"
+def table_file(folder: Path, name: str) -> Optional[Path]:
+    """A table's file in a run's or a search's folder, in FORMATS' order (name.parquet, else
+    name.csv); None when neither is there."""
+    for fmt in FORMATS:
+        path = folder / f"{name}.{fmt}"
         if path.exists():
-            return reader(path)
-    raise ValueError(f"no {name} table")
+            return path
+    return None
+
+
+def _read(run_dir: Path, name: str) -> pd.DataFrame:
+    path = table_file(run_dir, name)
+    if path is None:
+        raise ValueError(f"no {name} table")
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
 
 
 def new_run_dir(base: Path, arm: str) -> Path:

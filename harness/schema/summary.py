@@ -1,8 +1,9 @@
 """Every summary row a run may write, declared once (docs/metrics.md defines each, in the
 section named here), and which rows each view shows: `show` and a run's headline in a
-report print HEADLINE in this order, `compare` prints the TEXT_STATS of every metric;
-`--json`, `--csv` and the tables carry every row. tests/test_summary_catalogue.py holds the
-runs' summaries, the views and docs/metrics.md's summary table to this catalogue.
+report print HEADLINE in this order, `compare` prints the TEXT_STATS of every metric, a
+capacity search's table holds CAPACITY_ROWS of each probe; `--json`, `--csv` and the
+tables carry every row. tests/test_summary_catalogue.py holds the runs' summaries, the
+views and docs/metrics.md's summary table to this catalogue.
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejec
             ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
             ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
             ("mfu", "model")]
+# The capacity table's columns read from each probe's summary (harness/sweeps/capacity.py;
+# output_tokens_per_device is the row over the deployment's devices).
+CAPACITY_ROWS = {"attainment": ("goodput", "attainment"), "goodput": ("goodput", "requests"),
+                 "output_tokens_per_device": ("throughput", "output_tokens"),
+                 "ttft_p99_s": ("ttft", "p99"), "tpot_p50_s": ("tpot", "p50"),
+                 "tpot_p99_s": ("tpot", "p99")}
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "tflops_per_device", "model",
                         "per_step", "per_s", "cpu_share"})

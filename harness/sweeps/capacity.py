@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import TABLES
+from ..schema.summary import CAPACITY_ROWS
 from ..workload import Workload, WorkloadError, load_workload
 from ..workload.schema import executor_spec
 from .capacity_search import MAX_PROBES, MIN_RESOLUTION, Search, bounds, search
@@ -183,8 +184,7 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (),
 def _row(run) -> dict:
     """A probe's row of the capacity table, from its run (the probe's number and rate
     added by the search)."""
-    return dict(run_id=run.name, attainment=run.value("goodput.attainment"),
-                goodput=run.value("goodput.requests"),
-                output_tokens_per_device=run.value("throughput.output_tokens") / run.devices,
-                ttft_p99_s=run.value("ttft.p99"), tpot_p50_s=run.value("tpot.p50"),
-                tpot_p99_s=run.value("tpot.p99"))
+    row = {column: run.value(f"{metric}.{stat}")
+           for column, (metric, stat) in CAPACITY_ROWS.items()}
+    row["output_tokens_per_device"] /= run.devices
+    return dict(run_id=run.name, **row)

@@ -1,5 +1,6 @@
 """A workload's keys: SCHEMA, the single source of every key's check, default and meaning
-(docs/workloads.md is the reference, and tests/test_contracts.py holds the two together).
+(docs/workloads.md is the reference, and tests/test_contracts.py holds the two together);
+the `engine:` and `deployment:` sections are built from the engine's own declarations.
 A check takes a value and raises ValueError(what was expected) or returns None.
 """
 
@@ -10,12 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 from engine.config import DEVICES, DTYPES, LAUNCH_US, SchedulerConfig
-from engine.deployment import (
-    COMPUTE_PARTS,
-    DEFAULT_IMBALANCE,
-    DEFAULT_MEMORY_UTILIZATION,
-    KV_PRECISIONS,
-)
+from engine.deployment import Deployment, Setting
 from engine.devices.profile import PRECISIONS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
@@ -116,6 +112,29 @@ def _scheduler_keys() -> Dict[str, Key]:
     keys["num_kv_blocks"] = Key(lambda v: None if v == "auto" else blocks.check(v), "auto",
                                 blocks.doc + "; auto: what device memory leaves")
     return keys
+
+
+def _deployment_keys() -> Dict[str, Any]:
+    """Deployment's fields as the `deployment:` section: each key's check, default and
+    meaning as engine/deployment.py declares them."""
+    section: Dict[str, Any] = {}
+    for setting, default in Deployment.settings():
+        *parents, name = setting.key.split(".")
+        node = section
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[name] = Key(_setting_check(setting), default, setting.meaning)
+    return section
+
+
+def _setting_check(s: Setting) -> Callable[[Any], None]:
+    if s.choices:
+        return one_of(*s.choices)
+    if s.number:
+        return number(s.low, s.high, allow_none=s.null, strict=s.strict)
+    return integer(int(s.low), allow_none=s.null)
+
+
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 # 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
 # frontend, not the engine, is what a run would measure
@@ -187,33 +206,7 @@ SCHEMA: Dict[str, Any] = {
         "enabled": Key(boolean, True, "sample device and host in a separate process"),
         "interval_s": Key(number(0.01), 0.1, "seconds between samples (GPM >= 0.1, npu-smi >= 1)"),
     },
-    "deployment": {
-        "devices": Key(integer(1), 1, "devices per instance"),
-        "attention": {
-            "dp": Key(integer(1, allow_none=True), None,
-                      "DP attention ranks (the scheduler's dp_size); null: devices / tp"),
-            "tp": Key(integer(1), 1, "attention TP group per DP rank"),
-        },
-        "moe": {
-            "ep": Key(integer(1, allow_none=True), None, "expert parallelism; null: devices / tp"),
-            "tp": Key(integer(1), 1, "each expert split over this many devices"),
-        },
-        "dense": {"tp": Key(integer(1), 1, "dense FFN, shared experts, LM head; 1: replicated")},
-        "micro_batches": Key(one_of(1, 2), 1, "2: two-batch overlap"),
-        "precision": {
-            **{part: Key(one_of(*PRECISIONS), None, "GEMMs; null: the workload's precision")
-               for part in COMPUTE_PARTS},
-            "kv": Key(one_of(*KV_PRECISIONS), None, "KV cache; null: bf16"),
-            "dispatch": Key(one_of(*PRECISIONS), None, "payload; null: the workload's precision"),
-            "combine": Key(one_of(*PRECISIONS), None, "payload; null: bf16"),
-        },
-        "redundant_experts": Key(integer(0), 0, "extra expert replicas (EPLB)"),
-        "expert_imbalance": Key(number(1), DEFAULT_IMBALANCE,
-                                "hottest device's expert load over the mean"),
-        "memory_utilization": Key(number(0, 1, strict=True), DEFAULT_MEMORY_UTILIZATION,
-                                  "share of HBM for weights and KV (on a torch device "
-                                  "also the measured activations)"),
-    },
+    "deployment": _deployment_keys(),
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
 }
