@@ -94,7 +94,7 @@ void bind_batch(py::module_& m) {
                                            self);
                              })
       .def_property_readonly("empty", &Batch::empty)
-      .def_readonly("num_free_blocks", &Batch::num_free_blocks)
+      .def_readonly("kv_blocks_free", &Batch::kv_blocks_free)
       .def_readonly("num_waiting", &Batch::num_waiting)
       .def_readonly("num_running", &Batch::num_running)
       .def_readonly("num_hit_tokens", &Batch::num_hit_tokens)

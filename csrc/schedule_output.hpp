@@ -28,7 +28,7 @@ struct Batch {
   std::unique_ptr<int32_t[]> block_tables;  // row-major [rows, table_width], -1 padded
   int32_t table_width = 0;
   std::vector<int32_t> seq_index;     // the scheduler's index of each row's sequence
-  int32_t num_free_blocks = 0;        // rank state after this round
+  int32_t kv_blocks_free = 0;         // rank state after this round
   int32_t num_waiting = 0;
   int32_t num_running = 0;
   int32_t num_hit_tokens = 0;       // prompt tokens this round's admissions found cached

@@ -274,7 +274,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     } else {
       decode_round(rank, batch, plan->preempted);
     }
-    batch.num_free_blocks = rank.pool.num_free();
+    batch.kv_blocks_free = rank.pool.num_free();
     batch.num_waiting = static_cast<int32_t>(rank.waiting.size());
     batch.num_running = rank.num_running;
     batch.num_hit_tokens = rank.round_hit_tokens;

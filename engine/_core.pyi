@@ -49,7 +49,7 @@ class Batch:
     kind: npt.NDArray[np.int8]
     block_tables: npt.NDArray[np.int32]
     empty: bool
-    num_free_blocks: int
+    kv_blocks_free: int
     num_waiting: int
     num_running: int
     num_hit_tokens: int
@@ -170,6 +170,21 @@ class DeploymentModel:
     def step(self, plan: Plan, accepted: Optional[Seq[npt.ArrayLike]] = None,
              mtp: bool = False) -> tuple[float, StepCosts]: ...
 
+class StepTimes:
+    """What LLMEngine measured around one step (perf_counter_ns), read-only; the C++ step
+    log reads it from StepRecord.times."""
+    start_ns: int  # when the step's schedule() was called
+    sched_call_ns: int  # the call as Python sees it, GIL reacquire included
+    forward_ns: int
+    sample_ns: int
+    postprocess_ns: int
+    step_ns: int  # schedule() start to postprocess() end
+    @staticmethod
+    def of(start_ns: int, sched_call_ns: int, forward_ns: int, sample_ns: int,
+           postprocess_ns: int, step_ns: int) -> StepTimes:
+        """The one way to build one (no constructor: a static function costs pybind11 half
+        as much, and the engine builds one every step)."""
+
 class StepLog:
     """The recorder's core (harness/recorder.py): step, batch and request rows, token times.
     Fed only records; it holds no scheduler."""
@@ -182,8 +197,10 @@ class StepLog:
     def enqueue(self, added: SeqRecord, t: float) -> None:
         """ValueError for a record of another scheduler than the earlier ones."""
     def record(self, record: object, t_start: float, t_end: float) -> None:
-        """ValueError for a record of another scheduler; RuntimeError if another record()
-        of this log is running (from on_full or another thread)."""
+        """`record` is an llm_engine.StepRecord (its plan, post, times and flops are read).
+        ValueError for a record of another scheduler; TypeError for times that are not a
+        StepTimes; RuntimeError if another record() of this log is running (from on_full
+        or another thread)."""
     def end(self) -> None: ...
     def take_steps(self) -> dict[str, np.ndarray]: ...
     def take_batches(self) -> dict[str, np.ndarray]: ...

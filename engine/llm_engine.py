@@ -20,24 +20,44 @@ from .config import EngineConfig
 from .executors import ExecutorOutput, ExecutorSpec
 from .executors.base import RankCosts
 from .model_config import load_model_config
+from .plan import BatchContract, PlanContract, PostprocessContract
 
 
 @dataclass(slots=True)
 class StepRecord:
     """One engine step as the harness records it (arrays are views of the plan's buffers)."""
 
-    plan: _core.Plan
-    post: _core.PostprocessResult  # the plan's
+    plan: PlanContract  # the C++ scheduler's (the recorder's StepLog reads only those)
+    post: PostprocessContract  # the plan's
     # MTP drafts accepted per row, an array per DP rank; None: none
     accepted: Optional[List[np.ndarray]]
-    start_ns: int  # perf_counter_ns when the step's schedule() was called
-    sched_call_ns: int  # the call as Python sees it, GIL reacquire included
-    forward_ns: int
-    sample_ns: int
-    postprocess_ns: int
-    step_ns: int  # schedule() start to postprocess() end
+    times: _core.StepTimes  # what the engine measured around the step, read by the C++ log
     flops: RankCosts  # per DP rank: a StepCost (model_flops, executed_flops, bytes)
     modeled: bool  # forward and sample durations come from a device model
+
+    @property
+    def start_ns(self) -> int:  # perf_counter_ns when the step's schedule() was called
+        return self.times.start_ns
+
+    @property
+    def sched_call_ns(self) -> int:  # the call as Python sees it, GIL reacquire included
+        return self.times.sched_call_ns
+
+    @property
+    def forward_ns(self) -> int:
+        return self.times.forward_ns
+
+    @property
+    def sample_ns(self) -> int:
+        return self.times.sample_ns
+
+    @property
+    def postprocess_ns(self) -> int:
+        return self.times.postprocess_ns
+
+    @property
+    def step_ns(self) -> int:  # schedule() start to postprocess() end
+        return self.times.step_ns
 
     @property
     def step(self) -> int:
@@ -52,7 +72,7 @@ class StepRecord:
         return self.plan.sched_ns
 
     @property
-    def batches(self) -> List[_core.Batch]:  # one plan batch per DP rank
+    def batches(self) -> Sequence[BatchContract]:  # one plan batch per DP rank
         return self.plan.batches
 
     @property
@@ -207,7 +227,8 @@ class LLMEngine:
         assert self._thread is not None, "a plan is launched ahead only with overlap"
         return _Launched(plan, start, called, self._thread.submit(self.executor.execute, plan))
 
-    def _finish(self, plan, start_ns: int, sched_call_ns: int, out: ExecutorOutput) -> StepRecord:
+    def _finish(self, plan: _core.Plan, start_ns: int, sched_call_ns: int,
+                out: ExecutorOutput) -> StepRecord:
         start = time.perf_counter_ns()
         post = self.scheduler.postprocess(plan, out.accepted if self._mtp else None,
                                           release_gil=self._release_gil_postprocess)
@@ -219,18 +240,17 @@ class LLMEngine:
             else:  # the forward in flight may still hold (discarded) work of these sequences
                 self._thread.submit(self._drop, done)
         flops = out.flops if out.flops is not None else self._flops(plan, out.accepted)
-        return StepRecord(
-            plan=plan, post=post, accepted=out.accepted, start_ns=start_ns,
-            sched_call_ns=sched_call_ns, forward_ns=out.forward_ns, sample_ns=out.sample_ns,
-            postprocess_ns=postprocess_ns, step_ns=time.perf_counter_ns() - start_ns,
-            flops=flops, modeled=out.modeled)
+        times = _core.StepTimes.of(start_ns, sched_call_ns, out.forward_ns, out.sample_ns,
+                                postprocess_ns, time.perf_counter_ns() - start_ns)
+        return StepRecord(plan=plan, post=post, accepted=out.accepted, times=times, flops=flops,
+                          modeled=out.modeled)
 
     def _drop(self, done) -> None:
         assert self.executor.holds_requests, "called only for an executor that holds requests"
         for seq_id in done:
             self.executor.drop(seq_id)
 
-    def _flops(self, plan, accepted) -> List[_core.StepCost]:
+    def _flops(self, plan: _core.Plan, accepted) -> List[_core.StepCost]:
         """A StepCost per rank: a device each."""
         batches = plan.batches
         return [self._cost.batch(b, a, self._mtp)

@@ -9,7 +9,7 @@ from typing import List
 
 import numpy as np
 
-from .plan import KIND_DECODE, KIND_FINAL
+from .plan import KIND_DECODE, KIND_FINAL, BatchContract
 
 
 @dataclass(slots=True)
@@ -21,7 +21,7 @@ class PackedLayout:
     logit_rows: List[List[int]]  # row b's packed positions that get logits
 
 
-def packed_layout(batch, block_size: int) -> PackedLayout:
+def packed_layout(batch: BatchContract, block_size: int) -> PackedLayout:
     bs = block_size
     # MTP draft positions past a sequence's footprint have no block: pad the tables with
     # -1 so every visible position has an entry (slot -1: no KV written or trusted).

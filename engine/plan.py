@@ -1,15 +1,19 @@
-"""The schedule output contract, as the reference scheduler returns it.
-
-The C++ core returns objects with exactly these attribute names and dtypes (bound in
-csrc/bindings.cpp); tests compare the two field by field.
+"""The schedule output contract, declared once: the Protocols below (PlanContract,
+BatchContract, PostprocessContract, SeqRecordContract) name every member a plan, its
+batches and a postprocess result have, with its type and dtype. Both schedulers' objects
+satisfy them: the C++ core's (csrc/plan_bindings.cpp, typed in engine/_core.pyi) and the
+reference scheduler's dataclasses below. Code that reads plans is typed against the
+Protocols; mypy checks both sides structurally, tests/test_plan_contract.py checks real
+plans of each at run time, and tests/test_differential.py compares the two field by field.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional, Protocol, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from .arguments import integers, is_sequence
 
@@ -21,16 +25,104 @@ KIND_NAMES = ("chunk", "final", "decode")  # as the tables spell them
 PHASES = ("decode", "prompt")  # a step's round, indexed by its prompt flag (the steps table's)
 
 
+class BatchContract(Protocol):
+    """One DP rank's rows of a plan, and the rank's state after the round."""
+
+    @property
+    def rank(self) -> int: ...
+    @property
+    def seq_ids(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def seqlen_q(self) -> npt.NDArray[np.int32]: ...  # real tokens computed
+    @property
+    def seqlen_k(self) -> npt.NDArray[np.int32]: ...  # num_cached + num_inflight + seqlen_q
+    @property
+    def padded_q(self) -> npt.NDArray[np.int32]: ...  # seqlen_q padded for CP alignment
+    @property
+    def kind(self) -> npt.NDArray[np.int8]: ...  # KIND_*
+    @property
+    def block_tables(self) -> npt.NDArray[np.int32]: ...  # [rows, max blocks], -1 padded
+    @property
+    def empty(self) -> bool: ...  # no rows
+    @property
+    def kv_blocks_free(self) -> int: ...  # after this round
+    @property
+    def num_waiting(self) -> int: ...
+    @property
+    def num_running(self) -> int: ...
+    @property
+    def num_hit_tokens(self) -> int: ...  # prompt tokens this round's admissions found cached
+    @property
+    def num_evicted_blocks(self) -> int: ...  # retained blocks this round's allocations evicted
+    @property
+    def num_retained_blocks(self) -> int: ...  # free blocks still in the prefix index
+
+
+class PlanContract(Protocol):
+    """What one schedule() call returns."""
+
+    @property
+    def step(self) -> int: ...
+    @property
+    def phase(self) -> str: ...  # "prompt" or "decode" (PHASES)
+    @property
+    def batches(self) -> Sequence[BatchContract]: ...  # one per DP rank
+    @property
+    def preempted(self) -> npt.NDArray[np.int64]: ...  # seq ids, in preemption order
+    @property
+    def rejected(self) -> npt.NDArray[np.int64]: ...  # seq ids rejected since the last plan
+    @property
+    def sched_start_ns(self) -> int: ...  # steady clock (CLOCK_MONOTONIC) at entry
+    @property
+    def sched_ns(self) -> int: ...  # time spent inside schedule()
+
+
+class SeqRecordContract(Protocol):
+    """What the requests table needs of a sequence (add_sequence's, and each one that left)."""
+
+    @property
+    def seq_id(self) -> int: ...
+    @property
+    def dp_rank(self) -> int: ...
+    @property
+    def status(self) -> str: ...  # "waiting" | "finished" | "rejected"
+    @property
+    def output_len(self) -> int: ...
+    @property
+    def num_preemptions(self) -> int: ...
+    @property
+    def recomputed_tokens(self) -> int: ...
+    @property
+    def prefix_hit_tokens(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
+
+
+class PostprocessContract(Protocol):
+    """What one postprocess(plan) call returns."""
+
+    @property
+    def step(self) -> int: ...  # the plan's
+    @property
+    def finished(self) -> npt.NDArray[np.int64]: ...  # seq ids finished (or handed off) here
+    @property
+    def discarded_tokens(self) -> int: ...
+    @property
+    def output_len(self) -> npt.NDArray[np.int32]: ...  # per scheduled row, rank-then-batch
+    @property
+    def left(self) -> Sequence[SeqRecordContract]: ...
+
+
 @dataclass
 class Batch:
     rank: int
-    seq_ids: np.ndarray  # int64
-    seqlen_q: np.ndarray  # int32, real tokens computed
-    seqlen_k: np.ndarray  # int32, num_cached + num_inflight + seqlen_q
-    padded_q: np.ndarray  # int32, seqlen_q padded for context-parallel alignment
-    kind: np.ndarray  # int8, KIND_*
-    block_tables: np.ndarray  # int32 [num_seqs, max_blocks], -1 padded
-    num_free_blocks: int  # after this round
+    seq_ids: npt.NDArray[np.int64]
+    seqlen_q: npt.NDArray[np.int32]  # real tokens computed
+    seqlen_k: npt.NDArray[np.int32]  # num_cached + num_inflight + seqlen_q
+    padded_q: npt.NDArray[np.int32]  # seqlen_q padded for context-parallel alignment
+    kind: npt.NDArray[np.int8]  # KIND_*
+    block_tables: npt.NDArray[np.int32]  # [num_seqs, max_blocks], -1 padded
+    kv_blocks_free: int  # after this round
     num_waiting: int
     num_running: int
     num_hit_tokens: int  # prompt tokens this round's admissions found cached
@@ -47,8 +139,8 @@ class Plan:
     step: int
     phase: str  # "prompt" or "decode"
     batches: List[Batch]  # one per DP rank
-    preempted: np.ndarray  # int64 seq ids, in preemption order
-    rejected: np.ndarray  # int64 seq ids rejected since the previous plan
+    preempted: npt.NDArray[np.int64]  # seq ids, in preemption order
+    rejected: npt.NDArray[np.int64]  # seq ids rejected since the previous plan
     sched_start_ns: int  # steady clock (CLOCK_MONOTONIC) at entry
     owner: int
     sched_ns: int = 0  # time spent inside schedule()
@@ -72,15 +164,15 @@ class SeqRecord:
 @dataclass
 class PostprocessResult:
     step: int  # the plan's
-    finished: np.ndarray  # int64 seq ids that finished (or were handed off) in this call
+    finished: npt.NDArray[np.int64]  # seq ids that finished (or were handed off) in this call
     discarded_tokens: int  # in-flight work of already finished sequences
-    output_len: np.ndarray  # int32, each scheduled row's generated tokens after the call,
-    #                         rank-then-batch order
+    # each scheduled row's generated tokens after the call, rank-then-batch order
+    output_len: npt.NDArray[np.int32]
     left: List[SeqRecord]  # finished or handed off here (`finished` order), then those the
     #                        plan reported rejected (`rejected` order)
 
 
-def parse_accepted(plan, accepted) -> Optional[np.ndarray]:
+def parse_accepted(plan: PlanContract, accepted) -> Optional[np.ndarray]:
     """Drafts accepted per scheduled row, rank-then-batch order, as int64, or None (none
     accepted). `accepted` is None, a flat sequence with one value per scheduled row, or one
     sequence per rank (whose lengths are checked here). Values are checked by
@@ -104,7 +196,7 @@ def parse_accepted(plan, accepted) -> Optional[np.ndarray]:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def check_accepted(plan, flat: Optional[np.ndarray]) -> np.ndarray:
+def check_accepted(plan: PlanContract, flat: Optional[np.ndarray]) -> np.ndarray:
     """parse_accepted's values checked against the plan: one per scheduled row, within
     0..seqlen_q - 1 for a decode row and 0 for a prefill row. None: zeros."""
     total = sum(len(b.seq_ids) for b in plan.batches)
@@ -120,3 +212,16 @@ def check_accepted(plan, flat: Optional[np.ndarray]) -> np.ndarray:
         raise ValueError(f"accepted[{i}] = {int(flat[i])} is outside 0..{int(limits[i])} "
                          f"(drafts of that scheduled sequence)")
     return flat
+
+
+if TYPE_CHECKING:  # mypy holds both schedulers' objects to the contracts; never run
+    from . import _core
+
+    def _conforms(ref: tuple[Plan, Batch, PostprocessResult, SeqRecord],
+                  core: tuple[_core.Plan, _core.Batch, _core.PostprocessResult,
+                              _core.SeqRecord]) -> None:
+        plans: List[PlanContract] = [ref[0], core[0]]
+        batches: List[BatchContract] = [ref[1], core[1]]
+        posts: List[PostprocessContract] = [ref[2], core[2]]
+        records: List[SeqRecordContract] = [ref[3], core[3]]
+        del plans, batches, posts, records

@@ -546,7 +546,7 @@ class _BatchBuilder:
                      padded_q=np.array(cols[3], dtype=np.int32),
                      kind=np.array(cols[4], dtype=np.int8),
                      block_tables=tables,
-                     num_free_blocks=rank.pool.num_free, num_waiting=len(rank.waiting),
+                     kv_blocks_free=rank.pool.num_free, num_waiting=len(rank.waiting),
                      num_running=rank.num_running, num_hit_tokens=rank.round_hit_tokens,
                      num_evicted_blocks=evicted, num_retained_blocks=rank.pool.num_retained)
 

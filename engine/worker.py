@@ -17,7 +17,7 @@ import torch
 
 from .model import DeepSeekModel, ForwardBatch
 from .packing import packed_layout
-from .plan import KIND_CHUNK, KIND_DECODE
+from .plan import KIND_CHUNK, KIND_DECODE, BatchContract
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Worker:
         self.drafts.pop(seq_id, None)
 
     @torch.inference_mode()
-    def execute(self, batch) -> WorkerOutput:
+    def execute(self, batch: BatchContract) -> WorkerOutput:
         """Forward, sample and commit one rank's batch of a plan."""
         rows = len(batch.seq_ids)
         if rows == 0:

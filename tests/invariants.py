@@ -96,13 +96,13 @@ def _check_plan(sched, cfg, seqs, plan):
                 f"{at}: {len(blocks)} blocks for seqlen_k {b.seqlen_k[row]}"
         scheduled += b.seq_ids.tolist()
         on_rank = [s.status for s in seqs.values() if s.dp_rank == b.rank]
-        assert b.num_free_blocks == sched.num_free_blocks(b.rank), where
+        assert b.kv_blocks_free == sched.num_free_blocks(b.rank), where
         assert b.num_waiting == on_rank.count("waiting"), f"{where}: num_waiting {b.num_waiting}"
         assert b.num_running == on_rank.count("running"), f"{where}: num_running {b.num_running}"
         assert b.num_running <= cfg.max_num_seqs, f"{where}: num_running {b.num_running}"
         # A retained block (cached, unowned) counts as free, never as owned too.
-        assert 0 <= b.num_retained_blocks <= b.num_free_blocks, \
-            f"{where}: {b.num_retained_blocks} retained of {b.num_free_blocks} free"
+        assert 0 <= b.num_retained_blocks <= b.kv_blocks_free, \
+            f"{where}: {b.num_retained_blocks} retained of {b.kv_blocks_free} free"
         assert b.num_evicted_blocks >= 0 and b.num_hit_tokens >= 0, where
         assert prompt or b.num_hit_tokens == 0, f"{where}: prefix hits in a decode round"
         if not cfg.prefix_caching:

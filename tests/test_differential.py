@@ -17,7 +17,7 @@ pytestmark = pytest.mark.core
 NUM_SCENARIOS = 1000
 PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
-                "empty", "num_free_blocks", "num_waiting", "num_running", "num_hit_tokens",
+                "empty", "kv_blocks_free", "num_waiting", "num_running", "num_hit_tokens",
                 "num_evicted_blocks", "num_retained_blocks")
 SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
               "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens")

@@ -337,6 +337,31 @@ def test_a_step_log_refuses_what_does_not_belong_together():
         log.enqueue(added[0], 0.0)
 
 
+def test_a_step_s_times_reach_the_log_as_one_typed_record():
+    """LLMEngine builds one _core.StepTimes per step; the StepRecord's time attributes read
+    it, and the C++ log takes its columns from it (a record whose times are anything else is
+    a TypeError, naming what it got)."""
+    _, records = records_of(LLMEngine(engine_config()), trace())
+    record = records[1]
+    names = ["start_ns", "sched_call_ns", "forward_ns", "sample_ns", "postprocess_ns", "step_ns"]
+    assert isinstance(record.times, _core.StepTimes)
+    assert [getattr(record, n) for n in names] == [getattr(record.times, n) for n in names]
+    assert record.step_ns >= record.sched_call_ns + record.postprocess_ns > 0
+    times = _core.StepTimes.of(start_ns=1, sched_call_ns=2, forward_ns=3, sample_ns=4,
+                            postprocess_ns=5, step_ns=6)
+    with pytest.raises(AttributeError):
+        times.forward_ns = 7  # read-only once built
+    log = _core.StepLog(0, 10**6, lambda: None)
+    log.record(records[0], 0.0, 1.0)
+    log.record(dataclasses.replace(records[1], times=times), 1.0, 2.0)
+    steps = log.take_steps()
+    assert [int(steps[n][-1]) for n in names[1:]] == [2, 3, 4, 5, 6]
+    assert int(steps["forward_ns"][0]) == records[0].forward_ns
+    with pytest.raises(TypeError, match="record.times must be an engine._core.StepTimes, "
+                                        "got <class 'tuple'>"):
+        log.record(dataclasses.replace(records[2], times=(1, 2, 3, 4, 5, 6)), 2.0, 3.0)
+
+
 @pytest.mark.parametrize("sched", [
     dict(num_kv_blocks=3, num_mtp=2), dict(num_kv_blocks=4, overlap=True, dp_size=2),
     dict(engine_type="completion", num_kv_blocks=3), dict(engine_type="prompt")],

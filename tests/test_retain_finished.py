@@ -57,7 +57,7 @@ def still_held(sched, seq_id):
 
 def plan_rows(plan):
     return [(b.seq_ids.tolist(), b.seqlen_q.tolist(), b.seqlen_k.tolist(), b.kind.tolist(),
-             b.block_tables.tolist(), b.num_free_blocks, b.num_waiting, b.num_running)
+             b.block_tables.tolist(), b.kv_blocks_free, b.num_waiting, b.num_running)
             for b in plan.batches] + [plan.phase, plan.preempted.tolist(), plan.rejected.tolist()]
 
 

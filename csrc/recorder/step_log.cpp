@@ -82,7 +82,7 @@ void StepLog::check(const ScheduleOutput& plan, const PostprocessOutput& post,
 }
 
 void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
-                     const StepTimes& times, const std::vector<StepCost>& costs) {
+                     const RecordedTimes& times, const std::vector<StepCost>& costs) {
   check(plan, post, costs);
   record_step(plan, post, times);
   size_t row = 0;  // the plan's rows, rank after rank: post.output_len's order
@@ -111,7 +111,7 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
 
 // The step's own values, the same on every rank's row.
 void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
-                          const StepTimes& times) {
+                          const RecordedTimes& times) {
   const size_t ranks = plan.batches.size();
   const auto each = [ranks](auto& column, auto value) {
     column.insert(column.end(), ranks, value);
@@ -125,7 +125,7 @@ void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& p
 // A rank's values: its row of the step, its batch rows, its live requests' first schedule
 // and tokens. Returns the plan's row after this rank's.
 size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
-                            const StepTimes& times, const Batch& b, const StepCost& cost,
+                            const RecordedTimes& times, const Batch& b, const StepCost& cost,
                             size_t row) {
   const auto none = live_.end();
   RankSums sums;

@@ -31,9 +31,20 @@ struct RankSums {  // a rank's rows summed: the steps table's RANK columns of it
   int32_t max_seqlen_k = 0;
 };
 
-struct StepTimes {  // what the engine measured around one step (llm_engine.StepRecord)
+// What the engine measured around one step, in ns of perf_counter_ns: engine._core.StepTimes,
+// built once per step by LLMEngine and carried in its StepRecord.
+struct StepTimes {
+  int64_t start_ns = 0;        // when the step's schedule() was called
+  int64_t sched_call_ns = 0;   // the call as Python sees it, GIL reacquire included
+  int64_t forward_ns = 0;      // measured, or modeled (the device model's)
+  int64_t sample_ns = 0;
+  int64_t postprocess_ns = 0;
+  int64_t step_ns = 0;  // schedule() start to postprocess() end
+};
+
+struct RecordedTimes {  // a step's times as the log writes them
   double t_start_s, t_end_s;  // on the run's clock
-  int64_t sched_call_ns, forward_ns, sample_ns, postprocess_ns, step_ns;
+  StepTimes engine;
   int64_t flush_ns;  // the recorder's own: handing full chunks on, after this step
 };
 
@@ -65,7 +76,7 @@ class StepLog {
   // times.t_end_s; a measured request's gaps join the inter-token distribution; the
   // requests in post.left leave. A pair that does not belong together, or a plan of
   // another scheduler than the earlier requests and plans, is std::invalid_argument.
-  void record(const ScheduleOutput& plan, const PostprocessOutput& post, const StepTimes& times,
+  void record(const ScheduleOutput& plan, const PostprocessOutput& post, const RecordedTimes& times,
               const std::vector<StepCost>& costs);
   // The requests still live leave as rows: rejected as added, else unfinished. Their gaps
   // leave the inter-token distribution.
@@ -81,9 +92,9 @@ class StepLog {
 
  private:
   void record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
-                   const StepTimes& times);
+                   const RecordedTimes& times);
   size_t record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
-                     const StepTimes& times, const Batch& b, const StepCost& cost, size_t row);
+                     const RecordedTimes& times, const Batch& b, const StepCost& cost, size_t row);
   void record_batch(int64_t step, const Batch& b);
   void check(const ScheduleOutput& plan, const PostprocessOutput& post,
              const std::vector<StepCost>& costs);

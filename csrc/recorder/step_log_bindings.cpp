@@ -125,36 +125,63 @@ int64_t flush_if_full(PyStepLog& log) {
   return steady_now_ns() - start;
 }
 
-// One StepRecord into the log: its plan, postprocess result, times and costs, read by
-// attribute (names made once: a lookup by C string builds a new str each time); first
-// on_full() when a chunk is buffered, its time the step's flush_ns.
+// One StepRecord into the log: its plan, postprocess result, times (an engine._core.StepTimes)
+// and costs, read by attribute (names made once: a lookup by C string builds a new str each
+// time); first on_full() when a chunk is buffered, its time the step's flush_ns.
 void record_step(PyStepLog& log, const py::handle& rec, double t_start, double t_end) {
   const Recording recording(log);
-  static const auto& name =
-      *new std::array<py::str, 8>{"plan",      "post",           "sched_call_ns", "forward_ns",
-                                  "sample_ns", "postprocess_ns", "step_ns",       "flops"};
+  static const auto& name = *new std::array<py::str, 4>{"plan", "post", "times", "flops"};
   auto get = [&](int i) {
     PyObject* value = PyObject_GetAttr(rec.ptr(), name[i].ptr());
     if (!value) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(value);
   };
-  auto ns = [&](int i) {
-    const int64_t v = PyLong_AsLongLong(get(i).ptr());
-    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-    return v;
-  };
-  py::object plan_obj = get(0), post_obj = get(1);
+  py::object plan_obj = get(0), post_obj = get(1), times_obj = get(2);
   if (!py::isinstance<ScheduleOutput>(plan_obj) || !py::isinstance<PostprocessOutput>(post_obj))
     throw py::type_error(
         "record.plan and record.post must come from an engine._core.Scheduler, got " +
         py::repr(plan_obj.get_type()).cast<std::string>() + " and " +
         py::repr(post_obj.get_type()).cast<std::string>());
-  collect_costs(get(7), log.costs);
+  py::detail::make_caster<StepTimes> times_caster;  // one type lookup, no isinstance first
+  if (!times_caster.load(times_obj, false))
+    throw py::type_error("record.times must be an engine._core.StepTimes, got " +
+                         py::repr(py::type::handle_of(times_obj)).cast<std::string>());
+  collect_costs(get(3), log.costs);
   const int64_t flush_ns = flush_if_full(log);
-  const StepTimes times{t_start, t_end, ns(2), ns(3), ns(4), ns(5), ns(6), flush_ns};
+  const RecordedTimes times{t_start, t_end, static_cast<const StepTimes&>(times_caster), flush_ns};
   log.record(plan_obj.cast<const ScheduleOutput&>(), post_obj.cast<const PostprocessOutput&>(),
              times, log.costs);
   ++log.buffered;
+}
+
+// engine._core.StepTimes: what LLMEngine measured around a step, read-only. Built by a static
+// function, StepTimes.of: pybind11 runs one in half the time of a constructor, and the
+// engine's thread builds one every step.
+void bind_step_times(py::module_& m) {
+  py::class_<StepTimes>(m, "StepTimes")
+      .def_static(
+          "of",
+          [](int64_t start_ns, int64_t sched_call_ns, int64_t forward_ns, int64_t sample_ns,
+             int64_t postprocess_ns, int64_t step_ns) {
+            return StepTimes{start_ns,  sched_call_ns,  forward_ns,
+                             sample_ns, postprocess_ns, step_ns};
+          },
+          py::arg("start_ns"), py::arg("sched_call_ns"), py::arg("forward_ns"),
+          py::arg("sample_ns"), py::arg("postprocess_ns"), py::arg("step_ns"))
+      .def_readonly("start_ns", &StepTimes::start_ns)
+      .def_readonly("sched_call_ns", &StepTimes::sched_call_ns)
+      .def_readonly("forward_ns", &StepTimes::forward_ns)
+      .def_readonly("sample_ns", &StepTimes::sample_ns)
+      .def_readonly("postprocess_ns", &StepTimes::postprocess_ns)
+      .def_readonly("step_ns", &StepTimes::step_ns)
+      .def("__repr__", [](const StepTimes& t) {
+        return "<StepTimes start_ns=" + std::to_string(t.start_ns) +
+               " sched_call_ns=" + std::to_string(t.sched_call_ns) +
+               " forward_ns=" + std::to_string(t.forward_ns) +
+               " sample_ns=" + std::to_string(t.sample_ns) +
+               " postprocess_ns=" + std::to_string(t.postprocess_ns) +
+               " step_ns=" + std::to_string(t.step_ns) + ">";
+      });
 }
 
 // What the log hands out: the counts, a chunk's columns, the inter-token histogram.
@@ -194,6 +221,7 @@ void bind_taking(py::class_<PyStepLog>& cls) {
 }  // namespace
 
 void bind_step_log(py::module_& m) {
+  bind_step_times(m);
   py::class_<PyStepLog> cls(m, "StepLog");
   cls.def(py::init<int64_t, size_t, py::object>(), py::arg("warmup_steps"), py::arg("chunk_steps"),
           py::arg("on_full"))

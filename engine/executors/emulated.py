@@ -22,6 +22,7 @@ import torch
 
 from ..config import EngineConfig
 from ..packing import packed_layout
+from ..plan import BatchContract, PlanContract
 from .base import ExecutorOutput
 from .modeled import build as build_modeled
 from .spec import Built
@@ -41,7 +42,7 @@ class EmulatedExecutor:
         self.block_size = config.scheduler.block_size
         self.launch_ns = int(round(config.launch_us * 1e3)) * layers
 
-    def execute(self, plan) -> ExecutorOutput:
+    def execute(self, plan: PlanContract) -> ExecutorOutput:
         start = time.perf_counter_ns()
         device = self.roofline.execute(plan)
         for batch in plan.batches:
@@ -52,7 +53,7 @@ class EmulatedExecutor:
                               forward_ns=time.perf_counter_ns() - start, sample_ns=0,
                               modeled=False, flops=device.flops)
 
-    def _launch(self, batch) -> None:
+    def _launch(self, batch: BatchContract) -> None:
         layout = packed_layout(batch, self.block_size)
         for array in (layout.positions, layout.slots, layout.tables,
                       np.zeros(len(layout.positions), np.int64)):  # the ids' tensor

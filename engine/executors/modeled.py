@@ -21,7 +21,7 @@ from ..config import EngineConfig
 from ..deployment import BYTES, Deployment
 from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
-from ..plan import KIND_DECODE
+from ..plan import KIND_DECODE, BatchContract
 from .base import ExecutorOutput
 from .spec import Built
 
@@ -89,7 +89,7 @@ class ModeledExecutor:
         self.deployment = None if config.deployment is None else _core.DeploymentModel(
             self.cost, deployment_rates(config.deployment, profile, estimator.cfg))
 
-    def execute(self, plan) -> ExecutorOutput:
+    def execute(self, plan: _core.Plan) -> ExecutorOutput:  # the C++ cost model reads it
         accepted = [self._accept(b) for b in plan.batches] if self.mtp else None
         if self.deployment is not None:
             seconds, costs = self.deployment.step(plan, accepted, self.mtp)
@@ -111,7 +111,7 @@ class ModeledExecutor:
         return self.overhead_s + max(executed_flops / self.flops_per_s,
                                      nbytes / self.bytes_per_s)
 
-    def _accept(self, batch) -> np.ndarray:
+    def _accept(self, batch: BatchContract) -> np.ndarray:
         """Leading drafts accepted, each with probability `acceptance`."""
         drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
         if not drafts.any():

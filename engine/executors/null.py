@@ -10,6 +10,7 @@ from .. import _core
 from ..config import EngineConfig
 from ..devices import detect_device
 from ..flops import FlopsEstimator
+from ..plan import PlanContract
 from .base import ExecutorOutput
 from .spec import Built
 
@@ -24,6 +25,6 @@ class NullExecutor:
     def __init__(self, config: EngineConfig) -> None:
         self._flops = [_core.StepCost(0.0, 0.0, 0.0)] * config.scheduler.dp_size
 
-    def execute(self, plan) -> ExecutorOutput:
+    def execute(self, plan: PlanContract) -> ExecutorOutput:
         return ExecutorOutput(accepted=None, forward_ns=0, sample_ns=0, modeled=True,
                               flops=self._flops)

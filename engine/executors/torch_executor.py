@@ -13,6 +13,7 @@ from ..flops import FlopsEstimator
 from ..kv_pool import size_kv_pool
 from ..model import DeepSeekModel
 from ..model_config import ModelConfig
+from ..plan import PlanContract
 from ..worker import Worker
 from .base import ExecutorOutput
 from .spec import Built
@@ -60,7 +61,7 @@ class TorchExecutor:
     def tokens(self, rank: int, seq_id: int):
         return self.workers[rank].tokens[seq_id]
 
-    def execute(self, plan) -> ExecutorOutput:
+    def execute(self, plan: PlanContract) -> ExecutorOutput:
         outs = [w.execute(b) for w, b in zip(self.workers, plan.batches)]
         return ExecutorOutput(accepted=[o.accepted for o in outs],
                               forward_ns=sum(o.forward_ns for o in outs),

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import List, Union
+from typing import List
 
 import numpy as np
 import pandas as pd
 
-from engine import plan as reference
-from engine._core import Plan, Scheduler
+from engine._core import Scheduler
 from engine.config import SchedulerConfig
+from engine.plan import PlanContract
 from engine.reference_scheduler import ReferenceScheduler
 
 from .driver import Requests, replay as drive
@@ -21,7 +21,7 @@ from .driver import Requests, replay as drive
 
 @dataclass
 class SchedulerStep:
-    plan: Union[Plan, reference.Plan]  # the C++ scheduler's, or the reference's
+    plan: PlanContract  # the C++ scheduler's, or the reference's
     call_ns: int  # schedule() as Python sees it
     finished: int  # sequences finished by the plans post-processed in this step
     step_s: float
