@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from engine.devices import PRECISIONS, known_devices, load_device_profile
+from engine.devices import PRECISIONS, known_profiles, load_device_profile
 from engine.devices.profile import DEVICES_DIR
 
 # docs/design/hardware_and_models.md §1: bf16, fp8, fp4, int8 TFLOP/s; HBM GB, TB/s;
@@ -27,7 +27,7 @@ def value(figure):
 
 
 def test_every_device_is_bundled():
-    assert sorted(load_device_profile(n).name for n in known_devices()) == sorted(DOC)
+    assert sorted(load_device_profile(n).name for n in known_profiles()) == sorted(DOC)
 
 
 @pytest.mark.parametrize("name", sorted(DOC))

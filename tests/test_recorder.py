@@ -24,6 +24,7 @@ from harness.record.recorder import REQUEST_COLUMNS, Recorder
 from harness.record.table_sink import TableSink
 from harness.replay.driver import Requests, replay
 from harness.schema import TABLES
+from harness.schema.values import STATUSES
 
 pytestmark = pytest.mark.core
 
@@ -307,6 +308,25 @@ def test_the_step_log_needs_no_scheduler(tmp_path):
     for name in want:
         assert np.array_equal(got[name], want[name], equal_nan=name.endswith("_s")), name
     assert set(want["status"]) == {0, 1}  # finished and rejected
+
+
+def test_the_step_logs_request_ends_are_the_declared_status_codes():
+    """csrc/recorder/step_log.hpp's RequestEnd, by a log whose requests end each way: the
+    schema's status codes (harness/schema/tables.py) name them."""
+    engine = LLMEngine(engine_config(num_kv_blocks=4, block_size=64))
+    added = [engine.add_request(i, prompt_len=p, max_new_tokens=m)
+             for i, (p, m) in enumerate([(1000, 1), (8, 2), (8, 100)])]
+    records = []
+    while not any(r.seq_id == 1 for done in records for r in done.post.left):
+        record = engine.step()
+        if record is not None:
+            records.append(record)
+    status = step_log(added, records)["status"]
+    codes = TABLES["requests"].column("status")
+    assert [added[0].status, added[2].status] == ["rejected", "waiting"]
+    assert status.tolist() == [codes.code(s) for s in ("rejected", "finished", "unfinished")]
+    assert codes.code("handed_off") == codes.code("finished")
+    assert set(codes.value_names) == set(STATUSES)
 
 
 def test_a_step_log_refuses_what_does_not_belong_together():

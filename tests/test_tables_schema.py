@@ -9,10 +9,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from engine import _core
+from engine import _core, plan
 from harness.record import metrics
 from harness.record.table_sink import TableSink, write_table
-from harness.schema import LABELS, SWEEP_TABLES, TABLES, arrow_schema
+from harness.schema import LABELS, SWEEP_TABLES, TABLES, arrow_schema, values
 from harness.schema.doc import markdown
 from harness.sweeps.sweep import run_workload
 from harness.telemetry import columns as device_columns
@@ -67,6 +67,17 @@ def test_python_column_lists_are_the_declared_ones():
     assert device_columns.DEVICE_COLUMNS == TABLES["device"].names  # the sampler's child's copy
     assert metrics.SUMMARY_COLUMNS == TABLES["summary"].names
     assert set(metrics.REQUEST_COLUMNS) <= set(TABLES["requests"].names)
+
+
+def test_the_coded_columns_are_the_engines_codes():
+    """The steps table's phase by the plan's prompt flag, the batches table's kind by its
+    KIND_*; engine/plan.py keeps its own copy."""
+    assert values.PHASES == plan.PHASES and values.PHASES[True] == "prompt"
+    assert values.KIND_NAMES == plan.KIND_NAMES
+    assert [values.KIND_NAMES[k] for k in (plan.KIND_CHUNK, plan.KIND_FINAL, plan.KIND_DECODE)] \
+        == ["chunk", "final", "decode"]
+    with pytest.raises(ValueError, match="status: codes .* one name each"):
+        TABLES["requests"].column("status").names_by_code()
 
 
 def test_docs_tables_md_is_the_declaration_rendered():

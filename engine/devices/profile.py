@@ -102,7 +102,7 @@ def profile_record(profile: DeviceProfile) -> dict:
     return {f.name: plain(getattr(profile, f.name)) for f in fields(profile)}
 
 
-def known_devices() -> list:
+def known_profiles() -> list:
     return sorted(p.stem for p in DEVICES_DIR.glob("*.yaml"))
 
 
@@ -112,9 +112,9 @@ def load_device_profile(name_or_path: Union[str, Path]) -> DeviceProfile:
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         stem = str(name_or_path).strip().lower().replace(" ", "-").replace("_", "-")
-        if stem not in known_devices():  # a name, never a path into or out of DEVICES_DIR
+        if stem not in known_profiles():  # a name, never a path into or out of DEVICES_DIR
             raise ValueError(f"unknown device {name_or_path!r}; bundled devices: "
-                             f"{', '.join(known_devices())}")
+                             f"{', '.join(known_profiles())}")
         path = DEVICES_DIR / f"{stem}.yaml"
     data, lines = load_with_lines(check_regular(path))
     return _parse(path, data, _Where(path, lines))

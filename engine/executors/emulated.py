@@ -44,14 +44,14 @@ class EmulatedExecutor:
 
     def execute(self, plan: PlanContract) -> ExecutorOutput:
         start = time.perf_counter_ns()
-        device = self.roofline.execute(plan)
+        modeled = self.roofline.execute(plan)
         for batch in plan.batches:
             if len(batch.seq_ids):
                 self._launch(batch)
-        time.sleep(device.forward_ns / 1e9)  # releases the GIL, as a stream sync does
-        return ExecutorOutput(accepted=device.accepted,
+        time.sleep(modeled.forward_ns / 1e9)  # releases the GIL, as a stream sync does
+        return ExecutorOutput(accepted=modeled.accepted,
                               forward_ns=time.perf_counter_ns() - start, sample_ns=0,
-                              modeled=False, flops=device.flops)
+                              modeled=False, flops=modeled.flops)
 
     def _launch(self, batch: BatchContract) -> None:
         layout = packed_layout(batch, self.block_size)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from ..devices.profile import DeviceProfile, known_devices, load_device_profile
+from ..devices.profile import DeviceProfile, known_profiles, load_device_profile
 
 if TYPE_CHECKING:
     from ..devices.detect import DeviceInfo
@@ -71,7 +71,7 @@ class ExecutorSpec:
             raise ExecutorSpecError(key, text, written_forms())
         if entry.profile and not _is_profile(profile):
             raise ExecutorSpecError(key, text, f"{kind}:<profile> with a profile among "
-                                               f"{', '.join(known_devices())} (or a YAML path)")
+                                               f"{', '.join(known_profiles())} (or a YAML path)")
         return cls(kind, profile or None)
 
     def __str__(self) -> str:
@@ -95,4 +95,4 @@ class ExecutorSpec:
 def _is_profile(name: str) -> bool:
     if Path(name).suffix in (".yaml", ".yml"):
         return Path(name).is_file()
-    return name.strip().lower().replace(" ", "-").replace("_", "-") in known_devices()
+    return name.strip().lower().replace(" ", "-").replace("_", "-") in known_profiles()

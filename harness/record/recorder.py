@@ -27,17 +27,19 @@ import numpy as np
 import pandas as pd
 
 from engine import _core
-from engine.plan import KIND_NAMES, PHASES
 
+from ..schema import TABLES
+from ..schema.column import CODES
+from ..schema.tables import REQUESTS
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
 from .step_summary import StepSummary
 from .table_writer import Column, TableWriter
 
-REQUEST_COLUMNS = ("request_id", "arrival_s", "enqueue_s", "first_scheduled_s",
-                   "first_token_s", "last_token_s", "prompt_len", "max_new_tokens",
-                   "output_tokens", "dp_rank", "preemptions", "recomputed_tokens",
-                   "prefix_hit_tokens", "status", "reason")  # then metrics.latencies' columns
+# the trace and the step log give the first columns, metrics.latency_columns and the
+# frontend the rest
+REQUEST_COLUMNS = REQUESTS.names
+STATUS = REQUESTS.column("status")  # its codes are the step log's request ends
 QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread waits
 
 
@@ -55,8 +57,8 @@ class Recorder:
         self.chunk_steps = chunk_steps
         self._warmup_steps = warmup_steps
         self._frontend = frontend
-        self._finished = "handed_off" if engine.config.scheduler.engine_type == "prompt" \
-            else "finished"
+        other = "finished" if engine.config.scheduler.engine_type == "prompt" else "handed_off"
+        self._status = np.array(STATUS.names_by_code(without=[other]), dtype=object)
         self._trace = None if trace is None else dict(
             arrival_s=trace["arrival_s"].to_numpy(np.float64),
             prompt_len=trace["prompt_len"].to_numpy(np.int64),
@@ -67,8 +69,10 @@ class Recorder:
         self.latency = metrics.LatencySummary(n, slo)  # the requests written so far
         self.step_summary = StepSummary()  # the steps written so far
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
+        coded = [c for name in names for c in TABLES[name].columns
+                 if c.values and c.type == CODES]  # written as codes
         self._tables = TableWriter(run_dir, fmt, names, labels,
-                                   dict(phase=PHASES, kind=KIND_NAMES))
+                                   {c.name: c.names_by_code() for c in coded})
         write = weakref.WeakMethod(self._write)
         self._sender = _Sender(lambda chunk: _alive(write)(chunk))
         weakref.finalize(self, self._sender.stop)  # a recorder dropped unclosed
@@ -130,13 +134,12 @@ class Recorder:
         warm = (step >= 0) & (step < self._warmup_steps)
         self.warm[ids] = warm
         self._written[ids] = True
-        names = np.array([self._finished, "rejected", "unfinished"], dtype=object)
         columns = {**{name: self._trace[name][ids] for name in self._trace}, **rows}
         columns = {name: columns[name] for name in REQUEST_COLUMNS if name in columns}
         columns.update(metrics.latency_columns(columns))
         columns.update(self._frontend.columns(ids) if self._frontend else
                        {name: np.full(len(ids), np.nan) for name in FRONTEND_COLUMNS})
-        columns["status"] = names[rows["status"]]
+        columns["status"] = self._status[rows["status"]]
         self.latency.add(columns, warm)
         return columns
 
@@ -150,7 +153,7 @@ class Recorder:
                     output_tokens=np.zeros(n, np.int64), dp_rank=np.full(n, -1, np.int32),
                     preemptions=np.zeros(n, np.int32), recomputed_tokens=np.zeros(n, np.int64),
                     prefix_hit_tokens=np.zeros(n, np.int64),
-                    status=np.full(n, 2, np.uint8),
+                    status=np.full(n, STATUS.code("unfinished"), np.uint8),
                     reason=np.full(n, "never enqueued", dtype=object))
 
 

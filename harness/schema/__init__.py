@@ -1,10 +1,11 @@
 """The result tables' columns, declared once (harness/schema/tables.py): name, Arrow type,
-unit and meaning.
+unit, meaning and a coded column's values.
 
 Everything else derives from the declaration: the Arrow schema every sink casts its chunks
-to (harness/record/table_sink.py), docs/tables.md (`python -m harness.schema > docs/tables.md`; a
-test checks the file is current), and the tests that hold the recorder's C++ columns and
-the written files to it.
+to (harness/record/table_sink.py), the codes the recorder writes and the values the
+analysis reads (harness/schema/values.py), docs/tables.md (`python -m harness.schema >
+docs/tables.md`; a test checks the file is current), and the tests that hold the
+recorder's C++ columns and the written files to it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """What a result table declares: its grain, its order, and per column name, Arrow type,
-unit and meaning."""
+unit, meaning and, for a coded column, its values."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Collection, Tuple
 
 import pyarrow as pa
 
@@ -19,6 +19,25 @@ class Column:
     unit: str  # "" for a name, a flag or a count of things other than tokens and bytes
     meaning: str
     defined: str = ""  # "page.md#anchor": the docs/ section that defines a derived value
+    # a coded column's (code, name) pairs in code order; a code may have several names
+    values: Tuple[Tuple[int, str], ...] = ()
+
+    @property
+    def value_names(self) -> Tuple[str, ...]:
+        return tuple(name for _, name in self.values)
+
+    def code(self, name: str) -> int:
+        for code, value in self.values:
+            if value == name:
+                return code
+        raise KeyError(f"{self.name} has no value {name!r}: {', '.join(self.value_names)}")
+
+    def names_by_code(self, without: Collection[str] = ()) -> Tuple[str, ...]:
+        """The names indexed by code, once `without` leaves each code one name."""
+        kept = [(code, name) for code, name in self.values if name not in without]
+        if [code for code, _ in kept] != list(range(len(kept))):
+            raise ValueError(f"{self.name}: codes {kept} are not 0, 1, ... with one name each")
+        return tuple(name for _, name in kept)
 
 
 @dataclass(frozen=True)
@@ -32,3 +51,9 @@ class Table:
     @property
     def names(self) -> Tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"the {self.name} table has no column {name!r}")

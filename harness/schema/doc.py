@@ -61,4 +61,12 @@ def _type(t: pa.DataType) -> str:
 
 
 def _meaning(c: Column) -> str:
-    return f"{c.meaning} ([{c.defined.split('#')[0]}]({c.defined}))" if c.defined else c.meaning
+    text = f"{c.meaning}; codes: {_values(c)}" if c.values else c.meaning
+    return f"{text} ([{c.defined.split('#')[0]}]({c.defined}))" if c.defined else text
+
+
+def _values(c: Column) -> str:
+    """`0 decode, 1 prompt`; a code with several names lists them: `0 finished or handed_off`."""
+    codes = sorted({code for code, _ in c.values})
+    return ", ".join(f"{code} " + " or ".join(f"`{name}`" for k, name in c.values if k == code)
+                     for code in codes)

@@ -21,8 +21,8 @@ GIL_DOC = "gil.md#the-protocol"
 CAPACITY_DOC = "capacity.md#the-search"
 
 
-def _col(name, type_, unit, meaning, defined=""):
-    return Column(name, type_, unit, meaning, defined)
+def _col(name, type_, unit, meaning, defined="", values=()):
+    return Column(name, type_, unit, meaning, defined, tuple(enumerate(values)))
 
 
 # The labels the table sink adds to every table of a run, one value per run.
@@ -38,8 +38,8 @@ STEPS = Table("steps", "engine step and DP rank",
               "by step, then dp_rank", (
     _col("step", I64, "", "the plan's step number, from 0"),
     _col("dp_rank", I32, "", "the data-parallel rank whose batch this row describes"),
-    _col("phase", CODES, "", "the plan's phase: `prompt` or `decode` (a step is one or the "
-         "other on every rank)"),
+    _col("phase", CODES, "", "the plan's phase (a step is one or the other on every rank)",
+         values=("decode", "prompt")),
     _col("empty", BOOL, "", "the rank scheduled nothing this step"),
     _col("warmup", BOOL, "", "a warm-up step: step < the workload's `warmup_steps`"),
     _col("num_seqs", I32, "", "sequences scheduled on the rank"),
@@ -97,9 +97,9 @@ BATCHES = Table("batches", "sequence scheduled in a step",
     _col("step", I64, "", "the plan's step number"),
     _col("dp_rank", I32, "", "the rank that ran the row"),
     _col("seq_id", I64, "", "the sequence (the request's request_id)"),
-    _col("kind", CODES, "", "what the row computes: `chunk` (a prefill chunk that does not "
-         "finish the prefill), `final` (the chunk that does, sampling the first token) or "
-         "`decode` (1 + num_mtp positions)"),
+    _col("kind", CODES, "", "what the row computes: `chunk`, a prefill chunk that does not "
+         "finish the prefill; `final`, the chunk that does, sampling the first token; "
+         "`decode`, 1 + num_mtp positions", values=("chunk", "final", "decode")),
     _col("seqlen_q", I32, "tokens", "real tokens computed"),
     _col("seqlen_k", I32, "tokens", "keys visible: cached + in flight + seqlen_q"),
 ))
@@ -124,7 +124,9 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("recomputed_tokens", I64, "tokens", "tokens computed again after preemptions"),
     _col("prefix_hit_tokens", I64, "tokens", "prompt tokens found in the prefix cache, "
          "not computed"),
-    _col("status", TEXT, "", "`finished`, `handed_off`, `rejected` or `unfinished`", INPUTS),
+    Column("status", TEXT, "", "how it left, written by name (`handed_off` is a prompt "
+           "engine's `finished`; the codes are the C++ step log's)", INPUTS,
+           ((0, "finished"), (0, "handed_off"), (1, "rejected"), (2, "unfinished"))),
     _col("reason", TEXT, "", "why it was rejected or never enqueued; empty otherwise"),
     _col("ttft_s", F64, "s", "time to first token", PER_REQUEST),
     _col("tpot_s", F64, "s", "time per output token after the first", PER_REQUEST),
@@ -201,7 +203,7 @@ GIL = Table("gil", "run of a GIL A/B sweep (written under <output>/<name>/sweeps
 ))
 
 CAPACITY = Table("capacity", "probe of a capacity search (written in the search's folder, "
-                 "<output>/<name>/capacity/<date-time>-<device>/, beside the probes' run folders)",
+                 "<output>/<name>/capacity/<date-time>-<profile>/, beside the probes' run folders)",
                  "in the order the probes ran", (
     _col("probe", I64, "", "the probe's number, from 0, in the order they ran", CAPACITY_DOC),
     _col("run_id", TEXT, "", "the probe's run folder, in the search's folder"),

@@ -1,7 +1,13 @@
 """The code values the tables and summaries carry, declared once (docs/tables.md,
-docs/metrics.md): a request's status, the SLO's metrics, the frontend's requests columns."""
+docs/metrics.md): a step's phase, a batch row's kind and a request's status (the coded
+columns' declarations, harness/schema/tables.py), the SLO's metrics, the frontend's requests
+columns."""
 
-STATUSES = ("finished", "handed_off", "rejected", "unfinished")
+from .tables import BATCHES, REQUESTS, STEPS
+
+PHASES = STEPS.column("phase").names_by_code()  # indexed by the step's prompt flag
+KIND_NAMES = BATCHES.column("kind").names_by_code()  # indexed by engine.plan's KIND_*
+STATUSES = REQUESTS.column("status").value_names
 COMPLETED = ("finished", "handed_off")  # the engine did all it was asked: latency counts
 SLO_METRICS = ("ttft", "tpot", "e2e")
 # the requests table's columns a frontend thread fills (NaN without one)

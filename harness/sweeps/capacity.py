@@ -2,7 +2,7 @@
 or above a target, found on a modeled device's virtual clock (docs/capacity.md).
 
 Each probe is the workload run at one arrival rate, a normal run folder; the probes of one
-search share a folder, <output>/<name>/capacity/<date-time>-<device>/, which also holds the
+search share a folder, <output>/<name>/capacity/<date-time>-<profile>/, which also holds the
 search's `capacity` table once it ends. The rate is trace.generate.rate for a generated
 trace; for a trace file it is the file's mean arrival rate, set through trace.time_scale.
 """

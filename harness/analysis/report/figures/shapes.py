@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....schema.values import PHASES
 from ..timeline import binned, per_step
 from .canvas import done, drawable, figure, nothing
 
 EDGES = 2.0 ** np.arange(0, 25)  # power-of-two bins: 1 token up to 16M
-PHASES = (("prompt", "#e4572e"), ("decode", "#1f6fb2"))
+COLOURS = dict(prompt="#e4572e", decode="#1f6fb2")  # by phase
 
 
 def tokens_per_step(arms):
@@ -23,8 +24,8 @@ def tokens_per_step(arms):
                                          "num_seqs": c["num_seqs"]})
         _, phase_first = np.unique(c["step"], return_index=True)
         phase = c["phase"][phase_first]
-        for name, colour in PHASES:
-            keep = phase == name
+        for name in reversed(PHASES):  # prompt first, decode drawn over it
+            colour, keep = COLOURS[name], phase == name
             if not keep.any():
                 continue
             t, v = binned(first["t"][keep], {k: s[keep] for k, s in summed.items()}, bins=500)
