@@ -126,8 +126,8 @@ def kv_blocks(cfg: ModelConfig, d: Deployment, profile: DeviceProfile, block_siz
         raise DoesNotFit(f"{profile.name} has no published HBM capacity")
     m = device_memory(cfg, d, profile, max_num_seqs)
     where = f"{cfg.name} {d.precision['experts']} on {d.devices} x {profile.name}"
-    hbm = f"{_gb(m.hbm)} GB of HBM per device ({_gb(profile.hbm_gb.value * 1e9)} GB at " \
-          f"memory_utilization {d.memory_utilization:g})"
+    hbm = f"{_gb(m.hbm)} GB per device (memory_utilization {d.memory_utilization:g} of its " \
+          f"{_gb(profile.hbm_gb.value * 1e9)} GB of HBM)"
     if m.weights >= m.hbm:
         raise DoesNotFit(f"{where}: weights about {_gb(m.weights)} GB per device > {hbm}; "
                            f"{_hint(cfg, d, m)}")

@@ -552,6 +552,21 @@ def test_a_run_stopped_before_any_request_finished_says_so(home, capsys):
     assert "note: no request finished (4 unfinished" in capsys.readouterr().out
 
 
+def test_a_run_stopped_during_its_warm_up_does_not_blame_warmup_steps(home, capsys):
+    from harness.io.interrupt import Stop
+    from harness.sweeps.sweep import run_workload
+    from harness.workload import load_workload
+    path = write(home / "w.yaml", "warmup_steps: 1000\ntrace:\n  generate: {requests: 4, "
+                 "rate: 100, prompt: {fixed: 8}, output: {fixed: 500}}\n"
+                 + MODELED.split("\n", 2)[2])
+    stop = Stop()
+    (run_dir,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
+    assert main(["show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == [
+        "the run was interrupted during its warm-up steps: none of the 4 requests scheduled "
+        "was measured, so every statistic is NaN"]
+
+
 def test_a_run_in_which_nothing_finished_says_so(home):
     from harness.record import run_folder
     rows = [dict(metric="requests", stat=s, value=float(v), unit="requests") for s, v in

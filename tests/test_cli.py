@@ -152,7 +152,35 @@ def test_bad_workload_exits_2(tmp_path, capsys):
     path = write(tmp_path, GENERATED, "w.yaml")
     for command in ("validate", "run"):
         assert main([command, str(path), "--set", "engine.num_mtp=-1", "--json"]) == 2
-        assert "engine.num_mtp: expected an integer >= 0, got -1" in capsys.readouterr().err
+        out, err = capsys.readouterr()
+        assert "engine.num_mtp: expected an integer >= 0, got -1" in err
+        failure = json.loads(out)  # with --json, stdout is JSON whatever happened
+        assert (failure["error"], failure["exit_code"]) == ("error", 2)
+        assert failure["message"] == err.removeprefix("steptrace: error: ").rstrip("\n")
+
+
+def test_json_says_every_kind_of_failure_as_json(tmp_path, capsys, monkeypatch):
+    """A usage error, a failed run and a bug: each one document on stdout with the exit
+    status, beside the same one line on stderr as without --json."""
+    import harness.sweeps.sweep
+
+    path = write(tmp_path, GENERATED, "w.yaml")
+    assert main(["show", "--json", "--nonsense"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == "error"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the device fell over")
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
+    assert main(["run", str(path), "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == dict(error="run failed", exit_code=1,
+                                   message="RuntimeError: the device fell over")
+    assert err == "steptrace: run failed: RuntimeError: the device fell over\n"
+    import harness.commands.validate
+    monkeypatch.setattr(harness.commands.validate, "load", lambda args: {}["x"])
+    assert main(["validate", str(path), "--json"]) == 1
+    failure = json.loads(capsys.readouterr().out)
+    assert failure["error"] == "internal error" and failure["message"].startswith("KeyError")
 
 
 def test_trace_commands_speak_json(tmp_path, capsys):

@@ -41,8 +41,8 @@ def refused(tmp_path, *overrides, body=BASE) -> str:
 def test_deepseek_v3_on_one_h200_is_refused_with_the_numbers(tmp_path):
     message = refused(tmp_path)
     assert "w.yaml: deployment: deepseek-v3 fp8 on 1 x H200: weights about 683 GB per " \
-           "device > 127 GB of HBM per device (141 GB at memory_utilization 0.9); shard " \
-           "the experts, e.g. moe.ep >= 8" in message
+           "device > 127 GB per device (memory_utilization 0.9 of its 141 GB of HBM); " \
+           "shard the experts, e.g. moe.ep >= 8" in message
 
 
 def test_an_emulated_device_is_checked_and_sized_as_a_modeled_one(tmp_path):

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import engine
 import harness
 from harness.commands import main
 from harness.io import child_process
@@ -41,7 +42,9 @@ pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it to
 # --- what a report shows: text, never markup -------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = ROOT / "harness" / "analysis" / "report" / "templates" / "report.html.j2"
+# the installed packages' files (the sanitizer stage runs a copy of tests/ beside no engine/)
+TEMPLATE = Path(harness.__file__).parent / "analysis" / "report" / "templates" / "report.html.j2"
+PROFILES = Path(engine.__file__).parent / "devices"
 
 # Markup for a page and for GitHub's Markdown: tags with handlers, an attribute break-out,
 # a Markdown image and link, a table cell break, a code span, an entity, math (and
@@ -81,7 +84,7 @@ def hostile_runs(root: Path) -> dict:
                      + "".join(f"{i * 0.01:.2f},{4 + 3 * i},{1 + i % 5}\n" for i in range(12)))
     other = root / f"{hostile('other-trace')}.csv"
     other.write_text(trace.read_text().replace("0.00,", "0.001,", 1))
-    profile = yaml.safe_load((ROOT / "engine" / "devices" / "h200.yaml").read_text())
+    profile = yaml.safe_load((PROFILES / "h200.yaml").read_text())
     profile["name"] = hostile("profile-name")
     profile["source"] = hostile("profile-source", FULL)
     for key, figure in profile.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import BadInput, RunFailed
-from .common import fail, printable_output
+from .common import fail, print_json, printable_output
 
 # Every command: its module (imported only when it is the one run, so that `steptrace
 # --help` and `--version` import no command's dependencies) and its one line of help.
@@ -97,6 +97,7 @@ def main(argv=None) -> int:
 
 def _dispatch(argv) -> int:
     args = argparse.Namespace(debug="--debug" in argv)
+    failed = _Failure("--json" in argv)
     try:
         command = _command(argv)
         if command == "compare":  # `A... -- B...`: the arms split before parsing
@@ -107,17 +108,31 @@ def _dispatch(argv) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 0
     except BadInput as e:
-        return fail(f"steptrace: error: {_one_line(e)}", 2)
+        return failed("error", _one_line(e), 2)
     except RunFailed as e:
         if args.debug and e.__cause__ is not None:
             traceback.print_exception(e.__cause__, file=sys.stderr)
-        return fail(f"steptrace: run failed: {_one_line(e)}", 1)
+        return failed("run failed", _one_line(e), 1)
     except Exception as e:  # not a failure any command expects: a bug, said as one
         if args.debug:
             traceback.print_exc(file=sys.stderr)
         where = traceback.extract_tb(e.__traceback__)[-1]
-        return fail(f"steptrace: internal error: {type(e).__name__}: {_one_line(e)} (at "
-                    f"{Path(where.filename).name}:{where.lineno}); {REPORT}", 1)
+        return failed("internal error", f"{type(e).__name__}: {_one_line(e)} (at "
+                      f"{Path(where.filename).name}:{where.lineno}); {REPORT}", 1)
+
+
+class _Failure:
+    """A failure's one line on stderr; with --json also a document on stdout, so that a
+    script reading stdout gets JSON whatever happened: {"error": KIND, "message": ...,
+    "exit_code": N}."""
+
+    def __init__(self, json: bool) -> None:
+        self.json = json
+
+    def __call__(self, kind: str, message: str, code: int) -> int:
+        if self.json:
+            print_json(dict(error=kind, message=message, exit_code=code))
+        return fail(f"steptrace: {kind}: {message}", code)
 
 
 def _one_line(e: BaseException) -> str:

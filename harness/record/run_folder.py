@@ -111,7 +111,7 @@ def read(run_dir: Path) -> dict:
     return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
                 device=device, modeled=bool(manifest.get("modeled")), gil_mode=gil_mode,
                 error=manifest.get("error") if state == "failed" else None,
-                summary=rows, notes=failed + _notes(rows, run_dir))
+                summary=rows, notes=failed + _notes(rows, run_dir, state))
 
 
 def _manifest(run_dir: Path, text: str):
@@ -135,13 +135,17 @@ def _manifest(run_dir: Path, text: str):
     return manifest, device, gil_mode
 
 
-def _notes(rows, run_dir: Path) -> list:
+def _notes(rows, run_dir: Path, state: str = "complete") -> list:
     """Why every statistic is NaN (it is valid, and silent): every step or request was
-    warm-up, every request was rejected, or none finished."""
+    warm-up (in a run that ended early, because it ended early), every request was
+    rejected, or none finished."""
     value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
     warm = value(("requests", "warmup")) or 0
     count = {s: value(("requests", s)) or 0 for s in STATUSES}
     measured = sum(count.values())
+    if warm and state != "complete" and (not measured or value(("step", "count"), -1) == 0):
+        return [f"the run was {state} during its warm-up steps: none of the {warm:.0f} "
+                f"requests scheduled was measured, so every statistic is NaN"]
     if warm and value(("step", "count"), -1) == 0:
         return [f"every step was a warm-up step (warmup_steps is not below the run's steps): "
                 f"no step and none of the {warm:.0f} requests was measured, so every "
