@@ -103,10 +103,13 @@ void bind_cost_model(py::module_& m) {
 
 void bind_costs(py::module_& m) {
   py::class_<StepCost>(m, "StepCost")
-      .def(py::init([](double model_flops, double executed_flops, double bytes) {
-             return StepCost{model_flops, executed_flops, bytes};
+      .def(py::init([](double model_flops, double executed_flops, double bytes, double rank_s) {
+             StepCost c{model_flops, executed_flops, bytes};
+             c.rank_s = rank_s;
+             return c;
            }),
-           py::arg("model_flops"), py::arg("executed_flops"), py::arg("bytes"))
+           py::arg("model_flops"), py::arg("executed_flops"), py::arg("bytes"),
+           py::arg("rank_s") = 0.0)
       .def_readonly("model_flops", &StepCost::model_flops)
       .def_readonly("executed_flops", &StepCost::executed_flops)
       .def_readonly("bytes", &StepCost::bytes)
@@ -116,6 +119,7 @@ void bind_costs(py::module_& m) {
       .def_readonly("dispatch_s", &StepCost::dispatch_s)
       .def_readonly("combine_s", &StepCost::combine_s)
       .def_readonly("allreduce_s", &StepCost::allreduce_s)
+      .def_readonly("rank_s", &StepCost::rank_s)
       .def("__repr__", [](const StepCost& c) {
         return "<StepCost model_flops=" + std::to_string(c.model_flops) +
                " executed_flops=" + std::to_string(c.executed_flops) +

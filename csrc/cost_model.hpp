@@ -100,6 +100,10 @@ struct StepCost {
   double dispatch_s = 0;
   double combine_s = 0;
   double allreduce_s = 0;
+  // The rank's own modeled step, before it waits for the slowest rank: its parts,
+  // overlapped as the deployment's micro-batches say (DeploymentModel), or its roofline
+  // (the modeled executor without a deployment); 0 where steps are not modeled.
+  double rank_s = 0;
 };
 
 // One rank's executed step by part, for a deployment to time: the attention layers, the

@@ -116,14 +116,16 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
     idle.experts_s = experts_s;
     idle.dispatch_s = all_to_all(received, r_.dispatch_bytes, calls);
     idle.combine_s = all_to_all(received, r_.combine_bytes, calls);
+    idle.rank_s = rank_seconds(idle);
     for (size_t i = 0; i < ranks; ++i)
       if (plan.batches[i].empty()) out.costs.ranks[i] = idle;
-    slowest = rank_seconds(idle);
+    slowest = idle.rank_s;
   }
   for (const auto& [i, p] : busy) {
     StepCost& c = out.costs.ranks[i];
     time_rank(p, experts_s, received, calls, c);
-    slowest = std::max(slowest, rank_seconds(c));
+    c.rank_s = rank_seconds(c);
+    slowest = std::max(slowest, c.rank_s);
   }
   out.seconds = r_.overhead_s + slowest;
   return out;

@@ -122,7 +122,10 @@ class StepCost:
     dispatch_s: float
     combine_s: float
     allreduce_s: float
-    def __init__(self, model_flops: float, executed_flops: float, bytes: float) -> None: ...
+    # the rank's own modeled step, before it waits for the slowest rank (0: not modeled)
+    rank_s: float
+    def __init__(self, model_flops: float, executed_flops: float, bytes: float,
+                 rank_s: float = 0.0) -> None: ...
 
 class CostModel:
     """FlopsEstimator.calc_flops's totals, in C++ (FlopsEstimator.cost_model())."""

@@ -210,3 +210,26 @@ def test_achieved_tflops_are_per_chip_of_the_deployment(tmp_path):
     achieved = summary.loc[("achieved", "tflops_per_device"), "value"]
     assert achieved == pytest.approx(steps["model_flops"].sum() / forward_s / 8 / 1e12)
     assert 0 < summary.loc[("mfu", "model"), "value"] < 1
+
+
+def test_the_steps_table_and_summary_say_how_long_ranks_wait_for_the_slowest(tmp_path):
+    """docs/metrics.md, "DP imbalance": per step max(rank_s) / mean(rank_s), and over the
+    run the share of rank-time lost waiting, both from the recorded rank_s by hand."""
+    from harness.sweeps.sweep import run_workload
+    from tests.helpers import MODELED
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path}\n" + MODELED.replace(
+        "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}",
+        "deployment: {devices: 8, attention: {dp: 8}, moe: {ep: 8}}"))
+    (run_dir,) = run_workload(load_workload(path))
+    steps = pd.read_parquet(run_dir / "steps.parquet")
+    by_step = steps.groupby("step")["rank_s"]
+    slowest, mean = by_step.max(), by_step.mean()
+    assert steps.groupby("step")["dp_imbalance"].first().tolist() == pytest.approx(
+        (slowest / mean).tolist(), rel=1e-12)
+    assert (steps["rank_s"] > 0).all()  # an idle rank still waits in the all-to-alls
+    assert (slowest / mean).max() > 1.05  # some step is lopsided
+    summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
+    value = summary["value"]
+    assert value["dp_imbalance", "lost_share"] == pytest.approx(1 - mean.sum() / slowest.sum())
+    assert value["dp_imbalance", "max"] == pytest.approx((slowest / mean).max())

@@ -145,6 +145,16 @@ def test_two_micro_batches_overlap_communication_one_adds_it(micro_batches):
         per_rank.append(max(compute, comm) if micro_batches == 2 else compute + comm)
     assert record.forward_ns == pytest.approx((OVERHEAD + max(per_rank)) * 1e9, abs=1)
     assert per_rank.index(max(per_rank)) == 15  # the longest prompt's rank is the slowest
+    assert [c.rank_s for c in record.flops] == pytest.approx(per_rank, rel=1e-12)
+
+
+def test_an_idle_rank_s_own_step_is_its_experts_and_all_to_alls():
+    d = deployment(devices=8, attention_dp=8, moe_ep=8, micro_batches=1)
+    _, record = prefill(d, [2048, 1024])  # ranks 2..7 idle
+    idle = record.flops[7]
+    assert idle.rank_s == pytest.approx(idle.experts_s + idle.dispatch_s + idle.combine_s,
+                                        rel=1e-12)
+    assert 0 < idle.rank_s < record.flops[1].rank_s < record.flops[0].rank_s
 
 
 def _with_scaleout(factor):

@@ -6,7 +6,7 @@
 // steps: one row per (step, DP rank). A STEP column's value is the step's own, the same on
 // every rank's row (written once for all of them); a RANK column's is the rank's. The
 // values name what step_log.cpp has in hand: the plan, its postprocess result, the step's
-// times; the rank's batch `b`, its cost, and its rows' sums.
+// times, the ranks' imbalance; the rank's batch `b`, its cost, and its rows' sums.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +51,9 @@
   X(double, experts_s, RANK, cost.experts_s)                    \
   X(double, dispatch_s, RANK, cost.dispatch_s)                  \
   X(double, combine_s, RANK, cost.combine_s)                    \
-  X(double, allreduce_s, RANK, cost.allreduce_s)
+  X(double, allreduce_s, RANK, cost.allreduce_s)                \
+  X(double, rank_s, RANK, cost.rank_s)                          \
+  X(double, dp_imbalance, STEP, imbalance)
 
 // batches: one row per scheduled sequence; a FILL column repeats the batch's value on each
 // of its rows, a COPY column copies one of the batch's arrays.

@@ -1,6 +1,7 @@
 #include "step_log.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -10,6 +11,18 @@ namespace steptrace {
 namespace {
 
 [[noreturn]] void bad_arg(const std::string& message) { throw std::invalid_argument(message); }
+
+// The slowest rank's own time over the mean rank's (rank_s): what waiting for the slowest
+// costs DP attention; NaN where the step's ranks have no modeled time.
+double dp_imbalance(const std::vector<StepCost>& costs) {
+  double slowest = 0, sum = 0;
+  for (const StepCost& c : costs) {
+    slowest = std::max(slowest, c.rank_s);
+    sum += c.rank_s;
+  }
+  return sum > 0 ? slowest * static_cast<double>(costs.size()) / sum
+                 : std::numeric_limits<double>::quiet_NaN();
+}
 
 }  // namespace
 
@@ -84,7 +97,7 @@ void StepLog::check(const ScheduleOutput& plan, const PostprocessOutput& post,
 void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
                      const RecordedTimes& times, const std::vector<StepCost>& costs) {
   check(plan, post, costs);
-  record_step(plan, post, times);
+  record_step(plan, post, times, costs);
   size_t row = 0;  // the plan's rows, rank after rank: post.output_len's order
   for (size_t r = 0; r < plan.batches.size(); ++r)
     row = record_rank(plan, post, times, plan.batches[r], costs[r], row);
@@ -111,8 +124,9 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
 
 // The step's own values, the same on every rank's row.
 void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
-                          const RecordedTimes& times) {
+                          const RecordedTimes& times, const std::vector<StepCost>& costs) {
   const size_t ranks = plan.batches.size();
+  const double imbalance = dp_imbalance(costs);
   const auto each = [ranks](auto& column, auto value) {
     column.insert(column.end(), ranks, value);
   };

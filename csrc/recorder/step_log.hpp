@@ -92,7 +92,7 @@ class StepLog {
 
  private:
   void record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
-                   const RecordedTimes& times);
+                   const RecordedTimes& times, const std::vector<StepCost>& costs);
   size_t record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
                      const RecordedTimes& times, const Batch& b, const StepCost& cost, size_t row);
   void record_batch(int64_t step, const Batch& b);

@@ -100,16 +100,22 @@ class ModeledExecutor:
             flops = [self.cost.batch(b, a, True) for b, a in zip(plan.batches, accepted)]
         else:
             flops = self.cost.plan(plan)
-        seconds = 0.0  # ranks run side by side: the step lasts as long as the slowest
-        for cost in flops:
-            if cost.bytes:  # an empty rank moves no byte and idles
-                seconds = max(seconds, self.step_seconds(cost.executed_flops, cost.bytes))
+        # ranks run side by side: the step lasts as long as the slowest
+        flops = [_core.StepCost(c.model_flops, c.executed_flops, c.bytes,
+                                self.roofline(c.executed_flops, c.bytes)) for c in flops]
+        slowest = max(c.rank_s for c in flops)
+        seconds = self.overhead_s + slowest if slowest else 0.0  # idle ranks move no byte
         return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
                               sample_ns=0, modeled=True, flops=flops)
 
     def step_seconds(self, executed_flops: float, nbytes: float) -> float:
-        return self.overhead_s + max(executed_flops / self.flops_per_s,
-                                     nbytes / self.bytes_per_s)
+        return self.overhead_s + self.roofline(executed_flops, nbytes)
+
+    def roofline(self, executed_flops: float, nbytes: float) -> float:
+        """A rank's own step without the overhead; 0 for a rank that moves no byte."""
+        if not nbytes:
+            return 0.0
+        return max(executed_flops / self.flops_per_s, nbytes / self.bytes_per_s)
 
     def _accept(self, batch: BatchContract) -> np.ndarray:
         """Leading drafts accepted, each with probability `acceptance`."""

@@ -37,6 +37,8 @@ class StepSummary:
         self.steps = 0  # every step recorded, warm-up included
         self._timings: Dict[str, List[np.ndarray]] = {column: [] for column, _ in TIMINGS}
         self._parts: Dict[str, List[np.ndarray]] = {column: [] for column, _ in PARTS}
+        # per measured step, the slowest rank's rank_s and the ranks' mean
+        self._rank_s: Dict[str, List[np.ndarray]] = {"slowest": [], "mean": []}
         self._model_flops = 0.0
         self._prefill_tokens = 0
         # counts; NaN for a steps table from before prefix caching
@@ -69,6 +71,11 @@ class StepSummary:
             if column in steps:
                 values = np.asarray(steps[column], dtype=np.float64)[measured]
                 self._parts[column].append(np.maximum.reduceat(values, first))
+        if "rank_s" in steps:
+            rank_s = np.asarray(steps["rank_s"], dtype=np.float64)[measured]
+            ranks = np.diff(np.r_[first, len(rank_s)])
+            self._rank_s["slowest"].append(np.maximum.reduceat(rank_s, first))
+            self._rank_s["mean"].append(np.add.reduceat(rank_s, first) / ranks)
         self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
         phase = np.asarray(steps["phase"])
         prompt = measured & (phase == (1 if phase.dtype.kind in "iu" else "prompt"))
@@ -103,6 +110,7 @@ class StepSummary:
         if any(v.any() for v in parts.values()):  # a modeled deployment: not all zero
             for column, metric in PARTS:
                 rows += _distribution(metric, parts[column] * 1e6)
+        rows += self._imbalance()
         rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))
         if peak_tflops:
@@ -113,6 +121,21 @@ class StepSummary:
                  ("prefix_cache", "hit_tokens", self._hit_tokens, "tokens"),
                  ("prefix_cache", "evicted_blocks", self._evicted, "blocks")]
         return pd.DataFrame(rows, columns=metrics.SUMMARY_COLUMNS)
+
+
+    def _imbalance(self) -> list:
+        """docs/metrics.md, "DP imbalance": over the measured steps whose ranks have a
+        modeled time; none where no step has one."""
+        slowest, mean = (np.concatenate(v) if v else np.zeros(0)
+                         for v in self._rank_s.values())
+        timed = slowest > 0
+        if not timed.any():
+            return []
+        ratio = slowest[timed] / mean[timed]
+        described = metrics.describe(ratio)
+        return [("dp_imbalance", stat, described[stat], "ratio")
+                for stat in ("mean", "p50", "p99", "max")] + \
+            [("dp_imbalance", "lost_share", 1 - mean.sum() / slowest.sum(), "fraction")]
 
 
 def _distribution(metric: str, us: np.ndarray) -> list:

@@ -36,6 +36,7 @@ def stats(unit: str, *names: str) -> Dict[str, str]:
 
 RUN, FRONTEND, ENGINE = "Run level", "Frontend", "Work per step"
 DEVICES, PARTS = "Device utilisation", "Modeled step parts"
+IMBALANCE = "DP imbalance"
 SUMMARY: Tuple[Metric, ...] = (
     Metric("requests", stats("requests", "finished", "handed_off", "rejected", "unfinished",
                              "warmup"),
@@ -67,6 +68,10 @@ SUMMARY: Tuple[Metric, ...] = (
            "Prefix cache"),
     *(distribution(name, "us", f"the modeled step's {name} part (a deployment's)", PARTS)
       for name in ("attention", "dense", "experts", "dispatch", "combine", "allreduce")),
+    Metric("dp_imbalance", {**stats("ratio", "mean", "p50", "p99", "max"),
+                            "lost_share": "fraction"},
+           "the slowest DP rank's own step over the mean rank's, per modeled step; the "
+           "rank-time spent waiting for the slowest", IMBALANCE),
     Metric("harness", stats("us", "per_step", "per_request"),
            "the null-engine calibration: the harness's own cost",
            "Harness overhead (null-engine calibration)"),
@@ -120,7 +125,7 @@ HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejec
             ("e2e", "p50"),
             ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
             ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
-            ("mfu", "model")]
+            ("mfu", "model"), ("dp_imbalance", "p50"), ("dp_imbalance", "lost_share")]
 # The capacity table's columns read from each probe's summary (harness/sweeps/capacity.py;
 # output_tokens_per_device is the row over the deployment's devices).
 CAPACITY_ROWS = {"attainment": ("goodput", "attainment"), "goodput": ("goodput", "requests"),
@@ -129,7 +134,7 @@ CAPACITY_ROWS = {"attainment": ("goodput", "attainment"), "goodput": ("goodput",
                  "tpot_p99_s": ("tpot", "p99")}
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "tflops_per_device", "model",
-                        "per_step", "per_s", "cpu_share"})
+                        "per_step", "per_s", "cpu_share", "lost_share"})
 COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")  # shown as whole numbers
 
 

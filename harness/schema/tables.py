@@ -16,6 +16,7 @@ PER_REQUEST = "metrics.md#per-request"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
 STEP_PARTS = "modeling.md#the-step"
+DP_IMBALANCE = "metrics.md#dp-imbalance"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
 CAPACITY_DOC = "capacity.md#the-search"
@@ -89,6 +90,11 @@ STEPS = Table("steps", "engine step and DP rank",
     _col("combine_s", F64, "s", "modeled deployment: the rank's combine all-to-alls",
          STEP_PARTS),
     _col("allreduce_s", F64, "s", "modeled deployment: the rank's TP all-reduces", STEP_PARTS),
+    _col("rank_s", F64, "s", "modeled: the rank's own step (its parts, overlapped as its "
+         "micro-batches allow, or its roofline), before it waits for the slowest rank; 0 where "
+         "steps are not modeled", DP_IMBALANCE),
+    _col("dp_imbalance", F64, "ratio", "modeled: the step's largest `rank_s` over its ranks' "
+         "mean (1: balanced); NaN where steps are not modeled", DP_IMBALANCE),
 ), "`preempted`, `rejected`, `finished` and `discarded_tokens` count the whole plan and "
    "repeat on every rank's row; the step's times too.")
 

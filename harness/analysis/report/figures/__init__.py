@@ -3,9 +3,9 @@ None where the runs hold nothing to draw (a device table without power readings)
 
 from __future__ import annotations
 
-from . import compute, device, latency, load, requests, sched, shapes, step_time
+from . import compute, device, latency, load, ranks, requests, sched, shapes, step_time
 
 # Page order: what a reader asks first (latency), then why (load, batches, time, device).
 RUN_FIGURES = (latency.ttft_tpot, latency.itl, load.draw, shapes.tokens_per_step,
-               step_time.draw, shapes.heatmap, compute.draw, device.draw, requests.draw)
+               step_time.draw, ranks.draw, shapes.heatmap, compute.draw, device.draw, requests.draw)
 GIL_FIGURES = (sched.draw,)

@@ -1,0 +1,91 @@
+"""DP attention's tax: which ranks the steps wait for, and what those ranks ran
+(docs/metrics.md, "DP imbalance"). Modeled runs of more than one DP rank only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..timeline import binned
+from .canvas import done, drawable, figure
+
+COLUMNS = ("dp_rank", "t_start_s", "rank_s", "tokens_q", "sum_seqlen_k")
+ROUNDS = (("prompt", "prompt round", "#e4572e"), ("decode", "decode round", "#1f6fb2"))
+
+
+def draw(arms):
+    runs = [(arm, run) for arm in arms for run in arm.runs[:1] if _ranked(run)]
+    if not runs:
+        return None
+    fig, axes = figure(ncols=3, nrows=len(runs), width=12, height=3.1 * len(runs))
+    for row, (arm, run) in zip(axes, runs):
+        _draw_run(row, arm.label if len(runs) > 1 else "", _by_rank(run))
+    axes[0][1].legend(loc="best")
+    return done(fig, "ranks", "DP ranks: who the step waits for",
+                "A step lasts as long as its slowest DP rank; `rank_s` is each rank's own "
+                "modeled time. Left: the slowest rank's time over the mean rank's (the mean "
+                "over each of at most 1,500 time bins). Middle: the rank-time "
+                "lost waiting, by the rank waited for and the round it ran. Right: what the "
+                "slowest rank ran against the mean of the ranks, over the steps, weighted by "
+                "the time each step lost.")
+
+
+def _ranked(run) -> bool:
+    """A run whose steps have modeled rank times (its summary has the imbalance rows) on
+    more than one DP rank."""
+    if not np.isfinite(run.stat("dp_imbalance", "lost_share")) or not run.has("steps"):
+        return False
+    return bool(run.columns("steps", ["dp_rank"])["dp_rank"].max() > 0)
+
+
+def _by_rank(run):
+    """The steps table as (steps x ranks) arrays, the phase as text; every step has a row
+    per rank, in rank order (the recorder writes them so)."""
+    c = run.columns("steps", [*COLUMNS, "phase"])
+    ranks = int(c["dp_rank"].max()) + 1
+    out = {k: np.asarray(c[k], np.float64).reshape(-1, ranks) for k in COLUMNS}
+    out["phase"] = c["phase"].reshape(-1, ranks)[:, 0]
+    return out
+
+
+def _draw_run(axes, label: str, s) -> None:
+    ratio_ax, lost_ax, why_ax = axes
+    rank_s = s["rank_s"]
+    slowest, mean = rank_s.max(axis=1), rank_s.mean(axis=1)
+    timed = mean > 0
+    ratio = np.where(timed, slowest / np.where(timed, mean, 1), np.nan)
+    t, b = binned(s["t_start_s"][:, 0], {"ratio": ratio})
+    ratio_ax.plot(drawable(t), drawable(b["ratio"]))
+    prefix = f"{label}: " if label else ""
+    ratio_ax.set(title=f"{prefix}slowest over mean rank", xlabel="time (s)",
+                 ylabel="max / mean rank_s")
+    lost = (slowest - mean) * rank_s.shape[1]  # rank-seconds spent waiting, per step
+    who = rank_s.argmax(axis=1)
+    ranks = np.arange(rank_s.shape[1])
+    bottom = np.zeros(len(ranks))
+    for phase, name, colour in ROUNDS:
+        here = s["phase"] == phase
+        share = np.bincount(who[here], weights=lost[here], minlength=len(ranks)) / max(
+            lost.sum(), 1e-300)
+        lost_ax.bar(ranks, share, bottom=bottom, color=colour, label=name)
+        bottom += share
+    lost_ax.set(title="time lost, by the rank waited for", xlabel="DP rank",
+                ylabel="share of lost rank-time")
+    lost_ax.set_ylim(0, max(bottom.max(), 1e-9) * 1.35)  # room for the legend
+    _why(why_ax, s, who, lost)
+
+
+def _why(ax, s, who, lost) -> None:
+    """The slowest rank's tokens and attended keys over the ranks' mean, weighted by the
+    time each step lost."""
+    weight = lost / lost.sum() if lost.sum() > 0 else np.full(len(lost), 1 / len(lost))
+    rows = np.arange(len(who))
+    names, values = [], []
+    for column, name in (("tokens_q", "tokens"), ("sum_seqlen_k", "keys attended")):
+        v = s[column]
+        mean = v.mean(axis=1)
+        names.append(name)
+        values.append(float((weight * v[rows, who]).sum()) /
+                      max(float((weight * mean).sum()), 1e-300))
+    ax.bar(names, drawable(values), color="#6c757d")
+    ax.axhline(1.0, color="#333", linewidth=0.8)
+    ax.set(title="slowest rank over the mean rank", ylabel="ratio (1: the same)")
