@@ -22,7 +22,8 @@ void bind_deployment(py::module_& m) {
                   RATE(hidden) RATE(dispatch_bytes) RATE(combine_bytes) RATE(layers)
                       RATE(attention_flops_per_s) RATE(dense_flops_per_s) RATE(expert_flops_per_s)
                           RATE(hbm_bytes_per_s) RATE(scaleup_bytes_per_s) RATE(scaleout_bytes_per_s)
-                              RATE(scaleup_latency_s) RATE(scaleout_latency_s) RATE(overhead_s);
+                              RATE(scaleup_latency_s) RATE(scaleout_latency_s) RATE(overhead_s)
+                                  RATE(layer_floor_s);
 #undef RATE
 
   py::class_<StepCosts>(m, "StepCosts")

@@ -124,7 +124,7 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
   for (const auto& [i, p] : busy) {
     StepCost& c = out.costs.ranks[i];
     time_rank(p, experts_s, received, calls, c);
-    c.rank_s = rank_seconds(c);
+    c.rank_s = std::max(rank_seconds(c), r_.layers * r_.layer_floor_s);
     slowest = std::max(slowest, c.rank_s);
   }
   out.seconds = r_.overhead_s + slowest;

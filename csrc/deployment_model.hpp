@@ -16,7 +16,7 @@ namespace steptrace {
 
 // No defaults of its own: every member is filled from a Deployment and a device profile
 // (engine/executors/modeled.py, deployment_rates), and DeploymentModel refuses a member
-// left at 0 but the latencies and the overhead.
+// left at 0 but the latencies, the overhead and the layer floor.
 struct DeploymentRates {
   int64_t devices = 0;
   int64_t attention_tp = 0;
@@ -41,6 +41,9 @@ struct DeploymentRates {
   double scaleup_latency_s = 0;  // one collective
   double scaleout_latency_s = 0;
   double overhead_s = 0;  // one step
+  // The least time a busy rank's layers take whatever their work (kernel launches and
+  // small kernels: the profile's layer_floor_us); 0: no floor
+  double layer_floor_s = 0;
 };
 
 // Every rank's StepCost of one step: handed to Python and on to the recorder as one

@@ -159,6 +159,7 @@ class DeploymentRates:
     scaleup_latency_s: float
     scaleout_latency_s: float
     overhead_s: float
+    layer_floor_s: float  # the least a busy rank's layer takes; 0: none
     def __init__(self) -> None: ...
 
 class StepCosts:

@@ -182,3 +182,22 @@ def test_doubling_scale_out_bandwidth_shortens_only_an_all_to_all_bound_step(
         assert compute_bound and after == before
     else:
         assert not compute_bound and after < 0.8 * before
+
+
+def test_a_busy_rank_takes_at_least_its_layers_floor(monkeypatch):
+    """docs/modeling.md, "The latency floor": a step of a few tokens is the floor; a step
+    whose parts exceed it is unchanged; an idle rank has no floor."""
+    from engine.devices.profile import Figure
+
+    d = deployment(devices=8, attention_dp=8, moe_ep=8, micro_batches=1)
+    plain = [prefill(d, prompts)[1] for prompts in ([4, 4], [8192])]
+    floor = replace(H800, layer_floor_us=Figure(400.0, "assumption", "a test's"))
+    monkeypatch.setattr("engine.executors.spec.load_device_profile", lambda name: floor)
+    tiny, big = (prefill(d, prompts)[1] for prompts in ([4, 4], [8192]))
+    layers_s = V3.num_hidden_layers * 400e-6
+    assert plain[0].flops[0].rank_s < layers_s
+    assert [tiny.flops[r].rank_s for r in (0, 1)] == pytest.approx([layers_s] * 2, rel=1e-12)
+    assert tiny.forward_ns == pytest.approx((OVERHEAD + layers_s) * 1e9, abs=1)
+    assert tiny.flops[7].rank_s == plain[0].flops[7].rank_s < layers_s  # idle: no floor
+    assert plain[1].flops[0].rank_s > layers_s
+    assert big.forward_ns == plain[1].forward_ns

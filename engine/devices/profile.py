@@ -64,6 +64,10 @@ class DeviceProfile:
     step_overhead_us: Figure
     compute_efficiency: Figure
     memory_efficiency: Figure
+    # the least time one layer of a busy rank takes, whatever its work: kernel launches and
+    # small kernels, a figure of the software stack (docs/modeling.md, "The latency
+    # floor"); None: no floor. A file may leave it out.
+    layer_floor_us: Optional[Figure] = None
     source: str = ""
 
     def published(self) -> list:
@@ -138,7 +142,7 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
         raise ValueError(f"{where()}: expected a mapping of device fields")
     names = [f.name for f in fields(DeviceProfile)]
     unknown = sorted(set(data) - set(names))
-    missing = [n for n in names if n not in data and n != "source"]
+    missing = [n for n in names if n not in data and n not in ("source", "layer_floor_us")]
     if unknown:
         raise ValueError(f"{where(unknown[0])}: unknown field; expected one of "
                          f"{', '.join(names)}")
@@ -165,6 +169,8 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
     for name in ("step_overhead_us", "compute_efficiency", "memory_efficiency",
                  "scaleup_latency_us", "scaleout_latency_us", "network_efficiency"):
         values[name] = _figure(where, (name,), data[name], MODEL_KINDS, required=True)
+    values["layer_floor_us"] = _figure(where, ("layer_floor_us",), data.get("layer_floor_us"),
+                                       MODEL_KINDS)
     values["source"] = str(data.get("source") or "")
     return DeviceProfile(**values)
 

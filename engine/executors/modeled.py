@@ -67,7 +67,15 @@ def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _co
     r.scaleup_latency_s = profile.scaleup_latency_us.value * 1e-6
     r.scaleout_latency_s = profile.scaleout_latency_us.value * 1e-6
     r.overhead_s = profile.step_overhead_us.value * 1e-6
+    r.layer_floor_s = layer_floor_s(profile)
     return r
+
+
+def layer_floor_s(profile: DeviceProfile) -> float:
+    """The least time one layer of a busy rank takes (docs/modeling.md, "The latency
+    floor"); 0 where the profile gives none."""
+    floor = profile.layer_floor_us
+    return floor.value * 1e-6 if floor is not None else 0.0
 
 
 class ModeledExecutor:
@@ -83,6 +91,7 @@ class ModeledExecutor:
         self.flops_per_s = profile.peak(config.precision) * 1e12 * profile.compute_efficiency.value
         self.bytes_per_s = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
         self.overhead_s = profile.step_overhead_us.value * 1e-6
+        self.floor_s = estimator.cfg.num_hidden_layers * layer_floor_s(profile)
         self.mtp = config.scheduler.num_mtp > 0
         self.acceptance = config.mtp_acceptance
         self._rng = np.random.default_rng(config.seed)
@@ -112,10 +121,11 @@ class ModeledExecutor:
         return self.overhead_s + self.roofline(executed_flops, nbytes)
 
     def roofline(self, executed_flops: float, nbytes: float) -> float:
-        """A rank's own step without the overhead; 0 for a rank that moves no byte."""
+        """A rank's own step without the overhead, at least its layers' floor; 0 for a rank
+        that moves no byte."""
         if not nbytes:
             return 0.0
-        return max(executed_flops / self.flops_per_s, nbytes / self.bytes_per_s)
+        return max(executed_flops / self.flops_per_s, nbytes / self.bytes_per_s, self.floor_s)
 
     def _accept(self, batch: BatchContract) -> np.ndarray:
         """Leading drafts accepted, each with probability `acceptance`."""
