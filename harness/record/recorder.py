@@ -60,7 +60,7 @@ class Recorder:
         other = "finished" if engine.config.scheduler.engine_type == "prompt" else "handed_off"
         self._status = np.array(STATUS.names_by_code(without=[other]), dtype=object)
         self._trace = None if trace is None else dict(
-            arrival_s=trace["arrival_s"].to_numpy(np.float64),
+            arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
             prompt_len=trace["prompt_len"].to_numpy(np.int64),
             max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64))
         n = 0 if trace is None else len(trace)
@@ -103,6 +103,12 @@ class Recorder:
                 self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
             self._tables.close()
+
+    def arrived(self, request_id: int, t: float) -> None:
+        """A closed loop's request arrived at `t` (harness/replay/driver.py), not at the
+        trace's time: its latencies count from then."""
+        assert self._trace is not None, "a closed loop replays a trace"
+        self._trace["arrival_s"][request_id] = t
 
     @property
     def num_done(self) -> int:

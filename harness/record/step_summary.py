@@ -125,11 +125,11 @@ class StepSummary:
 
     def _imbalance(self) -> list:
         """docs/metrics.md, "DP imbalance": over the measured steps whose ranks have a
-        modeled time; none where no step has one."""
+        modeled time; none on one DP rank or where no step has one."""
         slowest, mean = (np.concatenate(v) if v else np.zeros(0)
                          for v in self._rank_s.values())
         timed = slowest > 0
-        if not timed.any():
+        if self._ranks < 2 or not timed.any():
             return []
         ratio = slowest[timed] / mean[timed]
         described = metrics.describe(ratio)

@@ -34,21 +34,25 @@ def engine_step_seconds(record) -> float:
 class Requests(NamedTuple):
     """A replay's requests, sorted by arrival, ids 0..n-1: arrival times (s, on the replay's
     clock), prompt and output lengths, and optionally each one's hash ids (one list per
-    request) with the tokens each id names."""
+    request) with the tokens each id names. With `concurrency` the arrivals are not the
+    trace's: a closed loop keeps that many requests in flight, releasing the next (in trace
+    order) when one leaves, and a request arrives when it is released."""
 
     arrival_s: np.ndarray
     prompt_len: np.ndarray
     max_new_tokens: np.ndarray
     hash_ids: Optional[Sequence] = None
     hash_block_size: Optional[int] = None
+    concurrency: Optional[int] = None
 
     @classmethod
-    def of(cls, df, hash_block_size: Optional[int] = None) -> "Requests":
+    def of(cls, df, hash_block_size: Optional[int] = None,
+           concurrency: Optional[int] = None) -> "Requests":
         """A trace frame's requests (its hash_ids where it has them)."""
         return cls(df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
                    df["max_new_tokens"].to_numpy(),
                    df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
-                   hash_block_size)
+                   hash_block_size, concurrency)
 
 
 def replay(engine, requests: Requests, clock: str, recorder,
@@ -61,11 +65,14 @@ def replay(engine, requests: Requests, clock: str, recorder,
     real clock's zero (default: now). True if completed.
 
     `engine` is an LLMEngine or anything with its add_request / has_unfinished / step;
-    `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step).
+    `recorder` a Recorder or anything with its enqueue / step (/ num_done, for on_step and
+    a closed loop; / arrived, told a closed loop's arrival times).
     `frontend`, a harness.replay.frontend.Frontend on the real clock, is started here; its
     owner closes it."""
     if frontend is not None and clock == "virtual":
         raise ValueError("a frontend thread needs the real clock")
+    if frontend is not None and requests.concurrency:
+        raise ValueError("a frontend thread enqueues at the trace's times, not in a closed loop")
     run = _Replay(engine, requests, clock == "virtual", recorder, step_seconds, frontend,
                   time.perf_counter() if start is None else start)
     stop = threading.Event() if stop is None else stop
@@ -94,15 +101,25 @@ class _Replay:
         self.prompt_len = np.ascontiguousarray(requests.prompt_len, np.int64).data
         self.max_new_tokens = np.ascontiguousarray(requests.max_new_tokens, np.int64).data
         self.hash_ids, self.hash_block_size = requests.hash_ids, requests.hash_block_size
+        self.window = requests.concurrency  # None: open loop, the trace's arrivals
         self.now = 0.0  # seconds since the replay began, on the chosen clock
         self.next = self.steps = 0
 
     def add(self, i: int, t: float) -> None:
+        if self.window:  # a closed loop's request arrives when it is released
+            self.recorder.arrived(i, t)
         self.recorder.enqueue(self.engine.add_request(
             i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
-            arrival_time=self.arrivals[i],
+            arrival_time=t if self.window else self.arrivals[i],
             hash_ids=None if self.hash_ids is None else self.hash_ids[i],
             hash_block_size=self.hash_block_size), t)
+
+    def due(self) -> bool:
+        """The next request may enter: its arrival has come, or (a closed loop) fewer than
+        the window are in flight."""
+        if self.window:
+            return self.next < self.recorder.num_done + self.window
+        return self.arrivals[self.next] <= self.now
 
     def step(self, stop: threading.Event) -> bool:
         """The requests due added, then one engine step recorded (True), or the wait for
@@ -113,7 +130,7 @@ class _Replay:
         if self.frontend is not None:
             self.next += _drain(self.frontend.requests, self.add, self.start,
                                 engine.has_unfinished())
-        while self.frontend is None and self.next < n and self.arrivals[self.next] <= self.now:
+        while self.frontend is None and self.next < n and self.due():
             self.add(self.next, self.now)
             self.next += 1
         if not engine.has_unfinished():  # idle until the next arrival, if any

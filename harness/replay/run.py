@@ -117,7 +117,9 @@ class _Run:
         return Written(self.run_dir, self.manifest, summary)
 
     def _replay(self, progress, start: float) -> bool:
-        return replay(self.engine, Requests.of(self.trace.df, self.trace.hash_block_size),
+        load = self.workload.values["load"]
+        requests = Requests.of(self.trace.df, self.trace.hash_block_size, load["concurrency"])
+        return replay(self.engine, requests,
                       self.workload.clock, self.recorder, progress, start, self.stop,
                       frontend=self.frontend)
 

@@ -39,6 +39,8 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
     block = df.attrs.get("hash_block_size") if "hash_ids" in df.columns else None
     if spec["limit"] is not None:
         df = df.iloc[:spec["limit"]]
-    df = df.assign(arrival_s=df["arrival_s"] * spec["time_scale"]).reset_index(drop=True)
+    offline = workload.values["load"]["mode"] == "offline"  # every request at once
+    df = df.assign(arrival_s=0.0 if offline else df["arrival_s"] * spec["time_scale"])
+    df = df.reset_index(drop=True)
     return WorkloadTrace(df, dropped, sha256, block)
 

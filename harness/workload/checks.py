@@ -142,6 +142,25 @@ def output(values, fail) -> None:
             fail(("output",), f"{where.resolve()} exists and is not a directory")
 
 
+def load_mode(values, fail) -> None:
+    """A closed loop (load.mode: concurrency) releases a request when one leaves: it needs
+    its window, and an inline frontend (a frontend thread enqueues at trace times)."""
+    load, frontend = values["load"], values["frontend"]
+    if load["mode"] != "concurrency":
+        if load["concurrency"] is not None:
+            fail(("load", "concurrency"), f"only load.mode: concurrency takes it, and "
+                                          f"load.mode is {load['mode']}")
+        return
+    if load["concurrency"] is None:
+        fail(("load", "concurrency"), "load.mode: concurrency needs the requests in flight: "
+                                      "expected an integer >= 1")
+    if frontend["mode"] == "thread":
+        fail(("frontend", "mode"), "a frontend thread enqueues at the trace's arrival times; "
+                                   "a closed loop releases a request when one leaves: "
+                                   "expected inline with load.mode: concurrency")
+    frontend["mode"] = "inline"
+
+
 def derived(values, data, spec, path: Path, fail) -> None:
     """The keys whose default depends on others (clock, frontend.mode, the trace's one
     source), set, and their combinations checked."""

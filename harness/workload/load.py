@@ -119,6 +119,7 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     values = _validate(data, SCHEMA, (), fail)
     values["name"] = values["name"] or path.stem
     spec = executor_spec(values["device"])
+    checks.load_mode(values, fail)
     checks.derived(values, data, spec, path, fail)
     if values["trace"]["generate"] is not None:
         checks.generator(values["trace"]["generate"], fail)

@@ -136,6 +136,7 @@ def _setting_check(s: Setting) -> Callable[[Any], None]:
 
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+LOAD_MODES = ("trace", "concurrency", "offline")
 # 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
 # frontend, not the engine, is what a run would measure
 MAX_PER_TOKEN_US = 10_000.0
@@ -165,6 +166,13 @@ SCHEMA: Dict[str, Any] = {
             "prompt": Key(lambda v: _length(v), {"fixed": 128}),
             "output": Key(lambda v: _length(v), {"fixed": 128}),
         },
+    },
+    "load": {
+        "mode": Key(one_of(*LOAD_MODES), "trace", "trace: the trace's arrivals; concurrency: "
+                    "a closed loop of `concurrency` requests in flight; offline: every request "
+                    "at 0"),
+        "concurrency": Key(integer(1, allow_none=True), None,
+                           "requests in flight (load.mode: concurrency)"),
     },
     "engine": _scheduler_keys(),
     "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
