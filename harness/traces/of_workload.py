@@ -11,6 +11,7 @@ from ..workload import Workload
 from . import generate as arrivals
 from .generate import length_dist
 from .read import TraceError, read_trace
+from .shared_prefix import shared_prefix
 
 TraceLoadError = TraceError
 
@@ -30,6 +31,10 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
         df = arrivals.generate(g["requests"], g["rate"], g["arrival"], g["burstiness"],
                                prompt=length_dist(g["prompt"]), output=length_dist(g["output"]),
                                arrival_seed=seeds["arrivals"], length_seed=seeds["lengths"])
+        prefix = g["shared_prefix"]
+        if prefix["groups"] is not None:
+            df = shared_prefix(df, prefix["groups"], prefix["tokens"],
+                               workload.values["engine"]["block_size"], seeds["lengths"])
         dropped, sha256 = {}, None
     else:  # as validation read it, or read again as it would
         result = workload.trace or read_trace(

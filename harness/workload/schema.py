@@ -165,6 +165,12 @@ SCHEMA: Dict[str, Any] = {
             "burstiness": Key(number(0, strict=True), 1.0, "gamma shape (vLLM's meaning)"),
             "prompt": Key(lambda v: _length(v), {"fixed": 128}),
             "output": Key(lambda v: _length(v), {"fixed": 128}),
+            "shared_prefix": {
+                "groups": Key(integer(1, allow_none=True, maximum=1 << 30), None,
+                              "groups sharing a prefix (null: none)"),
+                "tokens": Key(integer(1, maximum=1 << 29), 1024,
+                              "the shared prefix's tokens, ahead of each prompt"),
+            },
         },
     },
     "load": {
