@@ -216,3 +216,129 @@ def test_values_near_the_largest_double_are_undefined_without_a_warning(tmp_path
     huge = metric_result("x.p50", "s", np.array([2.0]), np.array([1e308]), exact=True)
     assert huge.verdict == "higher" and huge.says() == \
         "B higher by a factor of 5e+307 (deterministic: modeled runs)"
+
+
+def every_metric(value: float) -> dict:
+    """A summary of `value` in every metric the comparison headlines name, and two others."""
+    from harness.schema.summary import COMPARISON_HEADLINE
+
+    names = {f"{m}.{s}" for rows in COMPARISON_HEADLINE.values() for m, s in rows}
+    return {**{n: (value, "s") for n in names}, "e2e.p99": (value, "s"),
+            "host_cpu.mean": (value, "%")}
+
+
+@pytest.mark.parametrize("modeled, gil_b, kind", [(False, "released", "measured"),
+                                                  (True, "released", "modeled"),
+                                                  (False, "held", "gil")])
+def test_the_headline_is_the_kinds_and_all_adds_every_other_row(tmp_path, capsys, modeled,
+                                                                gil_b, kind):
+    from harness.schema.summary import COMPARISON_HEADLINE, TEXT_STATS
+
+    a = synthetic_run(tmp_path / "x" / "a", every_metric(1.0), modeled=modeled)
+    b = synthetic_run(tmp_path / "y" / "b", every_metric(2.0), modeled=modeled, gil_mode=gil_b)
+    result = compare(Arm("", tuple(load_runs([a]))), Arm("", tuple(load_runs([b]))))
+    headline = [f"{m}.{s}" for m, s in COMPARISON_HEADLINE[kind]]
+    assert result.kind == kind and [m.metric for m in result.headline()] == headline
+    shown = {m.metric for m in result.metrics if m.metric.partition(".")[2] in TEXT_STATS}
+    assert {m.metric for m in result.others()} == shown - set(headline)
+    assert main(["compare", str(a), "--", str(b)]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split()[0] for line in out.splitlines()[out.splitlines().index(
+        next(line for line in out.splitlines() if line.startswith("metric"))) + 1:]]
+    assert rows[:len(headline)] == headline and len(rows) == len(headline) + 1
+    assert f"the headline metrics of {kind} runs; --all adds" in out
+    assert main(["compare", "--all", str(a), "--", str(b)]) == 0
+    out = capsys.readouterr().out
+    for m in result.metrics:  # every metric's p50, p99, mean ... row
+        assert f"\n{m.metric} " in out or m.metric.partition(".")[2] not in TEXT_STATS
+    assert out.index(f"\n{headline[-1]} ") < out.index("every other metric") \
+        < out.index("\ne2e.p99 ")
+    assert main(["compare", "--json", str(a), "--", str(b)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == kind and data["headline"] == headline
+    assert len(data["metrics"]) == len(result.metrics)  # --json keeps every metric
+
+
+def test_arms_are_named_by_what_differs_else_their_folders(tmp_path):
+    def arm(*paths):
+        return Arm("", tuple(load_runs(paths)))
+
+    held = synthetic_run(tmp_path / "h" / "r0", {"ttft.p99": (1.0, "s")}, gil_mode="held",
+                         values={"engine": {"overlap": False, "num_mtp": 1}})
+    released = synthetic_run(tmp_path / "r" / "r0", {"ttft.p99": (1.0, "s")},
+                             values={"engine": {"overlap": False, "num_mtp": 2}})
+    result = compare(arm(held), arm(released))  # a label first, the workload key listed
+    assert (result.arm_a, result.arm_b) == ("gil_mode=held", "gil_mode=released")
+    assert set(result.differing_keys) == {"gil_mode", "engine.num_mtp"}
+    mtp1, mtp2 = (synthetic_run(tmp_path / f"m{n}" / "r0", {"ttft.p99": (n, "s")},
+                                values={"engine": {"overlap": False, "num_mtp": n}},
+                                modeled=True) for n in (1, 2))
+    result = compare(arm(mtp1), arm(mtp2))
+    assert (result.arm_a, result.arm_b) == ("engine.num_mtp=1", "engine.num_mtp=2")
+    assert result.metric("ttft.p99").says(result.arm_b).startswith("engine.num_mtp=2 higher")
+    rng = np.random.default_rng(0)
+    make_arm(tmp_path / "base", "r", 2, 1.0, rng)
+    make_arm(tmp_path / "new", "r", 2, 1.0, rng)
+    result = compare(arm(tmp_path / "base"), arm(tmp_path / "new"))  # nothing differs
+    assert (result.arm_a, result.arm_b) == ("base", "new")
+    mixed = arm(tmp_path / "base" / "r-r0", tmp_path / "new" / "r-r0")
+    assert (compare(mixed, mixed).arm_a, compare(mixed, mixed).arm_b) == ("A", "B")
+    assert compare(Arm("mine", mixed.runs), mixed).arm_a == "mine"  # a name given is kept
+
+
+def test_a_difference_that_rounds_to_zero_gets_no_verdict():
+    tiny = metric_result("x.p50", "s", np.array([1.0]), np.array([1.0004]), exact=True)
+    assert tiny.verdict == "equal"
+    assert tiny.says() == "equal within 0.05% (deterministic: modeled runs)"
+    shown = metric_result("x.p50", "s", np.array([1.0]), np.array([1.0006]), exact=True)
+    assert shown.verdict == "higher" and shown.says() == \
+        "B higher by 0.1% (deterministic: modeled runs)"
+    # measured: an interval excluding 1, no noise floor, a ratio of 1.0002
+    a = np.array([1.0, 1.00001, 0.99999])
+    measured = metric_result("x.p50", "s", a, a * 1.0002)
+    assert measured.low > 1 and measured.verdict == "none"
+    assert measured.says() == "no detectable difference (noise floor unknown)"
+
+
+def test_a_metric_zero_in_every_run_is_zero_in_both(tmp_path, capsys):
+    zero = metric_result("prefix_cache.hit_rate", "fraction", np.zeros(3), np.zeros(3))
+    assert zero.verdict == "equal" and zero.says() == "0 in both" and np.isnan(zero.ratio)
+    modeled = metric_result("x.p50", "s", np.zeros(1), np.zeros(1), exact=True)
+    assert modeled.says() == "0 in both"
+    one_zero = metric_result("x.p50", "s", np.zeros(3), np.ones(3))
+    assert one_zero.verdict == "undefined"  # A's median 0, B's not: no ratio
+    a = synthetic_run(tmp_path / "a", {"prefix_cache.hit_rate": (0.0, "fraction")})
+    b = synthetic_run(tmp_path / "b", {"prefix_cache.hit_rate": (0.0, "fraction")})
+    assert main(["compare", "--all", str(a), "--", str(b)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("prefix_cache.hit_rate"))
+    assert row.split()[-4:] == ["-", "0", "in", "both"] and "undefined" not in row
+
+
+def test_by_a_key_of_three_values_compares_each_against_the_baseline(tmp_path, capsys):
+    for mtp in (2, 0, 1):
+        for i in range(2):
+            synthetic_run(tmp_path / f"mtp{mtp}" / f"r{i}", {"ttft.p99": (1.0 + mtp, "s")},
+                          values={"engine": {"overlap": False, "num_mtp": mtp}}, modeled=True)
+    given = [str(tmp_path / f"mtp{mtp}") for mtp in (2, 0, 1)]  # the runs' order, not sorted
+    arms = arms_by(load_runs(given), "engine.num_mtp")
+    assert [a.name for a in arms] == ["engine.num_mtp=2", "engine.num_mtp=0",
+                                      "engine.num_mtp=1"]
+    assert main(["compare", "--json", "--by", "engine.num_mtp", *given]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"] == "engine.num_mtp=2"
+    assert [(c["arm_a"], c["arm_b"]) for c in data["comparisons"]] == [
+        ("engine.num_mtp=2", "engine.num_mtp=0"), ("engine.num_mtp=2", "engine.num_mtp=1")]
+    assert main(["compare", "--by", "engine.num_mtp", "--baseline", "1", *given]) == 0
+    out = capsys.readouterr().out
+    assert "A: engine.num_mtp=1, 2 run(s)    B: engine.num_mtp=2, 2 run(s)" in out
+    assert "A: engine.num_mtp=1, 2 run(s)    B: engine.num_mtp=0, 2 run(s)" in out
+    assert "engine.num_mtp=0 lower by 50.0% (deterministic: modeled runs)" in out
+    assert main(["compare", "--csv", "--by", "engine.num_mtp", *given]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("arm_a,arm_b,metric,unit,") and len(lines) == 3
+    assert main(["compare", "--by", "engine.num_mtp", "--baseline", "7", *given]) == 2
+    assert "--baseline 7: no run has engine.num_mtp=7 (the runs' values: 2, 0, 1)" in \
+        capsys.readouterr().err
+    assert main(["compare", "--baseline", "1", given[0], "--", given[1]]) == 2
+    assert "--baseline VALUE names a value of --by KEY" in capsys.readouterr().err

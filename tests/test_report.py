@@ -79,8 +79,22 @@ def test_a_gil_sweep_gets_the_gil_page_and_the_compare_table(runs, tmp_path, cap
     page = (tmp_path / "r" / "index.html").read_text()
     assert 'id="gil"' in page and "figures/sched_cdf.png" in out["figures"]
     summary = (tmp_path / "r" / "summary.md").read_text()
-    assert "## B ({1}) against A ({0})".format(*out["arms"]) in summary
+    assert "## {1} (B) against {0} (A)".format(*out["arms"]) in summary
     assert "no interval: 1 run(s) in an arm, 3 needed" in summary
+    # GIL arms: docs/gil.md's primary metrics lead; the rest in a collapsed section
+    compared = summary[summary.index("(B) against"):summary.index("## Scheduler latency")]
+    headline, rest = compared.split("<details><summary>Every other metric (")
+    assert "The headline metrics of gil runs:" in headline
+    assert [r.split(" | ")[0] for r in headline.splitlines() if r.startswith("| ")] == \
+        ["| metric", "| sched_call.p50", "| sched_call.p99", "| step_rate.per_s"]
+    assert "| ttft.p99 |" in rest and rest.index("\n</details>\n") > rest.index("ttft.p99")
+    import cmarkgfm  # GitHub's renderer: the table is inside the collapsed section
+    from cmarkgfm.cmark import Options
+
+    html = cmarkgfm.github_flavored_markdown_to_html(summary, options=Options.CMARK_OPT_UNSAFE)
+    collapsed = html[html.index("<details>"):html.index("</details>")]
+    assert "<table>" in collapsed and "<td>ttft.p99</td>" in collapsed
+    assert '<details><summary>Every other metric (' in page
     assert 'id="hardware"' not in page
 
 

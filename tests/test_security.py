@@ -211,9 +211,12 @@ def live_markdown(summary: str) -> list:
     `<`, `>` or `&` that is not an entity the report wrote, an unescaped `[`, `]`, backtick
     (the figure list's code spans aside), `$`, `*` or `~`, a `_` that is not inside a word,
     a scheme's `://` or a `www.` that would become links, table rows of more cells than
-    their header, and a line that would continue a table (none but a blank line ends one)."""
+    their header, and a line that would continue a table (none but a blank line ends one).
+    The template's own collapsed section (its `<details>` and `<summary>` lines) is markup."""
     out = []
     text = re.sub(r"`figures/[a-z_]+\.png`", "", summary)
+    text = re.sub(r"(?m)^(<details><summary>Every other metric \(\d+\)</summary>|</details>)$",
+                  "", text)
     for pattern in (r"[<>]", r"&(?!(amp|lt|gt);)", r"(?<!\\)[\[\]`$*~]",
                     r"(?<!\\)(?:(?<![^\W_])_|_(?![^\W_]))", r"(?<!\\)://", r"(?i)www\."):
         out += [m.group(0) for m in re.finditer(pattern, text)]
@@ -245,7 +248,8 @@ def test_github_renders_the_markdown_as_text(hostile_reports, which):
     html = cmarkgfm.github_flavored_markdown_to_html(summary, options=Options.CMARK_OPT_UNSAFE)
     page = Elements(html)
     assert {t for t, _ in page.elements} <= {"h1", "h2", "p", "ul", "li", "table", "thead",
-                                              "tbody", "tr", "th", "td", "code"}
+                                              "tbody", "tr", "th", "td", "code", "details",
+                                              "summary"}
     assert all(set(a) <= {"align"} for _, a in page.elements)
     for where in ("name", "profile-name") if which == 0 else ("trace", "run-folder-a"):
         assert hostile(where) in page.text, where

@@ -72,6 +72,8 @@ def test_every_device_row_is_declared():
 def test_the_views_select_declared_rows():
     declared = {(m.name, stat) for m in summary.SUMMARY for stat in m.units}
     assert set(summary.HEADLINE) <= declared
+    for rows in summary.COMPARISON_HEADLINE.values():  # compare's and the report's
+        assert set(rows) <= declared and {stat for _, stat in rows} <= summary.TEXT_STATS
     assert set(PRIMARY) <= declared  # the GIL table's columns
     assert summary.TEXT_STATS <= {stat for _, stat in declared}
     assert set(summary.CAPACITY_ROWS.values()) <= declared

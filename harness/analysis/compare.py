@@ -1,6 +1,7 @@
 """Two arms of runs compared metric by metric: each arm's median over its runs, the ratio
 B/A with its bootstrap interval over runs, the A/A noise floor, and a verdict
-(docs/comparing.md).
+(docs/comparing.md). The arms are named by what differs between them, and the metrics
+that matter for the kind of runs compared lead (harness/schema/summary.py).
 
 `arms_by` and `compare` are the API; `Comparison.to_dict()` is what `--json` prints.
 """
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import BadInput
+from ..schema.summary import COMPARISON_HEADLINE, TEXT_STATS
 from . import interval
 from .runs import Run
 
@@ -25,11 +27,14 @@ LABEL_KEYS = ("gil_mode", "device")
 MODELED_METRICS = frozenset({"requests", "window", "throughput", "goodput", "ttft", "tpot",
                              "itl", "e2e", "queueing_delay", "achieved", "mfu",
                              "prefix_cache", "step_rate"})
+# A change smaller than this prints as 0.0 % and its B/A as 1.000: it gets no verdict.
+NEGLIGIBLE = 0.0005
 
 
 @dataclass(frozen=True)
 class Arm:
-    """A named set of runs: the name says what they share ("gil_mode=held", "A")."""
+    """A named set of runs: the name says what they share ("gil_mode=held"); empty, it is
+    named by what differs from the other arm (`compare`)."""
 
     name: str
     runs: Tuple[Run, ...]
@@ -41,7 +46,9 @@ class MetricResult:
     detectable difference), "equal" (deterministic values, the same in both arms), "too
     few runs" (an arm under interval.MIN_RUNS runs, no interval), "undefined" (no value
     in an arm, or A's median is 0). A deterministic value (a modeled run's, every run of
-    an arm alike) is judged from one run: its interval is the ratio itself."""
+    an arm alike) is judged from one run: its interval is the ratio itself. A change that
+    rounds to 0.0 % is not named ("equal" where deterministic, else "none"), and a metric
+    0 in every run of both arms is "equal"."""
 
     metric: str
     unit: str
@@ -63,15 +70,23 @@ class MetricResult:
     def deterministic(self) -> bool:
         return self.low == self.high == self.ratio
 
-    def says(self) -> str:
-        """The verdict in words."""
+    @property
+    def zero(self) -> bool:
+        """0 in every run of both arms (judged "equal", with no ratio)."""
+        return self.verdict == "equal" and self.median_a == self.median_b == 0
+
+    def says(self, b: str = "B") -> str:
+        """The verdict in words, arm B named `b`."""
         floor = "unknown" if math.isnan(self.noise_floor) else f"±{self.noise_floor:.1%}"
+        if self.zero:
+            return "0 in both"
         if self.verdict == "equal":
-            return "equal (deterministic: modeled runs)"
+            exactly = "" if self.ratio == 1 else " within 0.05%"
+            return f"equal{exactly} (deterministic: modeled runs)"
         if self.verdict in ("higher", "lower") and self.deterministic:
-            return f"B {self.verdict} by {self._change()} (deterministic: modeled runs)"
+            return f"{b} {self.verdict} by {self._change()} (deterministic: modeled runs)"
         if self.verdict in ("higher", "lower"):
-            return f"B {self.verdict} by {self._change()} (noise floor {floor})"
+            return f"{b} {self.verdict} by {self._change()} (noise floor {floor})"
         if self.verdict == "none":
             return f"no detectable difference (noise floor {floor})"
         if self.verdict == "too few runs":
@@ -90,8 +105,8 @@ class MetricResult:
 @dataclass
 class Comparison:
     """The result of `compare`: the arms' runs, what was left out or flagged and why, the
-    workload keys whose values differ between the arms, and one MetricResult per metric
-    (in the summary table's order)."""
+    workload keys whose values differ between the arms, one MetricResult per metric (in
+    the summary table's order), and the runs' kind, which picks the headline metrics."""
 
     arm_a: str
     arm_b: str
@@ -101,6 +116,20 @@ class Comparison:
     busy_host: Dict[str, float] = field(default_factory=dict)  # run folder -> others' CPU share
     differing_keys: Dict[str, Tuple[list, list]] = field(default_factory=dict)
     metrics: List[MetricResult] = field(default_factory=list)
+    kind: str = "measured"  # a key of COMPARISON_HEADLINE
+
+    def headline(self) -> List[MetricResult]:
+        """The metrics that matter for the runs' kind, in the catalogue's order."""
+        names = {m.metric: m for m in self.metrics}
+        return [names[f"{metric}.{stat}"] for metric, stat in COMPARISON_HEADLINE[self.kind]
+                if f"{metric}.{stat}" in names]
+
+    def others(self) -> List[MetricResult]:
+        """The metrics not in the headline of the statistics a table shows (TEXT_STATS:
+        p50, p99, mean, single values), in the summary table's order."""
+        headline = {m.metric for m in self.headline()}
+        return [m for m in self.metrics if m.metric not in headline
+                and m.metric.partition(".")[2] in TEXT_STATS]
 
     def metric(self, name: str) -> MetricResult:
         """One metric's result by name ("ttft.p99"); KeyError if it was not compared."""
@@ -114,13 +143,15 @@ class Comparison:
                     runs_b=self.runs_b, left_out=self.left_out, busy_host=self.busy_host,
                     differing_keys={k: dict(a=a, b=b) for k, (a, b) in
                                     self.differing_keys.items()},
-                    metrics=[dict(asdict(m), says=m.says()) for m in self.metrics])
+                    kind=self.kind, headline=[m.metric for m in self.headline()],
+                    metrics=[dict(asdict(m), says=m.says(self.arm_b)) for m in self.metrics])
 
 
-def arms_by(runs: Sequence[Run], key: str) -> Tuple[Arm, Arm]:
-    """Two arms from the runs' values of a label (gil_mode, overlap, device, ...) or a
-    workload key (engine.num_mtp, ...), in sorted order of the value. BadInput unless
-    exactly two values occur."""
+def arms_by(runs: Sequence[Run], key: str, baseline: Optional[str] = None) -> List[Arm]:
+    """An arm per value of a label (gil_mode, overlap, device, ...) or a workload key
+    (engine.num_mtp, ...) among the runs: the baseline's first (the value `baseline`, else
+    the first value in the runs' order), then the others in that order. BadInput unless
+    two values or more occur, or where no run holds the baseline."""
     groups: Dict[str, List[Run]] = {}
     for run in runs:
         try:
@@ -130,11 +161,15 @@ def arms_by(runs: Sequence[Run], key: str) -> Tuple[Arm, Arm]:
                            f"(labels: run_id, gil_mode, overlap, device, repeat; workload "
                            f"keys as in docs/workloads.md, e.g. engine.num_mtp)") from None
         groups.setdefault(str(value), []).append(run)
-    if len(groups) != 2:
+    if len(groups) < 2:
         raise BadInput(f"--by {key}: the runs hold {len(groups)} value(s) of {key} "
-                       f"({', '.join(sorted(groups)) or 'none'}); a comparison needs two")
-    (va, a), (vb, b) = sorted(groups.items())
-    return Arm(f"{key}={va}", tuple(a)), Arm(f"{key}={vb}", tuple(b))
+                       f"({', '.join(groups) or 'none'}); a comparison needs two or more")
+    first = next(iter(groups)) if baseline is None else baseline
+    if first not in groups:
+        raise BadInput(f"--baseline {baseline}: no run has {key}={baseline} (the runs' "
+                       f"values: {', '.join(groups)})")
+    order = [first] + [v for v in groups if v != first]
+    return [Arm(f"{key}={v}", tuple(groups[v])) for v in order]
 
 
 def compare(a: Arm, b: Arm, *, allow_different: bool = False,
@@ -165,9 +200,44 @@ def compare(a: Arm, b: Arm, *, allow_different: bool = False,
                            f"all left out: {why})")
         kept.append(keep)
     runs_a, runs_b = kept
-    return Comparison(a.name, b.name, [str(r.path) for r in runs_a],
-                      [str(r.path) for r in runs_b], left_out, busy,
-                      differing_keys(runs_a, runs_b), _metrics(runs_a, runs_b))
+    differing = differing_keys(runs_a, runs_b)
+    names = arm_names(runs_a, runs_b, differing)
+    return Comparison(a.name or names[0], b.name or names[1], [str(r.path) for r in runs_a],
+                      [str(r.path) for r in runs_b], left_out, busy, differing,
+                      _metrics(runs_a, runs_b), kind(runs_a + runs_b, differing))
+
+
+def kind(runs: Sequence[Run], differing: Dict[str, Tuple[list, list]]) -> str:
+    """"gil" where the arms differ by GIL mode, "modeled" where every run is, else
+    "measured"."""
+    if "gil_mode" in differing:
+        return "gil"
+    return "modeled" if all(r.modeled for r in runs) else "measured"
+
+
+def arm_names(runs_a: Sequence[Run], runs_b: Sequence[Run],
+              differing: Dict[str, Tuple[list, list]]) -> Tuple[str, str]:
+    """The arms named by what tells them apart: the differing labels (gil_mode, device)
+    that hold one value an arm, else such workload keys ("engine.num_mtp=1"); else the
+    folders the arms' runs lie in; else "A" and "B"."""
+    single = {k: (va[0], vb[0]) for k, (va, vb) in differing.items()
+              if len(va) == len(vb) == 1}
+    keys = [k for k in single if k in LABEL_KEYS] or list(single)
+    if keys:
+        a, b = (", ".join(f"{k}={single[k][i]}" for k in keys) for i in (0, 1))
+        return a, b
+    folders = _folder(runs_a), _folder(runs_b)
+    if folders[0] and folders[1] and folders[0] != folders[1]:
+        return folders[0], folders[1]
+    return "A", "B"
+
+
+def _folder(runs: Sequence[Run]) -> str:
+    """The run's folder name for one run; the folder every run lies in for more; or ""."""
+    if len(runs) == 1:
+        return runs[0].name
+    parents = {r.path.parent for r in runs}
+    return parents.pop().name if len(parents) == 1 else ""
 
 
 def differing_keys(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> Dict[str, Tuple[list, list]]:
@@ -232,13 +302,17 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
     floors = [f.spread for f in (interval.noise_floor(a), interval.noise_floor(b))
               if f is not None and not math.isnan(f.spread)]
     floor = max(floors) if floors else math.nan
-    if math.isnan(r.ratio):
+    if len(a) and len(b) and not a.any() and not b.any():
+        verdict = "equal"  # 0 in every run: no ratio, nothing changed
+    elif math.isnan(r.ratio):
         verdict = "undefined"
     elif deterministic:
-        verdict = "equal" if r.ratio == 1 else "higher" if r.ratio > 1 else "lower"
+        verdict = "equal" if abs(r.ratio - 1) < NEGLIGIBLE else \
+            "higher" if r.ratio > 1 else "lower"
     elif not r.has_interval:  # too few runs, or resamples whose A median is 0
         verdict = "too few runs" if min(len(a), len(b)) < interval.MIN_RUNS else "undefined"
-    elif r.excludes_one and (math.isnan(floor) or r.beyond(floor)):  # NaN: the interval alone
+    elif r.excludes_one and (math.isnan(floor) or r.beyond(floor)) \
+            and abs(r.ratio - 1) >= NEGLIGIBLE:  # a NaN floor: the interval alone decides
         verdict = "higher" if r.ratio > 1 else "lower"
     else:
         verdict = "none"

@@ -1,5 +1,7 @@
 """steptrace compare A... -- B... | --by KEY RUNS...: two arms of runs, metric by metric,
-with bootstrap intervals over runs and a verdict (docs/comparing.md)."""
+with bootstrap intervals over runs and a verdict (docs/comparing.md); the text leads with
+the headline metrics of the runs' kind, `--all` adds the rest. `--by KEY` with more than
+two values compares each value's arm against the baseline's."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import sys
 from dataclasses import asdict
 
 from ..errors import BadInput
-from ..schema.summary import TEXT_STATS
 from .common import add_json, print_json
 
 ARM_B = "--arm-b"
@@ -22,8 +23,10 @@ def add(p) -> None:
                      "overlap, device; or a workload key).")
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="run folders, globs or folders holding runs; `--` between the arms")
-    p.add_argument("--by", metavar="KEY", help="split the runs into two arms by this label "
+    p.add_argument("--by", metavar="KEY", help="split the runs into arms by this label "
                    "(gil_mode, overlap, device, repeat) or workload key (engine.num_mtp)")
+    p.add_argument("--baseline", metavar="VALUE", help="with --by: the value whose arm the "
+                   "others are compared against (default: the first in the runs' order)")
     p.add_argument("--allow-different", action="store_true",
                    help="compare runs of different traces (their trace_sha256 differ)")
     p.add_argument("--include-incomplete", action="store_true",
@@ -31,6 +34,8 @@ def add(p) -> None:
     p.add_argument("--drop-busy", action="store_true",
                    help="leave out runs whose host was busy with other work")
     p.add_argument(ARM_B, nargs="*", help=argparse.SUPPRESS)  # what `--` split off
+    p.add_argument("--all", action="store_true",
+                   help="print every metric after the headline ones (--json and --csv always do)")
     add_json(p)
     p.add_argument("--csv", action="store_true", help="print the metric rows as CSV")
     p.set_defaults(handler=main)
@@ -48,15 +53,20 @@ def split_arms(argv: list) -> list:
 def main(args) -> int:
     from ..analysis.compare import compare
 
-    a, b = _arms(args)
-    result = compare(a, b, allow_different=args.allow_different,
-                     include_incomplete=args.include_incomplete, drop_busy=args.drop_busy)
-    if args.json:
-        print_json(result.to_dict())
+    baseline, *others = _arms(args)
+    results = [compare(baseline, other, allow_different=args.allow_different,
+                       include_incomplete=args.include_incomplete, drop_busy=args.drop_busy)
+               for other in others]
+    if args.json:  # one comparison as before; several under the baseline's name
+        print_json(results[0].to_dict() if len(results) == 1 else dict(
+            baseline=baseline.name, comparisons=[r.to_dict() for r in results]))
     elif args.csv:
-        _print_csv(result)
+        _print_csv(results)
     else:
-        print_text(result)
+        for i, result in enumerate(results):
+            if i:
+                print()
+            print_text(result, every=args.all)
     return 0
 
 
@@ -67,17 +77,21 @@ def _arms(args):
     if args.by:
         if args.arm_b is not None:
             raise BadInput("compare: give either `A... -- B...` or --by KEY, not both")
-        return arms_by(load_runs(args.runs), args.by)
+        return arms_by(load_runs(args.runs), args.by, args.baseline)
+    if args.baseline is not None:
+        raise BadInput("compare: --baseline VALUE names a value of --by KEY; with "
+                       "`A... -- B...` arm A is the baseline")
     if args.arm_b is None:
         raise BadInput("compare: two arms needed: `compare A... -- B...` or "
                        "`compare --by KEY RUNS...`")
     if not args.arm_b:
         raise BadInput("compare: an arm is empty: `compare A... -- B...` needs runs on "
                        "both sides of `--`")
-    return Arm("A", tuple(load_runs(args.runs))), Arm("B", tuple(load_runs(args.arm_b)))
+    return [Arm("", tuple(load_runs(args.runs))), Arm("", tuple(load_runs(args.arm_b)))]
 
 
-def print_text(result) -> None:
+def print_text(result, every: bool = False) -> None:
+    """What was compared, then the headline metrics' rows; with `every`, all the others'."""
     print(f"A: {result.arm_a}, {len(result.runs_a)} run(s)    "
           f"B: {result.arm_b}, {len(result.runs_b)} run(s)")
     for path, why in result.left_out.items():
@@ -93,18 +107,32 @@ def print_text(result) -> None:
     if max(len(result.runs_a), len(result.runs_b)) < 4:
         print("noise floor unknown: it needs an arm of 4 runs or more; the interval alone "
               "decides (docs/comparing.md)")
-    print(f"{'metric':28}{'unit':>9}{'A median':>11}{'B median':>11}{'B/A':>8}"
+    headline, others = result.headline(), result.others()
+    width = max([9] + [len(m.unit) + 1 for m in headline + others])  # "% of one core"
+    print(f"{'metric':28}{'unit':>{width}}{'A median':>11}{'B median':>11}{'B/A':>8}"
           f"{'95% interval':>18}  verdict")
-    for m in result.metrics:
-        if m.metric.partition(".")[2] not in TEXT_STATS:
-            continue
-        ci = "" if math.isnan(m.low) else f" {_ratio(m.low)} .. {_ratio(m.high)}"
-        print(f"{m.metric:28}{m.unit:>9}{m.median_a:>11.4g}{m.median_b:>11.4g}"
-              f"{' ' + _ratio(m.ratio):>8}{ci:>18}  {m.says()}")
+    for m in headline:
+        _print_row(m, result.arm_b, width)
+    if (every or not headline) and others:
+        print(f"every other metric ({len(others)}):")
+        for m in others:
+            _print_row(m, result.arm_b, width)
+    elif others:
+        print(f"(the headline metrics of {result.kind} runs; --all adds {len(others)} more, "
+              f"--json and --csv carry every statistic)")
+
+
+def _print_row(m, b: str, width: int) -> None:
+    ci = "" if math.isnan(m.low) else f" {_ratio(m.low)} .. {_ratio(m.high)}"
+    print(f"{m.metric:28}{m.unit:>{width}}{m.median_a:>11.4g}{m.median_b:>11.4g}"
+          f"{' ' + _ratio(m.ratio):>8}{ci:>18}  {m.says(b)}")
 
 
 def _ratio(value: float) -> str:
-    """Three decimals, or three digits where those would run to hundreds (1e+306)."""
+    """Three decimals, or three digits where those would run to hundreds (1e+306); "-"
+    for none (a metric 0 in both arms, or undefined)."""
+    if math.isnan(value):
+        return "-"
     return f"{value:.3f}" if abs(value) < 1e4 else f"{value:.3g}"
 
 
@@ -112,8 +140,10 @@ def _values(values) -> str:
     return values[0] if len(values) == 1 else "{" + ", ".join(map(str, values)) + "}"
 
 
-def _print_csv(result) -> None:
-    rows = [dict(asdict(m), says=m.says()) for m in result.metrics]
+def _print_csv(results) -> None:
+    """The metric rows; of several comparisons, each row led by its arms' names."""
+    rows = [dict(**(dict(arm_a=r.arm_a, arm_b=r.arm_b) if len(results) > 1 else {}),
+                 **asdict(m), says=m.says(r.arm_b)) for r in results for m in r.metrics]
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["metric"])
     writer.writeheader()
     writer.writerows(rows)

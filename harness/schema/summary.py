@@ -1,8 +1,9 @@
 """Every summary row a run may write, declared once (docs/metrics.md defines each, in the
 section named here), and which rows each view shows: `show` and a run's headline in a
-report print HEADLINE in this order, `compare` prints the TEXT_STATS of every metric, a
-capacity search's table holds CAPACITY_ROWS of each probe; `--json`, `--csv` and the
-tables carry every row. tests/test_summary_catalogue.py holds the runs' summaries, the
+report print HEADLINE in this order, `compare` and a report's comparison lead with
+COMPARISON_HEADLINE for the runs' kind and show the TEXT_STATS of every other metric on
+request, a capacity search's table holds CAPACITY_ROWS of each probe; `--json`, `--csv`
+and the tables carry every row. tests/test_summary_catalogue.py holds the runs' summaries, the
 views and docs/metrics.md's summary table to this catalogue.
 """
 
@@ -132,9 +133,26 @@ CAPACITY_ROWS = {"attainment": ("goodput", "attainment"), "goodput": ("goodput",
                  "output_tokens_per_device": ("throughput", "output_tokens"),
                  "ttft_p99_s": ("ttft", "p99"), "tpot_p50_s": ("tpot", "p50"),
                  "tpot_p99_s": ("tpot", "p99")}
+# docs/gil.md's primary metrics, declared before measuring: the gil table's columns
+GIL_PRIMARY = [("sched_call", "p50"), ("sched_call", "p99"), ("step_rate", "per_s"),
+               ("enqueue_drift", "p99"), ("delivery_delay", "p99"), ("frontend", "cpu_share")]
+# What a comparison leads with, by the kind of runs compared (harness/analysis/compare.py
+# `kind`): measured runs, timed by the host's clock; modeled runs, the virtual clock's and
+# the device model's figures; GIL runs (arms that differ by gil_mode), the primary metrics.
+COMPARISON_HEADLINE = {
+    "measured": [("throughput", "output_tokens"), ("ttft", "p50"), ("ttft", "p99"),
+                 ("tpot", "p50"), ("tpot", "p99"), ("itl", "p50"), ("itl", "p99"),
+                 ("step_rate", "per_s"), ("sched_call", "p50"), ("sched_call", "p99")],
+    "modeled": [("throughput", "requests"), ("throughput", "output_tokens"),
+                ("goodput", "requests"), ("goodput", "attainment"), ("ttft", "p50"),
+                ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
+                ("e2e", "p50"), ("achieved", "tflops_per_device"), ("mfu", "model"),
+                ("dp_imbalance", "lost_share")],
+    "gil": GIL_PRIMARY,
+}
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
-                        "output_tokens", "total_tokens", "tflops_per_device", "model",
-                        "per_step", "per_s", "cpu_share", "lost_share"})
+                        "output_tokens", "total_tokens", "attainment", "tflops_per_device",
+                        "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share"})
 COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")  # shown as whole numbers
 
 

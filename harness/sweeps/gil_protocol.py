@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from ..replay.planned_run import PlannedRun
+from ..schema.summary import GIL_PRIMARY
 
-# (summary metric, stat) -> gil table column, declared before measuring (docs/gil.md)
-PRIMARY = {("sched_call", "p50"): "sched_call_p50_us", ("sched_call", "p99"): "sched_call_p99_us",
-           ("step_rate", "per_s"): "steps_per_s", ("enqueue_drift", "p99"): "enqueue_drift_p99_s",
-           ("delivery_delay", "p99"): "delivery_delay_p99_s",
-           ("frontend", "cpu_share"): "frontend_cpu_share_pct"}
+# (summary metric, stat) -> gil table column
+PRIMARY = dict(zip(GIL_PRIMARY, ("sched_call_p50_us", "sched_call_p99_us", "steps_per_s",
+                                 "enqueue_drift_p99_s", "delivery_delay_p99_s",
+                                 "frontend_cpu_share_pct")))
 
 
 def planned(workload) -> List[PlannedRun]:
