@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 
 from ...errors import BadInput
+from ...record.busy_host import note
 from ...schema.summary import TEXT_STATS
 from .headline import fmt
 
 
 def rows(arms) -> dict:
-    """{a, b, rows, flagged, error}: B is the second arm, A the first; `error` instead of
-    rows where compare refuses the runs (different traces)."""
+    """{a, b, rows, flagged, error}: B is the second arm, A the first; `flagged` the runs on
+    a busy host, each with its note; `error` instead of rows where compare refuses the runs
+    (different traces)."""
     from ..compare import Arm, compare
 
     a, b = (Arm(arm.label, tuple(r.run for r in arm.runs)) for arm in arms)
@@ -29,4 +31,4 @@ def rows(arms) -> dict:
                         ratio=fmt(m.ratio), interval=ci, says=m.says(),
                         difference=m.difference))
     return dict(a=a.name, b=b.name, rows=out, error="",
-                flagged={p: f"{s:.0%}" for p, s in result.busy_host.items()})
+                flagged={p: note(busy) for p, busy in result.busy_host.items()})
