@@ -119,9 +119,10 @@ def process_gone(pid, within_s):
 
 
 def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complete=True,
-                  trace_sha256="0" * 64, host_cpus=None, modeled=False):
+                  trace_sha256="0" * 64, host_cpus=None, modeled=False, host_share=None):
     """A run folder holding what a run's summary says, without running anything: its
-    manifest and a summary table of `metrics` ({"ttft.p99": (0.12, "s"), ...})."""
+    manifest and a summary table of `metrics` ({"ttft.p99": (0.12, "s"), ...});
+    `host_share` the manifest's (harness/replay/host_share.py), none when None."""
     import json
 
     import pandas as pd
@@ -134,6 +135,8 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
     manifest = dict(values=values, trace_sha256=trace_sha256, gil_mode=gil_mode, repeat=0,
                     device=dict(backend="cpu", name="x86_64"), modeled=modeled,
                     host_cpus=host_cpus, complete=complete, killed=not complete)
+    if host_share is not None:
+        manifest["host_share"] = host_share
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     rows = [(*name.split("."), float(v), unit) for name, (v, unit) in metrics.items()]
     write_table(pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"]), run_dir,

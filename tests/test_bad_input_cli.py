@@ -540,7 +540,8 @@ def test_a_run_stopped_before_any_request_finished_says_so(home, capsys):
     from harness.sweeps.sweep import run_workload
     from harness.workload import load_workload
     path = write(home / "w.yaml", "trace:\n  generate: {requests: 4, rate: 100, prompt: "
-                 "{fixed: 8}, output: {fixed: 500}}\n" + MODELED.split("\n", 2)[2])
+                 "{fixed: 8}, output: {fixed: 500}}\n" + MODELED.split("\n", 2)[2]
+                 + "gil_contamination_pct: 1.0e+9\n")  # no busy-host note, however busy
     stop = Stop()
     (run_dir,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
     assert main(["show", str(run_dir), "--json"]) == 0

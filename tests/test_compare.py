@@ -12,6 +12,8 @@ from harness.commands import main
 from tests.helpers import synthetic_run
 
 NOISE = 0.02  # each run's throughput and TTFT scatter by 2 % (standard deviation)
+# a run's manifest: other processes held 60 % of the host, above the 10 % threshold
+SHARE = dict(other_cpu_pct=60.0, steal_pct=5.0, threshold_pct=10.0, contaminated=True)
 
 
 def make_arm(root, name, n, scale, rng, noise=NOISE, **kw):
@@ -110,13 +112,14 @@ def test_incomplete_runs_are_left_out_and_busy_hosts_flagged(tmp_path):
     make_arm(tmp_path / "a", "a", 3, 1.0, rng)
     make_arm(tmp_path / "b", "b", 3, 1.0, rng)
     killed = synthetic_run(tmp_path / "b" / "killed", {"ttft.p99": (9.0, "s")}, complete=False)
-    busy = synthetic_run(tmp_path / "b" / "busy", {"ttft.p99": (0.5, "s"),
-                         "host_cpu.mean": (90.0, "%"), "process_cpu.mean": (100.0, "%")},
-                         host_cpus=4)  # others: 90 % - 100 % / 4 = 65 % of the host
+    busy = synthetic_run(tmp_path / "b" / "busy", {"ttft.p99": (0.5, "s")},
+                         host_share=SHARE)  # a measured run: its TTFT is the host's
     a, b = (Arm(n, tuple(load_runs([tmp_path / n.lower()]))) for n in "AB")
     result = compare(a, b)
     assert result.left_out == {str(killed): "killed, not complete"}
-    assert result.busy_host == {str(busy): pytest.approx(0.65)}
+    assert list(result.busy_host) == [str(busy)]
+    assert result.busy_host[str(busy)]["host_timed"] == ["ttft"]
+    assert result.metric("ttft.p99").busy_runs == 1
     assert str(busy) in result.runs_b and len(result.runs_b) == 4
     assert str(busy) not in compare(a, b, drop_busy=True).runs_b
     assert str(killed) in compare(a, b, include_incomplete=True).runs_b

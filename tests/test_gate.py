@@ -435,7 +435,7 @@ def test_update_refuses_a_measured_baseline_run_holding_a_modeled_runs_tables(tm
 
 @pytest.mark.parametrize("listed, says", [
     ([], "{bl} holds a and b, which its baseline.json does not list"),
-    (["a", "b"], "{bl}/a holds device.parquet, which --update would delete"),
+    (["a", "b"], "{bl}/a holds device.parquet and result.json, which --update would delete"),
     (["a", "b", "c"], "{bl}/baseline.json lists c, which {bl} does not hold"),
     (["a", "../b"], "{bl} holds b, which its baseline.json does not list"),
     ("a", "{bl}/baseline.json: not a baseline's marker: \"runs\": expected a list of run "

@@ -126,6 +126,8 @@ def _tamper(copy: Path) -> None:
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["values"][hostile("key", FULL)] = hostile(f"value-{arm}", FULL)  # a differing key
     manifest["host_cpus"] = 2
+    manifest["host_share"] = dict(other_cpu_pct=85.0, steal_pct=0.0, threshold_pct=10.0,
+                                  contaminated=True)
     b = arm == "b"
     if b:
         manifest.update(complete=False, ended=manifest["started"])

@@ -9,7 +9,7 @@ that matter for the kind of runs compared lead (harness/schema/summary.py).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -61,6 +61,7 @@ class MetricResult:
     high: float
     noise_floor: float  # ± as a fraction (0.04: ±4 %); NaN where no arm has >= 4 runs
     verdict: str
+    busy_runs: int = 0  # runs compared whose host-timed figure of it a busy host may have moved
 
     @property
     def difference(self) -> bool:
@@ -76,7 +77,12 @@ class MetricResult:
         return self.verdict == "equal" and self.median_a == self.median_b == 0
 
     def says(self, b: str = "B") -> str:
-        """The verdict in words, arm B named `b`."""
+        """The verdict in words, arm B named `b`, and the runs on a busy host where the host
+        timed it."""
+        busy = f"; busy host in {self.busy_runs} run(s)" if self.busy_runs else ""
+        return self._verdict(b) + busy
+
+    def _verdict(self, b: str) -> str:
         floor = "unknown" if math.isnan(self.noise_floor) else f"±{self.noise_floor:.1%}"
         if self.zero:
             return "0 in both"
@@ -113,7 +119,7 @@ class Comparison:
     runs_a: List[str]
     runs_b: List[str]
     left_out: Dict[str, str] = field(default_factory=dict)     # run folder -> why
-    busy_host: Dict[str, float] = field(default_factory=dict)  # run folder -> others' CPU share
+    busy_host: Dict[str, dict] = field(default_factory=dict)  # run folder -> Run.busy_host
     differing_keys: Dict[str, Tuple[list, list]] = field(default_factory=dict)
     metrics: List[MetricResult] = field(default_factory=list)
     kind: str = "measured"  # a key of COMPARISON_HEADLINE
@@ -176,21 +182,18 @@ def compare(a: Arm, b: Arm, *, allow_different: bool = False,
             include_incomplete: bool = False, drop_busy: bool = False) -> Comparison:
     """Compare arm B against arm A. Runs of different traces are BadInput unless
     `allow_different`; incomplete runs are left out unless `include_incomplete`; runs on a
-    busy host are flagged, and left out with `drop_busy`."""
+    busy host (where the host timed their figures: Run.busy_host) are flagged, and left out
+    with `drop_busy`."""
     _check_traces(a.runs + b.runs, allow_different)
     left_out: Dict[str, str] = {}
-    busy: Dict[str, float] = {}
+    busy = {str(run.path): run.busy_host for run in a.runs + b.runs if run.busy_host}
     kept = []
     for arm in (a, b):
         keep = []
         for run in arm.runs:
-            if run.busy_host:
-                share = run.others_cpu()
-                assert share is not None  # busy_host: others' share is known
-                busy[str(run.path)] = share
             if not run.complete and not include_incomplete:
                 left_out[str(run.path)] = f"{run.condition}, not complete"
-            elif run.busy_host and drop_busy:
+            elif str(run.path) in busy and drop_busy:
                 left_out[str(run.path)] = "busy host"
             else:
                 keep.append(run)
@@ -204,7 +207,7 @@ def compare(a: Arm, b: Arm, *, allow_different: bool = False,
     names = arm_names(runs_a, runs_b, differing)
     return Comparison(a.name or names[0], b.name or names[1], [str(r.path) for r in runs_a],
                       [str(r.path) for r in runs_b], left_out, busy, differing,
-                      _metrics(runs_a, runs_b), kind(runs_a + runs_b, differing))
+                      _metrics(runs_a, runs_b, busy), kind(runs_a + runs_b, differing))
 
 
 def kind(runs: Sequence[Run], differing: Dict[str, Tuple[list, list]]) -> str:
@@ -273,7 +276,8 @@ def _check_traces(runs: Sequence[Run], allow_different: bool) -> None:
                        f"trace, or pass --allow-different")
 
 
-def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> List[MetricResult]:
+def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run],
+             busy: Dict[str, dict]) -> List[MetricResult]:
     values_a = [r.metrics() for r in runs_a]
     values_b = [r.metrics() for r in runs_b]
     units: Dict[str, str] = {}
@@ -286,7 +290,10 @@ def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> List[MetricResult]
         a = np.array([v.get(name, math.nan) for v in values_a])
         b = np.array([v.get(name, math.nan) for v in values_b])
         exact = modeled and name.partition(".")[0] in MODELED_METRICS
-        out.append(metric_result(name, units.get(name, ""), a, b, exact))
+        result = metric_result(name, units.get(name, ""), a, b, exact)
+        timed = sum(name.partition(".")[0] in busy[str(r.path)]["host_timed"]
+                    for r in (*runs_a, *runs_b) if str(r.path) in busy)
+        out.append(replace(result, busy_runs=timed))
     return out
 
 

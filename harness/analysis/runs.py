@@ -24,12 +24,11 @@ from engine.files import not_regular
 
 from ..errors import BadInput
 from ..record import run_folder
+from ..record.busy_host import busy_host
 from ..schema import TABLES
 
 # Summary rows that count things or restate the workload: not metrics to compare.
-NOT_METRICS = frozenset({"requests", "steps", "slo", "window"})
-# The share of the host's CPU (all cores) others may use before a run is flagged busy.
-BUSY_SHARE = 0.2
+NOT_METRICS = frozenset({"requests", "steps", "slo", "window", "tokens"})
 
 
 @dataclass(frozen=True)
@@ -126,21 +125,12 @@ class Run:
         rows = self.summary[(self.summary["metric"] == metric) & (self.summary["stat"] == stat)]
         return float(rows["value"].iloc[0]) if len(rows) else math.nan
 
-    def others_cpu(self) -> Optional[float]:
-        """The share of the host's CPU (0..1, all cores) that was not this run's own during
-        it: host_cpu mean minus process_cpu mean over the host's cores. None when the run
-        did not record both, or not how many cores its host had."""
-        cores = self.manifest.get("host_cpus")
-        host, own = self.value("host_cpu.mean"), self.value("process_cpu.mean")
-        if not cores or math.isnan(host) or math.isnan(own):
-            return None
-        return max(0.0, host / 100 - own / 100 / cores)
-
     @property
-    def busy_host(self) -> bool:
-        """Others used more than BUSY_SHARE of the host's CPU during the run."""
-        share = self.others_cpu()
-        return share is not None and share > BUSY_SHARE
+    def busy_host(self) -> Optional[dict]:
+        """The manifest's host share and the run's host-timed metrics, when a busy host
+        may have moved them (harness/record/busy_host.py); None otherwise."""
+        return busy_host(self.manifest, zip(self.summary["metric"], self.summary["stat"],
+                                            self.summary["value"]))
 
     def table_path(self, name: str) -> Path:
         """The table's file; BadInput for one that is not a regular file: pyarrow would wait

@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict
 
 from ..errors import BadInput
+from ..record.busy_host import note
 from .common import add_json, print_json
 
 ARM_B = "--arm-b"
@@ -96,8 +97,8 @@ def print_text(result, every: bool = False) -> None:
           f"B: {result.arm_b}, {len(result.runs_b)} run(s)")
     for path, why in result.left_out.items():
         print(f"  left out: {path} ({why})")
-    for path, share in result.busy_host.items():
-        print(f"  BUSY HOST: {path}: other work used {share:.0%} of the host's CPU")
+    for path, busy in result.busy_host.items():
+        print(f"  BUSY HOST: {path}: {note(busy)}")
     if result.differing_keys:
         print("differs between the arms:")
         for key, (va, vb) in result.differing_keys.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Dict
 
 from ..errors import BadInput, RunFailed
@@ -37,6 +38,7 @@ def main(args) -> int:
         else:
             for result in results:
                 show.print_text(result)
+            _print_busy(results)
         if stop.is_set():
             written = ", ".join(f"{r['run_dir']} ({'complete' if r['complete'] else 'incomplete'})"
                                 for r in results)
@@ -44,6 +46,15 @@ def main(args) -> int:
                   f"runs written{': ' + written if written else ''}; "
                   f"{planned - len(results)} not started", file=sys.stderr)
     return stop.exit_code
+
+
+def _print_busy(results) -> None:
+    """A sweep's runs on a busy host, in one line after their summaries (each run's note
+    says which of its figures)."""
+    busy = [Path(r["run_dir"]).name for r in results if r["busy_host"]]
+    if len(results) > 1 and busy:
+        print(f"busy host: {len(busy)} of {len(results)} runs: {', '.join(busy)}; their "
+              f"host-timed figures may be inflated (compare --drop-busy leaves them out)")
 
 
 def _run(workload, stop):

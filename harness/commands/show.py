@@ -1,27 +1,48 @@
-"""steptrace show RUN_DIR: a run's state and headline summary rows."""
+"""steptrace show RUN_DIR: a run's state and headline summary rows; with --vllm, its summary
+in the words of vLLM's serving benchmark (harness/record/vllm_result.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..record.run_folder import read
+from ..record import vllm_result
+from ..record.run_folder import read, read_manifest
 from ..schema.summary import COUNT_UNITS, HEADLINE
 from .common import add_json, print_json
 
 
 def add(p) -> None:
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--vllm", action="store_true",
+                   help="the summary as vLLM's serving benchmark prints it (`vllm bench "
+                        "serve`: its labels, ms); with --json, the run's result.json fields")
     add_json(p)
     p.set_defaults(handler=main)
 
 
 def main(args) -> int:
     result = read(args.run_dir)  # the --json document: every summary row
-    if args.json:
+    if args.vllm:
+        print_vllm(result, args.json)
+    elif args.json:
         print_json(result)
     else:
         print_text(result)
     return 0
+
+
+def print_vllm(result: dict, as_json: bool) -> None:
+    """vLLM's block and the run's notes, or (as_json) the result.json document with them."""
+    if as_json:
+        manifest = read_manifest(Path(result["run_dir"]))
+        print_json(dict(vllm_result.result(result["summary"], manifest), notes=result["notes"]))
+        return
+    print(f"{result['run_dir']}  [{result['state']}]  device {result['device']}"
+          f"{' (modeled)' if result['modeled'] else ''}")
+    for line in vllm_result.block(result["summary"]):
+        print(line)
+    for note in result.get("notes", ()):
+        print(f"note: {note}")
 
 
 def print_text(result: dict) -> None:

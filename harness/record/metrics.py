@@ -297,7 +297,9 @@ class LatencySummary:
         def rate(count):  # per second of the measured window
             return count / window if window > 0 else float("nan")
 
-        rows += [("window", "duration", window, "s"),
+        rows += [("tokens", "input", self._prompt_tokens, "tokens"),
+                 ("tokens", "output", self.output_tokens, "tokens"),
+                 ("window", "duration", window, "s"),
                  ("throughput", "requests", rate(self._done), "req/s"),
                  ("throughput", "output_tokens", rate(self.output_tokens), "tok/s"),
                  ("throughput", "total_tokens", rate(self._prompt_tokens + self.output_tokens),

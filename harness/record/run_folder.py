@@ -26,6 +26,7 @@ from engine.files import check_regular
 from ..errors import BadInput
 from ..io.atomic import atomic_open
 from ..schema.values import STATUSES
+from .busy_host import busy_host, note
 from .metrics import SUMMARY_COLUMNS
 from .table_sink import FORMATS
 
@@ -85,14 +86,11 @@ def write_manifest(manifest: dict, run_dir: Path) -> None:
 
 def read(run_dir: Path) -> dict:
     """The run's state, manifest essentials and every summary row (metric, stat, value,
-    unit). A run without a summary (killed, failed, or still running) gets the engine
-    summary of the steps it holds."""
+    unit), its host share and, when a busy host may have moved its figures, which
+    (`busy_host`, also said in its notes). A run without a summary (killed, failed, or
+    still running) gets the engine summary of the steps it holds."""
     run_dir = Path(run_dir)
-    try:  # a FIFO in its place would block the reader for ever
-        text = check_regular(run_dir / "manifest.json").read_text()
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{run_dir}: not a run directory ({e})") from None
-    manifest, device, gil_mode = _manifest(run_dir, text)
+    manifest, device, gil_mode = _manifest(run_dir)
     device = manifest.get("modeled_device") or device  # a modeled run: the device it models
     state = _state(manifest)
     try:
@@ -108,14 +106,27 @@ def read(run_dir: Path) -> dict:
         raise BadInput(f"{run_dir}: the summary table is not a run's summary ({what})")
     rows = summary[["metric", "stat", "value", "unit"]].to_dict("records")
     failed = [f"the run failed: {manifest['error']}"] if state == "failed" else []
+    modeled = bool(manifest.get("modeled"))
+    busy = busy_host(manifest, ((r["metric"], r["stat"], r["value"]) for r in rows))
     return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
-                device=device, modeled=bool(manifest.get("modeled")), gil_mode=gil_mode,
+                device=device, modeled=modeled, gil_mode=gil_mode,
                 error=manifest.get("error") if state == "failed" else None,
-                summary=rows, notes=failed + _notes(rows, run_dir, state))
+                host_share=manifest.get("host_share"), busy_host=busy,
+                summary=rows, notes=failed + _notes(rows, run_dir, state)
+                + ([note(busy)] if busy else []))
 
 
-def _manifest(run_dir: Path, text: str):
+def read_manifest(run_dir: Path) -> dict:
+    """The run's manifest.json; BadInput for anything but a run's manifest."""
+    return _manifest(Path(run_dir))[0]
+
+
+def _manifest(run_dir: Path):
     """(manifest, device name, gil mode); BadInput for anything but a run's manifest."""
+    try:  # a FIFO in its place would block the reader for ever
+        text = check_regular(run_dir / "manifest.json").read_text()
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{run_dir}: not a run directory ({e})") from None
     try:
         manifest = json.loads(text)
         if not isinstance(manifest, dict):

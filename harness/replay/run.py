@@ -21,7 +21,7 @@ import pandas as pd
 from engine import LLMEngine
 
 from ..io.interrupt import Stop, install, restore
-from ..record import run_folder
+from ..record import run_folder, vllm_result
 from ..record.metrics import SUMMARY_COLUMNS
 from ..record.recorder import Recorder
 from ..record.table_sink import write_table
@@ -124,7 +124,8 @@ class _Run:
                       frontend=self.frontend)
 
     def _finish(self, failure: Optional[BaseException]) -> pd.DataFrame:
-        """Telemetry stopped, the tables and the summary written, the manifest last."""
+        """Telemetry stopped, the tables, the summary and its result.json written, the
+        manifest last."""
         self.manifest["ended"] = now()
         if self.share is not None:
             self.manifest["host_share"] = self.share.stop()
@@ -138,6 +139,7 @@ class _Run:
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
             summary = self._summary(device)
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
+            vllm_result.write(self.run_dir, summary.to_dict("records"), self.manifest)
             return summary
         except Exception as e:  # a table could not be written: the run failed
             # a table that cannot be written is why the hand-off's pipe broke

@@ -15,9 +15,10 @@ INTRO = """\
 <!-- Generated from harness/schema/tables.py by `python -m harness.schema > docs/tables.md`;
 edit the declaration, not this file (tests/test_tables_schema.py checks they agree). -->
 
-A run directory, `results/<workload>/<run_id>/`, holds `manifest.json` and five tables in
-the workload's `table_format`: Parquet (`steps.parquet`, ...) or CSV with the same
-columns. Each column is declared once, in `harness/schema/tables.py`, with its Arrow type;
+A run directory, `results/<workload>/<run_id>/`, holds `manifest.json`, `result.json` (the
+summary in vLLM's benchmark's field names: [metrics.md](metrics.md#in-vllms-words)) and
+five tables in the workload's `table_format`: Parquet (`steps.parquet`, ...) or CSV with
+the same columns. Each column is declared once, in `harness/schema/tables.py`, with its Arrow type;
 every writer casts its rows to the declaration, so a table reads back with the same dtypes
 whichever code path wrote it (`dictionary` columns read into pandas as `category`). A
 column derived from others (latencies, FLOPs, device readings) links to where

@@ -1,10 +1,11 @@
 """Every summary row a run may write, declared once (docs/metrics.md defines each, in the
-section named here), and which rows each view shows: `show` and a run's headline in a
-report print HEADLINE in this order, `compare` and a report's comparison lead with
-COMPARISON_HEADLINE for the runs' kind and show the TEXT_STATS of every other metric on
-request, a capacity search's table holds CAPACITY_ROWS of each probe; `--json`, `--csv`
-and the tables carry every row. tests/test_summary_catalogue.py holds the runs' summaries, the
-views and docs/metrics.md's summary table to this catalogue.
+section named here), which clock times it (`host_timed`), and which rows each view shows:
+`show` and a run's headline in a report print HEADLINE in this order, `compare` and a
+report's comparison lead with COMPARISON_HEADLINE for the runs' kind and show the
+TEXT_STATS of every other metric on request, a capacity search's table holds CAPACITY_ROWS
+of each probe; `--json`, `--csv` and the tables carry every row.
+tests/test_summary_catalogue.py holds the runs' summaries, the views and docs/metrics.md's
+summary table to this catalogue.
 """
 
 from __future__ import annotations
@@ -18,17 +19,24 @@ DISTRIBUTION = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
 DEVICE = "{device}"  # a device's prefix in a telemetry metric's name: gpu0_, npu1_
 
 
+# What times a metric (docs/metrics.md, "Host-timed figures"): the run's clock (the host's
+# wall clock in a measured run, the virtual clock in a modeled one), always the host (the
+# harness's own timings and CPU), or no clock of the host (counts, the device's readings).
+RUN_CLOCK, HOST = "run clock", "host"
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str  # DEVICE in it stands for a device's prefix
     units: Mapping[str, str]  # stat -> unit
     meaning: str
     section: str  # of docs/metrics.md
+    clock: str = ""  # RUN_CLOCK, HOST or "" (not timed by the host)
 
 
-def distribution(name: str, unit: str, meaning: str, section: str) -> Metric:
+def distribution(name: str, unit: str, meaning: str, section: str, clock: str = "") -> Metric:
     return Metric(name, {s: "samples" if s == "count" else unit for s in DISTRIBUTION},
-                  meaning, section)
+                  meaning, section, clock)
 
 
 def stats(unit: str, *names: str) -> Dict[str, str]:
@@ -42,28 +50,34 @@ SUMMARY: Tuple[Metric, ...] = (
     Metric("requests", stats("requests", "finished", "handed_off", "rejected", "unfinished",
                              "warmup"),
            "requests measured, by how they ended; and those first scheduled in warm-up", RUN),
-    Metric("window", stats("s", "duration"), "the measured requests' span", RUN),
+    Metric("tokens", stats("tokens", "input", "output"),
+           "prompt and output tokens of the completed requests", RUN),
+    Metric("window", stats("s", "duration"), "the measured requests' span", RUN, RUN_CLOCK),
     Metric("throughput", {"requests": "req/s", "output_tokens": "tok/s",
-                          "total_tokens": "tok/s"}, "completed work over the window", RUN),
+                          "total_tokens": "tok/s"}, "completed work over the window", RUN,
+           RUN_CLOCK),
     Metric("goodput", {"requests": "req/s", "attainment": "fraction"},
-           "requests within every SLO limit (only when SLOs are given)", RUN),
+           "requests within every SLO limit (only when SLOs are given)", RUN, RUN_CLOCK),
     Metric("slo", stats("s", "ttft", "tpot", "e2e"), "the SLO limits used", RUN),
-    *(distribution(name, "s", meaning, RUN) for name, meaning in (
+    *(distribution(name, "s", meaning, RUN, RUN_CLOCK) for name, meaning in (
         ("ttft", "time to first token"), ("tpot", "time per output token"),
         ("itl", "inter-token latency"), ("e2e", "end-to-end latency"),
         ("queueing_delay", "first schedule - arrival"),
         ("schedule_fidelity", "enqueue - intended arrival"))),
-    distribution("enqueue_drift", "s", "the frontend's enqueue - arrival", FRONTEND),
-    distribution("delivery_delay", "s", "a token's delivery - its commit", FRONTEND),
+    distribution("enqueue_drift", "s", "the frontend's enqueue - arrival", FRONTEND, HOST),
+    distribution("delivery_delay", "s", "a token's delivery - its commit", FRONTEND, HOST),
     Metric("frontend", {"cpu_share": "% of one core", "undelivered": "tokens"},
-           "the frontend thread's CPU over its wall time; tokens a stop abandoned", FRONTEND),
-    *(distribution(name, "us", meaning, ENGINE) for name, meaning in (
+           "the frontend thread's CPU over its wall time; tokens a stop abandoned", FRONTEND,
+           HOST),
+    *(distribution(name, "us", meaning, ENGINE, HOST) for name, meaning in (
         ("sched_call", "schedule() seen from Python"), ("sched_cpp", "schedule() inside C++"),
-        ("step", "one engine step"), ("forward", "the forward (or its modeled time)"))),
-    Metric("step_rate", stats("1/s", "per_s"), "measured steps per second", ENGINE),
+        ("step", "one engine step"))),
+    distribution("forward", "us", "the forward (or its modeled time)", ENGINE, RUN_CLOCK),
+    Metric("step_rate", stats("1/s", "per_s"), "measured steps per second", ENGINE, RUN_CLOCK),
     Metric("achieved", stats("TFLOP/s", "tflops_per_device"), "model FLOPs per device-second",
-           "Rates"),
-    Metric("mfu", stats("fraction", "model"), "achieved over the device's peak", "Rates"),
+           "Rates", RUN_CLOCK),
+    Metric("mfu", stats("fraction", "model"), "achieved over the device's peak", "Rates",
+           RUN_CLOCK),
     Metric("prefix_cache", {"hit_rate": "fraction", "hit_tokens": "tokens",
                             "evicted_blocks": "blocks"}, "prompt tokens a prefix hit served",
            "Prefix cache"),
@@ -75,7 +89,7 @@ SUMMARY: Tuple[Metric, ...] = (
            "rank-time spent waiting for the slowest", IMBALANCE),
     Metric("harness", stats("us", "per_step", "per_request"),
            "the null-engine calibration: the harness's own cost",
-           "Harness overhead (null-engine calibration)"),
+           "Harness overhead (null-engine calibration)", HOST),
     Metric("steps", stats("steps", "recorded"), "steps a run that did not finish recorded",
            RUN),
     *(distribution(f"{DEVICE}{name}", "%", f"the device's {what}, over its samples", DEVICES)
@@ -84,7 +98,7 @@ SUMMARY: Tuple[Metric, ...] = (
                          ("aicore", "AI Core utilisation"), ("mem_busy", "memory busy time"),
                          ("mem_bw_util", "memory bandwidth utilisation"))),
     distribution("process_cpu", "%", "the harness's process tree's CPU, over its samples",
-                 DEVICES),
+                 DEVICES, HOST),
     distribution("host_cpu", "%", "the host's CPU, over its samples", DEVICES),
     *(Metric(name, stats("bytes", "peak"), f"peak {what}", DEVICES) for name, what in (
         (f"{DEVICE}mem_used", "device memory used"), ("process_rss", "RSS of the process tree"),
@@ -108,6 +122,13 @@ def find(metric: str) -> Optional[Metric]:
         if re.fullmatch(pattern, metric):
             return m
     return None
+
+
+def host_timed(metric: str, modeled: bool) -> bool:
+    """Whether a host's clock (or its CPU) times the metric's figures: the HOST ones always,
+    the RUN_CLOCK ones in a measured run (docs/metrics.md, "Host-timed figures")."""
+    m = find(metric)
+    return m is not None and (m.clock == HOST or (m.clock == RUN_CLOCK and not modeled))
 
 
 def uncatalogued(rows: Iterable[Tuple[str, str, str]]) -> list:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import math
 
 from ...errors import BadInput
+from ...record.busy_host import note
 from .headline import fmt
 
 
 def rows(arms) -> dict:
     """{a, b, sections, flagged, error}: B is the second arm, A the first; a section
     (title, rows, collapsed) holds the headline metrics of the runs' kind, the next every
-    other metric, collapsed after a headline; `error` instead where compare refuses the
-    runs (different traces)."""
+    other metric, collapsed after a headline; `flagged` the runs on a busy host, each with
+    its note; `error` instead where compare refuses the runs (different traces)."""
     from ..compare import Arm, compare
 
     a, b = (Arm(arm.label, tuple(r.run for r in arm.runs)) for arm in arms)
@@ -29,7 +30,7 @@ def rows(arms) -> dict:
                 dict(title=f"Every other metric ({len(others)})", rows=others,
                      collapsed=bool(headline))]
     return dict(a=a.name, b=b.name, error="", sections=[s for s in sections if s["rows"]],
-                flagged={p: f"{s:.0%}" for p, s in result.busy_host.items()})
+                flagged={p: note(busy) for p, busy in result.busy_host.items()})
 
 
 def _row(m, b: str) -> dict:
