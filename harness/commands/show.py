@@ -1,9 +1,15 @@
-"""steptrace show RUN_DIR: a run's state and headline summary rows."""
+"""steptrace show RUN_DIR: a run's state and headline summary rows; given a capacity
+search's folder, the search's answer and probes as `steptrace capacity` printed them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Callable
 
+from engine.files import check_regular
+
+from ..errors import BadInput
 from ..record.run_folder import read
 from ..schema.summary import COUNT_UNITS, HEADLINE
 from .common import add_json, print_json
@@ -16,12 +22,29 @@ def add(p) -> None:
 
 
 def main(args) -> int:
-    result = read(args.run_dir)  # the --json document: every summary row
+    if not (args.run_dir / "manifest.json").exists():  # perhaps a capacity search's folder
+        from . import capacity  # here: `run` imports this module for print_text, not that one
+
+        search = args.run_dir / capacity.RESULT_FILE
+        if search.exists():
+            return _show(args, _read_search(search), capacity.print_text)
+    return _show(args, read(args.run_dir), print_text)  # --json: every summary row
+
+
+def _show(args, result: dict, text: Callable[[dict], None]) -> int:
     if args.json:
         print_json(result)
     else:
-        print_text(result)
+        text(result)
     return 0
+
+
+def _read_search(path: Path) -> dict:
+    """A capacity search's --json document, as the search wrote it in its folder."""
+    try:  # a FIFO in its place would block the reader for ever
+        return json.loads(check_regular(path).read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: unreadable ({e})") from None
 
 
 def print_text(result: dict) -> None:
