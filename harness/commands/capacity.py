@@ -35,8 +35,8 @@ def add(p) -> None:
                    help="stop after N probes, unresolved if the bracket is still wider "
                         "than the resolution (default 40)")
     p.add_argument("--no-length-check", dest="length_check", action="store_false",
-                   help="skip re-running the answer on a trace twice as long (one probe; "
-                        "without it, an answer that depends on the trace's length goes "
+                   help="skip re-checking the answer on a trace twice as long (one probe; "
+                        "skipped, an answer that depends on the trace's length goes "
                         "unnoticed)")
     add_json(p)
     p.set_defaults(handler=main)
@@ -98,7 +98,7 @@ def _result(capacity, workload) -> dict:
     fmt = workload.values["table_format"]
     return dict(
         workload=str(workload.path), name=workload.name, device=capacity.profile, modeled=True,
-        clock="virtual", slo=capacity.slo, attainment_target=capacity.target,
+        clock="virtual", slo=capacity.slo, attainment_target=capacity.options.target,
         resolution=capacity.options.resolution, max_probes=capacity.options.max_probes,
         rate_key=capacity.knob.key, workload_rate=capacity.knob.rate,
         requests=capacity.knob.requests, outcome=outcome,

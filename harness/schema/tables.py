@@ -221,8 +221,9 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
          CAPACITY_DOC),
     _col("at_capacity", BOOL, "", "the probe the answer is read from: the highest rate found "
          "meeting the target (the low end of the final bracket)", CAPACITY_DOC),
-    _col("length_check", BOOL, "", "the probe re-runs the answer's rate on a trace twice as "
-         "long, outside the bracket; `met` false: the answer depends on the trace's length",
+    _col("length_check", BOOL, "", "the probe re-checks the answer, less its resolution, on "
+         "a trace twice as long, outside the bracket; `met` false: the answer depends on the "
+         "trace's length",
          "capacity.md#trace-length"),
     _col("attainment", F64, "fraction", "the run's summary `goodput attainment`",
          "metrics.md#run-level"),

@@ -64,7 +64,7 @@ class Options:
     lowest: Optional[float] = None  # req/s; None: the workload's rate / 2**STEPS
     highest: Optional[float] = None  # req/s; None: the workload's rate * 2**STEPS
     max_probes: int = MAX_PROBES
-    length_check: bool = True  # re-run the answer on a trace twice as long
+    length_check: bool = True  # re-check the answer on a trace twice as long
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,6 @@ class Capacity:
         """The probe row at the highest rate found meeting the target; None if none met."""
         probe = self.search.at(self.search.low)
         return probe.result if probe else None
-
-    @property
-    def target(self) -> float:
-        return self.options.target
 
     def table(self) -> pd.DataFrame:
         rows = [dict(p.result, met=p.met, at_capacity=p.rate == self.search.low)
