@@ -195,7 +195,8 @@ def test_a_search_out_of_probes_exits_1_with_the_bracket_it_got(tmp_path, capsys
     assert (c["rate"], c["missed_at"]) == (12.5, 25.0)
     text = capacity(capsys, argv, 1).out
     assert ("no capacity: the search ran out of its 2 probes (--max-probes) with the target met "
-            "at 12.5 req/s and missed at 25 req/s (+100.0%), wider than the resolution 0.05") in text
+            "at 12.5 req/s and missed at 25 req/s (+100.0%), wider than the resolution "
+            "0.05") in text
     assert "run at the highest rate that met: " in text
 
 

@@ -3,9 +3,10 @@ stays at or above a target, on a modeled device (docs/capacity.md).
 
 Exit 0 with the capacity (or a lower bound, when every rate up to the highest met the
 SLO); 1 when even the lowest rate probed misses it, when the search ran out of probes
-before its bracket reached the resolution, or when the answer misses the target on a trace
-twice as long (it depends on the trace's length); 2 bad input; 130 / 143 when a signal stopped
-the search (the probes run so far are written, no capacity table).
+before its bracket reached the resolution, or when the answer less its resolution misses
+the target on a trace twice as long (it depends on the trace's length); 2 bad input;
+130 / 143 when a signal stopped the search (the probes run so far are written, no capacity
+table).
 """
 
 from __future__ import annotations
@@ -113,8 +114,8 @@ def _result(capacity, workload) -> dict:
 
 
 def _length_check(capacity) -> Optional[dict]:
-    """--json's length_check: the answer re-run on a trace twice as long; None when the
-    search found no answer to check."""
+    """--json's length_check: the answer re-checked on a trace twice as long; None when
+    the search found no answer to check."""
     check = capacity.length_check
     if check is None:
         return None

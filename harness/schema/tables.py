@@ -223,8 +223,7 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
          "meeting the target (the low end of the final bracket)", CAPACITY_DOC),
     _col("length_check", BOOL, "", "the probe re-checks the answer, less its resolution, on "
          "a trace twice as long, outside the bracket; `met` false: the answer depends on the "
-         "trace's length",
-         "capacity.md#trace-length"),
+         "trace's length", "capacity.md#trace-length"),
     _col("attainment", F64, "fraction", "the run's summary `goodput attainment`",
          "metrics.md#run-level"),
     _col("goodput", F64, "req/s", "the run's summary `goodput requests`", "metrics.md#run-level"),
