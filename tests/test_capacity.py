@@ -1,9 +1,11 @@
 """steptrace capacity: the highest arrival rate that meets a workload's SLO on a modeled
 device (docs/capacity.md): its exit statuses, --json, the probes as run folders with
 their capacity table, a search's folder standing for its run at capacity, its bounds (the
-resolution floor, the probe limit), bad input."""
+resolution floor, the probe limit), the length check (the answer re-run on a trace twice as
+long), bad input."""
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -19,9 +21,11 @@ from tests.helpers import MODELED, within
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
 # One request at a time (max_num_seqs 1) arriving at constant gaps: above the rate at which
-# the node serves them, the queue grows and TTFT with it, so attainment falls with the rate.
+# the node serves them (about 22 req/s), the queue grows and TTFT with it, so attainment
+# falls with the rate. 200 requests: with 100, 25 req/s meets the SLO target (the queue has
+# no time to build) and misses it on twice the requests, the length check.
 SERIAL = ["--set", "engine.max_num_seqs=1", "--set", "trace.generate.arrival=constant",
-          "--set", "trace.generate.requests=20", "--set", "trace.generate.prompt={fixed: 32}",
+          "--set", "trace.generate.requests=200", "--set", "trace.generate.prompt={fixed: 32}",
           "--set", "trace.generate.output={fixed: 8}"]
 TTFT_SLO = 0.5  # s
 
@@ -42,7 +46,8 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     out = json.loads(capacity(capsys, [path, *SERIAL, "--resolution", "0.5", "--json"], 0).out)
     assert out["outcome"] == "capacity" and out["device"] == "H200" and out["modeled"]
     assert out["slo"] == {"ttft": TTFT_SLO} and out["attainment_target"] == 0.9
-    c, probes = out["capacity"], out["probes"]
+    c, every = out["capacity"], out["probes"]
+    probes = [p for p in every if not p["length_check"]]
     assert c["rate"] < c["missed_at"] <= 1.5 * c["rate"]
     assert max(p["rate"] for p in probes if p["met"]) == c["rate"]
     assert min(p["rate"] for p in probes if not p["met"]) == c["missed_at"]
@@ -53,19 +58,82 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
         assert p["met"] == (run.value("goodput.attainment") >= 0.9)
         assert p["output_tokens_per_device"] == run.value("throughput.output_tokens") / 8
     assert c["attainment"] >= 0.9
+    # the answer less its resolution on twice the requests, last, outside the bracket
+    check = every[-1]
+    assert [p for p in every if p["length_check"]] == [check] and not check["at_capacity"]
+    assert check["rate"] == pytest.approx(c["rate"] / 1.5)
+    assert (check["requests"], check["met"]) == (400, True)
+    assert {p["requests"] for p in probes} == {200}
+    assert out["requests"] == 200 and out["length_check"] == dict(
+        status="passed", requests=400, setting="trace.generate.requests=400", rate=check["rate"],
+        attainment=check["attainment"], goodput=check["goodput"], reason=None,
+        run_dir=str(Path(out["folder"]) / check["run_id"]))
+    assert read_run(out["length_check"]["run_dir"]).keys["trace.generate.requests"] == 400
     table = pq.read_table(out["table"])
     assert table.schema.remove_metadata() == arrow_schema("capacity")
-    assert table.column("run_id").to_pylist() == [p["run_id"] for p in probes]
+    assert table.column("run_id").to_pylist() == [p["run_id"] for p in every]
     # the search's folder, given to report or compare, stands for its run at capacity
     assert find_runs([out["folder"]]) == [tmp_path / c["run_dir"]]
 
 
 def test_text_output_states_the_answer_its_resolution_and_the_profile(tmp_path, capsys):
     path = workload(tmp_path)
-    text = capacity(capsys, [path, *SERIAL, "--resolution", "1"], 0).out  # 100, then 50
+    text = capacity(capsys, [path, *SERIAL, "--resolution", "1"], 0).out  # 100 ... 12.5
     assert "steptrace capacity: small on H200 (modeled, virtual clock)" in text
     assert "capacity: " in text and "output tok/s per device" in text
     assert "modeled on the H200 profile" in text and "run at capacity: " in text
+    assert ("length check: on a trace twice as long (400 requests) the target is met at 6.25 "
+            "req/s, the answer less its resolution (attainment 100.0%): the answer does not "
+            "depend on the trace's length") in text
+
+
+# The issue's case: the B200 node's workload cut to 300 requests. All 300 arrive within a
+# second at the rate a 300-request search reports (364 req/s, 12x the 4,000-request
+# capacity), and the node drains them at its own pace: on a trace twice as long the queue
+# builds, and attainment falls to 44 % even 5 % below that rate.
+SHORT = ["workloads/sm100_vs_ascend950.yaml", "--set", "trace.generate.requests=300"]
+
+
+def test_an_answer_that_depends_on_the_trace_length_exits_1_with_the_fix(tmp_path, capsys):
+    rate = "348.9624744528825"  # the full search's answer (the slow test below)
+    argv = [*SHORT, "--set", f"trace.generate.rate={rate}", "--highest", rate,
+            "--set", f"output={tmp_path}"]
+    result = capacity(capsys, [*argv, "--json"], 1)
+    out = json.loads(result.out)
+    assert out["outcome"] == "trace_too_short" and out["requests"] == 300
+    assert [(p["requests"], p["met"], p["length_check"]) for p in out["probes"]] == [
+        (300, True, False), (600, False, True)]
+    check = out["length_check"]
+    assert check["status"] == "failed" and check["attainment"] < 0.5
+    assert out["capacity"]["rate"] == float(rate)
+    assert check["rate"] == pytest.approx(float(rate) / 1.05)  # less the resolution
+    assert "(length check, 600 requests): attainment 45.8%: missed" in result.err
+    text = capacity(capsys, argv, 1).out
+    assert ("no capacity: the answer depends on the trace's length: 349 req/s met the target "
+            "on 300 requests (attainment 93.0%), but on 600 even 332.3 req/s, the answer less "
+            "its resolution, misses it (45.8%") in text
+    assert "use at least 600 requests (--set trace.generate.requests=600)" in text
+    assert "run at the highest rate that met: " in text
+
+
+@pytest.mark.slow
+def test_the_issues_300_request_search_is_refused(tmp_path, capsys):
+    out = json.loads(capacity(capsys, [*SHORT, "--set", f"output={tmp_path}", "--json"], 1).out)
+    assert out["outcome"] == "trace_too_short"
+    assert out["capacity"]["rate"] == pytest.approx(349.0, rel=1e-3)
+    assert out["length_check"]["status"] == "failed"
+
+
+def test_the_length_check_can_be_turned_off(tmp_path, capsys):
+    argv = [workload(tmp_path), *SERIAL, "--set", "trace.generate.rate=10", "--highest", "10",
+            "--no-length-check"]
+    out = json.loads(capacity(capsys, [*argv, "--json"], 0).out)
+    assert out["outcome"] == "at_least" and len(out["probes"]) == 1  # 10 req/s met
+    assert out["length_check"] == dict(status="off", requests=400,
+                                       setting="trace.generate.requests=400", rate=None,
+                                       attainment=None, goodput=None, reason=None, run_dir=None)
+    assert ("length check: off (--no-length-check); the answer may depend on the trace's "
+            "length") in capacity(capsys, argv, 0).out
 
 
 @pytest.mark.slow
@@ -116,16 +184,19 @@ def test_a_resolution_below_the_floor_exits_2_at_once_and_writes_nothing(tmp_pat
 @pytest.mark.slow
 def test_a_search_out_of_probes_exits_1_with_the_bracket_it_got(tmp_path, capsys):
     path = workload(tmp_path)
-    result = capacity(capsys, [path, *SERIAL, "--max-probes", "2", "--json"], 1)
+    argv = [path, *SERIAL, "--set", "trace.generate.rate=25", "--max-probes", "2"]
+    result = capacity(capsys, [*argv, "--json"], 1)
     out = json.loads(result.out)
     assert out["outcome"] == "probe_limit" and out["max_probes"] == 2
-    assert [(p["rate"], p["met"]) for p in out["probes"]] == [(100.0, False), (50.0, True)]
-    assert len(pq.read_table(out["table"])) == 2
+    assert [(p["rate"], p["met"]) for p in out["probes"]] == [(25.0, False), (12.5, True)]
+    assert len(pq.read_table(out["table"])) == 2  # no length check: no answer to check
+    assert out["length_check"] is None
     c = out["capacity"]  # the probe at the bracket's low end: not a capacity at the resolution
-    assert (c["rate"], c["missed_at"]) == (50.0, 100.0)
-    text = capacity(capsys, [path, *SERIAL, "--max-probes", "2"], 1).out
+    assert (c["rate"], c["missed_at"]) == (12.5, 25.0)
+    text = capacity(capsys, argv, 1).out
     assert ("no capacity: the search ran out of its 2 probes (--max-probes) with the target met "
-            "at 50 req/s and missed at 100 req/s (+100.0%), wider than the resolution 0.05") in text
+            "at 12.5 req/s and missed at 25 req/s (+100.0%), wider than the resolution "
+            "0.05") in text
     assert "run at the highest rate that met: " in text
 
 
@@ -148,3 +219,40 @@ def test_a_trace_file_is_probed_through_its_time_scale(tmp_path):
     (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n0,8,4\n0,8,4\n")
     with pytest.raises(CapacityError, match="arrive at one instant: no arrival rate to scale"):
         knob(load_workload(tmp_path / "w.yaml"))
+
+
+@pytest.mark.parametrize("limit, checked", [(2, 4), (None, None), (3, None)])
+def test_a_trace_file_is_checked_on_twice_its_limit_where_it_has_the_rows(tmp_path, capsys,
+                                                                          limit, checked):
+    rows = "".join(f"{i},8,4\n" for i in range(5))
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n" + rows)
+    text = MODELED.replace(MODELED.split("engine:")[0],
+                           f"trace: {{file: t.csv, limit: {'null' if limit is None else limit}}}\n")
+    path = workload(tmp_path, "slo: {ttft: 10}\n", text)
+    out = json.loads(capacity(capsys, [path, "--highest", "1", "--json"], 0).out)
+    check = out["length_check"]
+    if checked is None:  # the file holds 5 rows: not twice the limit (null: all 5)
+        assert check["status"] == "unchecked" and check["rate"] is None
+        assert check["reason"] == (f"the trace file holds 5 requests, fewer than "
+                                   f"{2 * (limit or 5)} (twice the search's)")
+        assert not any(p["length_check"] for p in out["probes"])
+        return
+    assert check["status"] == "passed" and check["setting"] == f"trace.limit={checked}"
+    run = read_run(check["run_dir"])
+    assert run.keys["trace.limit"] == checked
+    # the doubled trace at the answer less its resolution: 3 gaps of 1.05 s at 1 / 1.05 req/s
+    assert run.keys["trace.time_scale"] == pytest.approx(1.05)
+
+
+def test_show_prints_a_search_again_from_its_folder(tmp_path, capsys):
+    argv = [workload(tmp_path), *SERIAL, "--set", "trace.generate.rate=10", "--highest", "10"]
+    text = capacity(capsys, argv, 0).out
+    folder = Path(text.split("probes and table: ")[1].strip()).parent
+    assert main(["show", str(folder)]) == 0 and capsys.readouterr().out == text
+    assert main(["show", str(folder), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == json.loads((folder / "capacity.json").read_text())
+    assert out["outcome"] == "at_least" and out["length_check"]["status"] == "passed"
+    (folder / "capacity.json").write_text("{")
+    assert main(["show", str(folder)]) == 2
+    assert "capacity.json: unreadable" in capsys.readouterr().err

@@ -2,18 +2,23 @@
 stays at or above a target, on a modeled device (docs/capacity.md).
 
 Exit 0 with the capacity (or a lower bound, when every rate up to the highest met the
-SLO); 1 when even the lowest rate probed misses it, or when the search ran out of probes
-before its bracket reached the resolution; 2 bad input; 130 / 143 when a signal stopped
-the search (the probes run so far are written, no capacity table).
+SLO); 1 when even the lowest rate probed misses it, when the search ran out of probes
+before its bracket reached the resolution, or when the answer less its resolution misses
+the target on a trace twice as long (it depends on the trace's length); 2 bad input;
+130 / 143 when a signal stopped the search (the probes run so far are written, no capacity
+table).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 from ..errors import BadInput, RunFailed
-from .common import add_json, add_set, print_json
+from .common import add_json, add_set, json_text, print_json
 from .validate import load
+
+RESULT_FILE = "capacity.json"  # the --json document, in the search's folder
 
 
 def add(p) -> None:
@@ -30,21 +35,18 @@ def add(p) -> None:
     p.add_argument("--max-probes", type=int, default=None, metavar="N",
                    help="stop after N probes, unresolved if the bracket is still wider "
                         "than the resolution (default 40)")
+    p.add_argument("--no-length-check", dest="length_check", action="store_false",
+                   help="skip re-checking the answer on a trace twice as long (one probe; "
+                        "skipped, an answer that depends on the trace's length goes "
+                        "unnoticed)")
     add_json(p)
     p.set_defaults(handler=main)
 
 
 def main(args) -> int:
-    from ..io.atomic import WriteFailed
+    from ..io.atomic import WriteFailed, atomic_open
     from ..io.interrupt import Stop, signals_stop
-    from ..sweeps.capacity import (
-        DEFAULT_ATTAINMENT,
-        DEFAULT_RESOLUTION,
-        CapacityError,
-        Stopped,
-        find,
-    )
-    from ..sweeps.capacity_search import MAX_PROBES
+    from ..sweeps.capacity import CapacityError, Options, Stopped, find
 
     workload = load(args)
     limits = {k for k, v in workload.values["slo"].items() if v is not None}
@@ -52,14 +54,14 @@ def main(args) -> int:
         print(f"steptrace: note: {args.workload}: slo: TPOT alone does not bound queueing: "
               f"an overloaded deployment queues requests and may still meet it at any rate; "
               f"add slo.ttft or slo.e2e", file=sys.stderr)
-    target = DEFAULT_ATTAINMENT if args.attainment is None else args.attainment
-    resolution = DEFAULT_RESOLUTION if args.resolution is None else args.resolution
-    max_probes = MAX_PROBES if args.max_probes is None else args.max_probes
+    given = dict(target=args.attainment, resolution=args.resolution,
+                 max_probes=args.max_probes)
+    options = Options(lowest=args.lowest, highest=args.highest, length_check=args.length_check,
+                      **{k: v for k, v in given.items() if v is not None})
     stop = Stop()
     with signals_stop(stop):
         try:
-            capacity = find(workload, tuple(args.set), target, resolution, args.lowest,
-                            args.highest, max_probes, stop, _progress)
+            capacity = find(workload, tuple(args.set), options, stop, _progress)
         except CapacityError as e:
             raise BadInput(e) from None
         except Stopped as e:
@@ -70,56 +72,92 @@ def main(args) -> int:
         except Exception as e:  # a probe's run failed: report it, with what is on disk
             raise RunFailed(f"{type(e).__name__}: {e}") from e
     result = _result(capacity, workload)
+    try:  # what `steptrace show FOLDER` prints again
+        with atomic_open(capacity.folder / RESULT_FILE) as f:
+            f.write(json_text(result) + "\n")
+    except WriteFailed as e:
+        raise RunFailed(e) from e
     if args.json:
         print_json(result)
     else:
-        _print_text(result)
-    return 1 if result["outcome"] in ("none", "probe_limit") else 0
+        print_text(result)
+    return 1 if result["outcome"] in ("none", "probe_limit", "trace_too_short") else 0
 
 
 def _progress(row: dict) -> None:
-    print(f"  probe {row['probe']}: {row['rate']:.4g} req/s: attainment "
+    check = f" (length check, {row['requests']:,} requests)" if row["length_check"] else ""
+    print(f"  probe {row['probe']}: {row['rate']:.4g} req/s{check}: attainment "
           f"{_percent(row['attainment'])}: {'met' if row['met'] else 'missed'}", file=sys.stderr)
 
 
 def _result(capacity, workload) -> dict:
-    found = capacity.search
+    found, check = capacity.search, capacity.length_check
     at = capacity.at_capacity
-    outcome = "probe_limit" if found.out_of_probes else "capacity" if found.found \
-        else "at_least" if found.low is not None else "none"
+    outcome = "probe_limit" if found.out_of_probes else \
+        "trace_too_short" if check is not None and check.status == "failed" else \
+        "capacity" if found.found else "at_least" if found.low is not None else "none"
     fmt = workload.values["table_format"]
     return dict(
         workload=str(workload.path), name=workload.name, device=capacity.profile, modeled=True,
-        clock="virtual", slo=capacity.slo, attainment_target=capacity.target,
-        resolution=capacity.resolution, max_probes=capacity.max_probes,
-        rate_key=capacity.knob.key,
-        workload_rate=capacity.knob.rate, outcome=outcome,
+        clock="virtual", slo=capacity.slo, attainment_target=capacity.options.target,
+        resolution=capacity.options.resolution, max_probes=capacity.options.max_probes,
+        rate_key=capacity.knob.key, workload_rate=capacity.knob.rate,
+        requests=capacity.knob.requests, outcome=outcome,
         capacity=None if at is None else dict(
             rate=found.low, missed_at=found.high, attainment=at["attainment"],
             goodput=at["goodput"], output_tokens_per_device=at["output_tokens_per_device"],
             tpot_p50_s=at["tpot_p50_s"], tpot_p99_s=at["tpot_p99_s"],
             run_dir=str(capacity.folder / at["run_id"])),
+        length_check=_length_check(capacity),
         folder=str(capacity.folder), table=str(capacity.folder / f"capacity.{fmt}"),
         probes=capacity.table().to_dict("records"))
 
 
-def _print_text(r: dict) -> None:
+def _length_check(capacity) -> Optional[dict]:
+    """--json's length_check: the answer re-checked on a trace twice as long; None when
+    the search found no answer to check."""
+    check = capacity.length_check
+    if check is None:
+        return None
+    row = check.row or {}
+    return dict(status=check.status, requests=check.requests, setting=check.setting,
+                rate=row.get("rate"), attainment=row.get("attainment"),
+                goodput=row.get("goodput"), reason=check.reason or None,
+                run_dir=str(capacity.folder / row["run_id"]) if row else None)
+
+
+def print_text(r: dict) -> None:
+    """The search's text output, from its --json document."""
     slo = ", ".join(f"{name} <= {limit:g} s" for name, limit in r["slo"].items())
     print(f"steptrace capacity: {r['name']} on {r['device']} (modeled, virtual clock); SLO "
           f"{slo}; target: {_percent(r['attainment_target'])} of requests meet it")
-    print(f"{'probe':>5} {'rate req/s':>11} {'met':>4} {'attainment':>11} {'goodput req/s':>14} "
-          f"{'out tok/s/device':>17} {'ttft p99 s':>11} {'tpot p50 s':>11} {'tpot p99 s':>11}")
-    for p in sorted(r["probes"], key=lambda p: p["rate"]):
-        print(f"{p['probe']:>5} {p['rate']:>11.4g} {'yes' if p['met'] else 'no':>4} "
+    print(f"{'probe':>5} {'rate req/s':>11} {'requests':>9} {'met':>4} {'attainment':>11} "
+          f"{'goodput req/s':>14} {'out tok/s/device':>17} {'ttft p99 s':>11} "
+          f"{'tpot p50 s':>11} {'tpot p99 s':>11}")
+    for p in sorted(r["probes"], key=lambda p: (p["rate"], p["length_check"])):
+        print(f"{p['probe']:>5} {p['rate']:>11.4g} {p['requests']:>9,} "
+              f"{'yes' if p['met'] else 'no':>4} "
               f"{_percent(p['attainment']):>11} {p['goodput']:>14.4g} "
               f"{p['output_tokens_per_device']:>17,.1f} {p['ttft_p99_s']:>11.4g} "
               f"{p['tpot_p50_s']:>11.4g} {p['tpot_p99_s']:>11.4g}")
+    _print_answer(r)
+    c = r["capacity"]
+    if c is not None:
+        at = "capacity" if r["outcome"] in ("capacity", "at_least") else \
+            "the highest rate that met"
+        print(f"  run at {at}: {c['run_dir']}")
+    print(f"  probes and table: {r['table']}")
+
+
+def _print_answer(r: dict) -> None:
     c, lowest = r["capacity"], min(p["rate"] for p in r["probes"])
     if r["outcome"] == "probe_limit":
         _print_unresolved(r)
     elif r["outcome"] == "none":
         print(f"no capacity: even the lowest rate probed, {lowest:.4g} req/s, misses the target "
               f"(--lowest probes lower; or the SLO cannot be met on this deployment)")
+    elif r["outcome"] == "trace_too_short":
+        _print_too_short(r)
     elif r["outcome"] == "at_least":
         print(f"capacity: at least {c['rate']:.4g} req/s, {c['output_tokens_per_device']:,.1f} "
               f"output tok/s per device: every rate probed met the target, up to the highest "
@@ -131,10 +169,30 @@ def _print_text(r: dict) -> None:
         print(f"  resolution: it met the target at {c['rate']:.4g} req/s and missed it at "
               f"{c['missed_at']:.4g} req/s (+{c['missed_at'] / c['rate'] - 1:.1%}); modeled on "
               f"the {r['device']} profile")
-    if c is not None:
-        at = "the highest rate that met" if r["outcome"] == "probe_limit" else "capacity"
-        print(f"  run at {at}: {c['run_dir']}")
-    print(f"  probes and table: {r['table']}")
+    if r["outcome"] in ("capacity", "at_least"):
+        print(f"  length check: {_length_verdict(r['length_check'])}")
+
+
+def _length_verdict(check: dict) -> str:
+    if check["status"] == "passed":
+        return (f"on a trace twice as long ({check['requests']:,} requests) the target is met "
+                f"at {check['rate']:.4g} req/s, the answer less its resolution (attainment "
+                f"{_percent(check['attainment'])}): the answer does not depend on the trace's "
+                f"length")
+    why = "off (--no-length-check)" if check["status"] == "off" else \
+        f"not run: {check['reason']}"
+    return f"{why}; the answer may depend on the trace's length"
+
+
+def _print_too_short(r: dict) -> None:
+    c, check = r["capacity"], r["length_check"]
+    print(f"no capacity: the answer depends on the trace's length: {c['rate']:.4g} req/s met "
+          f"the target on {r['requests']:,} requests (attainment {_percent(c['attainment'])}), "
+          f"but on {check['requests']:,} even {check['rate']:.4g} req/s, the answer less its "
+          f"resolution, misses it ({_percent(check['attainment'])}, goodput "
+          f"{check['goodput']:.4g} req/s); too short a trace never builds the queue that "
+          f"saturation means: use at least {check['requests']:,} requests "
+          f"(--set {check['setting']})")
 
 
 def _print_unresolved(r: dict) -> None:

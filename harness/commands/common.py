@@ -65,7 +65,12 @@ def add_json(parser) -> None:
 
 
 def print_json(data) -> None:
-    print(json.dumps(_plain(data), indent=1, allow_nan=False))
+    print(json_text(data))
+
+
+def json_text(data) -> str:
+    """`data` as --json prints it."""
+    return json.dumps(_plain(data), indent=1, allow_nan=False)
 
 
 def _plain(v):

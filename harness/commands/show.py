@@ -1,10 +1,15 @@
 """steptrace show RUN_DIR: a run's state and headline summary rows; with --vllm, its summary
-in the words of vLLM's serving benchmark (harness/record/vllm_result.py)."""
+in the words of vLLM's serving benchmark (harness/record/vllm_result.py); given a capacity
+search's folder, the search's answer and probes as `steptrace capacity` printed them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from engine.files import check_regular
+
+from ..errors import BadInput
 from ..record import vllm_result
 from ..record.run_folder import read, read_manifest
 from ..schema.summary import COUNT_UNITS, HEADLINE
@@ -21,6 +26,14 @@ def add(p) -> None:
 
 
 def main(args) -> int:
+    if not (args.run_dir / "manifest.json").exists():  # perhaps a capacity search's folder
+        from . import capacity  # here: `run` imports this module for print_text, not that one
+
+        search = args.run_dir / capacity.RESULT_FILE
+        if search.exists():
+            result = _read_search(search)
+            print_json(result) if args.json else capacity.print_text(result)
+            return 0
     result = read(args.run_dir)  # the --json document: every summary row
     if args.vllm:
         print_vllm(result, args.json)
@@ -29,6 +42,14 @@ def main(args) -> int:
     else:
         print_text(result)
     return 0
+
+
+def _read_search(path: Path) -> dict:
+    """A capacity search's --json document, as the search wrote it in its folder."""
+    try:  # a FIFO in its place would block the reader for ever
+        return json.loads(check_regular(path).read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: unreadable ({e})") from None
 
 
 def print_vllm(result: dict, as_json: bool) -> None:

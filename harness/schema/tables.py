@@ -215,10 +215,15 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
     _col("run_id", TEXT, "", "the probe's run folder, in the search's folder"),
     _col("rate", F64, "req/s", "the offered arrival rate: `trace.generate.rate`, or a trace "
          "file's mean arrival rate at the probe's `trace.time_scale`", CAPACITY_DOC),
+    _col("requests", I64, "requests", "the requests in the probe's trace: the workload's, "
+         "twice as many in the length check", "capacity.md#trace-length"),
     _col("met", BOOL, "", "the probe's SLO attainment is at or above the search's target",
          CAPACITY_DOC),
     _col("at_capacity", BOOL, "", "the probe the answer is read from: the highest rate found "
          "meeting the target (the low end of the final bracket)", CAPACITY_DOC),
+    _col("length_check", BOOL, "", "the probe re-checks the answer, less its resolution, on "
+         "a trace twice as long, outside the bracket; `met` false: the answer depends on the "
+         "trace's length", "capacity.md#trace-length"),
     _col("attainment", F64, "fraction", "the run's summary `goodput attainment`",
          "metrics.md#run-level"),
     _col("goodput", F64, "req/s", "the run's summary `goodput requests`", "metrics.md#run-level"),

@@ -5,11 +5,13 @@ Each probe is the workload run at one arrival rate, a normal run folder; the pro
 search share a folder, <output>/<name>/capacity/<date-time>-<profile>/, which also holds the
 search's `capacity` table once it ends. The rate is trace.generate.rate for a generated
 trace; for a trace file it is the file's mean arrival rate, set through trace.time_scale.
+The answer is then re-checked on a trace twice as long (the length check): a trace too short
+to build the queue that saturation means finds a "capacity" that a longer one misses.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -26,7 +28,9 @@ from .gil_protocol import planned
 DEFAULT_ATTAINMENT = 0.9  # DistServe's: the highest rate that keeps 90 % of requests good
 DEFAULT_RESOLUTION = 0.05  # the answer's bracket: high / low <= 1.05
 GENERATED_RATE = "trace.generate.rate"
+GENERATED_REQUESTS = "trace.generate.requests"
 TIME_SCALE = "trace.time_scale"
+FILE_LIMIT = "trace.limit"
 
 
 class CapacityError(ValueError):
@@ -44,6 +48,7 @@ class Knob:
     key: str
     rate: float
     time_scale: float  # the workload's own (a trace file's rate scales inversely with it)
+    requests: int  # in the workload's trace
 
     def override(self, rate: float) -> str:
         value = rate if self.key == GENERATED_RATE else self.time_scale * self.rate / rate
@@ -51,15 +56,40 @@ class Knob:
 
 
 @dataclass(frozen=True)
+class Options:
+    """How a search runs: the command line's options (docs/capacity.md)."""
+
+    target: float = DEFAULT_ATTAINMENT
+    resolution: float = DEFAULT_RESOLUTION
+    lowest: Optional[float] = None  # req/s; None: the workload's rate / 2**STEPS
+    highest: Optional[float] = None  # req/s; None: the workload's rate * 2**STEPS
+    max_probes: int = MAX_PROBES
+    length_check: bool = True  # re-check the answer on a trace twice as long
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    """The answer re-checked on a trace twice as long (docs/capacity.md, "Trace length"), at
+    the answer less its resolution. `status`: passed (the doubled trace meets the target
+    there), failed (it misses it: the answer depends on the trace's length), unchecked (the
+    trace cannot be doubled: `reason`) or off (--no-length-check)."""
+
+    status: str
+    requests: int  # in the doubled trace
+    setting: str  # the --set that doubles it
+    row: Optional[dict] = None  # the check's probe row, when it ran
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Capacity:
     search: Search  # each probe's result is its row of the capacity table
     folder: Path  # the search's folder: its probes and its capacity table
     knob: Knob
-    target: float
-    resolution: float
-    max_probes: int
+    options: Options
     slo: Dict[str, float]
     profile: str  # the device profile the probes were modeled on
+    length_check: Optional[LengthCheck] = None  # None: no answer to check
 
     @property
     def at_capacity(self) -> Optional[dict]:
@@ -70,6 +100,9 @@ class Capacity:
     def table(self) -> pd.DataFrame:
         rows = [dict(p.result, met=p.met, at_capacity=p.rate == self.search.low)
                 for p in self.search.probes]
+        check = self.length_check
+        if check is not None and check.row is not None:
+            rows.append(dict(check.row, met=check.status == "passed", at_capacity=False))
         return pd.DataFrame(rows, columns=list(TABLES["capacity"].names))
 
 
@@ -86,6 +119,10 @@ def check(workload: Workload) -> Dict[str, float]:
                             f"virtual clock (a probe on the real clock would last the trace's "
                             f"real time and measure this host too): expected "
                             f"modeled:<profile>, got {v['device']}")
+    if v["load"]["mode"] != "trace":
+        raise CapacityError(f"{where}: load.mode: capacity searches the arrival rate of an "
+                            f"open loop, and load.mode {v['load']['mode']} has no rate: "
+                            f"expected trace")
     runs = len(planned(workload))
     if runs != 1:
         raise CapacityError(f"{where}: gil, repeats: a capacity probe is one run, but the "
@@ -101,7 +138,8 @@ def knob(workload: Workload) -> Knob:
 
     trace = workload.values["trace"]
     if trace["generate"] is not None:
-        return Knob(GENERATED_RATE, float(trace["generate"]["rate"]), 1.0)
+        generate = trace["generate"]
+        return Knob(GENERATED_RATE, float(generate["rate"]), 1.0, int(generate["requests"]))
     try:
         arrivals = load_workload_trace(workload).df["arrival_s"].to_numpy(np.float64)
     except TraceLoadError as e:
@@ -110,80 +148,119 @@ def knob(workload: Workload) -> Knob:
     if span <= 0:
         raise CapacityError(f"{workload.trace_file}: its {len(arrivals)} request(s) arrive at "
                             f"one instant: no arrival rate to scale")
-    return Knob(TIME_SCALE, (len(arrivals) - 1) / span, float(trace["time_scale"]))
+    return Knob(TIME_SCALE, (len(arrivals) - 1) / span, float(trace["time_scale"]),
+                len(arrivals))
 
 
-def _check_options(workload, rate_knob, target, resolution, lowest, highest, max_probes):
-    """The search's bounds, (lowest, highest); CapacityError naming an option out of its
-    bounds as the command line names it."""
+def _check_options(workload: Workload, rate_knob: Knob, options: Options) -> Options:
+    """The options with the search's bounds filled in; CapacityError naming an option out of
+    its bounds as the command line names it."""
     try:
-        lowest, highest = bounds(rate_knob.rate, lowest, highest)
+        lowest, highest = bounds(rate_knob.rate, options.lowest, options.highest)
     except ValueError as e:
         raise CapacityError(f"{workload.path}: {e}") from None
-    if not 0 < target <= 1:
+    if not 0 < options.target <= 1:
         raise CapacityError(f"--attainment: expected a share of requests in (0, 1], "
-                            f"got {target!r}")
-    if not MIN_RESOLUTION <= resolution < np.inf:
+                            f"got {options.target!r}")
+    if not MIN_RESOLUTION <= options.resolution < np.inf:
         raise CapacityError(f"--resolution: expected a finite number >= {MIN_RESOLUTION:g} "
-                            f"(the finest the search takes), got {resolution!r}")
+                            f"(the finest the search takes), got {options.resolution!r}")
+    max_probes = options.max_probes
     if not (isinstance(max_probes, int) and max_probes >= 1):
         raise CapacityError(f"--max-probes: expected an integer >= 1, got {max_probes!r}")
-    return lowest, highest
+    return replace(options, lowest=lowest, highest=highest)
 
 
-def find(workload: Workload, overrides: Tuple[str, ...] = (),
-         target: float = DEFAULT_ATTAINMENT, resolution: float = DEFAULT_RESOLUTION,
-         lowest: Optional[float] = None, highest: Optional[float] = None,
-         max_probes: int = MAX_PROBES, stop=None,
-         on_probe: Callable[[dict], None] = lambda row: None) -> Capacity:
+class _Prober:
+    """Runs probes into the search's folder: the workload at a rate, with the --set values
+    every probe keeps; each probe's row kept in the order they ran."""
+
+    def __init__(self, workload: Workload, overrides: Tuple[str, ...], folder: Path, stop,
+                 target: float, on_probe: Callable[[dict], None]) -> None:
+        self.path, self.folder, self.stop = workload.path, folder, stop
+        self.overrides, self.target, self.on_probe = overrides, target, on_probe
+        self.rows: List[dict] = []
+
+    def load(self, extra: Tuple[str, ...] = ()) -> Workload:
+        """The workload with the kept --set values, those of `extra`'s keys replaced."""
+        keys = {o.partition("=")[0] for o in extra}
+        kept = tuple(o for o in self.overrides if o.partition("=")[0] not in keys)
+        try:
+            return load_workload(self.path, kept + extra)
+        except WorkloadError as e:
+            raise CapacityError(e) from None
+
+    def run(self, rate: float, rate_knob: Knob, extra: Tuple[str, ...] = ()) -> Tuple[bool, dict]:
+        """(met, row) of the workload at `rate`, loaded with `extra` --set values too."""
+        from ..analysis.runs import read_run
+        from .sweep import run_workload
+
+        probed = self.load(extra + (rate_knob.override(rate),))
+        runs = run_workload(probed, None, self.stop, self.folder)
+        if self.stop.is_set() or not runs:
+            raise Stopped(f"{len(runs) + len(self.rows)} probe run(s) in {self.folder}, "
+                          f"no capacity table")
+        row = dict(_row(read_run(runs[0])), probe=len(self.rows), rate=rate,
+                   requests=rate_knob.requests, length_check=bool(extra))
+        self.rows.append(row)
+        met = bool(row["attainment"] >= self.target)  # NaN (nothing measured) misses
+        self.on_probe(dict(row, met=met))
+        return met, row
+
+
+def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options = Options(),
+         stop=None, on_probe: Callable[[dict], None] = lambda row: None) -> Capacity:
     """Search the workload (loaded with `overrides`, which every probe keeps) for its
-    capacity, starting from its own rate, in `max_probes` probes at most; write the
-    capacity table; return the answer. Stopped when `stop` is set during a probe (that
-    probe's run is written whole). CapacityError, before anything is written, for an
-    option out of its bounds, named as the command line names it."""
-    from ..analysis.runs import read_run
+    capacity, starting from its own rate, as `options` say; check the answer on a trace
+    twice as long; write the capacity table; return the answer. Stopped when `stop` is set
+    during a probe (that probe's run is written whole). CapacityError, before anything is
+    written, for an option out of its bounds, named as the command line names it."""
     from ..io.interrupt import Stop
     from ..record.run_folder import new_run_dir
     from ..record.table_sink import write_table
-    from .sweep import run_workload
 
     slo = check(workload)
     rate_knob = knob(workload)
-    lowest, highest = _check_options(workload, rate_knob, target, resolution, lowest, highest,
-                                     max_probes)
-    stop = Stop() if stop is None else stop
+    options = _check_options(workload, rate_knob, options)
     spec = executor_spec(workload.values["device"])
     assert spec is not None and spec.profile is not None  # check(): modeled:<profile>
-    profile = spec.profile
     folder = new_run_dir(Path(workload.values["output"]) / workload.name / "capacity",
-                         "".join(c if c.isalnum() or c in "-_." else "-" for c in profile))
-    rows: List[dict] = []
+                         "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.profile))
     # each probe sets the rate knob itself: a --set of the same key is its start
-    kept = tuple(o for o in overrides if o.partition("=")[0] != rate_knob.key)
-
-    def probe(rate: float):
-        try:
-            probed = load_workload(workload.path, kept + (rate_knob.override(rate),))
-        except WorkloadError as e:
-            raise CapacityError(e) from None
-        runs = run_workload(probed, None, stop, folder)
-        if stop.is_set() or not runs:
-            raise Stopped(f"{len(runs) + len(rows)} probe run(s) in {folder}, no capacity table")
-        row = dict(_row(read_run(runs[0])), probe=len(rows), rate=rate)
-        rows.append(row)
-        met = bool(row["attainment"] >= target)  # NaN (nothing measured) misses
-        on_probe(dict(row, met=met))
-        return met, row
-
-    found = search(probe, rate_knob.rate, resolution, lowest, highest, max_probes)
-    capacity = Capacity(found, folder, rate_knob, target, resolution, max_probes, slo, profile)
+    prober = _Prober(workload, overrides, folder, Stop() if stop is None else stop,
+                     options.target, on_probe)
+    found = search(lambda rate: prober.run(rate, rate_knob), rate_knob.rate,
+                   options.resolution, options.lowest, options.highest, options.max_probes)
+    answer = None if found.low is None or found.out_of_probes else found.low
+    length = None if answer is None else _length_check(prober, rate_knob, answer, options)
+    capacity = Capacity(found, folder, rate_knob, options, slo, spec.profile, length)
     write_table(capacity.table(), folder, "capacity", workload.values["table_format"])
     return capacity
 
 
+def _length_check(prober: _Prober, rate_knob: Knob, rate: float,
+                  options: Options) -> LengthCheck:
+    """The answer, `rate`, re-checked on the workload's trace twice as long (a generated
+    trace's requests doubled, a trace file's limit doubled where the file has the rows) at
+    the answer less its resolution: passed when the doubled trace's capacity is within the
+    resolution of the answer or above it."""
+    requests = 2 * rate_knob.requests
+    key = GENERATED_REQUESTS if rate_knob.key == GENERATED_RATE else FILE_LIMIT
+    setting = f"{key}={requests}"
+    if not options.length_check:
+        return LengthCheck("off", requests, setting)
+    rate_knob = knob(prober.load((setting,)))  # a trace file's mean rate is the new rows'
+    if rate_knob.requests < requests:  # a file short of rows (trace.limit null: all replayed)
+        return LengthCheck("unchecked", requests, setting, reason=(
+            f"the trace file holds {rate_knob.requests} requests, fewer than {requests} "
+            f"(twice the search's)"))
+    met, row = prober.run(rate / (1 + options.resolution), rate_knob, (setting,))
+    return LengthCheck("passed" if met else "failed", requests, setting, row)
+
+
 def _row(run) -> dict:
-    """A probe's row of the capacity table, from its run (the probe's number and rate
-    added by the search)."""
+    """A probe's row of the capacity table, from its run (the probe's number, rate, requests
+    and whether it is the length check added by the search)."""
     row = {column: run.value(f"{metric}.{stat}")
            for column, (metric, stat) in CAPACITY_ROWS.items()}
     row["output_tokens_per_device"] /= run.devices
