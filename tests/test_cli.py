@@ -240,3 +240,17 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
         if argv[0] == "run" else set())
     if argv[0] != "run":
         assert loaded == commands
+
+
+def test_progress_lines_say_the_pace_and_the_time_left(monkeypatch, capsys):
+    from harness.commands import run
+
+    clock = iter([100.0, 102.0, 104.0])
+    monkeypatch.setattr(run.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(run.sys.stderr, "isatty", lambda: False, raising=False)
+    update = run._progress()
+    for done in (0, 20, 40):
+        update(done, 200)
+    assert capsys.readouterr().err.splitlines() == [
+        "  0/200 requests done", "  20/200 requests done, 10.0 req/s, about 18 s left",
+        "  40/200 requests done, 10.0 req/s, about 16 s left"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Dict
 
@@ -89,11 +90,23 @@ def _progress():
             if done >= total:  # the run is over: the next one gets a bar of its own
                 bar.pop("bar").close()
         return update_bar
-    last = [-1]
+    last, start = [-1], []
 
     def update(done, total):
         tenth = done * 10 // max(total, 1)
         if tenth > last[0]:
             last[0] = tenth
-            print(f"  {done}/{total} requests done", file=sys.stderr)
+            print(f"  {done}/{total} requests done{_pace(done, total, start)}", file=sys.stderr)
     return update
+
+
+def _pace(done: int, total: int, start: list) -> str:
+    """", 4.2 req/s, about 40 s left": the pace since the first report (`start` keeps its
+    time and count), and the time left at it; "" at the first report."""
+    now = time.perf_counter()
+    if not start:
+        start += [now, done]
+        return ""
+    rate = (done - start[1]) / (now - start[0]) if now > start[0] else 0.0
+    left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
+    return f", {rate:.1f} req/s{left}"

@@ -112,7 +112,7 @@ def read(run_dir: Path) -> dict:
                 device=device, modeled=modeled, gil_mode=gil_mode,
                 error=manifest.get("error") if state == "failed" else None,
                 host_share=manifest.get("host_share"), busy_host=busy,
-                summary=rows, notes=failed + _notes(rows, run_dir, state)
+                summary=rows, notes=failed + _notes(rows, run_dir, state) + _behind(rows)
                 + ([note(busy)] if busy else []))
 
 
@@ -172,6 +172,21 @@ def _notes(rows, run_dir: Path, state: str = "complete") -> list:
         return [f"no request finished ({count['unfinished']:,.0f} unfinished, "
                 f"{count['rejected']:,.0f} rejected), so every latency statistic is NaN"]
     return []
+
+
+BEHIND_S = 1.0  # a median wait for the first schedule beyond this is the engine's queue
+
+
+def _behind(rows) -> list:
+    """The engine slower than the requests' arrivals: latencies that measure its queue."""
+    value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
+    wait = value(("queueing_delay", "p50"))
+    if wait is None or not wait > BEHIND_S:
+        return []
+    return [f"the engine fell behind the arrivals: half the requests waited {wait:.3g} s or "
+            f"more for their first schedule (queueing_delay p50), so the latencies measure "
+            f"its queue more than its steps; a lighter load (trace.limit, trace.time_scale, "
+            f"load.concurrency) measures the engine"]
 
 
 def _first_reason(run_dir: Path) -> str:
