@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 from ..errors import BadInput, RunFailed
 from ..io.atomic import WriteFailed
@@ -90,7 +90,8 @@ def _progress():
             if done >= total:  # the run is over: the next one gets a bar of its own
                 bar.pop("bar").close()
         return update_bar
-    last, start = [-1], []
+    last: List[int] = [-1]
+    start: List[float] = []  # the first report's time and count
 
     def update(done, total):
         tenth = done * 10 // max(total, 1)
