@@ -18,7 +18,9 @@ from harness.sweeps.capacity import CapacityError, knob
 from harness.workload import load_workload
 from tests.helpers import MODELED, within
 
-pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+# Not marked core: its searches replay B200 deployments with large KV pools, which the
+# sanitizer's checked build validates rank by rank every step (minutes a search); the C++
+# they run is what tests/test_deployment.py runs under it.
 
 # One request at a time (max_num_seqs 1) arriving at constant gaps: above the rate at which
 # the node serves them (about 22 req/s), the queue grows and TTFT with it, so attainment
@@ -94,6 +96,7 @@ def test_text_output_states_the_answer_its_resolution_and_the_profile(tmp_path, 
 SHORT = ["workloads/sm100_vs_ascend950.yaml", "--set", "trace.generate.requests=300"]
 
 
+@pytest.mark.slow  # three probes of the B200 node's 300 and 600 requests
 def test_an_answer_that_depends_on_the_trace_length_exits_1_with_the_fix(tmp_path, capsys):
     rate = "348.9624744528825"  # the full search's answer (the slow test below)
     argv = [*SHORT, "--set", f"trace.generate.rate={rate}", "--highest", rate,

@@ -9,8 +9,6 @@ import pytest
 
 from harness.sweeps.capacity_search import MAX_PROBES, MIN_RESOLUTION, STEPS, bounds, search
 
-pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
-
 CAPACITY = 37.3  # req/s: the synthetic probe meets its target at this rate and below
 
 

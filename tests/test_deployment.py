@@ -52,6 +52,7 @@ def test_an_emulated_device_is_checked_and_sized_as_a_modeled_one(tmp_path):
     assert emulated["dp_size"] == 8
 
 
+@pytest.mark.slow  # a steptrace process of its own
 def test_the_cli_refuses_it_with_exit_2_and_writes_nothing(tmp_path):
     path = tmp_path / "w.yaml"
     path.write_text(BASE + f"output: {tmp_path / 'results'}\n")

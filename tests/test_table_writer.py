@@ -160,6 +160,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow  # a writer process of its own each, killed by what it is sent
 @pytest.mark.parametrize("hostile", list(HOSTILE))
 def test_a_message_that_is_not_one_is_refused_and_runs_nothing(tmp_path, hostile):
     out, marker = tmp_path / "run", tmp_path / "ran"
