@@ -122,7 +122,6 @@ class StepSummary:
                  ("prefix_cache", "evicted_blocks", self._evicted, "blocks")]
         return pd.DataFrame(rows, columns=metrics.SUMMARY_COLUMNS)
 
-
     def _imbalance(self) -> list:
         """docs/metrics.md, "DP imbalance": over the measured steps whose ranks have a
         modeled time; none on one DP rank or where no step has one."""
