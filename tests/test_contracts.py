@@ -112,16 +112,41 @@ def schema_defaults(section: dict, prefix: str = ""):
             yield f"{prefix}{name}", spec.default
 
 
+PD_KEYS = ("prefill", "decode", "kv_transfer", "router")
+
+
 def test_the_workload_schema_is_the_deployment_class():
+    """The co-located keys, then each pool's: its own three and the co-located ones."""
     declared = [(s.key, default) for s, default in Deployment.settings()]
-    assert list(schema_defaults(SCHEMA["deployment"])) == declared
+    section = SCHEMA["deployment"]
+    colocated = {k: v for k, v in section.items() if k not in PD_KEYS}
+    assert list(schema_defaults(colocated)) == declared
+    for role in ("prefill", "decode"):
+        pool = list(schema_defaults(section[role]))
+        assert [k for k, _ in pool[:3]] == ["instances", "device", "engine"]
+        assert pool[3:] == declared
+
+
+def test_the_docs_pd_table_is_the_schema():
+    """docs/workloads.md's P/D table: a row may name both pools' key."""
+    text = docs_section("deployment").split("### P/D pools")[1]
+    rows = []
+    for names, default in re.findall(r"^\| (`[^|]*) \| `([^`]*)` \|", text, re.M):
+        rows += [(k, default) for k in re.findall(r"`([\w.]+)`", names)]
+    section = SCHEMA["deployment"]
+    expected = [(f"{role}.{k}", shown(d)) for k in ("instances", "device", "engine")
+                for role in ("prefill", "decode")
+                for key, d in [(k, section[role][k].default)]]
+    expected += [(k, shown(d)) for name in ("kv_transfer", "router")
+                 for k, d in schema_defaults(section[name], f"{name}.")]
+    assert rows == expected
 
 
 def test_the_docs_table_is_the_deployment_class():
     """A row may name several keys: `precision.attention`, `.dense`, `.experts`."""
     rows = []
-    for names, default in re.findall(r"^\| (`[^|]*) \| `([^`]*)` \|", docs_section("deployment"),
-                                     re.M):
+    colocated = docs_section("deployment").split("\n### ")[0]
+    for names, default in re.findall(r"^\| (`[^|]*) \| `([^`]*)` \|", colocated, re.M):
         first, *more = re.findall(r"`([\w.]+)`", names)
         rows += [(first, default)] + [(first.rpartition(".")[0] + k, default) for k in more]
     assert rows == [(s.key, shown(default)) for s, default in Deployment.settings()]
@@ -131,7 +156,8 @@ def test_a_workload_without_deployment_keys_is_the_default_deployment():
     """from_values resolves every null to the class's default (at the default precision)."""
     def values(section):
         return {k: values(v) if isinstance(v, dict) else v.default for k, v in section.items()}
-    assert Deployment.from_values(values(SCHEMA["deployment"]), SCHEMA["precision"].default) \
+    colocated = {k: v for k, v in SCHEMA["deployment"].items() if k not in PD_KEYS}
+    assert Deployment.from_values(values(colocated), SCHEMA["precision"].default) \
         == Deployment()
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -30,9 +30,10 @@ from engine import _core
 
 from ..schema import TABLES
 from ..schema.column import CODES
-from ..schema.tables import REQUESTS
+from ..schema.tables import REQUESTS, STEPS
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
+from .pd_join import PDJoin, Transfers, colocated
 from .step_summary import StepSummary
 from .table_writer import Column, TableWriter
 
@@ -40,6 +41,7 @@ from .table_writer import Column, TableWriter
 # frontend the rest
 REQUEST_COLUMNS = REQUESTS.names
 STATUS = REQUESTS.column("status")  # its codes are the step log's request ends
+ROLE = STEPS.column("role")
 QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread waits
 
 
@@ -51,13 +53,22 @@ class Recorder:
         """Streams the steps and batches tables into run_dir, and with `trace` (whose row
         i is request i) the requests table; with a `frontend` (harness/replay/frontend.py) its
         columns are the frontend's, else NaN. `slo` (seconds by ttft/tpot/e2e) adds goodput
-        to the latency summary."""
+        to the latency summary. `engine`: a co-located run's engine (its engine type names
+        its requests' ends), or the (role, index) of each instance of a P/D deployment,
+        each recorded in its own step log (`logs`), their requests joined into one row each
+        (harness/record/pd_join.py)."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
-        self.log = _core.StepLog(warmup_steps, chunk_steps, lambda: _alive(flush)())
+        pools = isinstance(engine, (list, tuple))
+        self.instances: Tuple[Tuple[str, int], ...] = tuple(engine) if pools \
+            else (("colocated", 0),)
+        self.logs = [_core.StepLog(warmup_steps, chunk_steps, lambda: _alive(flush)())
+                     for _ in self.instances]
+        self.log = self.logs[0]
         self.chunk_steps = chunk_steps
         self._warmup_steps = warmup_steps
         self._frontend = frontend
-        other = "finished" if engine.config.scheduler.engine_type == "prompt" else "handed_off"
+        engine_type = "normal" if pools else engine.config.scheduler.engine_type
+        other = "finished" if engine_type == "prompt" else "handed_off"
         self._status = np.array(STATUS.names_by_code(without=[other]), dtype=object)
         self._trace = None if trace is None else dict(
             arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
@@ -67,7 +78,14 @@ class Recorder:
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)
         self.latency = metrics.LatencySummary(n, slo)  # the requests written so far
-        self.step_summary = StepSummary()  # the steps written so far
+        # the steps written so far, by role
+        self.step_summaries = {role: StepSummary() for role, _ in self.instances}
+        self.step_summary = self.step_summaries[self.instances[0][0]]
+        # (prefix-hit tokens, prompt tokens computed) of each instance's measured steps
+        self.prefix_hits: Dict[Tuple[str, int], list] = {}
+        self.join = PDJoin(n) if pools else None
+        # what the replay records per request beside the step logs (P/D)
+        self.transfers = Transfers(n) if pools else None
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
         coded = [c for name in names for c in TABLES[name].columns
                  if c.values and c.type == CODES]  # written as codes
@@ -87,8 +105,8 @@ class Recorder:
         raised, and close() names the table."""
         self._sender.check()
         published = self._frontend.published if self._frontend else 0
-        self._sender.put((self.log.take_steps(), self.log.take_batches(),
-                          self.log.take_requests(), published))
+        self._sender.put(([(log.take_steps(), log.take_batches(), log.take_requests())
+                           for log in self.logs], published))
 
     def close(self) -> None:
         """Flush (requests still live as unfinished, trace requests never enqueued last),
@@ -96,10 +114,14 @@ class Recorder:
         sending failed; the first error is raised then. A table that could not be written
         is not left behind."""
         try:
-            self.log.end()
+            for log in self.logs:
+                log.end()
             self.flush()
             self._sender.close()
             if self._trace is not None:
+                if self.join is not None:  # between the pools when the run ended
+                    self._tables.write(dict(requests=self._requests_columns(
+                        self.join.stranded(self.transfers))))
                 self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
             self._tables.close()
@@ -112,24 +134,41 @@ class Recorder:
 
     @property
     def num_done(self) -> int:
-        """Requests finished, handed off or rejected so far."""
+        """Requests finished, handed off or rejected so far (a co-located instance)."""
         return self.log.num_done
 
     def itl(self):
-        """(gap values, counts) of measured, completed requests."""
-        return self.log.itl()
+        """(gap values, counts) of measured, completed requests, over every instance."""
+        parts = [log.itl() for log in self.logs]
+        return tuple(np.concatenate(column) for column in zip(*parts))
 
     def _write(self, chunk) -> None:  # on the sender thread
-        steps, batches, requests, published = chunk
+        parts, published = chunk
         if self._frontend is not None:  # the chunk's requests delivered all they committed
             self._frontend.wait(published)
-        for flag in ("empty", "warmup"):
-            steps[flag] = steps[flag].view(np.bool_)
-        steps["phase"] = steps.pop("prompt_phase").view(np.int8)
-        self.step_summary.add(steps)
-        tables: Dict[str, Mapping[str, Column]] = dict(steps=steps, batches=batches)
+        steps, batches, requests = [], [], []
+        for (role, index), (s, b, r) in zip(self.instances, parts):
+            for flag in ("empty", "warmup"):
+                s[flag] = s[flag].view(np.bool_)
+            s["phase"] = s.pop("prompt_phase").view(np.int8)
+            self.step_summaries[role].add(s)
+            measured = ~s["warmup"]
+            counts = self.prefix_hits.setdefault((role, index), [0, 0])
+            counts[0] += int(s["prefix_hit_tokens"][measured].sum())
+            counts[1] += int(s["tokens_q"][measured & (s["phase"] == 1)].sum())
+            for table in (s, b):
+                n = len(table["step"])
+                table["role"] = np.full(n, ROLE.code(role), np.int8)
+                table["instance"] = np.full(n, index, np.int32)
+            steps.append(s)
+            batches.append(b)
+            requests.append((role, r))
+        tables: Dict[str, Mapping[str, Column]] = dict(steps=_concat(steps),
+                                                       batches=_concat(batches))
         if self._trace is not None:
-            tables["requests"] = self._requests_columns(requests)
+            rows = [r for _, r in requests] if self.join is None else \
+                self.join.rows(requests, self.transfers)
+            tables["requests"] = self._requests_columns(_concat(rows))
         self._tables.write(tables)
 
     def _requests_columns(self, rows: Dict[str, np.ndarray]) -> Dict[str, Column]:
@@ -140,7 +179,8 @@ class Recorder:
         warm = (step >= 0) & (step < self._warmup_steps)
         self.warm[ids] = warm
         self._written[ids] = True
-        columns = {**{name: self._trace[name][ids] for name in self._trace}, **rows}
+        columns = {**{name: self._trace[name][ids] for name in self._trace},
+                   **colocated(rows), **rows}
         columns = {name: columns[name] for name in REQUEST_COLUMNS if name in columns}
         columns.update(metrics.latency_columns(columns))
         columns.update(self._frontend.columns(ids) if self._frontend else
@@ -207,3 +247,12 @@ def _alive(ref: weakref.WeakMethod) -> Callable:
     method = ref()
     assert method is not None  # the StepLog and the sender live no longer than the recorder
     return method
+
+
+def _concat(parts: List[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+    """Tables' columns, one table after the other (one table: itself)."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    return {name: np.concatenate([np.asarray(p[name], dtype=object)
+                                  if isinstance(p[name], list) else p[name] for p in parts])
+            for name in parts[0]}

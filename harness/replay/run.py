@@ -23,11 +23,13 @@ from engine import LLMEngine
 from ..io.interrupt import Stop, install, restore
 from ..record import run_folder, vllm_result
 from ..record.metrics import SUMMARY_COLUMNS
+from ..record.pd_summary import pd_rows
 from ..record.recorder import Recorder
 from ..record.table_sink import write_table
 from ..telemetry import Sampler, device_frame, device_summary
 from ..workload import Workload
 from .calibration import calibrate
+from .disaggregated import Instance, replay_disaggregated
 from .driver import Requests, replay
 from .frontend import Frontend
 from .host_share import HostShare
@@ -48,6 +50,11 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     """One run; None, with nothing written, if `stop` was set during the calibration.
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
+    service = workload.disaggregation
+    if service is not None:  # one engine per instance; its harness cost is not calibrated
+        engines = [(pool.role, k, LLMEngine(workload.engine_config(run.arm, pool)))
+                   for pool in service.pools for k in range(pool.instances)]
+        return _Run(workload, trace, run, engines, None, stop, into).replay(progress)
     # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
     engine = LLMEngine(workload.engine_config(run.arm))
     calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
@@ -56,15 +63,20 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     if stop.is_set():
         engine.close()
         return None
-    return _Run(workload, trace, run, engine, calibration, stop, into).replay(progress)
+    return _Run(workload, trace, run, [("colocated", 0, engine)], calibration, stop,
+                into).replay(progress)
 
 
 class _Run:
     """A run from its folder's making to its last manifest."""
 
-    def __init__(self, workload, trace, run: PlannedRun, engine, calibration, stop: Stop,
+    def __init__(self, workload, trace, run: PlannedRun, engines, calibration, stop: Stop,
                  into: Optional[Path]) -> None:
-        self.workload, self.trace, self.engine, self.stop = workload, trace, engine, stop
+        """`engines`: (role, index, engine) of each instance; one `colocated` one, or a P/D
+        deployment's."""
+        self.workload, self.trace, self.stop = workload, trace, stop
+        self.engines = engines
+        self.engine = engine = engines[0][2]  # the manifest's, the sampler's
         self.calibration = calibration
         v = workload.values
         self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
@@ -81,12 +93,13 @@ class _Run:
         self.frontend = Frontend(arrivals, v["frontend"]["per_token_us"], v["warmup_steps"],
                                  stop) if v["frontend"]["mode"] == "thread" else None
         slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
+        recorded = [(role, k) for role, k, _ in engines] if workload.disaggregation else engine
         try:  # the table writer is ready when it returns: the manifest says the run began
-            self.recorder = Recorder(engine, v["warmup_steps"], self.run_dir, self.fmt,
+            self.recorder = Recorder(recorded, v["warmup_steps"], self.run_dir, self.fmt,
                                      self.labels, trace=trace.df, frontend=self.frontend,
                                      slo=slo)
         except BaseException:  # nothing began: no run directory is left behind
-            engine.close()
+            self._close_engines()
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
         run_folder.write_manifest(self.manifest, self.run_dir)
@@ -119,9 +132,21 @@ class _Run:
     def _replay(self, progress, start: float) -> bool:
         load = self.workload.values["load"]
         requests = Requests.of(self.trace.df, self.trace.hash_block_size, load["concurrency"])
+        service = self.workload.disaggregation
+        if service is not None:
+            recorder = self.recorder
+            instances = [Instance(role, k, engine, log)
+                         for (role, k, engine), log in zip(self.engines, recorder.logs)]
+            arrived = recorder.arrived if load["concurrency"] else lambda i, t: None
+            return replay_disaggregated(service, instances, requests, self.engine.model_config,
+                                        recorder.transfers, arrived, progress, self.stop)
         return replay(self.engine, requests,
                       self.workload.clock, self.recorder, progress, start, self.stop,
                       frontend=self.frontend)
+
+    def _close_engines(self) -> None:
+        for _, _, engine in self.engines:
+            engine.close()
 
     def _finish(self, failure: Optional[BaseException]) -> pd.DataFrame:
         """Telemetry stopped, the tables, the summary and its result.json written, the
@@ -133,7 +158,7 @@ class _Run:
             (device_frame([]), {"sampler": "telemetry.enabled: false"})
         if self.frontend is not None:  # every committed token delivered, unless stopped
             self.frontend.close()
-        self.engine.close()
+        self._close_engines()
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
@@ -158,7 +183,10 @@ class _Run:
                                 for stat in ("per_step", "per_request")] if calibration
                                else [], columns=list(SUMMARY_COLUMNS))
         frontend = self.frontend.summary(~recorder.warm) if self.frontend else None
-        steps = recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine))
+        service = self.workload.disaggregation
+        steps = recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine)) \
+            if service is None else \
+            pd_rows(recorder, service, {role: e for role, _, e in self.engines}, latency)
         telemetry = device_summary(device, *_wall_window(self.workload, recorder),
                                    recorder.latency.output_tokens)
         return pd.concat([latency, frontend, steps, harness, telemetry], ignore_index=True)

@@ -45,7 +45,11 @@ def stats(unit: str, *names: str) -> Dict[str, str]:
 
 RUN, FRONTEND, ENGINE = "Run level", "Frontend", "Work per step"
 DEVICES, PARTS = "Device utilisation", "Modeled step parts"
-IMBALANCE = "DP imbalance"
+IMBALANCE, PD = "DP imbalance", "Disaggregation"
+# A P/D deployment writes the rows of these sections once per pool, named
+# `prefill_<metric>` / `decode_<metric>` (the prefix cache's hit rate also per instance,
+# `prefill0_prefix_cache`).
+POOLED = (ENGINE, "Rates", "Prefix cache", PARTS, IMBALANCE)
 SUMMARY: Tuple[Metric, ...] = (
     Metric("requests", stats("requests", "finished", "handed_off", "rejected", "unfinished",
                              "warmup"),
@@ -87,6 +91,14 @@ SUMMARY: Tuple[Metric, ...] = (
                             "lost_share": "fraction"},
            "the slowest DP rank's own step over the mean rank's, per modeled step; the "
            "rank-time spent waiting for the slowest", IMBALANCE),
+    Metric("per_device", {"input_tokens_per_prefill_device": "tok/s",
+                          "output_tokens_per_decode_device": "tok/s", "total_tokens": "tok/s"},
+           "P/D: prompt tokens per prefill device, output tokens per decode device, all "
+           "tokens per device of the deployment, over the window", PD, RUN_CLOCK),
+    distribution("kv_transfer", "s", "P/D: a request's KV transfer, start to end", PD,
+                 RUN_CLOCK),
+    distribution("decode_wait", "s", "P/D: the prefill's request for decode room to the "
+                 "transfer's start", PD, RUN_CLOCK),
     Metric("harness", stats("us", "per_step", "per_request"),
            "the null-engine calibration: the harness's own cost",
            "Harness overhead (null-engine calibration)", HOST),
@@ -115,12 +127,20 @@ SUMMARY: Tuple[Metric, ...] = (
 _DEVICE_PREFIX = r"(?:gpu|npu)\d+_"
 
 
+_POOL_PREFIX = re.compile(r"(?:prefill|decode)\d*_")
+
+
 def find(metric: str) -> Optional[Metric]:
-    """The catalogue's entry for a summary row's metric (a device's by its pattern)."""
+    """The catalogue's entry for a summary row's metric (a device's by its pattern, a
+    pool's by its name's prefix)."""
     for m in SUMMARY:
         pattern = re.escape(m.name).replace(re.escape(DEVICE), _DEVICE_PREFIX)
         if re.fullmatch(pattern, metric):
             return m
+    pool = _POOL_PREFIX.match(metric)
+    if pool:
+        m = find(metric[pool.end():])
+        return m if m is not None and m.section in POOLED else None
     return None
 
 

@@ -35,9 +35,18 @@ LABELS = {c.name: c for c in (
          "next step (workload key `engine.overlap`)"),
 )}
 
-STEPS = Table("steps", "engine step and DP rank",
-              "by step, then dp_rank", (
-    _col("step", I64, "", "the plan's step number, from 0"),
+DISAGGREGATION = "disaggregation.md"
+ROLES = ("colocated", "prefill", "decode")
+_INSTANCE = (
+    _col("role", CODES, "", "the instance's pool: `colocated` (one instance doing both), "
+         "`prefill` or `decode` (a P/D deployment)", DISAGGREGATION, values=ROLES),
+    _col("instance", I32, "", "the instance within its pool, from 0", DISAGGREGATION),
+)
+
+STEPS = Table("steps", "engine step and DP rank of an instance",
+              "by step, then dp_rank, each instance's rows in its own step order", (
+    *_INSTANCE,
+    _col("step", I64, "", "the plan's step number, from 0 on each instance"),
     _col("dp_rank", I32, "", "the data-parallel rank whose batch this row describes"),
     _col("phase", CODES, "", "the plan's phase (a step is one or the other on every rank)",
          values=("decode", "prompt")),
@@ -98,8 +107,10 @@ STEPS = Table("steps", "engine step and DP rank",
 ), "`preempted`, `rejected`, `finished` and `discarded_tokens` count the whole plan and "
    "repeat on every rank's row; the step's times too.")
 
-BATCHES = Table("batches", "sequence scheduled in a step",
-                "by step, then dp_rank, then the plan's row order", (
+BATCHES = Table("batches", "sequence scheduled in a step of an instance",
+                "by step, then dp_rank, then the plan's row order, each instance's rows in "
+                "its own step order", (
+    *_INSTANCE,
     _col("step", I64, "", "the plan's step number"),
     _col("dp_rank", I32, "", "the rank that ran the row"),
     _col("seq_id", I64, "", "the sequence (the request's request_id)"),
@@ -117,7 +128,8 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("enqueue_s", F64, "s", "actual enqueue time; NaN if never enqueued", INPUTS),
     _col("first_scheduled_s", F64, "s", "start of the first step that scheduled any of its "
          "tokens; NaN if never", INPUTS),
-    _col("first_token_s", F64, "s", "commit time of its first output token; NaN if none",
+    _col("first_token_s", F64, "s", "commit time of its first output token (P/D: when it "
+         "reached the decode instance with the KV); NaN if none",
          INPUTS),
     _col("last_token_s", F64, "s", "commit time of its last output token; NaN if none",
          INPUTS),
@@ -125,7 +137,8 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
     _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",
          INPUTS),
-    _col("dp_rank", I32, "", "the rank that served it; -1 if never enqueued"),
+    _col("dp_rank", I32, "", "the rank that served it (P/D: prefilled it); -1 if never "
+         "enqueued"),
     _col("preemptions", I32, "", "times it was preempted"),
     _col("recomputed_tokens", I64, "tokens", "tokens computed again after preemptions"),
     _col("prefix_hit_tokens", I64, "tokens", "prompt tokens found in the prefix cache, "
@@ -133,7 +146,23 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     Column("status", TEXT, "", "how it left, written by name (`handed_off` is a prompt "
            "engine's `finished`; the codes are the C++ step log's)", INPUTS,
            ((0, "finished"), (0, "handed_off"), (1, "rejected"), (2, "unfinished"))),
-    _col("reason", TEXT, "", "why it was rejected or never enqueued; empty otherwise"),
+    _col("reason", TEXT, "", "why it was rejected, never enqueued or (P/D) left "
+         "unfinished between the pools; empty otherwise"),
+    _col("prefill_instance", I32, "", "P/D: the prefill instance that prefilled it; "
+         "co-located: 0; -1 if never enqueued", DISAGGREGATION),
+    _col("decode_instance", I32, "", "P/D: the decode instance it was handed to; "
+         "co-located: 0; -1 if never handed to one", DISAGGREGATION),
+    _col("decode_dp_rank", I32, "", "the DP rank that decoded it (co-located: dp_rank); -1 "
+         "if none", DISAGGREGATION),
+    _col("kv_bytes", F64, "bytes", "P/D: the KV moved to the decode instance (every prompt "
+         "token's, all layers); NaN co-located or never handed off", DISAGGREGATION),
+    _col("transfer_start_s", F64, "s", "P/D: when the decode instance reserved its blocks "
+         "and the transfer began; NaN if never", DISAGGREGATION),
+    _col("transfer_end_s", F64, "s", "P/D: when its KV (and first token) reached the decode "
+         "instance; NaN if never", DISAGGREGATION),
+    _col("decode_wait_s", F64, "s", "P/D: from the prefill's request for decode room to the "
+         "transfer's start (the decode instance's step in flight, then backpressure)",
+         DISAGGREGATION),
     _col("ttft_s", F64, "s", "time to first token", PER_REQUEST),
     _col("tpot_s", F64, "s", "time per output token after the first", PER_REQUEST),
     _col("e2e_s", F64, "s", "end-to-end latency", PER_REQUEST),

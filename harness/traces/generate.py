@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -157,6 +158,13 @@ def _arrivals(n, rate, arrival, burstiness, seed, duration_s) -> np.ndarray:
     if duration_s is not None:
         t = t[t < duration_s]
     return t[:n] if n is not None else t
+
+
+def longest(spec) -> Optional[int]:
+    """The longest length a checked length spec draws; None where it has no bound
+    (lognormal without a max)."""
+    (kind, arg), = spec.items()
+    return arg if kind == "fixed" else arg[1] if kind == "uniform" else arg.get("max")
 
 
 def length_dist(spec) -> LengthDist:

@@ -13,9 +13,11 @@ from engine.block_hashes import block_size_mismatch
 from engine.deployment import Deployment
 from engine.files import not_regular
 
-from ..traces.generate import length_dist
+from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
-from .schema import MAX_SPAN_S
+from .schema import MAX_SPAN_S, SCHEMA, executor_spec
+
+SCHEMA_DEFAULTS = {name: key.default for name, key in SCHEMA["engine"].items()}
 
 
 def arrival_span(trace, read: Optional[TraceResult], fail) -> None:
@@ -80,12 +82,10 @@ def deployment_fits(values, data, spec, fail) -> None:
     its DP degree made the scheduler's dp_size, and num_kv_blocks checked against memory
     (or, `auto`, derived from it). A torch device takes memory_utilization alone; its `auto`
     is sized when the model is on the device (engine/kv_pool.py)."""
-    from engine.deployment import DeploymentError
-    from engine.device_memory import DoesNotFit, kv_blocks
-    from engine.model_config import load_model_config
-
     engine = values["engine"]
     given = data.get("engine") or {}
+    if disaggregated(values, data, spec, fail):
+        return
     if not (spec and spec.profile):
         modeled = sorted(set(data.get("deployment") or {}) - {"memory_utilization"})
         if modeled:
@@ -94,20 +94,33 @@ def deployment_fits(values, data, spec, fail) -> None:
                                   f"{values['device']} (a torch device takes "
                                   f"deployment.memory_utilization alone, not {modeled[0]})")
         return
+    fit_layout(values, values["deployment"], engine, given, spec, ("deployment",), fail)
+
+
+def fit_layout(values, section, engine, given, spec, key, fail):
+    """One instance's layout (the `deployment:` section, or a pool's, at `key`) checked
+    against the model and its device, its DP degree made `engine`'s dp_size, and `engine`'s
+    num_kv_blocks checked against memory (or, `auto`, derived from it). Returns the
+    Deployment and the device profile."""
+    from engine.deployment import DeploymentError
+    from engine.device_memory import DoesNotFit, kv_blocks
+    from engine.model_config import load_model_config
+
     model = load_model_config(values["model"])
+    device_key = key + ("device",) if key != ("deployment",) else ("device",)
     try:
         profile = spec.device_profile()
     except (ValueError, TypeError, OSError) as e:  # a profile YAML of the user's
-        fail(("device",), str(e))
+        fail(device_key, str(e))
     try:
         profile.peak(values["precision"])  # MFU's peak, and the parts' default precision
     except ValueError as e:
         fail(("precision",), str(e))
-    deployment = Deployment.from_values(values["deployment"], values["precision"])
+    deployment = Deployment.from_values(section, values["precision"])
     try:
         deployment.check(model, profile)
     except DeploymentError as e:
-        fail(("deployment",) + e.key, e.message)
+        fail(key + e.key, e.message)
     if "dp_size" in given and given["dp_size"] != deployment.attention_dp:
         fail(("engine", "dp_size"), f"the deployment's attention.dp is {deployment.attention_dp}"
                                     f", got dp_size {given['dp_size']}: leave dp_size out")
@@ -116,13 +129,74 @@ def deployment_fits(values, data, spec, fail) -> None:
     try:
         fit = kv_blocks(model, deployment, profile, *sizes)
     except DoesNotFit as e:
-        fail(("deployment",), str(e))
+        fail(key, str(e))
     requested = engine["num_kv_blocks"]
     try:
         engine["num_kv_blocks"] = fit if requested == "auto" else \
             kv_blocks(model, deployment, profile, *sizes, requested=requested)
     except DoesNotFit as e:
-        fail(("engine", "num_kv_blocks"), str(e))
+        fail(key + ("engine", "num_kv_blocks") if key != ("deployment",)
+             else ("engine", "num_kv_blocks"), str(e))
+    return deployment, profile
+
+
+def disaggregated(values, data, spec, fail) -> bool:
+    """A P/D deployment (`deployment.prefill` and `.decode`), checked: modeled devices, no
+    co-located layout beside the pools, each pool's layout and memory, the link on both
+    pools' devices. Each pool's `engine` becomes the whole engine its instances run: the
+    workload's, the pool's keys over it, engine_type and dp_size set. False (and the pools
+    None) for a co-located deployment."""
+    from engine.deployment import DeploymentError
+    from engine.disaggregation import ENGINE_TYPES, ROLES, Disaggregation, from_values
+
+    section = values["deployment"]
+    written = data.get("deployment") or {}
+    pools = [role for role in ROLES if written.get(role) is not None]
+    if not pools:
+        for key in ("kv_transfer", "router"):
+            if written.get(key) is not None:
+                fail(("deployment", key), "only a P/D deployment takes it: expected "
+                                          "deployment.prefill and deployment.decode beside it")
+        section["prefill"] = section["decode"] = None
+        return False
+    if len(pools) == 1:
+        other = ROLES[1 - ROLES.index(pools[0])]
+        fail(("deployment", other), f"a P/D deployment needs both pools; "
+                                    f"deployment.{pools[0]} is given, {other} is not")
+    colocated = sorted(set(written) - {*ROLES, "kv_transfer", "router"})
+    if colocated:
+        fail(("deployment", colocated[0]), "a P/D deployment lays out each pool in its own "
+                                           "section: expected it under deployment.prefill "
+                                           "or deployment.decode")
+    if not (spec and spec.modeled):
+        fail(("device",), f"a P/D deployment is replayed on the virtual clock: expected "
+                          f"modeled:<profile>, got {values['device']}")
+    engine, given = values["engine"], data.get("engine") or {}
+    for name, why in (("engine_type", "each pool sets its own (prompt, completion)"),
+                      ("overlap", "each instance steps on its own virtual clock, one step "
+                                  "at a time")):
+        if name in given and given[name] != SCHEMA_DEFAULTS[name]:
+            fail(("engine", name), f"a P/D deployment: {why}")
+    profiles = {}
+    for role in ROLES:
+        pool = section[role]
+        key = ("deployment", role)
+        pool_spec = executor_spec(pool["device"]) if pool["device"] else spec
+        if not (pool_spec and pool_spec.modeled):
+            fail(key + ("device",), f"expected modeled:<profile>, got {pool['device']}")
+        if pool["engine"].get("overlap"):
+            fail(key + ("engine", "overlap"), "each instance steps on its own virtual "
+                                              "clock, one step at a time: expected false")
+        merged = {**engine, **pool["engine"], "engine_type": ENGINE_TYPES[role]}
+        _, profiles[role] = fit_layout(values, pool, merged, pool["engine"], pool_spec, key,
+                                       fail)
+        pool["engine"] = merged
+    try:
+        Disaggregation.check(from_values(section, values["device"], values["precision"]),
+                             profiles)
+    except DeploymentError as e:
+        fail(("deployment",) + e.key, e.message)
+    return True
 
 
 def output(values, fail) -> None:
@@ -186,3 +260,23 @@ def derived(values, data, spec, path: Path, fail) -> None:
     elif frontend["mode"] == "thread" and values["clock"] == "virtual":
         fail(("frontend", "mode"), "a frontend thread runs on the real clock: expected "
                                    "inline with clock: virtual")
+
+
+def decode_room(pool, read: Optional[TraceResult], values, fail) -> None:
+    """A decode instance's DP rank must hold the KV of the replay's longest prompt (with
+    its first token and lookahead): else that request could never be decoded."""
+    from engine.scheduler_config import SchedulerConfig
+
+    if read is not None:
+        longest = int(read.df["prompt_len"].max())
+    else:
+        longest = longest_length(values["trace"]["generate"]["prompt"])
+        if longest is None:
+            return
+    engine = SchedulerConfig(**pool.engine)
+    tokens = longest + max(1, engine.lookahead)
+    blocks = -(-tokens // engine.block_size)
+    if blocks > engine.num_kv_blocks:
+        fail(("deployment", "decode"), f"a decode DP rank's KV pool holds {engine.num_kv_blocks}"
+                                       f" blocks of {engine.block_size} tokens; the longest "
+                                       f"prompt ({longest:,} tokens) needs {blocks}")

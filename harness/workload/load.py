@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
+from engine import disaggregation
 from engine.config import EngineConfig, SchedulerConfig
 from engine.deployment import Deployment
+from engine.disaggregation import Disaggregation, Pool
 from engine.files import NotAFile, check_regular
 from engine.yaml_lines import KeyPath, load_with_lines
 
@@ -65,18 +67,31 @@ class Workload:
         v = self.values["gil_switch_interval_s"]
         return tuple(v) if isinstance(v, list) else (v,)
 
-    def engine_config(self, arm: str) -> EngineConfig:
-        """The engine of one arm (harness/workload/arms.py: released, held, ...)."""
+    @property
+    def disaggregation(self) -> Optional[Disaggregation]:
+        """The P/D deployment, or None for a co-located one."""
         v = self.values
-        spec = executor_spec(v["device"])
-        deployment = Deployment.from_values(v["deployment"], v["precision"]) \
+        if v["deployment"]["prefill"] is None:
+            return None
+        return disaggregation.from_values(v["deployment"], v["device"], v["precision"])
+
+    def engine_config(self, arm: str, pool: Optional[Pool] = None) -> EngineConfig:
+        """The engine of one arm (harness/workload/arms.py: released, held, ...); of one
+        instance of `pool` in a P/D deployment."""
+        v = self.values
+        spec = executor_spec(pool.device if pool else v["device"])
+        deployment = pool.deployment if pool else \
+            Deployment.from_values(v["deployment"], v["precision"]) \
             if spec and spec.profile else None
+        engine = pool.engine if pool else v["engine"]
         # `auto` left to a torch device: the executor sizes it with the model resident (and
         # checks a given one there)
-        auto = v["engine"]["num_kv_blocks"] == "auto"
-        engine = {**v["engine"], "num_kv_blocks": DEFAULT_KV_BLOCKS} if auto else v["engine"]
+        auto = engine["num_kv_blocks"] == "auto"
+        if auto:
+            engine = {**engine, "num_kv_blocks": DEFAULT_KV_BLOCKS}
         return EngineConfig(scheduler=SchedulerConfig(**engine), model=v["model"],
-                            memory_utilization=v["deployment"]["memory_utilization"],
+                            memory_utilization=pool.deployment.memory_utilization if pool
+                            else v["deployment"]["memory_utilization"],
                             size_kv_blocks=auto,
                             deployment=deployment,
                             device="cpu" if spec else v["device"],
@@ -129,12 +144,18 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     trace_file = values["trace"]["file"]
     read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
     checks.arrival_span(values["trace"], read, fail)
-    try:
-        for arm in Workload(path, values).arms:
-            Workload(path, values).engine_config(arm)
-    except ValueError as e:  # SchedulerConfig's own checks name the field first
-        name = str(e).split()[0]
-        fail(("engine", name) if name in SCHEMA["engine"] else ("engine",), str(e))
+    workload = Workload(path, values)
+    pools = workload.disaggregation.pools if workload.disaggregation else (None,)
+    for pool in pools:
+        try:
+            for arm in workload.arms:
+                workload.engine_config(arm, pool)
+        except ValueError as e:  # SchedulerConfig's own checks name the field first
+            name = str(e).split()[0]
+            key = ("deployment", pool.role, "engine") if pool else ("engine",)
+            fail(key[:-1] + ("engine", name) if name in SCHEMA["engine"] else key, str(e))
+    if workload.disaggregation is not None:
+        checks.decode_room(workload.disaggregation.decode, read, values, fail)
     return Workload(path, values, notes(values, read), read)
 
 

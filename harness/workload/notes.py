@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from ..traces.generate import longest
 from ..traces.read import TraceResult
 
 
@@ -25,24 +26,18 @@ def _position_notes(values, read: Optional[TraceResult]) -> Tuple[str, ...]:
     from engine.model_config import load_model_config
 
     positions = load_model_config(values["model"]).max_position_embeddings
-    longest: Optional[int]
+    most: Optional[int]
     if read is not None:
-        longest = int((read.df["prompt_len"] + read.df["max_new_tokens"]).max())
+        most = int((read.df["prompt_len"] + read.df["max_new_tokens"]).max())
     else:
         g = values["trace"]["generate"]
-        prompt, output = (_longest(g[name]) for name in ("prompt", "output"))
-        longest = None if prompt is None or output is None else prompt + output
-    if longest is None or longest <= positions:
+        prompt, output = (longest(g[name]) for name in ("prompt", "output"))
+        most = None if prompt is None or output is None else prompt + output
+    if most is None or most <= positions:
         return ()
-    return (f"model: the trace's longest request holds {longest:,} tokens (prompt and output), "
+    return (f"model: the trace's longest request holds {most:,} tokens (prompt and output), "
             f"more than the model's max_position_embeddings ({positions:,}): a serving engine "
             f"would refuse it; this replay runs it",)
-
-
-def _longest(length) -> Optional[int]:
-    """The longest length a generator draws; None where it has no bound (lognormal)."""
-    (kind, arg), = length.items()
-    return arg if kind == "fixed" else arg[1] if kind == "uniform" else arg.get("max")
 
 
 def _prompt_engine_notes(values) -> Tuple[str, ...]:

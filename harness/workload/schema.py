@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional
 from engine.config import DEVICES, DTYPES, LAUNCH_US, SchedulerConfig
 from engine.deployment import Deployment, Setting
 from engine.devices.profile import PRECISIONS
+from engine.disaggregation import DECODE_ROUTERS, LINKS, PREFILL_ROUTERS
 from engine.executors.spec import ExecutorSpec, ExecutorSpecError
 from engine.scheduler_config import FIELDS
 
@@ -127,6 +128,63 @@ def _deployment_keys() -> Dict[str, Any]:
     return section
 
 
+def _pool_keys(role: str) -> Dict[str, Any]:
+    """A P/D pool's section: its instances, device and engine keys over the workload's,
+    and every key of a co-located deployment."""
+    return {"instances": Key(integer(1), 1, f"{role} instances, identical"),
+            "device": Key(lambda v: None if v is None else device(v), None,
+                          "modeled:<profile>; null: the workload's device"),
+            "engine": Key(_engine_overrides, {}, f"engine keys for the {role} instances, "
+                          f"over the workload's `engine:`"),
+            **_deployment_keys()}
+
+
+def _engine_overrides(v) -> None:
+    """A pool's `engine:`: scheduler keys, each checked as under `engine:`; the pool sets
+    engine_type and dp_size itself."""
+    if not isinstance(v, dict):
+        raise ValueError("a mapping of engine keys")
+    keys = SCHEMA["engine"]
+    for name, value in v.items():
+        if name in ("engine_type", "dp_size") or name not in keys:
+            allowed = ", ".join(k for k in keys if k not in ("engine_type", "dp_size"))
+            raise ValueError(f"engine keys other than engine_type and dp_size (the pool "
+                             f"sets those), one of {allowed}; {name!r} is not")
+        try:
+            keys[name].check(value)
+        except ValueError as e:
+            raise ValueError(f"engine.{name}: {e}, got {value!r}") from None
+
+
+def _link(v) -> None:
+    if v in LINKS:
+        return
+    try:
+        number(0, strict=True)(v)
+    except ValueError:
+        raise ValueError(f"one of {', '.join(LINKS)}, or GB/s per device (a number > 0)") \
+            from None
+
+
+def _disaggregation_keys() -> Dict[str, Any]:
+    """The P/D keys of `deployment:` (engine/disaggregation.py)."""
+    return {
+        "prefill": _pool_keys("prefill"),
+        "decode": _pool_keys("decode"),
+        "kv_transfer": {
+            "link": Key(_link, "scaleout", "scaleout, scaleup, or GB/s per device"),
+            "latency_us": Key(number(0), 20.0, "per transfer, before its first byte"),
+            "layerwise": Key(boolean, True, "stream layer by layer with the prefill"),
+        },
+        "router": {
+            "prefill": Key(one_of(*PREFILL_ROUTERS), "round_robin",
+                           "which prefill instance takes a request"),
+            "decode": Key(one_of(*DECODE_ROUTERS), "round_robin",
+                          "which decode instance takes a prefilled sequence"),
+        },
+    }
+
+
 def _setting_check(s: Setting) -> Callable[[Any], None]:
     if s.choices:
         return one_of(*s.choices)
@@ -220,7 +278,7 @@ SCHEMA: Dict[str, Any] = {
         "enabled": Key(boolean, True, "sample device and host in a separate process"),
         "interval_s": Key(number(0.01), 0.1, "seconds between samples (GPM >= 0.1, npu-smi >= 1)"),
     },
-    "deployment": _deployment_keys(),
+    "deployment": {**_deployment_keys(), **_disaggregation_keys()},
     "output": Key(text, "results", "results folder, relative to the working directory"),
     "table_format": Key(one_of("parquet", "csv"), "parquet"),
 }

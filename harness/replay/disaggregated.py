@@ -1,0 +1,258 @@
+"""The replay of a P/D deployment: one discrete-event loop on the virtual clock over every
+instance (docs/disaggregation.md).
+
+Each instance steps on its own clock and never waits for another, except through a
+transfer. A request arrives; the prefill router picks an instance, whose `prompt` engine
+prefills it and hands it off with its first token. The decode router picks a decode
+instance, to which the sequence is added with its KV in transfer: the instance reserves its
+blocks when its scheduler admits it (at the start of the instance's next step, or later
+when it has no room: backpressure), and the transfer starts then. The KV moves over the two
+devices' links (harness/replay/kv_links.py), ends no earlier than the prefill allows, and
+arrives after the link's latency; from then on the decode instance decodes it. The user
+sees the first token when the KV has arrived.
+
+Events at one instant go in a fixed order (arrivals, transfers ending, hand-offs and
+arrivals of KV, then instance steps, the lower instance first), so a seed gives identical
+tables.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+from engine.block_hashes import block_hashes
+from engine.device_memory import kv_bytes_per_token
+from engine.disaggregation import Disaggregation
+
+from ..record.pd_join import Transfers
+from .driver import PROGRESS_EVERY, Requests, engine_step_seconds
+from .kv_links import Links
+from .routers import DecodeRouter, PrefillRouter
+
+HANDOFF, KV_ARRIVED = 0, 1  # event kinds, in their order at one instant
+
+
+@dataclass
+class Instance:
+    """One instance: its engine, its step log, its clock (the start of its next step)."""
+
+    role: str
+    index: int
+    engine: object  # an LLMEngine with a prompt or completion scheduler
+    log: object  # its StepLog: record(step, t_start, t_end), enqueue(added, t)
+    clock: float = 0.0
+    stalled: bool = False  # its last step ran no row: it waits for an event to step again
+    # decode: sequences added with their KV in transfer, not yet admitted
+    pending: Dict[int, "Handoff"] = field(default_factory=dict)
+
+    @property
+    def runnable(self) -> bool:
+        return not self.stalled and self.engine.has_unfinished()
+
+    def wake(self, t: float) -> None:
+        self.clock = max(self.clock, t)
+        self.stalled = False
+
+
+@dataclass
+class Handoff:
+    """A prefilled sequence on its way to a decode instance."""
+
+    seq_id: int
+    sender: tuple  # (prefill instance, DP rank)
+    nbytes: float
+    asked_s: float  # when the prefill asked for decode room
+    not_before_s: float  # the transfer ends no earlier (the prefill's last layer)
+    decode: Optional[Instance] = None
+    added: object = None  # the decode scheduler's SeqRecord of it as added
+
+
+def replay_disaggregated(service: Disaggregation, instances: List[Instance],
+                         requests: Requests, model_config, transfers: Transfers,
+                         on_arrival: Callable[[int, float], None],
+                         on_step: Optional[Callable[[int, int], None]] = None,
+                         stop: Optional[threading.Event] = None) -> bool:
+    """Replay the requests to completion, or until `stop` is set. True if completed.
+    `on_arrival(i, t)` is told each request's arrival (a closed loop's are not the
+    trace's)."""
+    run = _Service(service, instances, requests, model_config, transfers, on_arrival)
+    stop = threading.Event() if stop is None else stop
+    n = len(requests.arrival_s)
+    while not stop.is_set():
+        if not run.advance():
+            break
+        if on_step is not None and run.stepped and run.steps % PROGRESS_EVERY == 0:
+            on_step(run.done, n)
+    if on_step is not None:
+        on_step(run.done, n)
+    return not stop.is_set()
+
+
+class _Service:
+    def __init__(self, service: Disaggregation, instances: List[Instance], requests: Requests,
+                 model_config, transfers: Transfers, on_arrival) -> None:
+        self.service, self.requests, self.transfers = service, requests, transfers
+        self.on_arrival = on_arrival
+        self.prefill = [i for i in instances if i.role == "prefill"]
+        self.decode = [i for i in instances if i.role == "decode"]
+        self.instances = instances
+        p, d = service.prefill, service.decode
+        pe = self.prefill[0].engine.config.scheduler
+        self.block_size = pe.block_size
+        self.prefill_router = PrefillRouter(service.prefill_router, p.instances,
+                                            pe.dp_size * pe.num_kv_blocks, pe.block_size)
+        self.decode_router = DecodeRouter(service.decode_router, d.instances)
+        self.kv_per_token = kv_bytes_per_token(model_config, p.deployment)
+        self.layers = model_config.num_hidden_layers + model_config.num_nextn_predict_layers
+        kv = service.kv_transfer
+        self.sender_bps = kv.bytes_per_s(self.prefill[0].engine.device_profile) \
+            * p.deployment.attention_tp
+        self.receiver_bps = kv.bytes_per_s(self.decode[0].engine.device_profile) \
+            * d.deployment.attention_tp
+        self.latency_s = kv.latency_us * 1e-6
+        self.layerwise = kv.layerwise
+        self.links = Links()
+        self.events: list = []  # (time, kind, order, Handoff)
+        self.handoffs: Dict[int, Handoff] = {}
+        self.arrivals = np.ascontiguousarray(requests.arrival_s, np.float64)
+        self.prompt_len = np.ascontiguousarray(requests.prompt_len, np.int64)
+        self.max_new_tokens = np.ascontiguousarray(requests.max_new_tokens, np.int64)
+        self.next = self.done = self.steps = self._order = 0
+        self.now = 0.0
+        self.stepped = False
+
+    def advance(self) -> bool:
+        """The next event, processed; False when nothing is left to happen."""
+        self.stepped = False
+        t_arrival = self._next_arrival()
+        t_link, key = self.links.next_end()
+        t_event = self.events[0][0] if self.events else math.inf
+        runnable = [i for i in self.instances if i.runnable]
+        first = min(runnable, key=lambda i: i.clock) if runnable else None
+        t_step = first.clock if first is not None else math.inf
+        t = min(t_arrival, t_link, t_event, t_step)
+        if t == math.inf:
+            return False
+        self.now = t
+        if t_arrival == t:
+            self._arrive(self.next, t)
+        elif t_link == t:
+            self._transferred(key, t)
+        elif t_event == t:
+            _, kind, _, handoff = heapq.heappop(self.events)
+            (self._route_decode if kind == HANDOFF else self._kv_arrived)(handoff, t)
+        else:
+            self._step(first)
+        return True
+
+    def _next_arrival(self) -> float:
+        if self.next >= len(self.arrivals):
+            return math.inf
+        window = self.requests.concurrency
+        if window:  # a closed loop: released when fewer than the window are in flight
+            return self.now if self.next < self.done + window else math.inf
+        return float(self.arrivals[self.next])
+
+    def _push(self, t: float, kind: int, handoff: Handoff) -> None:
+        heapq.heappush(self.events, (t, kind, self._order, handoff))
+        self._order += 1
+
+    def _arrive(self, i: int, t: float) -> None:
+        self.next += 1
+        self.on_arrival(i, t)
+        r = self.requests
+        prompt_len = int(self.prompt_len[i])
+        ids = None if r.hash_ids is None else r.hash_ids[i]
+        hashes = block_hashes(ids, r.hash_block_size or self.block_size, self.block_size,
+                              prompt_len) \
+            if ids is not None and self.service.prefill_router == "cache_aware" else ()
+        instance = self.prefill[self.prefill_router.route(prompt_len, hashes)]
+        self.transfers["prefill_instance"][i] = instance.index
+        added = instance.engine.add_request(
+            i, prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),
+            arrival_time=t, hash_ids=ids, hash_block_size=r.hash_block_size)
+        instance.log.enqueue(added, t)
+        if added.status == "rejected":
+            self.prefill_router.prefilled(instance.index, prompt_len)
+            self.done += 1
+        instance.wake(t)
+
+    def _step(self, instance: Instance) -> None:
+        t0 = instance.clock
+        record = instance.engine.step()
+        t1 = t0 + engine_step_seconds(record)
+        instance.log.record(record, t0, t1)
+        instance.clock = t1
+        instance.stalled = all(b.empty for b in record.batches)
+        self.steps += 1
+        self.stepped = True
+        if instance.role == "prefill":
+            for left in record.post.left:
+                self.prefill_router.prefilled(instance.index, int(self.prompt_len[left.seq_id]))
+                if left.status == "rejected":
+                    self.done += 1
+                else:
+                    self._handed_off(instance, left, t0, t1)
+            return
+        self.done += len(record.post.left)
+        for seq_id in [s for s in instance.pending
+                       if instance.engine.scheduler.seq(s).status == "running"]:
+            self._start_transfer(instance.pending.pop(seq_id), t0)
+
+    def _handed_off(self, instance: Instance, left, t0: float, t1: float) -> None:
+        """The prefill of `left` ended in the step [t0, t1]: it asks for decode room when
+        its KV can start to move (the last chunk's first layer done, layerwise; else the
+        step's end)."""
+        nbytes = int(self.prompt_len[left.seq_id]) * self.kv_per_token
+        self.transfers["kv_bytes"][left.seq_id] = nbytes
+        if self.layerwise:  # the last layer's share moves after the step
+            asked = t0 + (t1 - t0) / self.layers
+            not_before = t1 + nbytes / self.layers / min(self.sender_bps, self.receiver_bps)
+        else:
+            asked = not_before = t1
+        handoff = Handoff(left.seq_id, (instance.index, left.dp_rank), nbytes, asked, not_before)
+        self._push(asked, HANDOFF, handoff)
+
+    def _route_decode(self, h: Handoff, t: float) -> None:
+        free = [sum(i.engine.scheduler.num_free_blocks(r)
+                    for r in range(i.engine.config.scheduler.dp_size)) for i in self.decode] \
+            if self.service.decode_router == "least_kv" else ()
+        instance = self.decode[self.decode_router.route(free)]
+        self.transfers["decode_instance"][h.seq_id] = instance.index
+        added = instance.engine.add_request(
+            h.seq_id, prompt_len=int(self.prompt_len[h.seq_id]),
+            max_new_tokens=int(self.max_new_tokens[h.seq_id]), arrival_time=t,
+            kv_transfer=True)
+        h.decode, h.added = instance, added
+        if added.status == "rejected":
+            instance.log.enqueue(added, t)
+            self.done += 1
+            return
+        instance.pending[h.seq_id] = h
+        instance.wake(t)
+
+    def _start_transfer(self, h: Handoff, t: float) -> None:
+        self.transfers["transfer_start_s"][h.seq_id] = t
+        self.transfers["decode_wait_s"][h.seq_id] = t - h.asked_s
+        receiver = (h.decode.index, h.added.dp_rank)
+        self.handoffs[h.seq_id] = h
+        self.links.start(h.seq_id, ("prefill",) + h.sender, ("decode",) + receiver, h.nbytes,
+                         self.sender_bps, self.receiver_bps, t)
+
+    def _transferred(self, key: int, t: float) -> None:
+        self.links.finish(key, t)
+        h = self.handoffs.pop(key)
+        self._push(max(t, h.not_before_s) + self.latency_s, KV_ARRIVED, h)
+
+    def _kv_arrived(self, h: Handoff, t: float) -> None:
+        self.transfers["transfer_end_s"][h.seq_id] = t
+        instance = h.decode
+        instance.engine.kv_arrived(h.seq_id)
+        instance.log.enqueue(h.added, t)
+        instance.wake(t)

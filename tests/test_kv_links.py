@@ -1,0 +1,100 @@
+"""The KV links' fluid sharing and the P/D routers, by hand arithmetic."""
+
+import math
+
+import pytest
+
+from harness.replay.kv_links import Links
+from harness.replay.routers import DecodeRouter, PrefillRouter
+
+GB = 1e9
+
+
+def test_one_transfer_moves_at_the_slower_end():
+    links = Links()
+    links.start(0, "p0", "d0", 10 * GB, sender_bps=50 * GB, receiver_bps=25 * GB, now=1.0)
+    assert links.next_end() == (pytest.approx(1.4), 0)
+
+
+def test_two_transfers_on_one_sender_share_it_then_the_survivor_speeds_up():
+    links = Links()
+    links.start(0, "p0", "d0", 10 * GB, 50 * GB, 100 * GB, now=0.0)
+    links.start(1, "p0", "d1", 20 * GB, 50 * GB, 100 * GB, now=0.0)
+    # 25 GB/s each: the first ends at 0.4 s, the second has 10 GB left, then alone at 50
+    t, key = links.next_end()
+    assert (t, key) == (pytest.approx(0.4), 0)
+    links.finish(key, t)
+    assert links.next_end() == (pytest.approx(0.4 + 10 / 50), 1)
+
+
+def test_a_later_transfer_slows_the_one_in_flight_from_its_start():
+    links = Links()
+    links.start(0, "p0", "d0", 10 * GB, 10 * GB, 10 * GB, now=0.0)
+    links.start(1, "p1", "d0", 10 * GB, 10 * GB, 10 * GB, now=0.5)  # the same receiver
+    # transfer 0: 5 GB alone by 0.5 s, then 5 GB at 5 GB/s: ends at 1.5 s
+    assert links.next_end() == (pytest.approx(1.5), 0)
+
+
+def test_transfers_on_different_devices_do_not_share():
+    links = Links()
+    links.start(0, "p0", "d0", 10 * GB, 10 * GB, 10 * GB, now=0.0)
+    links.start(1, "p1", "d1", 10 * GB, 10 * GB, 10 * GB, now=0.0)
+    assert links.next_end()[0] == pytest.approx(1.0)
+    assert len(links) == 2
+
+
+def test_no_transfer_no_end():
+    assert Links().next_end() == (math.inf, None)
+
+
+def test_round_robin_prefill_and_decode():
+    prefill = PrefillRouter("round_robin", 3, 100, 16)
+    assert [prefill.route(10, ()) for _ in range(4)] == [0, 1, 2, 0]
+    decode = DecodeRouter("round_robin", 2)
+    assert [decode.route([0, 0]) for _ in range(3)] == [0, 1, 0]
+
+
+def test_least_tokens_counts_prompt_tokens_until_prefilled():
+    router = PrefillRouter("least_tokens", 2, 100, 16)
+    assert router.route(1000, ()) == 0
+    assert router.route(10, ()) == 1
+    assert router.route(10, ()) == 1  # 20 < 1000
+    router.prefilled(0, 1000)
+    assert router.route(10, ()) == 0
+
+
+def test_least_kv_takes_the_most_free_blocks_lower_on_ties():
+    router = DecodeRouter("least_kv", 3)
+    assert router.route([5, 9, 9]) == 1
+    assert router.route([5, 5, 5]) == 0
+
+
+def test_cache_aware_follows_the_shared_prefix_above_30_percent():
+    router = PrefillRouter("cache_aware", 2, 1000, 16)
+    a = [1, 2, 3, 4]
+    assert router.route(64, a) == 0  # nothing cached: the least loaded, the lower one
+    assert router.route(64, [9, 8, 7, 6]) == 1  # 0 holds one more request now
+    # a later turn sharing 2 of 4 blocks (32 of 64 tokens: 50 % > 30 %) follows them,
+    # though instance 0 is as loaded as 1
+    assert router.route(64, [1, 2, 5, 6]) == 0
+    # 1 shared block of 64 tokens (25 %) is below the threshold: the least loaded
+    assert router.route(64, [9, 10, 11, 12]) == 1
+
+
+def test_cache_aware_balances_past_both_bounds():
+    router = PrefillRouter("cache_aware", 2, 10_000, 16)
+    # every request shares the prefix: instance 0 takes them while 0 - 65 is within 64
+    assert [router.route(64, [1, 2, 3, 4]) for _ in range(65)] == [0] * 65
+    assert router.route(64, [1, 2, 3, 4]) == 1  # 65 - 0 > 64 and 65 > 1.5 x 0
+    # within the bounds again, and both hold the prefix now: the less loaded
+    assert router.route(64, [1, 2, 3, 4]) == 1
+
+
+def test_cache_aware_forgets_the_least_recently_routed_beyond_capacity():
+    router = PrefillRouter("cache_aware", 2, 4, 16)
+    router.route(64, [1, 2, 3, 4])  # instance 0 holds 1..4
+    router.route(64, [5, 6, 7, 8])  # instance 1
+    router.prefilled(0, 64)
+    router.prefilled(1, 64)
+    router.route(64, [1, 2, 3, 4])  # back to 0: still its blocks
+    assert router._hit(0, [1, 2, 3, 4]) == 4
