@@ -45,6 +45,7 @@ void bind_sequences(py::module_& m) {
       .def_readonly("recomputed_tokens", &Sequence::recomputed_tokens)
       .def_readonly("reason", &Sequence::reason)
       .def_readonly("prefix_hit_tokens", &Sequence::prefix_hit_tokens)
+      .def_readonly("kv_pending", &Sequence::kv_pending)
       .def_property_readonly("output_len", &Sequence::output_len)
       .def_property_readonly("status", [](const Sequence& s) { return status_name(s.status); })
       .def("__repr__", [](const Sequence& s) {

@@ -1,9 +1,10 @@
 // Python arguments as the bindings take them, checked by name before any reaches the core.
 // An integer refuses bool and anything without __index__, and values beyond int64; a
-// number refuses bool, text and NaN/inf; an integer sequence refuses floats and bools, in
-// an array (its dtype) or element by element. Each refusal is a ValueError naming the
-// argument and the value, worded exactly as engine/arguments.py words it for the reference
-// scheduler, so that both implementations refuse alike (tests/test_differential.py).
+// number refuses bool, text and NaN/inf; a flag refuses anything but a bool (Python's or
+// numpy's); an integer sequence refuses floats and bools, in an array (its dtype) or element
+// by element. Each refusal is a ValueError naming the argument and the value, worded exactly
+// as engine/arguments.py words it for the reference scheduler, so that both implementations
+// refuse alike (tests/test_differential.py).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -88,6 +89,11 @@ inline double finite(const char* name, py::handle v) {
   if (!std::isfinite(x))
     throw py::value_error(std::string(name) + " must be finite, got " + shown(v));
   return x;
+}
+
+inline bool boolean(const char* name, py::handle v) {
+  if (!is_bool(v)) throw py::value_error(std::string(name) + " must be a bool, got " + shown(v));
+  return PyObject_IsTrue(v.ptr()) == 1;
 }
 
 // Appends the integers of `v` (an integer array, or a sequence whose items are integers or

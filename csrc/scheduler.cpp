@@ -45,8 +45,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
 
 SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
                                   double arrival_time, const std::vector<int64_t>& hash_ids,
-                                  int64_t hash_block_size) {
-  const int64_t hb = check_added(seq_id, prompt_len, max_new_tokens, hash_ids, hash_block_size);
+                                  int64_t hash_block_size, bool kv_transfer) {
+  const int64_t hb =
+      check_added(seq_id, prompt_len, max_new_tokens, hash_ids, hash_block_size, kv_transfer);
   // Beyond kMaxSeqTokens a request can never run (choice 10): rejected, lengths not kept.
   const int64_t longest = std::max<int64_t>(max_new_tokens, lookahead_);
   const bool too_long = prompt_len > kMaxSeqTokens || longest > kMaxSeqTokens - prompt_len;
@@ -77,6 +78,7 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
             too_long ? std::optional<uint64_t>(static_cast<uint64_t>(prompt_len) +
                                                static_cast<uint64_t>(longest))
                      : std::nullopt);
+  s.kv_pending = kv_transfer && !leaves_after;  // a request rejected or finished reserves nothing
   SeqRecord added = record_of(s);
   if (static_cast<size_t>(idx) == seqs_.size())
     seqs_.push_back(std::move(s));
@@ -88,10 +90,20 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   return added;
 }
 
+void Scheduler::kv_arrived(int64_t seq_id) {
+  auto it = index_.find(seq_id);
+  if (it == index_.end()) bad_arg("unknown seq_id " + std::to_string(seq_id));
+  Sequence& s = seqs_[it->second];
+  if (!s.kv_pending)
+    bad_arg("sequence " + std::to_string(seq_id) + " awaits no KV transfer (" +
+            status_name(s.status) + ")");
+  s.kv_pending = false;
+}
+
 // add_sequence's arguments checked; the hash block size the ids name.
 int64_t Scheduler::check_added(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                               const std::vector<int64_t>& hash_ids,
-                               int64_t hash_block_size) const {
+                               const std::vector<int64_t>& hash_ids, int64_t hash_block_size,
+                               bool kv_transfer) const {
   if (prompt_len < 1) bad_arg("prompt_len must be >= 1, got " + std::to_string(prompt_len));
   if (max_new_tokens < 1)
     bad_arg("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
@@ -106,6 +118,9 @@ int64_t Scheduler::check_added(int64_t seq_id, int64_t prompt_len, int64_t max_n
     bad_arg("hash_ids has " + std::to_string(hash_ids.size()) + " entries; a " +
             std::to_string(prompt_len) + "-token prompt has at most " +
             std::to_string(most_blocks) + " blocks of " + std::to_string(hb));
+  if (kv_transfer && config_.engine_type != EngineType::kCompletion)
+    bad_arg(std::string("kv_transfer=True needs a completion engine; this is a ") +
+            kEngineTypes[static_cast<int>(config_.engine_type)] + " engine");
   if (num_added_ == std::numeric_limits<int32_t>::max())
     bad_arg("a scheduler takes at most " + std::to_string(num_added_) + " sequences");
   return hb;
@@ -459,7 +474,7 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
     const int32_t idx = candidates[right];
     if (right >= kPrefetch) prefetch(seqs[candidates[right - kPrefetch]]);
     Sequence& s = seqs[idx];
-    if (!wants_token(s)) {  // waits for in-flight samples; as a victim it would be passed over
+    if (!wants_token(s)) {  // waits for its KV or in-flight samples; passed over as a victim
       --right;
       continue;
     }
@@ -469,7 +484,8 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
     if (need > 0) {
       if (need > rank.pool.num_free()) {
         const int32_t victim = candidates[left++];
-        if (seqs[victim].num_inflight == 0) {  // a victim with work in flight is passed over
+        // A victim with work in flight, or KV in transfer, is passed over: both write its blocks.
+        if (seqs[victim].num_inflight == 0 && !seqs[victim].kv_pending) {
           preempt(rank, victim);
           victims_.push_back(victim);
         }

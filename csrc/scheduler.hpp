@@ -51,11 +51,15 @@ class Scheduler {
 
   // hash_ids[i] identifies the prompt's first (i + 1) * hash_block_size tokens (prefix
   // caching; csrc/block_hashes.hpp); may be empty. hash_block_size 0 is block_size.
+  // kv_transfer (completion engine only): its KV is still in transfer; admission reserves
+  // its blocks, and it decodes once kv_arrived() is called.
   // Returns the sequence as added: waiting, finished (a completion engine's one-token
   // request) or rejected.
   SeqRecord add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
                          double arrival_time, const std::vector<int64_t>& hash_ids = {},
-                         int64_t hash_block_size = 0);
+                         int64_t hash_block_size = 0, bool kv_transfer = false);
+  // The sequence's KV transfer ended: it decodes from the next schedule().
+  void kv_arrived(int64_t seq_id);
   // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
   // the ranks of this scheduler vote among themselves.
   std::shared_ptr<ScheduleOutput> schedule(std::optional<Phase> vote = std::nullopt);
@@ -118,10 +122,10 @@ class Scheduler {
   std::pair<int32_t, int32_t> prefix_hit(const Rank& rank, const Sequence& s) const;
   void index_prompt_blocks(Rank& rank, Sequence& s) const;
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
-  // A decode step computes 1 + num_mtp positions, for a sequence that still wants a token
-  // once its in-flight samples are in.
+  // A decode step computes 1 + num_mtp positions, for a sequence that has its KV and still
+  // wants a token once its in-flight samples are in.
   static bool wants_token(const Sequence& s) {
-    return s.output_len() + s.inflight_samples < s.max_new_tokens;
+    return !s.kv_pending && s.output_len() + s.inflight_samples < s.max_new_tokens;
   }
   void admit_prefilled(Rank& rank);
   void order_for_decode(Rank& rank) const;
@@ -159,7 +163,8 @@ class Scheduler {
   int32_t take_slot();
   void check_postprocess(const ScheduleOutput& plan, const std::vector<int64_t>* accepted) const;
   int64_t check_added(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
-                      const std::vector<int64_t>& hash_ids, int64_t hash_block_size) const;
+                      const std::vector<int64_t>& hash_ids, int64_t hash_block_size,
+                      bool kv_transfer) const;
   std::optional<int64_t> place(Sequence& s, int32_t idx, std::optional<uint64_t> too_long);
   std::shared_ptr<ScheduleOutput> take_plan();
   void check_rows(const ScheduleOutput& plan) const;

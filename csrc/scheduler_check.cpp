@@ -17,6 +17,11 @@ void Scheduler::check_invariants() const {
     const Sequence& s = seqs_[i];
     if (s.order < 0) continue;  // vacant
     ++live;
+    STEPTRACE_CHECK(
+        !s.kv_pending || ((s.status == SeqStatus::kWaiting || s.status == SeqStatus::kRunning) &&
+                          s.num_inflight == 0),
+        "sequence " + std::to_string(s.seq_id) + " awaits its KV while " + status_name(s.status) +
+            " with " + std::to_string(s.num_inflight) + " tokens in flight");
     auto it = index_.find(s.seq_id);
     STEPTRACE_CHECK(it != index_.end() && it->second == static_cast<int32_t>(i),
                     "sequence " + std::to_string(s.seq_id) + " at slot " + std::to_string(i) +

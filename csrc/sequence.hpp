@@ -22,6 +22,7 @@ struct alignas(64) Sequence {
                       // vacant slot, whose sequence has left (retain_finished off)
   std::vector<int32_t> blocks;
   SeqStatus status = SeqStatus::kWaiting;
+  bool kv_pending = false;  // KV in transfer (completion engine): computes nothing
   int32_t prefill_target = 0;  // P, or num_tokens when re-admitted after preemption
 
   int64_t seq_id = 0;

@@ -2,9 +2,10 @@
 csrc/py_args.hpp, which checks the C++ bindings' arguments in the same words).
 
 An integer refuses bool and anything without __index__, and values beyond int64; a number
-refuses bool, text and NaN/inf; an integer sequence refuses floats and bools, in an array
-(its dtype) or element by element. Each refusal is a ValueError naming the argument and
-the value, so that both implementations refuse alike (tests/test_differential.py).
+refuses bool, text and NaN/inf; a flag refuses anything but a bool (Python's or numpy's); an
+integer sequence refuses floats and bools, in an array (its dtype) or element by element.
+Each refusal is a ValueError naming the argument and the value, so that both implementations
+refuse alike (tests/test_differential.py).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def finite(name: str, value) -> float:
     if not math.isfinite(x):
         raise ValueError(f"{name} must be finite, got {shown(value)}")
     return x
+
+
+def boolean(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a bool, got {shown(value)}")
+    return bool(value)
 
 
 def integers(name: str, value) -> np.ndarray:

@@ -140,9 +140,12 @@ class LLMEngine:
     def add_request(self, request_id: int, prompt_token_ids: Optional[Sequence[int]] = None,
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
                     arrival_time: float = 0.0, hash_ids=None,
-                    hash_block_size: Optional[int] = None) -> _core.SeqRecord:
+                    hash_block_size: Optional[int] = None,
+                    kv_transfer: bool = False) -> _core.SeqRecord:
         """Queue a request; prompt ids are synthesised (seeded) when only a length is given.
-        Returns the scheduler's record of it as added (waiting, finished or rejected)."""
+        kv_transfer (completion engine): its KV is still in transfer; it decodes once
+        kv_arrived(request_id) is called (docs/scheduling.md, "KV in transfer"). Returns the
+        scheduler's record of it as added (waiting, finished or rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
@@ -156,7 +159,8 @@ class LLMEngine:
         added = self.scheduler.add_sequence(seq_id=request_id, prompt_len=prompt_len,
                                             max_new_tokens=max_new_tokens,
                                             arrival_time=arrival_time, hash_ids=hash_ids,
-                                            hash_block_size=hash_block_size)
+                                            hash_block_size=hash_block_size,
+                                            kv_transfer=kv_transfer)
         if not self.executor.holds_requests:  # only lengths matter: no token ids
             return added
         if added.status == "waiting":
@@ -167,6 +171,10 @@ class LLMEngine:
                 tokens.append(int(self._prompt_rng.integers(0, vocab)))
             self.executor.add(added.dp_rank, request_id, tokens)
         return added
+
+    def kv_arrived(self, request_id: int) -> None:
+        """The request's KV transfer ended: it decodes from the next step."""
+        self.scheduler.kv_arrived(request_id)
 
     @property
     def peak_tflops(self) -> Optional[float]:

@@ -21,7 +21,7 @@ from typing import Deque, List, Optional
 
 import numpy as np
 
-from .arguments import finite, integer, integers, shown
+from .arguments import boolean, finite, integer, integers, shown
 from .block_hashes import block_hashes, block_size_mismatch
 from .config import SchedulerConfig
 from .plan import (
@@ -65,6 +65,7 @@ class RefSequence:
     num_inflight: int = 0
     inflight_samples: int = 0  # in-flight steps that will sample (final chunks, decodes)
     status: str = "waiting"
+    kv_pending: bool = False  # KV in transfer (completion engine): computes nothing
     blocks: List[int] = field(default_factory=list)
     num_preemptions: int = 0
     recomputed_tokens: int = 0
@@ -106,11 +107,14 @@ class ReferenceScheduler:
 
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
                      arrival_time: float = 0.0, hash_ids=None,
-                     hash_block_size=None) -> SeqRecord:
-        """Returns the sequence as added: waiting, finished (a completion engine's
-        one-token request) or rejected."""
-        seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block = self._arguments(
-            seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids, hash_block_size)
+                     hash_block_size=None, kv_transfer=False) -> SeqRecord:
+        """kv_transfer (completion engine only): its KV is still in transfer; admission
+        reserves its blocks, and it decodes once kv_arrived() is called. Returns the
+        sequence as added: waiting, finished (a completion engine's one-token request) or
+        rejected."""
+        seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer = \
+            self._arguments(seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids,
+                            hash_block_size, kv_transfer)
         cfg = self.config
         # Beyond MAX_SEQ_TOKENS a request can never run (choice 10): rejected, lengths not kept.
         needs = prompt_len + max(max_new_tokens, self._lookahead)
@@ -134,10 +138,22 @@ class ReferenceScheduler:
         seq.dp_rank = self._assign_rank(seq)
         self._seqs[seq_id] = seq
         self._place(seq, needs if too_long else None, completion)
+        # a request rejected or finished reserves nothing
+        seq.kv_pending = kv_transfer and seq.status == "waiting"
         return _record(seq)
 
+    def kv_arrived(self, seq_id: int) -> None:
+        """The sequence's KV transfer ended: it decodes from the next schedule()."""
+        seq_id = integer("seq_id", seq_id)
+        seq = self._seqs.get(seq_id)
+        if seq is None:
+            raise ValueError(f"unknown seq_id {seq_id}")
+        if not seq.kv_pending:
+            raise ValueError(f"sequence {seq_id} awaits no KV transfer ({seq.status})")
+        seq.kv_pending = False
+
     def _arguments(self, seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids,
-                   hash_block_size):
+                   hash_block_size, kv_transfer):
         """add_sequence's arguments checked, as the C++ core checks them."""
         seq_id = integer("seq_id", seq_id)
         prompt_len = integer("prompt_len", prompt_len, 1)
@@ -146,6 +162,7 @@ class ReferenceScheduler:
         ids = integers("hash_ids", hash_ids).tolist() if hash_ids is not None else []
         hash_block = (self.config.block_size if hash_block_size is None
                       else integer("hash_block_size", hash_block_size, 1))
+        kv_transfer = boolean("kv_transfer", kv_transfer)
         if seq_id in self._seqs:
             raise ValueError(f"duplicate seq_id {seq_id}")
         mismatch = block_size_mismatch(hash_block, self.config.block_size)
@@ -155,7 +172,10 @@ class ReferenceScheduler:
         if len(ids) > most:
             raise ValueError(f"hash_ids has {len(ids)} entries; a {prompt_len}-token prompt "
                              f"has at most {most} blocks of {hash_block}")
-        return seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block
+        if kv_transfer and self.config.engine_type != "completion":
+            raise ValueError(f"kv_transfer=True needs a completion engine; this is a "
+                             f"{self.config.engine_type} engine")
+        return seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer
 
     def _place(self, seq: RefSequence, too_long: Optional[int], completion: bool) -> None:
         """A new sequence rejected (`too_long`: the tokens it needs beyond what a sequence
@@ -368,7 +388,7 @@ class ReferenceScheduler:
         while left <= right:
             seq = ordered[right]
             q = self._decode_q(seq)
-            if q == 0:  # waits for in-flight samples; as a victim it would be passed over too
+            if q == 0:  # waits for its KV or in-flight samples; passed over as a victim too
                 right -= 1
                 continue
             seqlen_k = seq.num_cached + seq.num_inflight + q
@@ -382,16 +402,19 @@ class ReferenceScheduler:
                 continue
             victim = ordered[left]
             left += 1
-            if victim.num_inflight == 0:  # a victim with work in flight is passed over
+            # A victim with work in flight, or KV in transfer, is passed over: both write its
+            # blocks.
+            if victim.num_inflight == 0 and not victim.kv_pending:
                 self._preempt(rank, victim)
                 victims.append(victim)
         rank.waiting.extendleft(reversed(victims))
         preempted.extend(v.seq_id for v in victims)
 
     def _decode_q(self, seq: RefSequence) -> int:
-        """Positions seq computes in its next decode step; 0 once its committed output plus
-        one token per in-flight sampling step reaches max_new_tokens."""
-        if seq.output_len + seq.inflight_samples >= seq.max_new_tokens:
+        """Positions seq computes in its next decode step; 0 while its KV is in transfer,
+        and once its committed output plus one token per in-flight sampling step reaches
+        max_new_tokens."""
+        if seq.kv_pending or seq.output_len + seq.inflight_samples >= seq.max_new_tokens:
             return 0
         return 1 + self.config.num_mtp
 

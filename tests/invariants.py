@@ -39,6 +39,10 @@ def check_invariants(sched, cfg, seq_ids, plan=None):
             # Preemption passes over victims with work in flight, so waiting means idle.
             assert not blocks, f"{where}: owns blocks {blocks}"
             assert s.num_inflight == 0, f"{where}: num_inflight {s.num_inflight}"
+        if s.kv_pending:  # KV in transfer (9.14): admitted or not, it has computed nothing
+            assert s.status in ("waiting", "running"), f"{where}: awaits its KV"
+            assert s.num_inflight == 0 and s.output_len == 1, \
+                f"{where}: awaits its KV with {s.num_inflight} in flight, output {s.output_len}"
         assert s.num_inflight >= 0, f"{where}: num_inflight {s.num_inflight}"
         assert s.num_cached <= s.num_tokens, f"{where}: cached {s.num_cached} > tokens {s.num_tokens}"
         assert s.output_len == s.num_tokens - s.prompt_len, f"{where}: output_len {s.output_len}"
@@ -89,6 +93,7 @@ def _check_plan(sched, cfg, seqs, plan):
             at = f"{where} seq {seq_id}"
             assert s.dp_rank == b.rank, f"{at}: seq is on rank {s.dp_rank}"
             assert s.status == "running", f"{at}: scheduled while {s.status}"
+            assert not s.kv_pending, f"{at}: scheduled while its KV is in transfer"
             assert table == blocks + [-1] * (len(table) - len(blocks)), f"{at}: table {table} != {blocks}"
             # MTP drafts past the footprint have no KV slot (see footprint()).
             covered = min(int(b.seqlen_k[row]), footprint(cfg, s.prompt_len, s.max_new_tokens))
@@ -109,6 +114,8 @@ def _check_plan(sched, cfg, seqs, plan):
             assert b.num_retained_blocks == b.num_evicted_blocks == b.num_hit_tokens == 0, where
     assert len(set(scheduled)) == len(scheduled), f"step {plan.step}: a sequence appears twice"
     assert all(seqs[i].status == "waiting" for i in plan.preempted.tolist()), plan.preempted
+    # kv_pending never turns true again, so a victim that has it now had it when preempted
+    assert not any(seqs[i].kv_pending for i in plan.preempted.tolist()), plan.preempted
     assert all(seqs[i].status == "rejected" for i in plan.rejected.tolist()), plan.rejected
 
 

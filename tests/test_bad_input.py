@@ -138,6 +138,43 @@ def test_bad_phase(impl):
         make_scheduler(impl, engine_type="completion").schedule(phase="prompt")
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_kv_transfer_on_a_prompt_engine_is_refused(impl):
+    s = make_scheduler(impl, engine_type="prompt")
+    with pytest.raises(ValueError, match="kv_transfer=True needs a completion engine; this is a "
+                                         "prompt engine"):
+        s.add_sequence(seq_id=0, prompt_len=4, max_new_tokens=2, kv_transfer=True)
+    assert s.is_finished()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_kv_arrived_refuses_a_sequence_that_awaits_no_transfer(impl):
+    """Its KV already arrived, it finished, it finished when added (one token), or it was
+    rejected: none of them reserved anything, none awaits a transfer."""
+    s = make_scheduler(impl, engine_type="completion", block_size=4, num_kv_blocks=4)
+    for i, (p, m) in enumerate([(4, 2), (4, 1), (40, 2)]):
+        s.add_sequence(seq_id=i, prompt_len=p, max_new_tokens=m, kv_transfer=True)
+    assert [(s.seq(i).status, s.seq(i).kv_pending) for i in range(3)] == \
+        [("waiting", True), ("finished", False), ("rejected", False)]
+    s.kv_arrived(0)
+    for i, status in [(0, "waiting"), (1, "finished"), (2, "rejected")]:
+        with pytest.raises(ValueError, match=re.escape(f"sequence {i} awaits no KV transfer "
+                                                       f"({status})")):
+            s.kv_arrived(i)
+    drain(s)
+    with pytest.raises(ValueError, match=re.escape("sequence 0 awaits no KV transfer (finished)")):
+        s.kv_arrived(0)
+
+
+def test_kv_arrived_for_a_sequence_that_left_is_unknown():
+    s = Scheduler(SchedulerConfig(engine_type="completion"), retain_finished=False)
+    s.add_sequence(seq_id=0, prompt_len=4, max_new_tokens=2, kv_transfer=True)
+    s.kv_arrived(0)
+    drain(s)
+    with pytest.raises(ValueError, match="unknown seq_id 0"):
+        s.kv_arrived(0)
+
+
 # ---- Values beyond what a config field or the core holds (named with the limit) -----------
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -242,6 +279,19 @@ REFUSALS = [  # call(scheduler, outstanding plan), exception, message
       id="hash-scalar"),
     R(add(hash_ids={1, 2}), ValueError, "hash_ids must be None or a sequence of integers, got {1, 2}",
       id="hash-set"),
+    R(add(kv_transfer=1), ValueError, "kv_transfer must be a bool, got 1", id="kv_transfer-int"),
+    R(add(kv_transfer=None), ValueError, "kv_transfer must be a bool, got None",
+      id="kv_transfer-None"),
+    R(add(kv_transfer="yes"), ValueError, "kv_transfer must be a bool, got 'yes'",
+      id="kv_transfer-str"),
+    R(add(kv_transfer=True), ValueError,
+      "kv_transfer=True needs a completion engine; this is a normal engine",
+      id="kv_transfer-normal-engine"),
+    R(lambda s, plan: s.kv_arrived(5), ValueError, "unknown seq_id 5", id="kv_arrived-unknown"),
+    R(lambda s, plan: s.kv_arrived(0), ValueError, "sequence 0 awaits no KV transfer (running)",
+      id="kv_arrived-not-pending"),
+    R(lambda s, plan: s.kv_arrived(True), ValueError, "seq_id must be an integer, got True",
+      id="kv_arrived-bool"),
     R(accept([1.5]), ValueError, "accepted[0] must be an integer, got 1.5", id="accepted-float"),
     R(accept([1.0]), ValueError, "accepted[0] must be an integer, got 1.0", id="accepted-integral-float"),
     R(accept(np.array([1.0])), ValueError, "accepted must hold integers, got an array of float64",
@@ -305,6 +355,9 @@ def test_integer_like_arguments_still_pass(impl):
     s.add_sequence(seq_id=np.int64(0), prompt_len=np.int32(32), max_new_tokens=np.uint8(2),
                    arrival_time=np.float32(0.5), hash_ids=np.array([3, 4], dtype=np.uint64))
     s.add_sequence(seq_id=1, prompt_len=4, max_new_tokens=1, arrival_time=3, hash_ids=())
+    c = make_scheduler(impl, engine_type="completion")
+    c.add_sequence(seq_id=0, prompt_len=4, max_new_tokens=2, kv_transfer=np.True_)
+    c.kv_arrived(np.int64(0))
     assert s.seq(np.int64(0)).prompt_len == 32 and s.seq(1).arrival_time == 3.0
     assert s.num_free_blocks(np.int8(0)) == 1024
 

@@ -20,7 +20,8 @@ BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "
                 "empty", "kv_blocks_free", "num_waiting", "num_running", "num_hit_tokens",
                 "num_evicted_blocks", "num_retained_blocks")
 SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
-              "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens")
+              "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens",
+              "kv_pending")
 
 
 def random_scenario(rng):
@@ -70,6 +71,11 @@ class Lockstep:
         config["prefix_caching"] = bool(self.rng.random() < 0.9)
         self.hash_block = hash_block_size(self.rng, config["block_size"])
         self.hash_ids = [prefix_hash_ids(self.rng, p, self.hash_block) for _, p, _ in self.reqs]
+        # A completion engine's requests may arrive with their KV in transfer (9.14); each
+        # transfer ends with a chance of 1 in 3 per step, before or after its admission.
+        self.kv_rng = np.random.default_rng((seed, 1))
+        self.kv_transfer = [config["engine_type"] == "completion" and self.kv_rng.random() < 0.5
+                            for _ in self.reqs]
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -95,9 +101,23 @@ class Lockstep:
                 for sched in (self.cpp, self.ref):
                     sched.add_sequence(seq_id=i, prompt_len=prompt_len,
                                        max_new_tokens=max_new_tokens, arrival_time=float(step),
-                                       hash_ids=self.hash_ids[i], hash_block_size=self.hash_block)
+                                       hash_ids=self.hash_ids[i], hash_block_size=self.hash_block,
+                                       kv_transfer=self.kv_transfer[i])
                 self.ids.append(i)
         self.compare_state(f"seed {self.seed} step {step} after add_sequence")
+
+    def end_transfers(self, step):
+        """Transfers that end now; now and then a kv_arrived both must refuse alike."""
+        for i in self.ids:
+            if self.ref.seq(i).kv_pending:
+                if self.kv_rng.random() < 1 / 3:
+                    self.cpp.kv_arrived(i)
+                    self.ref.kv_arrived(i)
+            elif any(self.kv_transfer) and self.kv_rng.random() < 0.05:
+                got, want = refusal(lambda impl: (self.cpp if impl == "cpp" else self.ref)
+                                    .kv_arrived(i))
+                assert_same(f"seed {self.seed} step {step}", f"kv_arrived({i})", got, want)
+        self.compare_state(f"seed {self.seed} step {step} after kv_arrived")
 
     def schedule(self, step):
         where = f"seed {self.seed} step {step} schedule"
@@ -126,6 +146,7 @@ class Lockstep:
         # No drain assertion here (the property tests make it): only a bound on the work.
         for step in range(10 * sum(p + m for _, p, m in self.reqs) + 100):
             self.add_arrivals(step)
+            self.end_transfers(step)
             if step >= last_arrival and self.ref.is_finished():
                 break
             self.schedule(step)

@@ -106,6 +106,23 @@ def test_completion_engine_decodes_after_the_supplied_first_token():
     assert len(engine.tokens(0)) == engine.scheduler.seq(0).num_tokens == 5
 
 
+def test_completion_engine_decodes_a_transferred_request_once_its_kv_arrived():
+    engine = LLMEngine(EngineConfig(scheduler=SchedulerConfig(engine_type="completion"),
+                                    model="tiny", device="cpu"))
+    assert engine.add_request(0, prompt_token_ids=[1, 2, 3], max_new_tokens=3,
+                              kv_transfer=True).status == "waiting"
+    engine.add_request(1, prompt_token_ids=[4, 5], max_new_tokens=3)
+    record = engine.step()  # both admitted; 0 holds its blocks and computes nothing
+    assert record.batches[0].seq_ids.tolist() == [1] and record.batches[0].num_running == 2
+    assert engine.scheduler.seq(0).status == "running" and engine.scheduler.seq(0).kv_pending
+    assert len(engine.tokens(0)) == 4  # its prompt and the first token, held by the Worker
+    engine.kv_arrived(0)
+    records = engine.run()
+    assert left(records)[0].output_len == 3 and engine.scheduler.num_live == 0
+    with pytest.raises(ValueError, match="unknown seq_id 0"):
+        engine.kv_arrived(0)
+
+
 def test_the_null_executor_serves_every_request_computing_nothing():
     engine = LLMEngine(EngineConfig(executor="null", scheduler=SchedulerConfig(
         max_num_batched_tokens=64, num_kv_blocks=64, num_mtp=1)))

@@ -64,6 +64,11 @@ class Engine:
         self.rng = np.random.default_rng(seed)
         self.hash_block = hash_block_size(self.rng, self.cfg.block_size)
         self.hash_ids = [prefix_hash_ids(self.rng, p, self.hash_block) for _, p, _ in reqs]
+        # A completion engine's requests may arrive with their KV in transfer (9.14); each
+        # transfer ends with a chance of 1 in 3 per step, before or after its admission.
+        self.kv_rng = np.random.default_rng((seed, 1))
+        self.kv_transfer = [self.cfg.engine_type == "completion" and self.kv_rng.random() < 0.5
+                            for _ in reqs]
         self.ids = []
         self.plans = []
         self.finished = []  # every id postprocess returned, in order
@@ -75,7 +80,8 @@ class Engine:
                 continue
             self.sched.add_sequence(seq_id=i, prompt_len=prompt_len,
                                     max_new_tokens=max_new_tokens, arrival_time=float(step),
-                                    hash_ids=self.hash_ids[i], hash_block_size=self.hash_block)
+                                    hash_ids=self.hash_ids[i], hash_block_size=self.hash_block,
+                                    kv_transfer=self.kv_transfer[i])
             self.ids.append(i)
             seq = self.sched.seq(i)
             completion = self.cfg.engine_type == "completion"
@@ -89,6 +95,13 @@ class Engine:
             else:
                 want = "waiting"
             assert seq.status == want, f"seq {i} is {seq.status} after add, not {want}"
+            assert seq.kv_pending == (self.kv_transfer[i] and want == "waiting"), f"seq {i}"
+
+    def end_transfers(self):
+        for i in self.ids:
+            if self.sched.seq(i).kv_pending and self.kv_rng.random() < 1 / 3:
+                self.sched.kv_arrived(i)
+                check_invariants(self.sched, self.cfg, self.ids)
 
     def schedule(self):
         before = snapshot(self.sched, self.ids)
@@ -109,6 +122,7 @@ class Engine:
         outstanding = None
         for step in range(limit):
             self.add_arrivals(step)
+            self.end_transfers()
             if step >= last_arrival and self.sched.is_finished():
                 break
             plan = self.schedule()
@@ -153,6 +167,7 @@ def check_run(impl, scenario, seed):
     event(f"engine_type={cfg.engine_type}")
     event(f"preempted={bool(preempted)}")
     event(f"rejected={bool(rejected)}")
+    event(f"kv_transfer={any(engine.kv_transfer)}")
 
 
 @pytest.mark.parametrize("impl", IMPLS)

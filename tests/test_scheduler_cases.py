@@ -159,6 +159,44 @@ def test_completion_preemption_keeps_kv_as_resupplied(impl):
     assert seq_a.recomputed_tokens == 3 and seq_a.num_preemptions == 1
 
 
+def test_kv_in_transfer_counts_against_max_num_seqs(impl):
+    # 9.14: admission is the reservation, a running sequence that computes nothing.
+    s = make_scheduler(impl, engine_type="completion", max_num_seqs=1)
+    r = s.add_sequence(seq_id=0, prompt_len=5, max_new_tokens=3, kv_transfer=True).seq_id
+    (a,) = make_requests(s, (4, 3), start_id=1)
+    p0, _ = run_step(s)
+    assert p0.batches[0].empty and (p0.batches[0].num_running, p0.batches[0].num_waiting) == (1, 1)
+    assert (s.seq(r).status, s.seq(r).kv_pending, s.seq(a).status) == ("running", True, "waiting")
+    s.kv_arrived(r)
+    assert not s.seq(r).kv_pending
+    p1, _ = run_step(s)
+    assert rows(p1) == [(r, 1, 6)]
+
+
+def test_kv_arrived_before_admission_makes_an_ordinary_arrival(impl):
+    s = make_scheduler(impl, engine_type="completion")
+    r = s.add_sequence(seq_id=0, prompt_len=5, max_new_tokens=3, kv_transfer=True).seq_id
+    s.kv_arrived(r)  # still waiting: admitted and decoded in the same step (9.13)
+    assert (s.seq(r).status, s.seq(r).kv_pending) == ("waiting", False)
+    p0, _ = run_step(s)
+    assert rows(p0) == [(r, 1, 6)]
+
+
+def test_kv_in_transfer_is_never_a_victim(impl):
+    # shortest_output: victims from the left, R (output 1) first; its KV is being written,
+    # so it is passed over and A is preempted instead.
+    s = make_scheduler(impl, engine_type="completion", preempt_order="shortest_output",
+                       block_size=1, num_kv_blocks=9)
+    a = s.add_sequence(seq_id=0, prompt_len=2, max_new_tokens=4).seq_id
+    r = s.add_sequence(seq_id=1, prompt_len=2, max_new_tokens=4, kv_transfer=True).seq_id
+    b = s.add_sequence(seq_id=2, prompt_len=2, max_new_tokens=4).seq_id
+    p0, _ = run_step(s)  # each admitted with 2 + 1 blocks: none free; R decodes nothing
+    assert rows(p0) == [(b, 1, 3), (a, 1, 3)]
+    p1 = s.schedule()  # B needs a 4th block: R passed over, A preempted
+    assert p1.preempted.tolist() == [a] and rows(p1) == [(b, 1, 4)]
+    assert (s.seq(r).status, len(s.seq(r).blocks), s.seq(r).num_preemptions) == ("running", 3, 0)
+
+
 def test_preempted_sequence_recomputes_its_tokens(impl):
     s = make_scheduler(impl, block_size=1, num_kv_blocks=6)
     a, b = make_requests(s, (2, 4), (2, 4))

@@ -85,3 +85,42 @@ def test_victim_order_shortest_output(impl):
     assert step2.batches[0].seq_ids.tolist() == [y]
     assert step2.preempted.tolist() == [x, z]
     assert step2.batches[0].num_waiting == 2
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_kv_in_transfer_reserves_then_decodes(impl):
+    # "KV in transfer": completion engine, one rank, block_size 4, 5 KV blocks, no MTP, no
+    # overlap (lookahead 1). A arrives prefilled; R and C arrive with their KV in transfer.
+    s = make_scheduler(impl, engine_type="completion", block_size=4, num_kv_blocks=5)
+    a, r, c = 0, 1, 2
+    s.add_sequence(seq_id=a, prompt_len=6, max_new_tokens=3)
+    s.add_sequence(seq_id=r, prompt_len=8, max_new_tokens=2, kv_transfer=True)
+    s.add_sequence(seq_id=c, prompt_len=3, max_new_tokens=2, kv_transfer=True)
+
+    step0 = s.schedule()  # A (2 blocks) and R (3) admitted; C needs 1, none free: waits
+    assert rows(step0) == [(a, 1, 7)]
+    assert [len(s.seq(i).blocks) for i in (a, r, c)] == [2, 3, 0]
+    assert (s.seq(r).status, s.seq(r).kv_pending) == ("running", True)
+    assert (s.seq(c).status, s.seq(c).kv_pending) == ("waiting", True)
+    b = step0.batches[0]
+    assert (b.kv_blocks_free, b.num_running, b.num_waiting) == (0, 2, 1)
+    s.postprocess(step0)
+    assert s.seq(a).output_len == 2
+
+    s.kv_arrived(r)
+    step1 = s.schedule()  # C still waits
+    assert rows(step1) == [(r, 1, 9), (a, 1, 8)]
+    assert step1.batches[0].kv_blocks_free == 0 and s.seq(c).status == "waiting"
+    assert sorted(s.postprocess(step1).finished.tolist()) == [a, r]
+    assert s.num_free_blocks() == 5
+
+    step2 = s.schedule()  # C admitted (1 block): its reservation, nothing to decode
+    assert step2.batches[0].empty and step2.batches[0].kv_blocks_free == 4
+    assert (s.seq(c).status, len(s.seq(c).blocks)) == ("running", 1)
+    s.postprocess(step2)
+
+    s.kv_arrived(c)
+    step3 = s.schedule()
+    assert rows(step3) == [(c, 1, 4)] and step3.batches[0].kv_blocks_free == 4
+    assert s.postprocess(step3).finished.tolist() == [c]
+    assert s.num_free_blocks() == 5 and s.is_finished()

@@ -56,6 +56,39 @@ TEST(baseline_two_prompts_then_decode) {
   EXPECT(s.seq(1).num_tokens == 5 && s.seq(1).num_cached == 4);
 }
 
+// docs/scheduling.md, "KV in transfer": the worked example.
+TEST(kv_in_transfer_reserves_then_decodes) {
+  SchedulerConfig cfg = baseline();
+  cfg.engine_type = EngineType::kCompletion;
+  cfg.block_size = 4;
+  cfg.num_kv_blocks = 5;
+  Scheduler s(cfg);
+  s.add_sequence(0, 6, 3, 0.0);                    // A
+  s.add_sequence(1, 8, 2, 0.0, {}, 0, true);       // R
+  s.add_sequence(2, 3, 2, 0.0, {}, 0, true);       // C
+  auto plan = s.schedule();  // A (2 blocks), R (3) admitted; C waits
+  EXPECT((plan->batches[0].seq_ids == std::vector<int64_t>{0}));
+  EXPECT(s.seq(1).status == SeqStatus::kRunning && s.seq(1).kv_pending &&
+         s.seq(1).blocks.size() == 3);
+  EXPECT(s.seq(2).status == SeqStatus::kWaiting && plan->batches[0].num_running == 2);
+  s.postprocess(*plan, nullptr);
+  s.kv_arrived(1);
+  EXPECT_THROWS(s.kv_arrived(1), std::invalid_argument);  // it awaits no transfer now
+  plan = s.schedule();
+  EXPECT((plan->batches[0].seq_ids == std::vector<int64_t>{1, 0}) &&
+         (plan->batches[0].seqlen_k == std::vector<int32_t>{9, 8}));
+  s.postprocess(*plan, nullptr);
+  plan = s.schedule();  // C admitted: its reservation, nothing to decode
+  EXPECT(plan->batches[0].rows() == 0 && s.seq(2).status == SeqStatus::kRunning);
+  s.postprocess(*plan, nullptr);
+  s.kv_arrived(2);
+  drain(s);
+  EXPECT(s.seq(2).output_len() == 2 && s.num_free_blocks(0) == 5);
+  EXPECT_THROWS(s.kv_arrived(7), std::invalid_argument);
+  Scheduler normal(baseline());
+  EXPECT_THROWS(normal.add_sequence(0, 6, 3, 0.0, {}, 0, true), std::invalid_argument);
+}
+
 TEST(retained_sequences_stay_readable_after_they_finish) {
   Scheduler s(baseline());
   s.add_sequence(0, 6, 2, 0.0);
