@@ -630,8 +630,9 @@ def test_the_table_writer_imports_nothing_from_the_working_directory(tmp_path, m
     out = tmp_path / "run"
     out.mkdir()
     writer = TableWriter(out, "parquet", ["batches"], dict(run_id="r"),
-                         dict(kind=("chunk", "final", "decode")))
-    writer.write(dict(batches=dict(step=np.arange(3), dp_rank=np.zeros(3, np.int32),
+                         dict(kind=("chunk", "final", "decode"), role=("colocated",)))
+    writer.write(dict(batches=dict(role=np.zeros(3, np.int8), instance=np.zeros(3, np.int32),
+                                   step=np.arange(3), dp_rank=np.zeros(3, np.int32),
                                    seq_id=np.arange(3), kind=np.arange(3, dtype=np.int8),
                                    seqlen_q=np.ones(3, np.int32),
                                    seqlen_k=np.ones(3, np.int32))))

@@ -20,11 +20,12 @@ from tests.helpers import in_subprocess, process_gone
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
-KINDS = dict(kind=("chunk", "final", "decode"))
+KINDS = dict(kind=("chunk", "final", "decode"), role=("colocated", "prefill", "decode"))
 
 
 def batches(first_step: int, n: int = 3) -> dict:
-    return dict(step=np.arange(first_step, first_step + n, dtype=np.int64),
+    return dict(role=np.zeros(n, np.int8), instance=np.zeros(n, np.int32),
+                step=np.arange(first_step, first_step + n, dtype=np.int64),
                 dp_rank=np.zeros(n, np.int32), seq_id=np.arange(n, dtype=np.int64),
                 kind=np.array([0, 1, 2][:n], np.int8), seqlen_q=np.ones(n, np.int32),
                 seqlen_k=np.full(n, 7, np.int32))
@@ -35,9 +36,10 @@ def every_column(table: str, n: int) -> dict:
     each width, booleans (a view of the C++ bytes), NaN, dictionary codes, text as an
     object array and as a list (None among it)."""
     columns = {c.name: np.arange(n).astype(c.type.to_pandas_dtype())
-               for c in TABLES[table].columns if c.name not in ("phase", "status", "reason")}
+               for c in TABLES[table].columns
+               if c.name not in ("phase", "status", "reason", "role")}
     if table == "steps":
-        columns.update(phase=np.arange(n, dtype=np.int8) % 2,
+        columns.update(role=np.arange(n, dtype=np.int8) % 3, phase=np.arange(n, dtype=np.int8) % 2,
                        empty=(np.arange(n, dtype=np.uint8) % 2).view(np.bool_))
     else:
         columns.update(ttft_s=np.full(n, np.nan), status=np.array(["finished"] * n, object),
@@ -62,6 +64,8 @@ def test_columns_cross_whole_with_their_dictionaries_and_labels(tmp_path):
         for column, values in sent[name].items():
             if column == "phase":
                 assert rows[column].tolist() == ["decode", "prompt"] * 2
+            elif column == "role":
+                assert rows[column].tolist() == ["colocated", "prefill", "decode", "colocated"]
             else:
                 pd.testing.assert_series_equal(rows[column], pd.Series(values, name=column))
     assert sorted(os.listdir(tmp_path)) == ["batches.parquet", "requests.parquet",

@@ -28,7 +28,7 @@ class Transfers:
     P/D columns), by request id."""
 
     COLUMNS = {"prefill_instance": np.int32, "decode_instance": np.int32,
-               "kv_bytes": np.float64, "transfer_start_s": np.float64,
+               "kv_bytes": np.float64, "handoff_s": np.float64, "transfer_start_s": np.float64,
                "transfer_end_s": np.float64, "decode_wait_s": np.float64}
 
     def __init__(self, n: int) -> None:
@@ -113,4 +113,5 @@ def colocated(rows: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     instance = np.where(rank >= 0, 0, -1).astype(np.int32)
     nan = np.full(n, np.nan)
     return dict(prefill_instance=instance, decode_instance=instance, decode_dp_rank=rank,
-                kv_bytes=nan, transfer_start_s=nan, transfer_end_s=nan, decode_wait_s=nan)
+                kv_bytes=nan, handoff_s=nan, transfer_start_s=nan, transfer_end_s=nan,
+                decode_wait_s=nan)

@@ -1,8 +1,9 @@
 """The summary rows of a P/D deployment beside the latency rows (docs/metrics.md,
 "Disaggregation"): each pool's engine rows under its name (`prefill_step`,
 `decode_forward`, ...), each prefill instance's prefix-cache hit rate (`prefill0_...`),
-tokens per second per device of each pool and of the whole deployment, and the KV
-transfers' times."""
+tokens per second per device of each pool and of the whole deployment, and what the KV
+transfers add: the wait for decode room, and the time from the hand-off to the KV's
+arrival."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def pd_rows(recorder, service, engines: Mapping[str, object], latency: pd.DataFr
     measured = ~recorder.warm
     moved = measured & np.isfinite(t["transfer_end_s"])
     waited = measured & np.isfinite(t["transfer_start_s"])
-    for metric, values in (("kv_transfer", (t["transfer_end_s"] - t["transfer_start_s"])[moved]),
+    for metric, values in (("kv_transfer", (t["transfer_end_s"] - t["handoff_s"])[moved]),
                            ("decode_wait", t["decode_wait_s"][waited])):
         rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
                  for stat, x in metrics.describe(values).items()]

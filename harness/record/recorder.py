@@ -63,13 +63,11 @@ class Recorder:
             else (("colocated", 0),)
         self.logs = [_core.StepLog(warmup_steps, chunk_steps, lambda: _alive(flush)())
                      for _ in self.instances]
-        self.log = self.logs[0]
-        self.chunk_steps = chunk_steps
-        self._warmup_steps = warmup_steps
-        self._frontend = frontend
-        engine_type = "normal" if pools else engine.config.scheduler.engine_type
-        other = "finished" if engine_type == "prompt" else "handed_off"
-        self._status = np.array(STATUS.names_by_code(without=[other]), dtype=object)
+        self.log, self.chunk_steps = self.logs[0], chunk_steps
+        self._warmup_steps, self._frontend = warmup_steps, frontend
+        prompt = not pools and engine.config.scheduler.engine_type == "prompt"
+        self._status = np.array(STATUS.names_by_code(
+            without=["finished" if prompt else "handed_off"]), dtype=object)
         self._trace = None if trace is None else dict(
             arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
             prompt_len=trace["prompt_len"].to_numpy(np.int64),

@@ -187,11 +187,13 @@ class _Service:
         t0 = instance.clock
         record = instance.engine.step()
         t1 = t0 + engine_step_seconds(record)
-        instance.log.record(record, t0, t1)
         instance.clock = t1
         instance.stalled = all(b.empty for b in record.batches)
-        self.steps += 1
-        self.stepped = True
+        # a pass that only admitted reservations ran nothing and took no time: not a step
+        if not (instance.stalled and not len(record.post.left) and not len(record.preempted)):
+            instance.log.record(record, t0, t1)
+            self.steps += 1
+            self.stepped = True
         if instance.role == "prefill":
             for left in record.post.left:
                 self.prefill_router.prefilled(instance.index, int(self.prompt_len[left.seq_id]))
@@ -211,6 +213,7 @@ class _Service:
         step's end)."""
         nbytes = int(self.prompt_len[left.seq_id]) * self.kv_per_token
         self.transfers["kv_bytes"][left.seq_id] = nbytes
+        self.transfers["handoff_s"][left.seq_id] = t1
         if self.layerwise:  # the last layer's share moves after the step
             asked = t0 + (t1 - t0) / self.layers
             not_before = t1 + nbytes / self.layers / min(self.sender_bps, self.receiver_bps)

@@ -95,8 +95,8 @@ SUMMARY: Tuple[Metric, ...] = (
                           "output_tokens_per_decode_device": "tok/s", "total_tokens": "tok/s"},
            "P/D: prompt tokens per prefill device, output tokens per decode device, all "
            "tokens per device of the deployment, over the window", PD, RUN_CLOCK),
-    distribution("kv_transfer", "s", "P/D: a request's KV transfer, start to end", PD,
-                 RUN_CLOCK),
+    distribution("kv_transfer", "s", "P/D: a request's hand-off to its KV's arrival at the "
+                 "decode instance: what the transfer adds to TTFT", PD, RUN_CLOCK),
     distribution("decode_wait", "s", "P/D: the prefill's request for decode room to the "
                  "transfer's start", PD, RUN_CLOCK),
     Metric("harness", stats("us", "per_step", "per_request"),

@@ -35,7 +35,7 @@ LABELS = {c.name: c for c in (
          "next step (workload key `engine.overlap`)"),
 )}
 
-DISAGGREGATION = "disaggregation.md"
+DISAGGREGATION = "disaggregation.md#what-is-recorded"
 ROLES = ("colocated", "prefill", "decode")
 _INSTANCE = (
     _col("role", CODES, "", "the instance's pool: `colocated` (one instance doing both), "
@@ -156,6 +156,8 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
          "if none", DISAGGREGATION),
     _col("kv_bytes", F64, "bytes", "P/D: the KV moved to the decode instance (every prompt "
          "token's, all layers); NaN co-located or never handed off", DISAGGREGATION),
+    _col("handoff_s", F64, "s", "P/D: when the prefill instance sampled its first token and "
+         "handed it off; NaN if never", DISAGGREGATION),
     _col("transfer_start_s", F64, "s", "P/D: when the decode instance reserved its blocks "
          "and the transfer began; NaN if never", DISAGGREGATION),
     _col("transfer_end_s", F64, "s", "P/D: when its KV (and first token) reached the decode "

@@ -144,20 +144,57 @@ def disaggregated(values, data, spec, fail) -> bool:
     """A P/D deployment (`deployment.prefill` and `.decode`), checked: modeled devices, no
     co-located layout beside the pools, each pool's layout and memory, the link on both
     pools' devices. Each pool's `engine` becomes the whole engine its instances run: the
-    workload's, the pool's keys over it, engine_type and dp_size set. False (and the pools
-    None) for a co-located deployment."""
+    workload's, the pool's keys over it, engine_type and dp_size set. False (and the P/D
+    keys None) for a co-located deployment."""
     from engine.deployment import DeploymentError
     from engine.disaggregation import ENGINE_TYPES, ROLES, Disaggregation, from_values
 
     section = values["deployment"]
-    written = data.get("deployment") or {}
+    if not _pd_given(section, data.get("deployment") or {}, fail):
+        return False
+    if not (spec and spec.modeled):
+        fail(("device",), f"a P/D deployment is replayed on the virtual clock: expected "
+                          f"modeled:<profile>, got {values['device']}")
+    given = data.get("engine") or {}
+    for name, why in (("engine_type", "each pool sets its own (prompt, completion)"),
+                      ("overlap", "each instance steps on its own virtual clock, one step "
+                                  "at a time")):
+        if name in given and given[name] != SCHEMA_DEFAULTS[name]:
+            fail(("engine", name), f"a P/D deployment: {why}")
+    profiles = {}
+    for role in ROLES:
+        pool, key = section[role], ("deployment", role)
+        pool_spec = executor_spec(pool["device"]) if pool["device"] else spec
+        if not (pool_spec and pool_spec.modeled):
+            fail(key + ("device",), f"expected modeled:<profile>, got {pool['device']}")
+        if pool["engine"].get("overlap"):
+            fail(key + ("engine", "overlap"), "each instance steps on its own virtual "
+                                              "clock, one step at a time: expected false")
+        merged = {**values["engine"], **pool["engine"], "engine_type": ENGINE_TYPES[role]}
+        _, profiles[role] = fit_layout(values, pool, merged, pool["engine"], pool_spec, key,
+                                       fail)
+        pool["engine"] = merged
+    try:
+        Disaggregation.check(from_values(section, values["device"], values["precision"]),
+                             profiles)
+    except DeploymentError as e:
+        fail(("deployment",) + e.key, e.message)
+    return True
+
+
+def _pd_given(section, written, fail) -> bool:
+    """Whether the workload gives both pools (one alone, or P/D keys without them, or
+    co-located keys beside them, refused); without pools, the P/D keys set to None."""
+    from engine.disaggregation import ROLES
+
     pools = [role for role in ROLES if written.get(role) is not None]
     if not pools:
         for key in ("kv_transfer", "router"):
             if written.get(key) is not None:
                 fail(("deployment", key), "only a P/D deployment takes it: expected "
                                           "deployment.prefill and deployment.decode beside it")
-        section["prefill"] = section["decode"] = None
+        for key in (*ROLES, "kv_transfer", "router"):
+            section[key] = None
         return False
     if len(pools) == 1:
         other = ROLES[1 - ROLES.index(pools[0])]
@@ -168,34 +205,6 @@ def disaggregated(values, data, spec, fail) -> bool:
         fail(("deployment", colocated[0]), "a P/D deployment lays out each pool in its own "
                                            "section: expected it under deployment.prefill "
                                            "or deployment.decode")
-    if not (spec and spec.modeled):
-        fail(("device",), f"a P/D deployment is replayed on the virtual clock: expected "
-                          f"modeled:<profile>, got {values['device']}")
-    engine, given = values["engine"], data.get("engine") or {}
-    for name, why in (("engine_type", "each pool sets its own (prompt, completion)"),
-                      ("overlap", "each instance steps on its own virtual clock, one step "
-                                  "at a time")):
-        if name in given and given[name] != SCHEMA_DEFAULTS[name]:
-            fail(("engine", name), f"a P/D deployment: {why}")
-    profiles = {}
-    for role in ROLES:
-        pool = section[role]
-        key = ("deployment", role)
-        pool_spec = executor_spec(pool["device"]) if pool["device"] else spec
-        if not (pool_spec and pool_spec.modeled):
-            fail(key + ("device",), f"expected modeled:<profile>, got {pool['device']}")
-        if pool["engine"].get("overlap"):
-            fail(key + ("engine", "overlap"), "each instance steps on its own virtual "
-                                              "clock, one step at a time: expected false")
-        merged = {**engine, **pool["engine"], "engine_type": ENGINE_TYPES[role]}
-        _, profiles[role] = fit_layout(values, pool, merged, pool["engine"], pool_spec, key,
-                                       fail)
-        pool["engine"] = merged
-    try:
-        Disaggregation.check(from_values(section, values["device"], values["precision"]),
-                             profiles)
-    except DeploymentError as e:
-        fail(("deployment",) + e.key, e.message)
     return True
 
 

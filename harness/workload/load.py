@@ -145,8 +145,17 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
     checks.arrival_span(values["trace"], read, fail)
     workload = Workload(path, values)
-    pools = workload.disaggregation.pools if workload.disaggregation else (None,)
-    for pool in pools:
+    _engine_configs(workload, fail)
+    if workload.disaggregation is not None:
+        checks.decode_room(workload.disaggregation.decode, read, values, fail)
+    return Workload(path, values, notes(values, read), read)
+
+
+def _engine_configs(workload: Workload, fail) -> None:
+    """Every arm's engine (each pool's, in a P/D deployment) built, as SchedulerConfig
+    checks it."""
+    service = workload.disaggregation
+    for pool in service.pools if service else (None,):
         try:
             for arm in workload.arms:
                 workload.engine_config(arm, pool)
@@ -154,9 +163,6 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
             name = str(e).split()[0]
             key = ("deployment", pool.role, "engine") if pool else ("engine",)
             fail(key[:-1] + ("engine", name) if name in SCHEMA["engine"] else key, str(e))
-    if workload.disaggregation is not None:
-        checks.decode_room(workload.disaggregation.decode, read, values, fail)
-    return Workload(path, values, notes(values, read), read)
 
 
 def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
