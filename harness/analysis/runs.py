@@ -81,9 +81,12 @@ class Run:
 
     @property
     def devices(self) -> int:
-        """The chips the run's steps ran on: its deployment's devices, else dp_size x
-        cp_size."""
+        """The chips the run's steps ran on: its deployment's devices (a P/D deployment's:
+        both pools' instances'), else dp_size x cp_size."""
         keys = self.keys
+        if keys.get("deployment.prefill.instances"):
+            return sum(int(keys[f"deployment.{role}.instances"])
+                       * int(keys[f"deployment.{role}.devices"]) for role in ("prefill", "decode"))
         return int(keys.get("deployment.devices") or
                    int(keys.get("engine.dp_size") or 1) * int(keys.get("engine.cp_size") or 1))
 
