@@ -72,12 +72,13 @@ def test_least_kv_takes_the_most_free_blocks_lower_on_ties():
 def test_cache_aware_follows_the_shared_prefix_above_30_percent():
     router = PrefillRouter("cache_aware", 2, 1000, 16)
     a = [1, 2, 3, 4]
-    assert router.route(64, a) == 0  # nothing cached: the least loaded, the lower one
-    assert router.route(64, [9, 8, 7, 6]) == 1  # 0 holds one more request now
+    assert router.route(64, a) == 0  # nothing cached anywhere: the lower instance
+    router.prefilled(0, 64)  # idle again: loads are equal, but 0 holds 4 blocks
+    assert router.route(64, [9, 8, 7, 6]) == 1  # no match: the smaller record
     # a later turn sharing 2 of 4 blocks (32 of 64 tokens: 50 % > 30 %) follows them,
-    # though instance 0 is as loaded as 1
+    # though instance 0 is now the more loaded
     assert router.route(64, [1, 2, 5, 6]) == 0
-    # 1 shared block of 64 tokens (25 %) is below the threshold: the least loaded
+    # 1 shared block of 64 tokens (25 %) is below the threshold: the smaller record, 1's
     assert router.route(64, [9, 10, 11, 12]) == 1
 
 

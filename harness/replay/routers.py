@@ -9,7 +9,8 @@ what it sent where and what came back, never an instance's scheduler.
   (unfinished requests) are imbalanced (the most above the fewest by more than 64 and 1.5
   times over) the least loaded instance; else the one whose routed prompts share the
   longest run of the request's leading blocks, when that run covers more than 30 % of the
-  prompt (ties: the less loaded, then the lower instance); else the least loaded. Each
+  prompt (ties: the less loaded, then the lower instance); else the one whose record is
+  smallest (the most cache to spare; ties: the less loaded, the lower instance). Each
   instance's record of routed blocks is an approximate prefix tree (SGLang's too), here a
   set of chained block hashes, least recently routed evicted beyond the instance's KV
   blocks.
@@ -61,7 +62,9 @@ class PrefillRouter:
             return fewest
         hits = [self._hit(k, hashes) for k in range(self.n)]
         best = min(range(self.n), key=lambda k: (-hits[k], load[k], k))
-        return best if hits[best] * self.block_size > CACHE_THRESHOLD * prompt_len else fewest
+        if hits[best] * self.block_size > CACHE_THRESHOLD * prompt_len:
+            return best
+        return min(range(self.n), key=lambda k: (len(self._blocks[k]), load[k], k))
 
     def _hit(self, instance: int, hashes: Sequence[int]) -> int:
         blocks = self._blocks[instance]

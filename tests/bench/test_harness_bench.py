@@ -226,6 +226,51 @@ def test_hour_on_144_ranks_within_2x_of_one_rank(benchmark, tmp_path):
         assert many / one <= 2.0
 
 
+# DeepSeek's production P/D shape on B200s: a prefill instance of 32 devices (DP32, EP32)
+# beside a decode instance of the 144 above, two micro-batches each, the KV over the
+# scale-out NICs layer by layer; the deployment section replaced whole
+PD_SHAPE = ["deployment={prefill: {devices: 32, attention: {dp: 32}, moe: {ep: 32}, "
+            "micro_batches: 2, precision: {experts: fp4, kv: fp8, combine: bf16}}, "
+            "decode: {devices: 144, attention: {dp: 144}, moe: {ep: 144}, "
+            "redundant_experts: 32, micro_batches: 2, "
+            "precision: {experts: fp4, kv: fp8, combine: bf16}, "
+            "engine: {num_kv_blocks: 65536}}}"]
+
+
+@pytest.mark.slow
+def test_pd_hour_within_1_5x_of_the_144_rank_hour(benchmark, tmp_path):
+    """The same hour on DeepSeek's production P/D shape (a 32-device prefill instance, a
+    144-device decode instance, every transfer modeled) and co-located on 144 ranks,
+    alternated, two runs each: a P/D replay costs no more per instance step than a
+    co-located one with as many DP ranks, so its hour stays within 1.5x."""
+    enabled = not benchmark.disabled
+    short = [] if enabled else ["trace.generate.requests=100"]
+    seconds = {"pd": [], "144": []}
+
+    def alternate():
+        for i in range(2 if enabled else 1):
+            for shape, sets in (("144", RANKS_144), ("pd", PD_SHAPE)):
+                out = tmp_path / f"{shape}-{i}"
+                workload = load_workload(ROOT / "workloads" / "bench_hour.yaml",
+                                         [f"output={out}", *sets, *short])
+                seconds[shape].append(_timed(lambda w=workload: run_workload(w)))
+
+    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    pd_s, colocated = np.median(seconds["pd"]), np.median(seconds["144"])
+    steps = pd.read_parquet(next(tmp_path.glob("pd-0/*/*/steps.parquet")),
+                            columns=["role", "step"])
+    counts = steps.groupby("role", observed=True)["step"].nunique()
+    print(f"\nP/D {seconds['pd']} s ({counts.to_dict()} steps), 144 ranks {seconds['144']} s: "
+          f"{pd_s / colocated:.2f}x")
+    benchmark.extra_info.update(seconds_pd=seconds["pd"], seconds_144=seconds["144"],
+                                ratio=pd_s / colocated, steps=counts.to_dict())
+    requests = pd.read_parquet(next(tmp_path.glob("pd-0/*/*/requests.parquet")),
+                               columns=["status"])
+    assert (requests["status"] == "finished").all()
+    if enabled:
+        assert pd_s / colocated <= 1.5
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
