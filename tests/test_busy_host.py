@@ -133,6 +133,25 @@ def test_run_and_gil_print_it(tmp_path, capsys, monkeypatch, share):
     out = capsys.readouterr().out
     assert ("note: busy host:" in out) == (share is BUSY)
     assert main(["gil", str(workload)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("note: busy host:") == (2 if share is BUSY else 0)
+    out = capsys.readouterr().out  # a line a run, then the verdict, which names them
+    assert out.count("BUSY HOST:") == (2 if share is BUSY else 0)
     assert ("busy host: 2 of 2 runs" in out) == (share is BUSY)
+
+
+def test_the_host_share_is_of_the_hosts_counted_cpu_time(monkeypatch):
+    """Shares of the CPU time the kernel counted over the run (not wall x cores): other
+    processes' work and steal sum to at most 100 %."""
+    from collections import namedtuple
+
+    import harness.replay.host_share as host_share
+
+    times = namedtuple("scputimes", "user nice system idle iowait irq softirq steal")
+    counters = iter([times(10, 0, 5, 100, 0, 0, 0, 1), times(16, 0, 7, 100.5, 0, 0, 0, 1.5)])
+    monkeypatch.setattr(host_share.psutil, "cpu_times", lambda: next(counters))
+    monkeypatch.setattr(host_share, "_own_cpu_s", lambda process, seen: None)  # owns nothing
+    share = host_share.HostShare(threshold_pct=10.0).stop()
+    # 8 s of work, 0.5 idle, 0.5 stolen: 9 s counted
+    assert share["other_cpu_pct"] == pytest.approx(100 * 8 / 9)
+    assert share["steal_pct"] == pytest.approx(100 * 0.5 / 9)
+    assert share["other_cpu_pct"] + share["steal_pct"] == pytest.approx(100 * 8.5 / 9)
+    assert share["contaminated"]

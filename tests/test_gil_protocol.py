@@ -76,3 +76,24 @@ def test_the_gil_command_runs_both_arms_and_refuses_bad_input(tmp_path, monkeypa
     (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\nrepeats: 0\n")
     assert main(["gil", str(tmp_path / "w.yaml")]) == 2
     assert "repeats: expected an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_the_gil_command_ends_with_the_verdict_of_each_arm(tmp_path, capsys):
+    """Each arm against the released arm, on the primary metrics (docs/gil.md)."""
+    from harness.commands import main
+    from tests.helpers import MODELED
+
+    (tmp_path / "w.yaml").write_text(MODELED + f"output: {tmp_path}\nrepeats: 2\n")
+    assert main(["gil", str(tmp_path / "w.yaml"), "--set", "gil_aa=true", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"] == "gil_mode=released" and len(data["runs"]) == 6
+    assert [(c["arm_a"], c["arm_b"]) for c in data["comparisons"]] == [
+        ("gil_mode=released", "gil_mode=held"), ("gil_mode=released", "gil_mode=released_aa")]
+    assert data["comparisons"][0]["kind"] == "gil"
+    # the primary metrics a modeled run has (no frontend thread on the virtual clock)
+    assert data["comparisons"][0]["headline"] == ["sched_call.p50", "sched_call.p99",
+                                                  "step_rate.per_s"]
+    assert main(["gil", str(tmp_path / "w.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 runs (steptrace show RUN_DIR prints one's summary):")
+    assert "A: gil_mode=released, 2 run(s)    B: gil_mode=held, 2 run(s)" in out

@@ -1,11 +1,20 @@
 """steptrace gil W.yaml: the GIL A/B protocol of a workload: `steptrace run` with `gil:
 both`, the arms interleaved in shuffled blocks (docs/gil.md). Its --set values come after
-that one, so `--set gil_aa=true` adds the A/A arm."""
+that one, so `--set gil_aa=true` adds the A/A arm. It ends with the protocol's verdict:
+each arm against the released arm on docs/gil.md's primary metrics, with the interval and
+the noise floor (`steptrace compare --by gil_mode --baseline released` over the sweep's
+runs)."""
 
 from __future__ import annotations
 
-from . import run
-from .common import add_json, add_set
+from ..io.interrupt import Stop, signals_stop
+from ..record import run_folder
+from ..sweeps import gil_protocol
+from . import compare, run
+from .common import add_json, add_set, print_json
+from .validate import load
+
+BASELINE = "released"
 
 
 def add(p) -> None:
@@ -17,4 +26,46 @@ def add(p) -> None:
 
 def main(args) -> int:
     args.set = ["gil=both", *args.set]
-    return run.main(args)
+    workload = load(args)
+    stop = Stop()
+    with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
+        runs = run.sweep(workload, stop)
+        results = [run_folder.read(run_dir) for run_dir in runs]
+        verdict = _verdict(runs, workload.arms)
+        planned = len(gil_protocol.planned(workload))
+        if args.json:
+            print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
+                            signal=stop.signal_name, baseline=f"gil_mode={BASELINE}",
+                            comparisons=[c.to_dict() for c in verdict]))
+        else:
+            _print_runs(results)
+            for comparison in verdict:
+                print()
+                compare.print_text(comparison)
+        run.said_interrupted(stop, results, planned)
+    return stop.exit_code
+
+
+def _verdict(runs, arms):
+    """Each arm against the released one, in the workload's order of `arms`, over the
+    complete runs; none unless two arms hold one."""
+    from ..analysis.compare import arms_by, compare as compared
+    from ..analysis.runs import read_run
+
+    done = [r for r in map(read_run, runs) if r.complete]
+    if len({r.manifest["gil_mode"] for r in done}) < 2 or \
+            BASELINE not in {r.manifest["gil_mode"] for r in done}:
+        return []
+    baseline, *others = arms_by(done, "gil_mode", BASELINE)
+    order = {f"gil_mode={arm}": i for i, arm in enumerate(arms)}
+    return [compared(baseline, other) for other in sorted(others, key=lambda a: order[a.name])]
+
+
+def _print_runs(results) -> None:
+    """One line a run, in the order they ran (each run's summary: `steptrace show`)."""
+    print(f"{len(results)} runs (steptrace show RUN_DIR prints one's summary):")
+    for r in results:
+        state = "complete" if r["complete"] else "incomplete"
+        busy = ", busy host" if r["busy_host"] else ""
+        print(f"  {r['run_dir']}  [{state}{busy}]")
+    run.print_busy(results)

@@ -30,8 +30,7 @@ def main(args) -> int:
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
-        runs = _run(workload, stop)
-        results = [run_folder.read(run_dir) for run_dir in runs]
+        results = [run_folder.read(run_dir) for run_dir in sweep(workload, stop)]
         planned = len(gil_protocol.planned(workload))
         if args.json:
             print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
@@ -39,17 +38,23 @@ def main(args) -> int:
         else:
             for result in results:
                 show.print_text(result)
-            _print_busy(results)
-        if stop.is_set():
-            written = ", ".join(f"{r['run_dir']} ({'complete' if r['complete'] else 'incomplete'})"
-                                for r in results)
-            print(f"steptrace: interrupted by {stop.signal_name}: {len(results)} of {planned} "
-                  f"runs written{': ' + written if written else ''}; "
-                  f"{planned - len(results)} not started", file=sys.stderr)
+            print_busy(results)
+        said_interrupted(stop, results, planned)
     return stop.exit_code
 
 
-def _print_busy(results) -> None:
+def said_interrupted(stop: Stop, results, planned: int) -> None:
+    """On stderr, when a signal stopped the sweep: which runs were written, how many not
+    started."""
+    if stop.is_set():
+        written = ", ".join(f"{r['run_dir']} ({'complete' if r['complete'] else 'incomplete'})"
+                            for r in results)
+        print(f"steptrace: interrupted by {stop.signal_name}: {len(results)} of {planned} "
+              f"runs written{': ' + written if written else ''}; "
+              f"{planned - len(results)} not started", file=sys.stderr)
+
+
+def print_busy(results) -> None:
     """A sweep's runs on a busy host, in one line after their summaries (each run's note
     says which of its figures)."""
     busy = [Path(r["run_dir"]).name for r in results if r["busy_host"]]
@@ -58,7 +63,8 @@ def _print_busy(results) -> None:
               f"host-timed figures may be inflated (compare --drop-busy leaves them out)")
 
 
-def _run(workload, stop):
+def sweep(workload, stop):
+    """Every run the workload plans, run (harness/sweeps/sweep.py); their folders."""
     from engine.device_memory import DoesNotFit
 
     from ..sweeps.sweep import run_workload

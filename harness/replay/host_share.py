@@ -5,8 +5,6 @@ flagged contaminated: its timings shared the cores (docs/gil.md)."""
 
 from __future__ import annotations
 
-import time
-
 import psutil
 
 
@@ -27,18 +25,19 @@ class HostShare:
         self._own_start: dict = {}
         _own_cpu_s(self._process, self._own_start)
         self._host_start = psutil.cpu_times()
-        self._wall_start = time.perf_counter()
 
     def stop(self) -> dict:
         """other_cpu_pct, steal_pct (of the whole host's CPU time), contaminated, threshold."""
-        wall = time.perf_counter() - self._wall_start
         host = psutil.cpu_times()
         own: dict = dict(self._own_start)
         _own_cpu_s(self._process, own)
         own_s = sum(own.values()) - sum(self._own_start.values())
         busy_s = _busy(host) - _busy(self._host_start)
         steal_s = getattr(host, "steal", 0.0) - getattr(self._host_start, "steal", 0.0)
-        capacity = wall * (psutil.cpu_count() or 1)
+        # the host's CPU time as its kernel counted it over the run (busy, idle, waiting,
+        # stolen), not wall x cores: the two counters then share one clock, and the shares
+        # cannot sum past 100 % on a short run
+        capacity = _total(host) - _total(self._host_start)
         other = max(0.0, 100.0 * (busy_s - own_s) / capacity) if capacity > 0 else float("nan")
         steal = 100.0 * steal_s / capacity if capacity > 0 else float("nan")
         return dict(other_cpu_pct=other, steal_pct=steal, threshold_pct=self.threshold_pct,
@@ -48,3 +47,9 @@ class HostShare:
 def _busy(t) -> float:
     """CPU seconds spent on work (guest time is already inside user time)."""
     return sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+
+
+def _total(t) -> float:
+    """All the host's CPU seconds: work, idle, I/O wait and steal (guest time is inside
+    user time)."""
+    return _busy(t) + sum(getattr(t, name, 0.0) for name in ("idle", "iowait", "steal"))
