@@ -188,7 +188,7 @@ class _Service:
         record = instance.engine.step()
         t1 = t0 + engine_step_seconds(record)
         instance.clock = t1
-        instance.stalled = all(b.empty for b in record.batches)
+        instance.stalled = not len(record.post.output_len)  # no row ran on any rank
         # a pass that only admitted reservations ran nothing and took no time: not a step
         if not (instance.stalled and not len(record.post.left) and not len(record.preempted)):
             instance.log.record(record, t0, t1)

@@ -257,18 +257,25 @@ def test_pd_hour_within_1_5x_of_the_144_rank_hour(benchmark, tmp_path):
 
     benchmark.pedantic(alternate, rounds=1, iterations=1)
     pd_s, colocated = np.median(seconds["pd"]), np.median(seconds["144"])
-    steps = pd.read_parquet(next(tmp_path.glob("pd-0/*/*/steps.parquet")),
-                            columns=["role", "step"])
-    counts = steps.groupby("role", observed=True)["step"].nunique()
-    print(f"\nP/D {seconds['pd']} s ({counts.to_dict()} steps), 144 ranks {seconds['144']} s: "
-          f"{pd_s / colocated:.2f}x")
+    steps = {shape: _instance_steps(next(tmp_path.glob(f"{shape}-0/*/*/steps.parquet")))
+             for shape in seconds}
+    per_step = pd_s / steps["pd"] / (colocated / steps["144"])
+    print(f"\nP/D {seconds['pd']} s, {steps['pd']} instance steps; 144 ranks "
+          f"{seconds['144']} s, {steps['144']} steps: {pd_s / colocated:.2f}x the time, "
+          f"{per_step:.2f}x per instance step")
     benchmark.extra_info.update(seconds_pd=seconds["pd"], seconds_144=seconds["144"],
-                                ratio=pd_s / colocated, steps=counts.to_dict())
+                                ratio=pd_s / colocated, steps=steps, per_step_ratio=per_step)
     requests = pd.read_parquet(next(tmp_path.glob("pd-0/*/*/requests.parquet")),
                                columns=["status"])
     assert (requests["status"] == "finished").all()
     if enabled:
         assert pd_s / colocated <= 1.5
+
+
+def _instance_steps(path) -> int:
+    """Steps taken, over every instance of the run."""
+    steps = pd.read_parquet(path, columns=["role", "instance", "step"])
+    return int(steps.groupby(["role", "instance"], observed=True)["step"].nunique().sum())
 
 
 def _timed(fn) -> float:
