@@ -1,6 +1,7 @@
 """docs/modeling.md's validation tables say what the workloads under workloads/validation/
 model: each row's workload is run and the figures read from its summary must equal the
-table's "modeled" cells within their printed rounding."""
+table's "modeled" cells (and, for a P/D row, its TTFT, KV transfer and decode wait) within
+their printed rounding."""
 
 import re
 from dataclasses import replace
@@ -81,14 +82,39 @@ def modeled(row, workload, summary):
             summary[("tpot", "p50")] * 1e3]
 
 
-DEPLOYMENTS = tables("Validation")
+PD_TERMS = "TTFT; KV transfer; decode wait (p50)"  # the P/D table's own column
+PD = [r for r in tables("Validation") if PD_TERMS in r]
+DEPLOYMENTS = [r for r in tables("Validation") if PD_TERMS not in r]
 ALL_TO_ALLS = tables("The communication term alone")
 
 
+def pd_modeled(row, summary):
+    """A P/D row's figures as docs/modeling.md reads them: the prefill pool's input tokens
+    per second per node of 8 GPUs (or per NPU), then, where the row prints one, the prefill
+    prefix-cache hit rate in %; and its P/D terms: TTFT p50 (s), KV transfer and decode wait
+    p50 (ms)."""
+    per = 8 if "per node" in row["modeled"] else 1
+    got = [summary[("per_device", "input_tokens_per_prefill_device")] * per]
+    if "hit rate" in row["modeled"]:
+        got.append(summary[("prefill_prefix_cache", "hit_rate")] * 100)
+    terms = [summary[("ttft", "p50")], summary[("kv_transfer", "p50")] * 1e3,
+             summary[("decode_wait", "p50")] * 1e3]
+    return got, terms
+
+
 def test_the_tables_hold_every_validation_workload():
-    named = {r["file"] for r in DEPLOYMENTS + ALL_TO_ALLS}
+    named = {r["file"] for r in DEPLOYMENTS + PD + ALL_TO_ALLS}
     assert named == {p.name for p in ROWS.glob("*.yaml")}
-    assert {r["id"] for r in DEPLOYMENTS + ALL_TO_ALLS} >= SLOW
+    assert {r["id"] for r in DEPLOYMENTS + PD + ALL_TO_ALLS} >= SLOW
+
+
+def test_pd_rows_run_both_pools_and_print_their_terms_in_order():
+    assert len(PD) >= 3
+    for row in PD:
+        workload = yaml.safe_load((ROWS / row["file"]).read_text())
+        assert {"prefill", "decode"} <= set(workload["deployment"]), row["id"]
+        assert re.fullmatch(r"[\d.]+ s; [\d.]+ ms; [\d.]+ ms", row[PD_TERMS]), row["id"]
+        assert re.search(r"input tok/s per (node|NPU)", row["modeled"]), row["id"]
 
 
 @pytest.mark.slow
@@ -101,6 +127,19 @@ def test_deployment_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
     assert len(printed) <= len(got)
     for value, (number, half) in zip(got, printed):
         assert abs(value - number) <= half, (row["id"], got, row["modeled"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row", [r for r in PD if r["id"] not in SLOW], ids=lambda r: r["id"])
+def test_pd_rows_model_what_the_table_says(row, tmp_path, monkeypatch):
+    # both pools in one run; the prefill pool busy from its first step to its last
+    _, summary = run(tmp_path, monkeypatch, row["file"], row["sets"])
+    got, terms = pd_modeled(row, summary)
+    for cell, values in ((row["modeled"], got), (row[PD_TERMS], terms)):
+        printed = figures(cell)
+        assert len(printed) == len(values), (row["id"], cell)
+        for value, (number, half) in zip(values, printed):
+            assert abs(value - number) <= half, (row["id"], values, cell)
 
 
 @pytest.mark.slow
