@@ -568,12 +568,15 @@ def test_a_run_stopped_during_its_warm_up_does_not_blame_warmup_steps(home, caps
         "was measured, so every statistic is NaN"]
 
 
-@pytest.mark.parametrize("wait, said", [(0.5, False), (391.5, True)])
-def test_an_engine_behind_its_arrivals_is_said(wait, said):
-    """Latencies that measure the engine's queue, not its steps, say so."""
+@pytest.mark.parametrize("wait, load, said", [(0.5, "trace", False), (391.5, "trace", True),
+                                              (391.5, "concurrency", False),
+                                              (391.5, "offline", False)])
+def test_an_engine_behind_its_arrivals_is_said(wait, load, said):
+    """Latencies that measure the engine's queue, not its steps, say so; not of a closed
+    loop or an offline load, whose queue is by design."""
     from harness.record import run_folder
     notes = run_folder._behind([dict(metric="queueing_delay", stat="p50", value=wait,
-                                     unit="s")])
+                                     unit="s")], dict(values=dict(load=dict(mode=load))))
     assert bool(notes) == said
     assert not said or notes[0].startswith("the engine fell behind the arrivals: half the "
                                            "requests waited 392 s or more")

@@ -112,8 +112,8 @@ def read(run_dir: Path) -> dict:
                 device=device, modeled=modeled, gil_mode=gil_mode,
                 error=manifest.get("error") if state == "failed" else None,
                 host_share=manifest.get("host_share"), busy_host=busy,
-                summary=rows, notes=failed + _notes(rows, run_dir, state) + _behind(rows)
-                + ([note(busy)] if busy else []))
+                summary=rows, notes=failed + _notes(rows, run_dir, state)
+                + _behind(rows, manifest) + ([note(busy)] if busy else []))
 
 
 def read_manifest(run_dir: Path) -> dict:
@@ -177,8 +177,12 @@ def _notes(rows, run_dir: Path, state: str = "complete") -> list:
 BEHIND_S = 1.0  # a median wait for the first schedule beyond this is the engine's queue
 
 
-def _behind(rows) -> list:
-    """The engine slower than the requests' arrivals: latencies that measure its queue."""
+def _behind(rows, manifest: dict) -> list:
+    """The engine slower than the requests' arrivals: latencies that measure its queue.
+    Not said of a closed loop or an offline load, whose queue is there by design."""
+    load = ((manifest.get("values") or {}).get("load") or {}).get("mode", "trace")
+    if load != "trace":
+        return []
     value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
     wait = value(("queueing_delay", "p50"))
     if wait is None or not wait > BEHIND_S:

@@ -68,7 +68,8 @@ class Handoff:
     sender: tuple  # (prefill instance, DP rank)
     nbytes: float
     asked_s: float  # when the prefill asked for decode room
-    not_before_s: float  # the transfer ends no earlier (the prefill's last layer)
+    prefill_end_s: float  # the end of the step that ran its last chunk
+    not_before_s: float = 0.0  # the transfer ends no earlier (layerwise: its last layer)
     decode: Optional[Instance] = None
     added: object = None  # the decode scheduler's SeqRecord of it as added
 
@@ -214,13 +215,9 @@ class _Service:
         nbytes = int(self.prompt_len[left.seq_id]) * self.kv_per_token
         self.transfers["kv_bytes"][left.seq_id] = nbytes
         self.transfers["handoff_s"][left.seq_id] = t1
-        if self.layerwise:  # the last layer's share moves after the step
-            asked = t0 + (t1 - t0) / self.layers
-            not_before = t1 + nbytes / self.layers / min(self.sender_bps, self.receiver_bps)
-        else:
-            asked = not_before = t1
-        handoff = Handoff(left.seq_id, (instance.index, left.dp_rank), nbytes, asked, not_before)
-        self._push(asked, HANDOFF, handoff)
+        asked = t0 + (t1 - t0) / self.layers if self.layerwise else t1
+        self._push(asked, HANDOFF, Handoff(left.seq_id, (instance.index, left.dp_rank), nbytes,
+                                           asked, t1))
 
     def _route_decode(self, h: Handoff, t: float) -> None:
         free = [sum(i.engine.scheduler.num_free_blocks(r)
@@ -245,8 +242,11 @@ class _Service:
         self.transfers["decode_wait_s"][h.seq_id] = t - h.asked_s
         receiver = (h.decode.index, h.added.dp_rank)
         self.handoffs[h.seq_id] = h
-        self.links.start(h.seq_id, ("prefill",) + h.sender, ("decode",) + receiver, h.nbytes,
-                         self.sender_bps, self.receiver_bps, t)
+        rate = self.links.start(h.seq_id, ("prefill",) + h.sender, ("decode",) + receiver,
+                                h.nbytes, self.sender_bps, self.receiver_bps, t)
+        # layerwise, the last layer moves after the prefill step, at the share it starts at
+        h.not_before_s = h.prefill_end_s + (h.nbytes / self.layers / rate if self.layerwise
+                                            else 0.0)
 
     def _transferred(self, key: int, t: float) -> None:
         self.links.finish(key, t)
