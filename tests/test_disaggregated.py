@@ -213,3 +213,24 @@ telemetry: {{enabled: false}}
     r = pd.read_parquet(run_dir / "requests.parquet")
     assert (r.prefill_instance == 0).all() and (r.decode_dp_rank == r.dp_rank).all()
     assert r.kv_bytes.isna().all() and r.transfer_end_s.isna().all()
+
+
+def test_pools_on_two_devices_move_the_kv_at_the_slower_end(tmp_path):
+    """Prefill on H100s, decode on H200s (each with its scale-out figure): the KV moves at
+    the smaller of the two ends' links, and the manifest names each pool's device."""
+    import json
+
+    from engine.devices.profile import load_device_profile
+
+    path = pd_workload(tmp_path, [(0.0, 1000, 4)],
+                       prefill={"instances": 1, "device": "modeled:H100"},
+                       decode={"instances": 1, "device": "modeled:H200"},
+                       kv={"link": "scaleout"})
+    r = run_pd(path)["requests"].iloc[0]
+    bps = min(load_device_profile(name).scaleout_gb_s.value * 1e9
+              * load_device_profile(name).network_efficiency.value for name in ("H100", "H200"))
+    assert r.transfer_end_s == pytest.approx(r.handoff_s + 1000 * KV_PER_TOKEN / bps + LATENCY)
+    (run_dir,) = (tmp_path / "results").glob("*/*")
+    pools = json.loads((run_dir / "manifest.json").read_text())["pools"]
+    assert {role: p["modeled_device"] for role, p in pools.items()} == \
+        {"prefill": "H100", "decode": "H200"}

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from engine import LLMEngine
+from engine.devices.profile import profile_record
 
 from ..io.interrupt import Stop, install, restore
 from ..record import run_folder, vllm_result
@@ -80,6 +81,8 @@ class _Run:
         self.calibration = calibration
         v = workload.values
         self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
+        if workload.disaggregation is not None:
+            self.manifest["pools"] = _pools(workload.disaggregation, engines)
         self.manifest.update(block=run.block, order=run.order)
         if calibration:
             self.manifest["calibration"] = calibration
@@ -202,6 +205,17 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
     sampler = Sampler(device.backend, indices, settings["interval_s"], start, os.getpid())
     sampler.start()
     return sampler
+
+
+def _pools(service, engines) -> dict:
+    """A P/D deployment's pools as the manifest records them: each pool's instances,
+    devices and the profile its steps were modeled on."""
+    first = {role: engine for role, _, engine in reversed(engines)}
+    return {pool.role: dict(instances=pool.instances, devices=pool.deployment.devices,
+                            modeled_device=first[pool.role].device_profile.name,
+                            device_profile=profile_record(first[pool.role].device_profile),
+                            num_kv_blocks=first[pool.role].config.scheduler.num_kv_blocks)
+            for pool in service.pools}
 
 
 def _chips_per_rank(engine) -> int:
