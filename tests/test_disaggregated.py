@@ -234,3 +234,31 @@ def test_pools_on_two_devices_move_the_kv_at_the_slower_end(tmp_path):
     pools = json.loads((run_dir / "manifest.json").read_text())["pools"]
     assert {role: p["modeled_device"] for role, p in pools.items()} == \
         {"prefill": "H100", "decode": "H200"}
+
+
+def test_a_stopped_run_writes_every_request_with_where_it_was(tmp_path):
+    """A signal mid-run: whole tables, marked incomplete; a request between the pools is
+    unfinished with its reason, and one never enqueued is too."""
+    import json
+
+    from harness.io.interrupt import Stop
+
+    rows = [(i * 0.01, 1000, 200) for i in range(200)]
+    path = pd_workload(tmp_path, rows, kv={"link": 0.01})
+    stop = Stop()
+
+    def progress(done, total):
+        if done >= 20:
+            stop.request()
+
+    (run_dir,) = run_workload(load_workload(path), progress, stop)
+    assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
+    r = pd.read_parquet(run_dir / "requests.parquet")
+    assert sorted(r.request_id) == list(range(200))
+    assert {"finished", "unfinished"} <= set(r.status)
+    reasons = set(r.reason[r.status == "unfinished"])
+    assert reasons <= {"", "never enqueued", "in KV transfer", "awaiting decode room"}
+    # 24 MB/s of KV asked of a 10 MB/s link: transfers pile up
+    stranded = r[r.reason.isin(["in KV transfer", "awaiting decode room"])]
+    assert len(stranded) > 0
+    assert stranded.first_token_s.isna().all() and (stranded.output_tokens == 0).all()
