@@ -200,3 +200,37 @@ class FullDisk:
 
     def __exit__(self, *exc):
         self._file.close()
+
+
+# A P/D deployment of the tiny model on modeled H800s (docs/disaggregation.md): two prefill
+# instances and one decode instance of two devices each (DP2, EP2), the KV over a slow link
+# (10 MB/s) so that transfers share it and take milliseconds, layer by layer; the decode
+# instance holds two sequences a rank, so that some wait for decode room.
+PD = """trace:
+  generate: {requests: 24, rate: 200, prompt: {uniform: [64, 512]}, output: {uniform: [8, 64]}}
+model: tiny
+device: modeled:H800
+engine: {max_num_batched_tokens: 1024, block_size: 16}
+deployment:
+  prefill: {instances: 2, devices: 2, attention: {dp: 2}, moe: {ep: 2}}
+  decode: {instances: 1, devices: 2, attention: {dp: 2}, moe: {ep: 2},
+           engine: {max_num_seqs: 2}}
+  kv_transfer: {link: 0.01, latency_us: 20, layerwise: true}
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+
+
+def pd_runs(root, *overrides):
+    """Run PD into `root` with the given --set overrides (name `pd`); the run folders, in
+    the order written."""
+    from harness.commands import main
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    workload = root / "pd.yaml"
+    workload.write_text(PD + f"output: {root / 'results'}\nname: pd\n")
+    argv = ["run", str(workload)] + [a for o in overrides for a in ("--set", o)]
+    assert main(argv) == 0
+    runs = (p for p in (root / "results" / "pd").iterdir() if (p / "manifest.json").is_file())
+    return sorted(runs, key=lambda p: p.stat().st_mtime)

@@ -259,3 +259,44 @@ def test_show_prints_a_search_again_from_its_folder(tmp_path, capsys):
     (folder / "capacity.json").write_text("{")
     assert main(["show", str(folder)]) == 2
     assert "capacity.json: unreadable" in capsys.readouterr().err
+
+
+def test_a_pd_deployment_is_searched_per_device_over_both_pools(tmp_path, capsys):
+    """docs/capacity.md, "P/D deployments": the probes scale the arrival rate into the
+    prefill router; output tokens per device are over every device of both pools (2 x 2
+    prefill + 1 x 2 decode: 6). Two searches' folders, 2P1D and 1P1D, compare at capacity
+    on the report's deployment page."""
+    import re
+
+    from tests.helpers import PD
+
+    path = workload(tmp_path, "slo: {ttft: 0.05}\n", PD)
+    searches = {}
+    for name, devices, sets in (("2P1D", 6, []),
+                                ("1P1D", 4, ["--set", "deployment.prefill.instances=1"])):
+        out = json.loads(capacity(capsys, [path, "--set", "trace.generate.requests=100",
+                                           *sets, "--resolution", "0.5", "--json"], 0).out)
+        assert out["outcome"] == "capacity" and out["length_check"]["status"] == "passed"
+        for p in out["probes"]:
+            run = read_run(Path(out["folder"]) / p["run_id"])
+            assert run.deployment == name and run.devices == devices
+            assert p["output_tokens_per_device"] == pytest.approx(
+                run.value("throughput.output_tokens") / devices)
+            assert p["met"] == (run.value("goodput.attainment") >= 0.9)
+        at = read_run(out["capacity"]["run_dir"])
+        assert at.keys["trace.generate.rate"] == pytest.approx(out["capacity"]["rate"])
+        assert out["capacity"]["output_tokens_per_device"] == pytest.approx(
+            at.value("throughput.output_tokens") / devices)
+        searches[name] = out
+    report = tmp_path / "report"
+    assert main(["report", searches["2P1D"]["folder"], searches["1P1D"]["folder"],
+                 "-o", str(report)]) == 0
+    page = (report / "index.html").read_text()
+    hardware = page[page.index('id="hardware"'):page.index('id="figures"')]
+    assert "<h2>Deployment comparison</h2>" in hardware
+    row = re.search(r"<tr><td>output tokens per device</td><td[^>]*>tok/s</td><td>([^<]+)"
+                    r"</td><td>([^<]+)</td>", hardware)
+    from harness.analysis.report.headline import fmt
+
+    assert row and list(row.groups()) == [
+        fmt(searches[n]["capacity"]["output_tokens_per_device"]) for n in ("2P1D", "1P1D")]

@@ -64,6 +64,24 @@ def test_modeled_runs_are_judged_from_one_run_each_except_the_hosts_timings(tmp_
     assert result.metric("sched_call.p50").verdict == "too few runs"  # measured on the host
 
 
+def test_a_pd_runs_modeled_rows_and_its_pools_are_judged_from_one_run_each(tmp_path):
+    """A P/D run's per-device, transfer and wait rows, and each pool's modeled rows under
+    its name, come from the virtual clock too; its pools' host timings do not."""
+    rows = {"per_device.total_tokens": "tok/s", "kv_transfer.p99": "s",
+            "decode_wait.p99": "s", "decode_mfu.model": "fraction",
+            "prefill0_prefix_cache.hit_rate": "fraction", "prefill_sched_call.p50": "us"}
+
+    def run(name, scale):
+        return synthetic_run(tmp_path / name, {n: (scale, u) for n, u in rows.items()},
+                             modeled=True)
+
+    a, b = run("a", 1.0), run("b", 1.2)
+    result = compare(Arm("A", tuple(load_runs([a]))), Arm("B", tuple(load_runs([b]))))
+    for name in list(rows)[:-1]:
+        assert result.metric(name).says() == "B higher by 20.0% (deterministic: modeled runs)"
+    assert result.metric("prefill_sched_call.p50").verdict == "too few runs"
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_an_aa_split_finds_no_difference(tmp_path, seed):
     result = compare(*arms(tmp_path, 6, 6, 1.0, seed))

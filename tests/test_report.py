@@ -10,7 +10,7 @@ import pytest
 
 from harness.analysis.report.timeline import BINS, binned, cdf_points
 from harness.commands import main
-from tests.helpers import modeled_runs
+from tests.helpers import modeled_runs, pd_runs
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
@@ -316,3 +316,170 @@ def test_a_run_on_dp_ranks_gets_the_ranks_figure(tmp_path, capsys):
     assert "figures/ranks.png" in out["figures"]
     page = (tmp_path / "r" / "index.html").read_text()
     assert "DP ranks: who the step waits for" in page
+
+
+# --- a P/D deployment's run (docs/disaggregation.md) --------------------------------------
+
+@pytest.fixture(scope="module")
+def pd(tmp_path_factory):
+    """A 2P1D run and its report; a 1P1D run of the same requests (`1p1d`)."""
+    root = tmp_path_factory.mktemp("pd")
+    (run,) = pd_runs(root / "2p1d")
+    (one,) = pd_runs(root / "1p1d", "deployment.prefill.instances=1")
+    assert main(["report", str(run), "-o", str(root / "r"), "--trace-events"]) == 0
+    return {"run": run, "1p1d": one, "report": root / "r"}
+
+
+def test_a_pd_run_gets_its_pools_and_transfers_drawn(pd, one):
+    """Per pool, each instance's load and the requests routed to it; the transfers and
+    the waits for decode room; DP ranks per pool. A co-located run has none of them."""
+    figures = {p.stem for p in (pd["report"] / "figures").glob("*.png")}
+    assert {"pools", "kv_transfer", "ranks", "load", "tokens_per_step", "step_time"} <= figures
+    page = (pd["report"] / "index.html").read_text()
+    for title in ("P/D pools: each instance&#39;s load and the requests routed to it",
+                  "P/D: KV transfers and the wait for decode room"):
+        assert title in page
+    assert page.index('id="fig-load"') < page.index('id="fig-pools"') \
+        < page.index('id="fig-kv_transfer"') < page.index('id="fig-tokens_per_step"')
+    assert not {"pools.png", "kv_transfer.png"} & {p.name for p in (one / "figures").iterdir()}
+    # the headline: how the pools did, as `steptrace show` prints it
+    summary = (pd["report"] / "summary.md").read_text()
+    for row in ("per_device input_tokens_per_prefill_device | tok/s",
+                "per_device total_tokens | tok/s", "kv_transfer p99 | s",
+                "decode_wait p99 | s", "prefill_mfu model | fraction",
+                "decode_dp_imbalance lost_share | fraction"):
+        assert f"| {row} |" in summary
+
+
+def test_a_pd_runs_steps_are_grouped_by_instance(pd, runs):
+    """Step numbers restart on every instance: a step is (role, instance, step), so that a
+    figure's per-step sums never add one instance's step to another's."""
+    import pandas as pd_
+
+    from harness.analysis.report.figures.load import instance_steps, pool_over_time
+    from harness.analysis.report.run_data import RunData
+    from harness.analysis.report.timeline import per_step
+    from harness.analysis.runs import read_run
+
+    run = RunData(read_run(pd["run"]))
+    steps = pd_.read_parquet(pd["run"] / "steps.parquet")
+    key = run.step_key()
+    distinct = steps.groupby(["role", "instance", "step"], observed=True).ngroups
+    assert len(np.unique(key)) == distinct > len(steps["step"].unique())
+    _, summed = per_step(key, {"tokens_q": steps["tokens_q"].to_numpy()})
+    by_hand = steps.groupby(["role", "instance", "step"], observed=True)["tokens_q"].sum()
+    assert sorted(summed["tokens_q"]) == sorted(by_hand)
+    # the pools over time: each instance's steps, its ranks summed
+    prefill = instance_steps(run, "prefill", ["running"])
+    assert [i for i, _, _ in prefill] == [0, 1]
+    for instance, t, v in prefill:
+        mine = steps[(steps.role == "prefill") & (steps.instance == instance)]
+        assert len(t) == mine["step"].nunique()
+        assert v["running"].sum() == mine["running"].sum()
+    t, v = pool_over_time(run, "decode", ["running"])
+    assert len(t) and v["running"].max() <= steps[steps.role == "decode"].groupby(
+        "step")["running"].sum().max()
+    # a co-located run's key is its step number
+    colocated = RunData(read_run(runs["released"]))
+    assert (colocated.step_key() == colocated.columns("steps", ["step"])["step"]).all()
+
+
+def test_instances_states_are_held_between_their_steps_and_summed():
+    """held_sum: instance A steps at 0, 1, 2, 3 (1 running each time), B at 0 and 3 (5,
+    then 7): over 3 bins B's 5 holds through the middle bin, where it ran no step."""
+    from harness.analysis.report.timeline import held_sum
+
+    a = (np.array([0.0, 1.0, 2.0, 3.0]), {"running": np.ones(4)})
+    b = (np.array([0.0, 3.0]), {"running": np.array([5.0, 7.0])})
+    t, v = held_sum([a, b], bins=3)
+    assert list(t) == [0.5, 1.5, 2.5] and list(v["running"]) == [6.0, 6.0, 8.0]
+
+
+def test_a_pd_runs_ranks_and_trace_events_are_per_instance(pd):
+    """The DP-rank figure has a row per pool, over its instances' steps; the trace events a
+    process per instance and rank, on which steps follow one another."""
+    from harness.analysis.report.figures.ranks import _by_rank, _ranked
+    from harness.analysis.report.run_data import RunData
+    from harness.analysis.runs import read_run
+
+    run = RunData(read_run(pd["run"]))
+    assert _ranked(run) == ["prefill", "decode"]
+    prefill = _by_rank(run, "prefill")
+    assert prefill["rank_s"].shape == (24, 2) and set(prefill["phase"]) == {"prompt"}
+    assert set(_by_rank(run, "decode")["phase"]) == {"decode"}
+    (events,) = (pd["report"] / "trace-events").iterdir()
+    data = json.loads(events.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in data if e["ph"] == "M"}
+    assert sorted(names.values()) == sorted(f"{role} {i}, DP rank {r}" for role, n in
+                                            (("prefill", 2), ("decode", 1))
+                                            for i in range(n) for r in range(2))
+    for pid in names:
+        spans = [e for e in data if e["ph"] == "X" and e["pid"] == pid
+                 and e["name"].endswith(" step")]
+        assert spans and all(b["ts"] >= a["ts"] + a["dur"] - 1e-6
+                             for a, b in zip(spans, spans[1:]))
+
+
+def test_a_pd_deployment_against_a_colocated_one_on_the_hardware_page(pd, runs, tmp_path,
+                                                                       capsys):
+    """docs/report.md: per-device figures over every device of both pools, each arm's
+    deployment named (xPyD and each pool's layout), the pools' rows beside."""
+    out = report(capsys, [runs["released"], pd["run"], "-o", tmp_path / "r"])
+    assert out["arms"] == ["H200 (modeled), co-located", "H800 (modeled), 2P1D"]
+    page = (tmp_path / "r" / "index.html").read_text()
+    hardware = page[page.index('id="hardware"'):page.index('id="figures"')]
+    assert "<h2>Hardware comparison</h2>" in hardware
+    assert "<td>8 H200 (attention TP8, dense TP8)</td>" in hardware.replace(' class="unit"', "")
+    assert "<td>2P1D: prefill 2 x 2 H800 (DP2, EP2), decode 1 x 2 H800 (DP2, EP2)</td>" in \
+        hardware.replace(' class="unit"', "")
+    cells = dict(re.findall(r"<tr><td>([^<]+)</td><td class=\"unit\">[^<]*</td>(.*?)</tr>",
+                            hardware))
+    values = lambda name: re.findall(r"<td>([^<]*)</td>", cells[name])  # noqa: E731
+    assert values("devices")[:2] == ["8", "6"]  # 2 x 2 prefill + 1 x 2 decode devices
+    from harness.analysis.report.headline import fmt
+    from harness.analysis.runs import read_run
+
+    a, b = read_run(runs["released"]), read_run(pd["run"])
+    for name, metric in (("output tokens per device", "throughput.output_tokens"),
+                         ("total tokens per device", "throughput.total_tokens")):
+        assert values(name)[:2] == [fmt(a.value(metric) / 8), fmt(b.value(metric) / 6)]
+    assert values("total tokens per device")[1] == fmt(b.value("per_device.total_tokens"))
+    assert values("per_device output_tokens_per_decode_device")[:2] == \
+        ["–", fmt(b.value("per_device.output_tokens_per_decode_device"))]
+    assert values("mfu model")[1] == "–" and values("decode_mfu model")[0] == "–"
+    summary = (tmp_path / "r" / "summary.md").read_text()
+    assert "- H800 (modeled), 2P1D: modeled; 2P1D: prefill 2 x 2 H800 (DP2, EP2), decode 1 x 2 " \
+        "H800 (DP2, EP2)\n" in summary
+
+
+def test_two_pd_deployments_on_one_device_get_the_deployment_page(pd, tmp_path, capsys):
+    """Both sides P/D, on one device: the arms are named by their deployments, and the page
+    compares them per device (6 devices against 4)."""
+    out = report(capsys, [pd["run"], pd["1p1d"], "-o", tmp_path / "r"])
+    assert out["arms"] == ["2P1D", "1P1D"]
+    page = (tmp_path / "r" / "index.html").read_text()
+    hardware = page[page.index('id="hardware"'):page.index('id="figures"')]
+    assert "<h2>Deployment comparison</h2>" in hardware
+    assert "The arms differ by deployment." in hardware and '<a href="#hardware">Deployment' in page
+    assert "1P1D: prefill 1 x 2 H800 (DP2, EP2), decode 1 x 2 H800 (DP2, EP2)" in hardware
+    assert re.search(r"<tr><td>devices</td><td class=\"unit\">devices</td><td>6</td><td>4</td>",
+                     hardware)
+    figures = out["figures"]  # each arm's first run's pools, one row each
+    assert "figures/pools.png" in figures and "figures/kv_transfer.png" in figures
+
+
+def test_a_pools_device_is_text_on_the_page(pd, runs, tmp_path, capsys):
+    """A manifest's pool device (user-controlled, as every manifest string) is shown as
+    text in both documents, in the layout and in the profile's note."""
+    import shutil
+
+    run = shutil.copytree(pd["run"], tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["values"]["deployment"]["decode"]["device"] = "modeled:<b>x</b>"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    report(capsys, [runs["released"], run, "-o", tmp_path / "r"])
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "<b>x</b>" not in page
+    assert "decode 1 x 2 &lt;b&gt;x&lt;/b&gt; (DP2, EP2)" in page
+    assert "The decode pool runs on &lt;b&gt;x&lt;/b&gt;, whose figures" in page
+    assert "<b>x</b>" not in (tmp_path / "r" / "summary.md").read_text()

@@ -8,7 +8,7 @@ import pytest
 
 from harness.commands import main
 from tests.browser import CHROMIUM
-from tests.helpers import modeled_runs
+from tests.helpers import modeled_runs, pd_runs
 from tests.test_security import TEMPLATE, hostile_runs
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
@@ -21,12 +21,18 @@ FIGURES = """Array.from(document.querySelectorAll('figure img')).map(img => {
 })"""
 
 
-def test_the_report_opens_offline_and_every_figure_renders(tmp_path):
+@pytest.mark.parametrize("kind", ["gil", "pd"])
+def test_the_report_opens_offline_and_every_figure_renders(tmp_path, kind):
+    """Two arms of GIL modes; a P/D run against a co-located one (its pools and transfers,
+    the deployment page)."""
     from tests.browser import Page
 
-    runs = modeled_runs(tmp_path / "runs", "gil=both")
+    if kind == "gil":
+        paths = [modeled_runs(tmp_path / "runs", "gil=both")[0].parent]
+    else:
+        paths = modeled_runs(tmp_path / "colocated") + pd_runs(tmp_path / "pd")
     out = tmp_path / "report"
-    assert main(["report", str(runs[0].parent), "-o", str(out)]) == 0
+    assert main(["report", *map(str, paths), "-o", str(out)]) == 0
     page = Page((out / "index.html").resolve().as_uri())
     try:
         figures = page.evaluate(FIGURES)
@@ -44,6 +50,10 @@ def test_the_report_opens_offline_and_every_figure_renders(tmp_path):
     for f in figures:
         assert f["complete"] and f["natural"] > 0 and f["width"] > 0 and f["height"] > 0, f
     assert (out / "screenshot.png").stat().st_size > 10_000
+    if kind == "pd":
+        alts = {f["alt"] for f in figures}
+        assert {"P/D pools: each instance's load and the requests routed to it",
+                "P/D: KV transfers and the wait for decode room"} <= alts
 
 
 ELEMENTS = """(() => {

@@ -9,6 +9,7 @@ that matter for the kind of runs compared lead (harness/schema/summary.py).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -23,10 +24,13 @@ from .runs import Run
 NOT_COMPARED_KEYS = frozenset({"output"})
 LABEL_KEYS = ("gil_mode", "device")
 # The summary values a modeled run computes from its virtual clock and the device model
-# alone: the same in every run of one workload and build. The host's timings are not.
+# alone: the same in every run of one workload and build. The host's timings are not. A P/D
+# run's pools' rows are these under the pool's name (`decode_mfu`, `prefill0_prefix_cache`).
 MODELED_METRICS = frozenset({"requests", "window", "throughput", "goodput", "ttft", "tpot",
                              "itl", "e2e", "queueing_delay", "achieved", "mfu",
-                             "prefix_cache", "step_rate"})
+                             "prefix_cache", "step_rate", "per_device", "kv_transfer",
+                             "decode_wait"})
+_POOL = re.compile(r"(?:prefill|decode)\d*_")
 # A change smaller than this prints as 0.0 % and its B/A as 1.000: it gets no verdict.
 NEGLIGIBLE = 0.0005
 
@@ -289,12 +293,19 @@ def _metrics(runs_a: Sequence[Run], runs_b: Sequence[Run],
     for name in names:
         a = np.array([v.get(name, math.nan) for v in values_a])
         b = np.array([v.get(name, math.nan) for v in values_b])
-        exact = modeled and name.partition(".")[0] in MODELED_METRICS
+        exact = modeled and _modeled(name.partition(".")[0])
         result = metric_result(name, units.get(name, ""), a, b, exact)
         timed = sum(name.partition(".")[0] in busy[str(r.path)]["host_timed"]
                     for r in (*runs_a, *runs_b) if str(r.path) in busy)
         out.append(replace(result, busy_runs=timed))
     return out
+
+
+def _modeled(metric: str) -> bool:
+    """Whether a modeled run's metric is one of MODELED_METRICS, a P/D pool's under its
+    name (`decode_mfu`; `decode_wait` is the deployment's own)."""
+    pool = _POOL.match(metric)
+    return metric in MODELED_METRICS or bool(pool and metric[pool.end():] in MODELED_METRICS)
 
 
 def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,

@@ -29,6 +29,7 @@ from ..schema import TABLES
 
 # Summary rows that count things or restate the workload: not metrics to compare.
 NOT_METRICS = frozenset({"requests", "steps", "slo", "window", "tokens"})
+POOLS = ("prefill", "decode")  # a P/D deployment's, in the order "xPyD" names them
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,47 @@ class Run:
         keys = self.keys
         if keys.get("deployment.prefill.instances"):
             return sum(int(keys[f"deployment.{role}.instances"])
-                       * int(keys[f"deployment.{role}.devices"]) for role in ("prefill", "decode"))
+                       * int(keys[f"deployment.{role}.devices"]) for role in POOLS)
         return int(keys.get("deployment.devices") or
                    int(keys.get("engine.dp_size") or 1) * int(keys.get("engine.cp_size") or 1))
+
+    @property
+    def disaggregated(self) -> bool:
+        """A P/D deployment's run (docs/disaggregation.md): prefill and decode pools."""
+        return bool(self.keys.get("deployment.prefill.instances"))
+
+    @property
+    def deployment(self) -> str:
+        """"xPyD" for a P/D run (x prefill and y decode instances: "2P1D"), else
+        "co-located"."""
+        if not self.disaggregated:
+            return "co-located"
+        keys = self.keys
+        return "{}P{}D".format(*(int(keys[f"deployment.{role}.instances"]) for role in POOLS))
+
+    @property
+    def layout(self) -> str:
+        """The deployment in words: "2P1D: prefill 2 x 16 H800 (DP16, EP16), decode 1 x 16
+        H800 (DP16, EP16)"; a co-located run's "8 H200 (attention TP8, dense TP8)"."""
+        keys = self.keys
+        if not self.disaggregated:
+            devices = int(keys.get("deployment.devices") or 1)
+            return f"{devices} {self.pool_device()}{_parallelism(keys, 'deployment.')}"
+        pools = []
+        for role in POOLS:
+            at = f"deployment.{role}."
+            pools.append(f"{role} {int(keys[at + 'instances'])} x {int(keys[at + 'devices'])} "
+                         f"{self.pool_device(role)}"
+                         f"{_parallelism(keys, at)}")
+        return f"{self.deployment}: {', '.join(pools)}"
+
+    def pool_device(self, role: Optional[str] = None) -> str:
+        """The device a P/D pool (None: the run) runs on, by its profile's name ("H800"):
+        the pool's `device`, else the run's."""
+        device = self.keys.get(f"deployment.{role}.device") if role else None
+        if device:
+            return str(device).partition(":")[2] or str(device)
+        return self.device.removesuffix(" (modeled)")
 
     @property
     def labels(self) -> Dict[str, object]:
@@ -176,6 +215,16 @@ class Run:
             return list(pd.read_csv(path, nrows=0).columns)
         except (OSError, ValueError) as e:
             raise BadInput(f"{path}: unreadable ({e})") from None
+
+
+def _parallelism(keys: Dict[str, Any], at: str) -> str:
+    """" (DP16, EP16)" from a deployment's (or a pool's) layout keys under `at`; the degrees
+    above 1 only, "" where none is."""
+    parts = [(f"DP{v}" if k == "attention.dp" else f"EP{v}" if k == "moe.ep" else
+              f"{k.partition('.')[0].replace('moe', 'MoE')} TP{v}")
+             for k in ("attention.dp", "attention.tp", "moe.ep", "moe.tp", "dense.tp")
+             if isinstance(v := keys.get(at + k), int) and v > 1]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def check_values(path: Path, table: str, frame: pd.DataFrame) -> None:

@@ -12,7 +12,7 @@ from engine.files import check_regular
 from ..errors import BadInput
 from ..record import vllm_result
 from ..record.run_folder import read, read_manifest
-from ..schema.summary import COUNT_UNITS, HEADLINE
+from ..schema.summary import COUNT_UNITS, headline
 from .common import add_json, print_json
 
 
@@ -75,10 +75,12 @@ def print_text(result: dict) -> None:
     # the device table's utilisation and power means, and energy per token, side by side
     telemetry = [k for k, r in rows.items() if (k[1] == "mean" and r["unit"] in ("%", "W"))
                  or k[0] == "energy_per_output_token"]
-    for key in HEADLINE + telemetry:
-        if key in rows:
-            r = rows[key]
-            print(f"  {key[0] + ' ' + key[1]:28}{_number(r):>14} {r['unit']}")
+    shown = headline(rows) + telemetry
+    # a P/D run's names are longer (per_device output_tokens_per_decode_device)
+    width = max([28] + [len(" ".join(k)) + 1 for k in shown if k[0] == "per_device"])
+    for key in shown:
+        r = rows[key]
+        print(f"  {key[0] + ' ' + key[1]:{width}}{_number(r):>14} {r['unit']}")
     for note in result.get("notes", ()):
         print(f"  note: {note}")
 

@@ -1,9 +1,10 @@
 """Every summary row a run may write, declared once (docs/metrics.md defines each, in the
 section named here), which clock times it (`host_timed`), and which rows each view shows:
-`show` and a run's headline in a report print HEADLINE in this order, `compare` and a
-report's comparison lead with COMPARISON_HEADLINE for the runs' kind and show the
-TEXT_STATS of every other metric on request, a capacity search's table holds CAPACITY_ROWS
-of each probe; `--json`, `--csv` and the tables carry every row.
+`show` and a run's headline in a report print HEADLINE in this order (`headline`: the rows a
+run has, a P/D run's POOL_HEADLINE per pool), `compare` and a report's comparison lead with
+COMPARISON_HEADLINE for the runs' kind and show the TEXT_STATS of every other metric on
+request, a capacity search's table holds CAPACITY_ROWS of each probe; `--json`, `--csv` and
+the tables carry every row.
 tests/test_summary_catalogue.py holds the runs' summaries, the views and docs/metrics.md's
 summary table to this catalogue.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, Mapping, Optional, Tuple
+from typing import Collection, Dict, Iterable, List, Mapping, Optional, Tuple
 
 # A distribution's statistics (harness/record/metrics.py `describe`): its count in samples.
 DISTRIBUTION = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
@@ -139,8 +140,8 @@ def find(metric: str) -> Optional[Metric]:
             return m
     pool = _POOL_PREFIX.match(metric)
     if pool:
-        m = find(metric[pool.end():])
-        return m if m is not None and m.section in POOLED else None
+        pooled = find(metric[pool.end():])
+        return pooled if pooled is not None and pooled.section in POOLED else None
     return None
 
 
@@ -165,9 +166,32 @@ HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejec
             ("throughput", "requests"), ("throughput", "output_tokens"), ("goodput", "requests"),
             ("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
             ("e2e", "p50"),
+            # a P/D run's: how the pools did
+            ("per_device", "input_tokens_per_prefill_device"),
+            ("per_device", "output_tokens_per_decode_device"), ("per_device", "total_tokens"),
+            ("kv_transfer", "p50"), ("kv_transfer", "p99"), ("decode_wait", "p99"),
             ("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
             ("step", "p50"), ("harness", "per_step"), ("achieved", "tflops_per_device"),
             ("mfu", "model"), ("dp_imbalance", "p50"), ("dp_imbalance", "lost_share")]
+# HEADLINE's rows that a P/D run writes per pool instead (`prefill_mfu`, `decode_mfu`), shown
+# in their place, each pool's: the pools' share of their peak and their DP ranks' tax.
+POOL_HEADLINE = [("mfu", "model"), ("dp_imbalance", "lost_share")]
+
+
+def headline(present: Collection[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """The (metric, stat) rows of HEADLINE among `present` (a run's rows), in its order;
+    where a P/D run has a row of POOL_HEADLINE per pool instead (`prefill_mfu`), each
+    pool's."""
+    out = []
+    for metric, stat in HEADLINE:
+        if (metric, stat) in present:
+            out.append((metric, stat))
+        elif (metric, stat) in POOL_HEADLINE:
+            out += [(f"{pool}_{metric}", stat) for pool in ("prefill", "decode")
+                    if (f"{pool}_{metric}", stat) in present]
+    return out
+
+
 # The capacity table's columns read from each probe's summary (harness/sweeps/capacity.py;
 # output_tokens_per_device is the row over the deployment's devices).
 CAPACITY_ROWS = {"attainment": ("goodput", "attainment"), "goodput": ("goodput", "requests"),

@@ -203,18 +203,7 @@ def test_hour_on_144_ranks_within_2x_of_one_rank(benchmark, tmp_path):
     each: every step of the first is timed per rank and part and writes 144 step rows, yet
     its median run stays within 2x of the one-rank deployment's."""
     enabled = not benchmark.disabled
-    short = [] if enabled else ["trace.generate.requests=100"]
-    seconds = {"144": [], "1": []}
-
-    def alternate():
-        for i in range(2 if enabled else 1):
-            for ranks, sets in (("1", RANKS_1), ("144", RANKS_144)):
-                out = tmp_path / f"{ranks}-{i}"
-                workload = load_workload(ROOT / "workloads" / "bench_hour.yaml",
-                                         [f"output={out}", *sets, *short])
-                seconds[ranks].append(_timed(lambda w=workload: run_workload(w)))
-
-    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    seconds = _alternated(benchmark, tmp_path, {"1": RANKS_1, "144": RANKS_144})
     many, one = np.median(seconds["144"]), np.median(seconds["1"])
     print(f"\n144 ranks {seconds['144']} s, one rank {seconds['1']} s: {many / one:.2f}x")
     benchmark.extra_info.update(seconds_144=seconds["144"], seconds_1=seconds["1"],
@@ -246,18 +235,7 @@ def test_pd_instance_step_within_1_5x_of_a_144_rank_step(benchmark, tmp_path):
     decode instance, never stalled by a prefill, takes shorter steps all hour): its time
     is printed, and tests/bench/README.md records both."""
     enabled = not benchmark.disabled
-    short = [] if enabled else ["trace.generate.requests=100"]
-    seconds = {"pd": [], "144": []}
-
-    def alternate():
-        for i in range(2 if enabled else 1):
-            for shape, sets in (("144", RANKS_144), ("pd", PD_SHAPE)):
-                out = tmp_path / f"{shape}-{i}"
-                workload = load_workload(ROOT / "workloads" / "bench_hour.yaml",
-                                         [f"output={out}", *sets, *short])
-                seconds[shape].append(_timed(lambda w=workload: run_workload(w)))
-
-    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    seconds = _alternated(benchmark, tmp_path, {"144": RANKS_144, "pd": PD_SHAPE})
     pd_s, colocated = np.median(seconds["pd"]), np.median(seconds["144"])
     steps = {shape: _instance_steps(next(tmp_path.glob(f"{shape}-0/*/*/steps.parquet")))
              for shape in seconds}
@@ -272,6 +250,24 @@ def test_pd_instance_step_within_1_5x_of_a_144_rank_step(benchmark, tmp_path):
     assert (requests["status"] == "finished").all()
     if enabled:
         assert per_step <= 1.5
+
+
+def _alternated(benchmark, tmp_path, shapes: dict) -> dict:
+    """workloads/bench_hour.yaml's hour under each shape's --set values, alternated, two
+    runs each (one short run each when benchmarks are off): seconds by shape."""
+    enabled = not benchmark.disabled
+    short = [] if enabled else ["trace.generate.requests=100"]
+    seconds: dict = {shape: [] for shape in shapes}
+
+    def alternate():
+        for i in range(2 if enabled else 1):
+            for shape, sets in shapes.items():
+                workload = load_workload(ROOT / "workloads" / "bench_hour.yaml",
+                                         [f"output={tmp_path / f'{shape}-{i}'}", *sets, *short])
+                seconds[shape].append(_timed(lambda w=workload: run_workload(w)))
+
+    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    return seconds
 
 
 def _instance_steps(path) -> int:

@@ -1,5 +1,5 @@
 """Runs grouped into arms: runs whose settings agree form one arm; the settings that differ
-between arms name them (the GIL mode, the device, then any workload key)."""
+between arms name them (the GIL mode, the device, the deployment, then any workload key)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,13 @@ class Arm:
 PALETTE = ("#1f6fb2", "#e4572e", "#2a9d5c", "#8e5ec4", "#d4a017", "#17a2b8", "#7f7f7f")
 
 
+LABELS = ("gil_mode", "device", "deployment")  # settings that name an arm by their value
+
+
 def settings(run: RunData) -> Dict[str, str]:
-    """The run's settings that can tell arms apart: its GIL mode and device, then its
-    workload keys (`engine.overlap`)."""
-    flat = {"gil_mode": run.gil_mode, "device": run.device}
+    """The run's settings that can tell arms apart: its GIL mode, device and deployment
+    ("2P1D", "co-located": Run.deployment), then its workload keys (`engine.overlap`)."""
+    flat = {"gil_mode": run.gil_mode, "device": run.device, "deployment": run.run.deployment}
     flat.update((k, str(v)) for k, v in run.run.keys.items()
                 if k not in _SAME_SETTING and k not in flat)
     return flat
@@ -41,8 +44,8 @@ def differing(runs: Sequence[RunData]) -> List[str]:
 
 def group(runs: Sequence[RunData]) -> Tuple[List[Arm], List[str]]:
     """(arms in the order their first run was given, the keys that differ between them).
-    An arm is named by the run labels that differ (GIL mode, device) where they tell the
-    arms apart, the keys a deployment derives from them (pool size, DP degree) left to the
+    An arm is named by the run labels that differ (GIL mode, device, deployment) where they
+    tell the arms apart, the keys a deployment derives from them (pool size, DP degree) left to the
     list of what differs; otherwise by every differing key."""
     keys = differing(runs)
     arms: Dict[tuple, Arm] = {}
@@ -53,11 +56,11 @@ def group(runs: Sequence[RunData]) -> Tuple[List[Arm], List[str]]:
             arms[values] = Arm("", PALETTE[len(arms) % len(PALETTE)], [],
                                dict(zip(keys, values)))
         arms[values].runs.append(run)
-    labels = [k for k in keys if k in ("gil_mode", "device")]
+    labels = [k for k in keys if k in LABELS]
     if len({tuple(a.settings[k] for k in labels) for a in arms.values()}) < len(arms):
         labels = keys
     for arm in arms.values():
-        arm.label = ", ".join(arm.settings[k] if k in ("gil_mode", "device")
+        arm.label = ", ".join(arm.settings[k] if k in LABELS
                               else f"{k.split('.')[-1]} {arm.settings[k]}"
                               for k in labels) or _one_label(runs)
     return list(arms.values()), keys

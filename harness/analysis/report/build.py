@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import BadInput
 from ...io.atomic import WriteFailed
-from ..runs import find_runs, read_run
+from ..runs import POOLS, find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events
 from .figures import GIL_FIGURES, RUN_FIGURES
 from .hardware import profile
@@ -141,19 +141,46 @@ def _replace(tmp: Path, where: Path, out: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
+def _hardware(arms, keys) -> dict:
+    """The hardware page: arms that differ by device, or by deployment (a P/D deployment
+    against a co-located one, or against another xPyD). Per-device figures are over every
+    device the run ran on (a P/D run's: both pools'); with a P/D arm, each arm's deployment
+    is named with its pools' layout, and the pools' rows follow."""
+    pd = any(r.disaggregated for a in arms for r in a.runs)
+    table = headline.table(arms, headline.HARDWARE + (headline.HARDWARE_PD if pd else []))
+    table.rows.insert(2, headline.per_device(arms))
+    if pd:
+        table.rows.insert(3, headline.per_device(arms, ("throughput", "total_tokens"),
+                                                 "total tokens per device"))
+        table.rows.insert(0, headline.devices(arms))
+    out = []
+    for a in arms:
+        run = a.runs[0]
+        arm = dict(label=a.label, kind="modeled" if run.modeled else "measured",
+                   profile=profile(run) if run.modeled else None,
+                   layout=run.run.layout if pd else "")
+        elsewhere = {role: run.run.pool_device(role) for role in POOLS if run.disaggregated
+                     and run.run.pool_device(role) != run.run.pool_device()}
+        if arm["profile"] is not None and elsewhere:  # the manifest holds one profile
+            pools = "; ".join(f"the {role} pool runs on {device}"
+                              for role, device in elsewhere.items())
+            arm["profile"].note = " ".join(filter(None, [arm["profile"].note, (
+                f"{pools[:1].upper()}{pools[1:]}, whose figures the run's manifest does not "
+                f"record: these are {run.run.pool_device()}'s.")]))
+        out.append(arm)
+    return dict(table=table, arms=out,
+                title="Hardware comparison" if "device" in keys else "Deployment comparison",
+                differ="device" if "device" in keys else "deployment")
+
+
 def _context(runs, arms, keys) -> dict:
     figures = [d for f in RUN_FIGURES if (d := f(arms)) is not None]
     gil = hardware = None
     if "gil_mode" in keys and len(arms) > 1:
         gil = dict(table=headline.table(arms, headline.GIL),
                    figures=[d for f in GIL_FIGURES if (d := f(arms)) is not None])
-    if "device" in keys and len(arms) > 1:
-        table = headline.table(arms, headline.HARDWARE)
-        table.rows.insert(2, headline.per_device(arms))
-        hardware = dict(table=table, arms=[
-            dict(label=a.label, kind="modeled" if a.runs[0].modeled else "measured",
-                 profile=profile(a.runs[0]) if a.runs[0].modeled else None)
-            for a in arms])
+    if ("device" in keys or "deployment" in keys) and len(arms) > 1:
+        hardware = _hardware(arms, keys)
     names = {r.manifest["values"].get("name", r.name) for r in runs}
     title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
     kinds = sorted({"modeled" if r.modeled else "measured" for r in runs})

@@ -9,7 +9,7 @@ from typing import List
 
 import numpy as np
 
-from ...schema.summary import HEADLINE
+from ...schema.summary import HEADLINE, headline
 from .markdown import Markdown, escape
 
 # Also shown where a run has them: telemetry means and energy per token.
@@ -19,6 +19,11 @@ HARDWARE = [("throughput", "requests"), ("throughput", "output_tokens"),
             ("goodput", "requests"), ("goodput", "attainment"), ("ttft", "p50"),
             ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("mfu", "model"),
             ("energy_per_output_token", "mean")]
+# The hardware page's rows where an arm is P/D: each pool's per-device work, the transfers,
+# each pool's MFU (a co-located arm's cells "–").
+HARDWARE_PD = [("per_device", "input_tokens_per_prefill_device"),
+               ("per_device", "output_tokens_per_decode_device"), ("kv_transfer", "p99"),
+               ("decode_wait", "p99"), ("prefill_mfu", "model"), ("decode_mfu", "model")]
 GIL = [("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
        ("sched_cpp", "p99"), ("throughput", "output_tokens"), ("ttft", "p99")]
 
@@ -55,7 +60,9 @@ def arm_median(arm, key) -> float:
 def table(arms, keys=None) -> Table:
     """Per arm, each metric's median over the arm's runs (a run's value for one run); rows
     no run has are left out, and a ratio column to the first arm with two or more arms."""
-    keys = keys or HEADLINE + [k for k in EXTRA if k not in HEADLINE]
+    if keys is None:  # the runs' headline rows (a P/D run's pools' too), as show prints them
+        present = {k for a in arms for r in a.runs for k in r.summary}
+        keys = headline(present) + [k for k in EXTRA if k not in HEADLINE]
     t = Table([arm.label for arm in arms] + (["ratio to first"] if len(arms) > 1 else []))
     for key in keys:
         units = [r.summary[key][1] for a in arms for r in a.runs if key in r.summary]
@@ -70,16 +77,25 @@ def table(arms, keys=None) -> Table:
     return t
 
 
-def per_device(arms) -> List[str]:
-    """The row of output tokens per second per device: each run's output throughput over
-    the chips its engine ran on (Run.devices), the arm's median."""
+def per_device(arms, key=("throughput", "output_tokens"),
+               name="output tokens per device") -> List[str]:
+    """The row of output (or `key`'s) tokens per second per device: each run's throughput
+    over the chips its engine ran on (Run.devices: a P/D run's both pools'), the arm's
+    median."""
+    return _row(arms, name, "tok/s", lambda run: run.stat(*key) / run.devices)
+
+
+def devices(arms) -> List[str]:
+    """The row of the chips each arm's runs ran on (Run.devices)."""
+    return _row(arms, "devices", "devices", lambda run: float(run.devices))
+
+
+def _row(arms, name: str, unit: str, value) -> List[str]:
     medians = []
     for arm in arms:
-        values = []
-        for run in arm.runs:
-            values.append(run.stat("throughput", "output_tokens") / run.devices)
+        values = [value(run) for run in arm.runs]
         values = [v for v in values if math.isfinite(v)]
         medians.append(float(np.median(values)) if values else float("nan"))
     base = medians[0]
-    return ["output tokens per device", "tok/s", *map(fmt, medians),
+    return [name, unit, *map(fmt, medians),
             " / ".join(fmt(m / base) if base else "–" for m in medians[1:])]

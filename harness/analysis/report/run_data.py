@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import BadInput
-from ..runs import Run
+from ..runs import POOLS, Run
+
+KEY = "#step"  # step_key's entry among the columns read
 
 
 class RunData:
@@ -27,6 +29,7 @@ class RunData:
     device = property(lambda self: self.run.device)
     devices = property(lambda self: self.run.devices)
     gil_mode = property(lambda self: self.run.labels["gil_mode"])
+    disaggregated = property(lambda self: self.run.disaggregated)
 
     @property
     def profile(self) -> str:
@@ -48,6 +51,32 @@ class RunData:
             for n in missing:
                 self._columns[(table, n)] = _array(frame[n])
         return {n: self._columns[(table, n)] for n in names}
+
+    def step_key(self) -> np.ndarray:
+        """Per steps-table row, its step as one integer: the step number in a co-located
+        run; in a P/D run, whose instances number their own steps, one number per (role,
+        instance, step). The rows of one step (its DP ranks) share it."""
+        if ("steps", KEY) not in self._columns:
+            if self.disaggregated:
+                c = self.columns("steps", ["role", "instance", "step"])
+                instance = c["instance"].astype(np.int64)
+                pool = (c["role"] != POOLS[0]) * (int(instance.max()) + 1) + instance
+                self._columns[("steps", KEY)] = pool * (int(c["step"].max()) + 1) + c["step"]
+            else:
+                self._columns[("steps", KEY)] = self.columns("steps", ["step"])["step"]
+        return self._columns[("steps", KEY)]
+
+    def instances(self, role: str):
+        """[(instance, its steps-table rows as a mask)] of one pool of a P/D run, by
+        instance."""
+        c = self.columns("steps", ["role", "instance"])
+        pool = c["role"] == role
+        return [(int(i), pool & (c["instance"] == i))
+                for i in np.unique(c["instance"][pool])]
+
+    def pool_key(self, role: str, key: str):
+        """A P/D pool's resolved workload key ("engine.num_kv_blocks"); None where absent."""
+        return self.run.keys.get(f"deployment.{role}.{key}")
 
     @cached_property
     def summary(self) -> Dict[tuple, tuple]:

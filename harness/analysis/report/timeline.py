@@ -41,6 +41,36 @@ def binned(t: np.ndarray, values: Dict[str, np.ndarray], bins: int = BINS,
     return ((edges[:-1] + edges[1:]) / 2)[keep], out
 
 
+def held_sum(series: Sequence[tuple], bins: int = BINS):
+    """Several instances' per-step states, [(t, {name: values})], as one timeline: (bin
+    centres, {name: per-bin sum over the instances}). Each instance's value is averaged
+    per bin as `binned` does, and held through the bins in which it ran no step (a state
+    holds until a step changes it; before its first step, its first value), so that an
+    idle instance still counts."""
+    t_all = np.concatenate([np.asarray(t, np.float64) for t, _ in series]) if series else \
+        np.zeros(0)
+    names = list(series[0][1]) if series else []
+    if len(t_all) == 0:
+        return t_all, {k: np.zeros(0) for k in names}
+    lo, hi = float(np.nanmin(t_all)), float(np.nanmax(t_all))
+    n = max(1, min(bins, len(t_all) // 2))
+    edges = np.linspace(lo, hi if hi > lo else lo + 1e-9, n + 1)
+    out = {k: np.zeros(n) for k in names}
+    for t, values in series:
+        index = np.clip(np.searchsorted(edges, np.asarray(t, np.float64), side="right") - 1,
+                        0, n - 1)
+        count = np.bincount(index, minlength=n)
+        ran = np.flatnonzero(count)
+        if not len(ran):
+            continue
+        last = np.maximum.accumulate(np.where(count > 0, np.arange(n), -1))
+        last[last < 0] = ran[0]  # before its first step: its first value
+        for k, v in values.items():
+            total = np.bincount(index, weights=np.asarray(v, np.float64), minlength=n)
+            out[k] += (total / np.maximum(count, 1))[last]
+    return (edges[:-1] + edges[1:]) / 2, out
+
+
 def cdf_points(values: np.ndarray, points: int = 1000):
     """(x, fraction) tracing the empirical CDF of every finite value through `points`
     quantiles: the curve of all samples, drawn with a bounded number of points."""

@@ -3,9 +3,23 @@ None where the runs hold nothing to draw (a device table without power readings)
 
 from __future__ import annotations
 
-from . import compute, device, latency, load, ranks, requests, sched, shapes, step_time
+from . import (
+    compute,
+    device,
+    latency,
+    load,
+    pools,
+    ranks,
+    requests,
+    sched,
+    shapes,
+    step_time,
+    transfers,
+)
 
-# Page order: what a reader asks first (latency), then why (load, batches, time, device).
-RUN_FIGURES = (latency.ttft_tpot, latency.itl, load.draw, shapes.tokens_per_step,
-               step_time.draw, ranks.draw, shapes.heatmap, compute.draw, device.draw, requests.draw)
+# Page order: what a reader asks first (latency), then why (load, a P/D run's pools and
+# transfers, batches, time, device).
+RUN_FIGURES = (latency.ttft_tpot, latency.itl, load.draw, pools.draw, transfers.draw,
+               shapes.tokens_per_step, step_time.draw, ranks.draw, shapes.heatmap, compute.draw,
+               device.draw, requests.draw)
 GIL_FIGURES = (sched.draw,)

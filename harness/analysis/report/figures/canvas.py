@@ -50,12 +50,15 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 7.2, height: float = 3
     return fig, axes
 
 
-def done(fig, name: str, title: str, caption: str) -> Drawn:
+def done(fig, name: str, title: str, caption: str, decades=()) -> Drawn:
+    """The figure as a PNG. `decades`: log axes that may span many decades, ticked at
+    powers of ten only (1, 2 and 5 per decade crowd their labels)."""
     for ax in fig.axes:  # log axes labelled 1000, not 10^3, no minor ticks: each tick and
         # its mathtext label cost more than the data
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_scale() == "log":
-                axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0), numticks=7))
+                subs = (1.0,) if any(axis is a for a in decades) else (1.0, 2.0, 5.0)
+                axis.set_major_locator(ticker.LogLocator(subs=subs, numticks=7))
             if axis.get_scale() in ("log", "symlog"):
                 axis.set_major_formatter(ticker.FuncFormatter(_plain))
                 axis.set_minor_locator(ticker.NullLocator())

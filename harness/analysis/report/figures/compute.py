@@ -16,9 +16,10 @@ def draw(arms):
     peaks = set()
     for arm in arms:
         for i, run in enumerate(arm.runs):
-            c = run.columns("steps", ["step", "t_start_s", "t_end_s", "model_flops"])
-            _, t = per_step(c["step"], {"start": c["t_start_s"], "end": c["t_end_s"]}, "first")
-            _, f = per_step(c["step"], {"flops": c["model_flops"]})
+            c = run.columns("steps", ["t_start_s", "t_end_s", "model_flops"])
+            key = run.step_key()  # a P/D run's instances number their own steps
+            _, t = per_step(key, {"start": c["t_start_s"], "end": c["t_end_s"]}, "first")
+            _, f = per_step(key, {"flops": c["model_flops"]})
             centres, total = binned(t["end"], {"flops": f["flops"]}, bins=RATE_BINS,
                                    reduce="sum")
             width = (centres[1] - centres[0]) if len(centres) > 1 else \
@@ -42,4 +43,7 @@ def draw(arms):
                 "Model FLOPs (the work the steps needed) committed in each time bin, per "
                 "device; MFU is that over the device's dense peak at the workload's "
                 "precision (docs/metrics.md), in 200 time bins. Where the arms' peaks differ, "
-                "see the summary table.")
+                "see the summary table." + (
+                    " A P/D run's line is every instance's FLOPs over the devices of both "
+                    "pools; each pool's MFU is in the summary (prefill_mfu, decode_mfu)."
+                    if any(r.disaggregated for a in arms for r in a.runs) else ""))

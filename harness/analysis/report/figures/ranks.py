@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...runs import POOLS
 from ..timeline import binned
 from .canvas import done, drawable, figure
 
@@ -13,12 +14,17 @@ ROUNDS = (("prompt", "prompt round", "#e4572e"), ("decode", "decode round", "#1f
 
 
 def draw(arms):
-    runs = [(arm, run) for arm in arms for run in arm.runs[:1] if _ranked(run)]
+    # a row per arm's first run; a P/D run's a row per pool with DP ranks
+    runs = [(arm, run, role) for arm in arms for run in arm.runs[:1] for role in _ranked(run)]
     if not runs:
         return None
     fig, axes = figure(ncols=3, nrows=len(runs), width=12, height=3.1 * len(runs))
-    for row, (arm, run) in zip(axes, runs):
-        _draw_run(row, arm.label if len(runs) > 1 else "", _by_rank(run))
+    for row, (arm, run, role) in zip(axes, runs):
+        if role is None:
+            label = arm.label if len(runs) > 1 else ""
+        else:
+            label = f"{arm.label}, {role} pool" if len(arms) > 1 else f"{role} pool"
+        _draw_run(row, label, _by_rank(run, role))
     axes[0][1].legend(loc="best")
     return done(fig, "ranks", "DP ranks: who the step waits for",
                 "A step lasts as long as its slowest DP rank; `rank_s` is each rank's own "
@@ -26,21 +32,37 @@ def draw(arms):
                 "over each of at most 1,500 time bins). Middle: the rank-time "
                 "lost waiting, by the rank waited for and the round it ran. Right: what the "
                 "slowest rank ran against the mean of the ranks, over the steps, weighted by "
-                "the time each step lost.")
+                "the time each step lost." + (
+                    " A P/D run has a row per pool, over its instances' steps."
+                    if any(role for _, _, role in runs) else ""))
 
 
-def _ranked(run) -> bool:
-    """A run whose steps have modeled rank times (its summary has the imbalance rows) on
-    more than one DP rank."""
-    if not np.isfinite(run.stat("dp_imbalance", "lost_share")) or not run.has("steps"):
-        return False
-    return bool(run.columns("steps", ["dp_rank"])["dp_rank"].max() > 0)
+def _ranked(run) -> list:
+    """[None] for a run whose steps have modeled rank times (its summary has the imbalance
+    rows) on more than one DP rank; for a P/D run, each pool that has them (its summary's
+    `prefill_dp_imbalance` ...); [] otherwise."""
+    if not run.has("steps"):
+        return []
+    if not run.disaggregated:
+        if not np.isfinite(run.stat("dp_imbalance", "lost_share")):
+            return []
+        return [None] if run.columns("steps", ["dp_rank"])["dp_rank"].max() > 0 else []
+    c = run.columns("steps", ["role", "dp_rank"])
+    return [role for role in POOLS if np.isfinite(run.stat(f"{role}_dp_imbalance",
+                                                           "lost_share"))
+            and (c["role"] == role).any() and c["dp_rank"][c["role"] == role].max() > 0]
 
 
-def _by_rank(run):
-    """The steps table as (steps x ranks) arrays, the phase as text; every step has a row
-    per rank, in rank order (the recorder writes them so)."""
+def _by_rank(run, role=None):
+    """The steps table (a P/D run's: one pool's, its instances' steps one after another)
+    as (steps x ranks) arrays, the phase as text; every step has a row per rank, in rank
+    order (the recorder writes them so; a pool's rows are put in that order)."""
     c = run.columns("steps", [*COLUMNS, "phase"])
+    if role is not None:
+        instance, step = (run.columns("steps", [n])[n] for n in ("instance", "step"))
+        rows = np.flatnonzero(run.columns("steps", ["role"])["role"] == role)
+        rows = rows[np.lexsort((c["dp_rank"][rows], step[rows], instance[rows]))]
+        c = {k: v[rows] for k, v in c.items()}
     ranks = int(c["dp_rank"].max()) + 1
     out = {k: np.asarray(c[k], np.float64).reshape(-1, ranks) for k in COLUMNS}
     out["phase"] = c["phase"].reshape(-1, ranks)[:, 0]

@@ -14,8 +14,8 @@ def draw(arms):
         drawn = False
         for arm in arms:
             for i, run in enumerate(arm.runs):
-                c = run.columns("steps", ["step", "warmup", name])
-                _, v = per_step(c["step"], {"x": c[name], "warm": c["warmup"]}, "first")
+                c = run.columns("steps", ["warmup", name])
+                _, v = per_step(run.step_key(), {"x": c[name], "warm": c["warmup"]}, "first")
                 x, q = cdf_points(v["x"][v["warm"] == 0] / 1e3)
                 keep = positive(x)
                 ax.plot(x[keep], q[keep], color=arm.colour, alpha=0.85, label=run_label(arm, i))

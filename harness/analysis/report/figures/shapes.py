@@ -18,11 +18,11 @@ def tokens_per_step(arms):
     styles = ("-", "--", ":", "-.")
     for a, arm in enumerate(arms):
         run = arm.runs[0]
-        c = run.columns("steps", ["step", "t_start_s", "phase", "tokens_q", "num_seqs"])
-        steps, first = per_step(c["step"], {"t": c["t_start_s"]}, "first")
-        _, summed = per_step(c["step"], {"tokens_q": c["tokens_q"],
-                                         "num_seqs": c["num_seqs"]})
-        _, phase_first = np.unique(c["step"], return_index=True)
+        c = run.columns("steps", ["t_start_s", "phase", "tokens_q", "num_seqs"])
+        key = run.step_key()  # a P/D run's instances number their own steps
+        steps, first = per_step(key, {"t": c["t_start_s"]}, "first")
+        _, summed = per_step(key, {"tokens_q": c["tokens_q"], "num_seqs": c["num_seqs"]})
+        _, phase_first = np.unique(key, return_index=True)
         phase = c["phase"][phase_first]
         for name in reversed(PHASES):  # prompt first, decode drawn over it
             colour, keep = COLOURS[name], phase == name
@@ -43,7 +43,10 @@ def tokens_per_step(arms):
             nothing(ax, "no prompt or decode step")
     return done(fig, "tokens_per_step", "Tokens and sequences per step, by phase",
                 "Summed over DP ranks, averaged per phase into at most 500 time bins"
-                + ("" if len(arms) == 1 else "; the first run of each arm") + ".")
+                + ("" if len(arms) == 1 else "; the first run of each arm")
+                + ("; a P/D run's every instance's steps, its prompt steps the prefill "
+                   "pool's and its decode steps the decode pool's" if any(
+                       a.runs[0].disaggregated for a in arms) else "") + ".")
 
 
 def heatmap(arms):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...runs import POOLS
 from ..timeline import binned, per_step
 from .canvas import done, drawable, figure, nothing, positive
 
@@ -13,12 +14,19 @@ PARTS = (("sched_call_ns", "schedule", "#1f6fb2"), ("forward", "forward + sample
 
 
 def draw(arms):
-    fig, axes = figure(ncols=2, nrows=len(arms), width=10.5, height=2.9 * len(arms))
-    for (ax, host), arm in zip(axes, arms):
+    # a row per arm's first run; a P/D run's a row per pool, its steps being of two kinds
+    rows = [(arm, role) for arm in arms
+            for role in (POOLS if arm.runs[0].disaggregated else (None,))]
+    fig, axes = figure(ncols=2, nrows=len(rows), width=10.5, height=2.9 * len(rows))
+    for (ax, host), (arm, role) in zip(axes, rows):
         run = arm.runs[0]
         names = ["sched_call_ns", "forward_ns", "sample_ns", "postprocess_ns", "step_ns"]
-        c = run.columns("steps", ["step", "t_start_s", *names])
-        _, v = per_step(c["step"], {"t": c["t_start_s"], **{n: c[n] for n in names}}, "first")
+        c = run.columns("steps", ["t_start_s", *names])
+        key = run.step_key()
+        if role is not None:  # the pool's rows
+            keep = run.columns("steps", ["role"])["role"] == role
+            c, key = {n: x[keep] for n, x in c.items()}, key[keep]
+        _, v = per_step(key, {"t": c["t_start_s"], **{n: c[n] for n in names}}, "first")
         parts = {"sched_call_ns": v["sched_call_ns"],
                  "forward": v["forward_ns"] + v["sample_ns"],
                  "postprocess_ns": v["postprocess_ns"]}
@@ -30,7 +38,9 @@ def draw(arms):
         for key, label, colour in PARTS:
             if key != "forward":
                 host.plot(t, b[key], color=colour, label=label)
-        prefix = f"{arm.label}: " if len(arms) > 1 else ""
+        prefix = ", ".join(([arm.label] if len(arms) > 1 else [])
+                           + ([f"{role} pool"] if role else []))
+        prefix = f"{prefix}: " if prefix else ""
         ax.set(title=f"{prefix}whole step", xlabel="time (s)", ylabel="µs per step (mean)")
         host.set(title=f"{prefix}host side, without the forward", xlabel="time (s)",
                  ylabel="µs per step (mean)")
@@ -47,4 +57,6 @@ def draw(arms):
                 "stacked (left) and, without the forward, on a log scale (right); the rest is the "
                 "engine loop around them. Averaged into at most "
                 "1,500 time bins" + ("; a modeled run's forward is the device model's time"
-                                     if modeled else "") + ".")
+                                     if modeled else "")
+                + ("; a P/D run's pools apart, each over its instances' steps"
+                   if any(role for _, role in rows) else "") + ".")
