@@ -100,9 +100,10 @@ class Disaggregation:
 
 def from_values(v: Mapping[str, Any], device: str, precision: str) -> Disaggregation:
     """A workload's P/D `deployment:` (harness/workload: defaults filled in)."""
-    pools = [Pool(role, p["instances"], p["device"] or device,
-                  Deployment.from_values(p, precision), dict(p["engine"]))
-             for role, p in ((r, v[r]) for r in ROLES)]
+    prefill, decode = (Pool(role, v[role]["instances"], v[role]["device"] or device,
+                            Deployment.from_values(v[role], precision), dict(v[role]["engine"]))
+                       for role in ROLES)
     t, r = v["kv_transfer"], v["router"]
-    return Disaggregation(*pools, KVTransfer(t["link"], t["latency_us"], t["layerwise"]),
+    return Disaggregation(prefill, decode,
+                          KVTransfer(t["link"], t["latency_us"], t["layerwise"]),
                           r["prefill"], r["decode"])

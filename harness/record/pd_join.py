@@ -44,15 +44,17 @@ class Transfers:
 
 class PDJoin:
     def __init__(self, n: int) -> None:
+        self.transfers = Transfers(n)  # the replay fills it as requests move
         self._kept = {name: np.zeros(n, t) for name, t in _KEPT.items()}
         self._handed = np.zeros(n, bool)
         self._joined = np.zeros(n, bool)
 
-    def rows(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]],
-             transfers: Transfers) -> List[Dict[str, np.ndarray]]:
+    def rows(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
+            -> List[Dict[str, np.ndarray]]:
         """The requests-table rows of a chunk's step-log rows ((role, rows) per instance,
         prefill instances first): those that left a prefill instance other than handed
         off, and the joined rows of those that left a decode instance."""
+        transfers = self.transfers
         out = []
         for role, rows in parts:
             if role == "prefill":
@@ -66,10 +68,11 @@ class PDJoin:
                 out.append(self._joined_rows(rows, transfers))
         return out
 
-    def stranded(self, transfers: Transfers) -> Dict[str, np.ndarray]:
+    def stranded(self) -> Dict[str, np.ndarray]:
         """Rows of the requests handed off that no decode instance took in before the run
         ended: waiting for decode room, or with their KV in transfer. The user saw no
         token of theirs."""
+        transfers = self.transfers
         ids = np.flatnonzero(self._handed & ~self._joined)
         n = len(ids)
         moving = np.isfinite(transfers["transfer_start_s"][ids])

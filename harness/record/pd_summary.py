@@ -7,7 +7,7 @@ arrival."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ import pandas as pd
 from . import metrics
 
 
-def pd_rows(recorder, service, engines: Mapping[str, object], latency: pd.DataFrame) \
+def pd_rows(recorder, service, engines: Mapping[str, Any], latency: pd.DataFrame) \
         -> pd.DataFrame:
     """`engines`: one engine of each pool (its peak and layout); `latency`: the run's
     latency rows (the tokens and the window the rates divide)."""
@@ -44,7 +44,7 @@ def pd_rows(recorder, service, engines: Mapping[str, object], latency: pd.DataFr
             filled = hits + prefilled
             rows.append((f"prefill{index}_prefix_cache", "hit_rate",
                          hits / filled if filled else np.nan, "fraction"))
-    t = recorder.transfers
+    t = recorder.join.transfers
     measured = ~recorder.warm
     moved = measured & np.isfinite(t["transfer_end_s"])
     waited = measured & np.isfinite(t["transfer_start_s"])

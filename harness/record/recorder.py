@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import weakref
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ from ..schema.column import CODES
 from ..schema.tables import REQUESTS, STEPS
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
-from .pd_join import PDJoin, Transfers, colocated
+from .pd_join import PDJoin, colocated
 from .step_summary import StepSummary
 from .table_writer import Column, TableWriter
 
@@ -82,8 +82,6 @@ class Recorder:
         # (prefix-hit tokens, prompt tokens computed) of each instance's measured steps
         self.prefix_hits: Dict[Tuple[str, int], list] = {}
         self.join = PDJoin(n) if pools else None
-        # what the replay records per request beside the step logs (P/D)
-        self.transfers = Transfers(n) if pools else None
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
         coded = [c for name in names for c in TABLES[name].columns
                  if c.values and c.type == CODES]  # written as codes
@@ -119,7 +117,7 @@ class Recorder:
             if self._trace is not None:
                 if self.join is not None:  # between the pools when the run ended
                     self._tables.write(dict(requests=self._requests_columns(
-                        self.join.stranded(self.transfers))))
+                        self.join.stranded())))
                 self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
             self._tables.close()
@@ -165,7 +163,7 @@ class Recorder:
                                                        batches=_concat(batches))
         if self._trace is not None:
             rows = [r for _, r in requests] if self.join is None else \
-                self.join.rows(requests, self.transfers)
+                self.join.rows(requests)
             tables["requests"] = self._requests_columns(_concat(rows))
         self._tables.write(tables)
 
@@ -247,7 +245,7 @@ def _alive(ref: weakref.WeakMethod) -> Callable:
     return method
 
 
-def _concat(parts: List[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+def _concat(parts: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
     """Tables' columns, one table after the other (one table: itself)."""
     if len(parts) == 1:
         return dict(parts[0])

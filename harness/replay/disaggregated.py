@@ -22,10 +22,11 @@ import heapq
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 import numpy as np
 
+from engine import _core
 from engine.block_hashes import block_hashes
 from engine.device_memory import kv_bytes_per_token
 from engine.disaggregation import Disaggregation
@@ -34,6 +35,9 @@ from ..record.pd_join import Transfers
 from .driver import PROGRESS_EVERY, Requests, engine_step_seconds
 from .kv_links import Links
 from .routers import DecodeRouter, PrefillRouter
+
+if TYPE_CHECKING:
+    from engine.llm_engine import LLMEngine
 
 HANDOFF, KV_ARRIVED = 0, 1  # event kinds, in their order at one instant
 
@@ -44,8 +48,8 @@ class Instance:
 
     role: str
     index: int
-    engine: object  # an LLMEngine with a prompt or completion scheduler
-    log: object  # its StepLog: record(step, t_start, t_end), enqueue(added, t)
+    engine: "LLMEngine"  # with a prompt or a completion scheduler
+    log: _core.StepLog  # record(step, t_start, t_end), enqueue(added, t)
     clock: float = 0.0
     stalled: bool = False  # its last step ran no row: it waits for an event to step again
     # decode: sequences added with their KV in transfer, not yet admitted
@@ -70,8 +74,8 @@ class Handoff:
     asked_s: float  # when the prefill asked for decode room
     prefill_end_s: float  # the end of the step that ran its last chunk
     not_before_s: float = 0.0  # the transfer ends no earlier (layerwise: its last layer)
-    decode: Optional[Instance] = None
-    added: object = None  # the decode scheduler's SeqRecord of it as added
+    decode: Optional[Instance] = None  # set when the decode router picks one
+    added: Optional[_core.SeqRecord] = None  # the decode scheduler's record of it as added
 
 
 def replay_disaggregated(service: Disaggregation, instances: List[Instance],
@@ -112,10 +116,10 @@ class _Service:
         self.kv_per_token = kv_bytes_per_token(model_config, p.deployment)
         self.layers = model_config.num_hidden_layers + model_config.num_nextn_predict_layers
         kv = service.kv_transfer
-        self.sender_bps = kv.bytes_per_s(self.prefill[0].engine.device_profile) \
-            * p.deployment.attention_tp
-        self.receiver_bps = kv.bytes_per_s(self.decode[0].engine.device_profile) \
-            * d.deployment.attention_tp
+        sender, receiver = (pool[0].engine.device_profile for pool in (self.prefill, self.decode))
+        assert sender is not None and receiver is not None  # a pool runs on a modeled device
+        self.sender_bps = kv.bytes_per_s(sender) * p.deployment.attention_tp
+        self.receiver_bps = kv.bytes_per_s(receiver) * d.deployment.attention_tp
         self.latency_s = kv.latency_us * 1e-6
         self.layerwise = kv.layerwise
         self.links = Links()
@@ -144,11 +148,13 @@ class _Service:
         if t_arrival == t:
             self._arrive(self.next, t)
         elif t_link == t:
+            assert key is not None  # a finite end names its transfer
             self._transferred(key, t)
         elif t_event == t:
             _, kind, _, handoff = heapq.heappop(self.events)
             (self._route_decode if kind == HANDOFF else self._kv_arrived)(handoff, t)
         else:
+            assert first is not None  # a finite step time names its instance
             self._step(first)
         return True
 
@@ -187,6 +193,7 @@ class _Service:
     def _step(self, instance: Instance) -> None:
         t0 = instance.clock
         record = instance.engine.step()
+        assert record is not None, "a P/D instance steps without overlap"
         t1 = t0 + engine_step_seconds(record)
         instance.clock = t1
         instance.stalled = not len(record.post.output_len)  # no row ran on any rank
@@ -238,6 +245,7 @@ class _Service:
         instance.wake(t)
 
     def _start_transfer(self, h: Handoff, t: float) -> None:
+        assert h.decode is not None and h.added is not None  # the decode router's
         self.transfers["transfer_start_s"][h.seq_id] = t
         self.transfers["decode_wait_s"][h.seq_id] = t - h.asked_s
         receiver = (h.decode.index, h.added.dp_rank)
@@ -255,7 +263,8 @@ class _Service:
 
     def _kv_arrived(self, h: Handoff, t: float) -> None:
         self.transfers["transfer_end_s"][h.seq_id] = t
-        instance = h.decode
+        instance, added = h.decode, h.added
+        assert instance is not None and added is not None  # its transfer started
         instance.engine.kv_arrived(h.seq_id)
-        instance.log.enqueue(h.added, t)
+        instance.log.enqueue(added, t)
         instance.wake(t)

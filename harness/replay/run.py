@@ -141,8 +141,9 @@ class _Run:
             instances = [Instance(role, k, engine, log)
                          for (role, k, engine), log in zip(self.engines, recorder.logs)]
             arrived = recorder.arrived if load["concurrency"] else lambda i, t: None
+            assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
             return replay_disaggregated(service, instances, requests, self.engine.model_config,
-                                        recorder.transfers, arrived, progress, self.stop)
+                                        recorder.join.transfers, arrived, progress, self.stop)
         return replay(self.engine, requests,
                       self.workload.clock, self.recorder, progress, start, self.stop,
                       frontend=self.frontend)

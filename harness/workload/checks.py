@@ -276,12 +276,10 @@ def decode_room(pool, read: Optional[TraceResult], values, fail) -> None:
     its first token and lookahead): else that request could never be decoded."""
     from engine.scheduler_config import SchedulerConfig
 
-    if read is not None:
-        longest = int(read.df["prompt_len"].max())
-    else:
-        longest = longest_length(values["trace"]["generate"]["prompt"])
-        if longest is None:
-            return
+    longest = int(read.df["prompt_len"].max()) if read is not None \
+        else longest_length(values["trace"]["generate"]["prompt"])
+    if longest is None:  # a lognormal without a bound
+        return
     engine = SchedulerConfig(**pool.engine)
     tokens = longest + max(1, engine.lookahead)
     blocks = -(-tokens // engine.block_size)
