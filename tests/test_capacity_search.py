@@ -1,13 +1,22 @@
 """The capacity search (harness/sweeps/capacity_search.py) on synthetic probes: a known threshold
 is bracketed within the resolution, from above or below, and the search ends at its
 bounds when the target is met everywhere or nowhere, at its probe limit, and when the
-bracket's ends are adjacent doubles (no rate is probed twice)."""
+bracket's ends are adjacent doubles (no rate is probed twice); the integer search (a closed
+loop's requests in flight) probing whole numbers only, exact at adjacent ends."""
 
 import math
 
 import pytest
 
-from harness.sweeps.capacity_search import MAX_PROBES, MIN_RESOLUTION, STEPS, bounds, search
+from harness.sweeps.capacity_search import (
+    MAX_PROBES,
+    MIN_RESOLUTION,
+    STEPS,
+    bounds,
+    integer_bounds,
+    search,
+    search_integers,
+)
 
 CAPACITY = 37.3  # req/s: the synthetic probe meets its target at this rate and below
 
@@ -112,3 +121,58 @@ def test_rates_near_the_largest_double_are_bisected_without_overflow():
 def test_a_probe_limit_must_be_at_least_one():
     with pytest.raises(ValueError, match="max_probes >= 1"):
         search(threshold, 40.0, 0.05, max_probes=0)
+
+
+# The integer search (a closed loop's requests in flight): the same bracket and bisection
+# over whole numbers, exact where its ends are adjacent.
+IN_FLIGHT = 37  # the synthetic probe meets its target at this concurrency and below
+
+
+def in_flight(n):
+    assert isinstance(n, int)
+    return n <= IN_FLIGHT, f"run at {n}"
+
+
+@pytest.mark.parametrize("start", [1, 4, IN_FLIGHT, 38, 500])
+def test_an_integer_threshold_is_found_exactly_with_integer_probes(start):
+    found = search_integers(in_flight, start, 1e-6)
+    assert found.found and not found.out_of_probes
+    assert (found.low, found.high) == (IN_FLIGHT, IN_FLIGHT + 1)
+    rates = [p.rate for p in found.probes]
+    assert rates[0] == start and all(isinstance(r, int) for r in rates)
+    assert len(rates) == len(set(rates))
+    met = [p.rate for p in found.probes if p.met]
+    missed = [p.rate for p in found.probes if not p.met]
+    assert max(met) == found.low < found.high == min(missed)
+
+
+def test_the_integer_bracket_doubles_then_bisects():
+    assert [p.rate for p in search_integers(in_flight, 4, 1e-6).probes] == \
+        [4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
+    assert [p.rate for p in search_integers(in_flight, 300, 1e-6).probes] == \
+        [300, 150, 75, 37, 56, 46, 41, 39, 38]
+
+
+def test_the_integer_search_stops_within_its_resolution():
+    found = search_integers(lambda n: (n <= 1000, None), 64, 0.05)
+    assert found.found and found.low <= 1000 < found.high
+    assert found.high / found.low <= 1.05 and found.high - found.low > 1
+
+
+def test_halving_ends_at_one_request_in_flight():
+    found = search_integers(lambda n: (False, None), 10, 0.05)
+    assert [p.rate for p in found.probes] == [10, 5, 2, 1] and found.low is None
+
+
+def test_integer_bounds_default_and_clamp():
+    assert integer_bounds(4) == (1, 4 * 2 ** STEPS)
+    found = search_integers(lambda n: (True, None), 3, 0.05, highest=20)
+    assert [p.rate for p in found.probes] == [3, 6, 12, 20] and found.high is None
+
+
+@pytest.mark.parametrize("lowest, highest", [(0, None), (1.5, None), (5, None), (None, 3),
+                                             (None, 10.5), (None, math.inf), (math.nan, None)])
+def test_integer_bounds_that_are_not_whole_or_do_not_hold_the_start_are_refused(lowest,
+                                                                                 highest):
+    with pytest.raises(ValueError, match="requests in flight to probe must hold the starting 4"):
+        integer_bounds(4, lowest, highest)

@@ -13,6 +13,11 @@ rate, the bracket is one crossing of the target, not necessarily the lowest.
 The search is bounded whatever its arguments: it ends after `max_probes` probes, and when
 the bracket's ends are adjacent doubles (no rate lies between them, whatever the
 resolution asked).
+
+`search_integers` is the same search over whole numbers (a closed loop's requests in
+flight): halving rounds down, never below 1; bisection takes the bracket's integer midpoint
+and ends when high / low <= 1 + resolution or the ends are adjacent integers, where the
+answer is exact.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ MAX_PROBES = 40
 
 @dataclass(frozen=True)
 class Probe:
-    rate: float
+    rate: float  # the value probed: a rate, or an integer in search_integers
     met: bool
     result: Any  # what the probe returned beside its verdict
 
@@ -67,6 +72,20 @@ def bounds(start: float, lowest: Optional[float] = None,
     return lowest, highest
 
 
+def integer_bounds(start: int, lowest: Optional[float] = None,
+                   highest: Optional[float] = None) -> Tuple[int, int]:
+    """The lowest and highest integers to probe: as given, else 1 and start * 2**STEPS;
+    ValueError unless they are whole numbers with 1 <= lowest <= start <= highest."""
+    lowest = 1 if lowest is None else lowest
+    highest = start * 2 ** STEPS if highest is None else highest
+    whole = all(math.isfinite(v) and v == int(v) for v in (lowest, highest))
+    if not (whole and 1 <= lowest <= start <= highest):
+        raise ValueError(f"the requests in flight to probe must hold the starting {start}: "
+                         f"expected whole numbers 1 <= lowest <= {start} <= highest, got "
+                         f"lowest {lowest:g}, highest {highest:g}")
+    return int(lowest), int(highest)
+
+
 def search(probe: Callable[[float], Tuple[bool, Any]], start: float, resolution: float,
            lowest: Optional[float] = None, highest: Optional[float] = None,
            max_probes: int = MAX_PROBES) -> Search:
@@ -74,6 +93,20 @@ def search(probe: Callable[[float], Tuple[bool, Any]], start: float, resolution:
     until the bracket is within `resolution` (> 0), its ends are adjacent doubles, or
     `max_probes` (>= 1) probes have run."""
     lowest, highest = bounds(start, lowest, highest)
+    return _search(probe, start, resolution, lowest, highest, max_probes, _next)
+
+
+def search_integers(probe: Callable[[int], Tuple[bool, Any]], start: int, resolution: float,
+                    lowest: Optional[float] = None, highest: Optional[float] = None,
+                    max_probes: int = MAX_PROBES) -> Search:
+    """`probe(n)` -> (met, result) for whole numbers n, from `start` within
+    `integer_bounds(start, lowest, highest)`, until the bracket is within `resolution`
+    (> 0), its ends are adjacent integers, or `max_probes` (>= 1) probes have run."""
+    low, high = integer_bounds(start, lowest, highest)
+    return _search(probe, start, resolution, low, high, max_probes, _next_integer)
+
+
+def _search(probe, start, resolution, lowest, highest, max_probes, next_) -> Search:
     if not resolution > 0:
         raise ValueError(f"expected a resolution > 0, got {resolution!r}")
     if not max_probes >= 1:
@@ -89,7 +122,7 @@ def search(probe: Callable[[float], Tuple[bool, Any]], start: float, resolution:
             low = rate
         else:
             high = rate
-        rate = _next(low, high, lowest, highest, resolution)
+        rate = next_(low, high, lowest, highest, resolution)
     return Search(tuple(probes), low, high, out_of_probes=rate is not None)
 
 
@@ -105,3 +138,16 @@ def _next(low: Optional[float], high: Optional[float], lowest: float, highest: f
         return None
     mid = math.sqrt(low) * math.sqrt(high)  # low * high may overflow
     return mid if low < mid < high else None  # adjacent doubles: nothing lies between
+
+
+def _next_integer(low: Optional[int], high: Optional[int], lowest: int, highest: int,
+                  resolution: float) -> Optional[int]:
+    """The integer to probe after the bracket (low, high); None when the search is done."""
+    if high is None:
+        assert low is not None
+        return min(low * 2, highest) if low < highest else None
+    if low is None:
+        return max(high // 2, lowest) if high > lowest else None
+    if high - low <= 1 or high / low <= 1 + resolution:
+        return None
+    return (low + high) // 2  # strictly inside: high - low >= 2
