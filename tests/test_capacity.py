@@ -48,7 +48,9 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     out = json.loads(capacity(capsys, [path, *SERIAL, "--resolution", "0.5", "--json"], 0).out)
     assert out["outcome"] == "capacity" and out["device"] == "H200" and out["modeled"]
     assert out["slo"] == {"ttft": TTFT_SLO} and out["attainment_target"] == 0.9
+    assert out["load_mode"] == "trace" and out["rate_key"] == "trace.generate.rate"
     c, every = out["capacity"], out["probes"]
+    assert c["concurrency"] is None and {p["concurrency"] for p in every} == {None}
     probes = [p for p in every if not p["length_check"]]
     assert c["rate"] < c["missed_at"] <= 1.5 * c["rate"]
     assert max(p["rate"] for p in probes if p["met"]) == c["rate"]
@@ -67,7 +69,8 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     assert (check["requests"], check["met"]) == (400, True)
     assert {p["requests"] for p in probes} == {200}
     assert out["requests"] == 200 and out["length_check"] == dict(
-        status="passed", requests=400, setting="trace.generate.requests=400", rate=check["rate"],
+        status="passed", requests=400, setting="trace.generate.requests=400", concurrency=None,
+        rate=check["rate"],
         attainment=check["attainment"], goodput=check["goodput"], reason=None,
         run_dir=str(Path(out["folder"]) / check["run_id"]))
     assert read_run(out["length_check"]["run_dir"]).keys["trace.generate.requests"] == 400
@@ -133,7 +136,8 @@ def test_the_length_check_can_be_turned_off(tmp_path, capsys):
     out = json.loads(capacity(capsys, [*argv, "--json"], 0).out)
     assert out["outcome"] == "at_least" and len(out["probes"]) == 1  # 10 req/s met
     assert out["length_check"] == dict(status="off", requests=400,
-                                       setting="trace.generate.requests=400", rate=None,
+                                       setting="trace.generate.requests=400",
+                                       concurrency=None, rate=None,
                                        attainment=None, goodput=None, reason=None, run_dir=None)
     assert ("length check: off (--no-length-check); the answer may depend on the trace's "
             "length") in capacity(capsys, argv, 0).out
@@ -300,3 +304,100 @@ def test_a_pd_deployment_is_searched_per_device_over_both_pools(tmp_path, capsys
 
     assert row and list(row.groups()) == [
         fmt(searches[n]["capacity"]["output_tokens_per_device"]) for n in ("2P1D", "1P1D")]
+
+
+# A closed loop (load.mode: concurrency) of the SERIAL workload: one request served at a
+# time, the others in flight waiting their turn, so TTFT grows with the requests in flight
+# and attainment falls with them; the rate is what the loop achieves, not a knob.
+CLOSED = [*SERIAL, "--set", "load.mode=concurrency", "--set", "load.concurrency=4"]
+
+
+def test_a_closed_loop_is_searched_over_the_requests_in_flight(tmp_path, capsys):
+    out = json.loads(capacity(capsys, [workload(tmp_path), *CLOSED, "--json"], 0).out)
+    assert out["outcome"] == "capacity" and out["load_mode"] == "concurrency"
+    assert out["workload_concurrency"] == 4 and "rate_key" not in out
+    c, every = out["capacity"], out["probes"]
+    probes = [p for p in every if not p["length_check"]]
+    # integers, doubling from the workload's 4 until one misses, then bisected to adjacent
+    assert [p["concurrency"] for p in probes[:2]] == [4, 8]
+    assert all(isinstance(p["concurrency"], int) for p in every)
+    assert c["missed_at"] == c["concurrency"] + 1 and c["attainment"] >= 0.9
+    assert max(p["concurrency"] for p in probes if p["met"]) == c["concurrency"]
+    assert min(p["concurrency"] for p in probes if not p["met"]) == c["missed_at"]
+    assert [p["at_capacity"] for p in probes] == [p["concurrency"] == c["concurrency"]
+                                                  for p in probes]
+    for p in probes:  # each a run at its concurrency; the rate is the run's own outcome
+        run = read_run(Path(out["folder"]) / p["run_id"])
+        assert run.keys["load.mode"] == "concurrency"
+        assert run.keys["load.concurrency"] == p["concurrency"]
+        assert p["rate"] == run.value("throughput.requests") > 0
+        assert p["met"] == (run.value("goodput.attainment") >= 0.9)
+    above = next(p for p in probes if p["concurrency"] == c["missed_at"])
+    assert above["attainment"] < 0.9  # answer + 1 misses the target
+    at = read_run(c["run_dir"])
+    assert c["rate"] == at.value("throughput.requests")
+    assert c["output_tokens_per_device"] == at.value("throughput.output_tokens") / 8
+    # the length check: below 1 / resolution the answer less its resolution is the answer
+    check = every[-1]
+    assert check["length_check"] and check["concurrency"] == c["concurrency"]
+    assert (check["requests"], check["met"]) == (400, True)
+    assert out["length_check"]["status"] == "passed"
+    assert out["length_check"]["concurrency"] == c["concurrency"]
+    assert out["length_check"]["setting"] == "trace.generate.requests=400"
+    table = pq.read_table(out["table"])
+    assert table.schema.remove_metadata() == arrow_schema("capacity")
+    assert table.column("concurrency").to_pylist() == [p["concurrency"] for p in every]
+    assert find_runs([out["folder"]]) == [Path(c["run_dir"])]
+
+
+def test_a_closed_loops_text_names_the_requests_in_flight_and_the_rate(tmp_path, capsys):
+    result = capacity(capsys, [workload(tmp_path), *CLOSED, "--lowest", "2"], 0)
+    text = result.out
+    out = json.loads((Path(text.split("probes and table: ")[1].strip()).parent
+                      / "capacity.json").read_text())
+    c = out["capacity"]
+    assert (f"capacity: {c['concurrency']} requests in flight, {c['rate']:.4g} req/s, "
+            f"{c['output_tokens_per_device']:,.1f} output tok/s per device (attainment") in text
+    assert (f"resolution: it met the target at {c['concurrency']} requests in flight and "
+            f"missed it at {c['missed_at']} requests in flight") in text
+    assert (f"the target is met at {c['concurrency']} requests in flight, the answer less its "
+            f"resolution") in text
+    assert "in flight  rate req/s" in text
+    assert "  probe 0: 4 requests in flight, " in result.err
+    folder = Path(out["folder"])  # show prints it again, from its capacity.json
+    assert main(["show", str(folder)]) == 0 and capsys.readouterr().out == text
+
+
+def test_a_closed_loop_met_at_every_concurrency_up_to_the_trace_is_a_lower_bound(tmp_path,
+                                                                                 capsys):
+    # beyond the trace's requests every request is in flight at 0: the default highest
+    argv = [workload(tmp_path, "slo: {ttft: 100}\n"), *CLOSED[-4:], "--no-length-check",
+            "--json"]  # MODELED's 12 requests
+    out = json.loads(capacity(capsys, argv, 0).out)
+    assert out["outcome"] == "at_least" and out["capacity"]["concurrency"] == 12
+    assert [p["concurrency"] for p in out["probes"]] == [4, 8, 12]
+    text = capacity(capsys, argv[:-1], 0).out
+    assert ("capacity: at least 12 requests in flight, "
+            f"{out['capacity']['rate']:.4g} req/s, ") in text
+    assert "every concurrency probed met the target, up to the highest" in text
+
+
+@pytest.mark.parametrize("extra, argv, message", [
+    ("", ["--set", "load.mode=concurrency", "--set", "load.concurrency=4"],
+     "slo: capacity is the highest rate that meets an SLO"),
+    ("slo: {ttft: 1}\n", ["--set", "load.mode=offline"],
+     "load.mode offline has no rate: expected trace (or concurrency: a closed loop, searched "
+     "over its requests in flight; offline releases every request at 0 and has no knob)"),
+    ("slo: {ttft: 1}\n", ["--set", "load.mode=concurrency"],
+     "load.mode: concurrency needs the requests in flight"),
+    ("slo: {ttft: 1}\n", [*CLOSED[-4:], "--lowest", "0"],
+     "requests in flight to probe must hold the starting 4: expected whole numbers"),
+    ("slo: {ttft: 1}\n", [*CLOSED[-4:], "--lowest", "1.5"], "got lowest 1.5, highest 12"),
+    ("slo: {ttft: 1}\n", [*CLOSED[-4:], "--highest", "3"], "got lowest 1, highest 3"),
+    ("slo: {ttft: 1}\n", [*CLOSED[-4:], "--lowest", "5"], "got lowest 5, highest 12"),
+])
+def test_a_search_it_cannot_run_is_bad_input_and_writes_nothing(tmp_path, capsys, extra, argv,
+                                                                 message):
+    err = capacity(capsys, [workload(tmp_path, extra), *argv], 2).err
+    assert message in err
+    assert not (tmp_path / "results").exists()

@@ -1,5 +1,6 @@
 """steptrace capacity W.yaml: the highest arrival rate at which the workload's SLO attainment
-stays at or above a target, on a modeled device (docs/capacity.md).
+stays at or above a target, on a modeled device (docs/capacity.md); under load.mode
+concurrency, the highest number of requests in flight, with the request rate it achieves.
 
 Exit 0 with the capacity (or a lower bound, when every rate up to the highest met the
 SLO); 1 when even the lowest rate probed misses it, when the search ran out of probes
@@ -29,9 +30,12 @@ def add(p) -> None:
     p.add_argument("--resolution", type=float, default=None, metavar="R",
                    help="stop when the bracket's high / low <= 1 + R (default 0.05)")
     p.add_argument("--lowest", type=float, default=None, metavar="RATE",
-                   help="the lowest rate to probe, req/s (default the workload's / 1024)")
+                   help="the lowest rate to probe, req/s (default the workload's / 1024); "
+                        "under load.mode concurrency, requests in flight (default 1)")
     p.add_argument("--highest", type=float, default=None, metavar="RATE",
-                   help="the highest rate to probe, req/s (default the workload's x 1024)")
+                   help="the highest rate to probe, req/s (default the workload's x 1024); "
+                        "under load.mode concurrency, requests in flight (default the "
+                        "trace's requests, or the workload's concurrency if more)")
     p.add_argument("--max-probes", type=int, default=None, metavar="N",
                    help="stop after N probes, unresolved if the bracket is still wider "
                         "than the resolution (default 40)")
@@ -86,7 +90,9 @@ def main(args) -> int:
 
 def _progress(row: dict) -> None:
     check = f" (length check, {row['requests']:,} requests)" if row["length_check"] else ""
-    print(f"  probe {row['probe']}: {row['rate']:.4g} req/s{check}: attainment "
+    knob = f"{row['rate']:.4g} req/s" if row["concurrency"] is None else \
+        f"{_in_flight(row['concurrency'])}, {row['rate']:.4g} req/s"
+    print(f"  probe {row['probe']}: {knob}{check}: attainment "
           f"{_percent(row['attainment'])}: {'met' if row['met'] else 'missed'}", file=sys.stderr)
 
 
@@ -97,14 +103,19 @@ def _result(capacity, workload) -> dict:
         "trace_too_short" if check is not None and check.status == "failed" else \
         "capacity" if found.found else "at_least" if found.low is not None else "none"
     fmt = workload.values["table_format"]
+    if capacity.closed_loop:  # the knob is the requests in flight; the rate an outcome
+        knob = dict(load_mode="concurrency", workload_concurrency=capacity.knob.concurrency)
+    else:
+        knob = dict(load_mode="trace", rate_key=capacity.knob.key,
+                    workload_rate=capacity.knob.rate)
     return dict(
         workload=str(workload.path), name=workload.name, device=capacity.profile, modeled=True,
         clock="virtual", slo=capacity.slo, attainment_target=capacity.options.target,
         resolution=capacity.options.resolution, max_probes=capacity.options.max_probes,
-        rate_key=capacity.knob.key, workload_rate=capacity.knob.rate,
-        requests=capacity.knob.requests, outcome=outcome,
+        **knob, requests=capacity.knob.requests, outcome=outcome,
         capacity=None if at is None else dict(
-            rate=found.low, missed_at=found.high, attainment=at["attainment"],
+            concurrency=at["concurrency"], rate=at["rate"], missed_at=found.high,
+            attainment=at["attainment"],
             goodput=at["goodput"], output_tokens_per_device=at["output_tokens_per_device"],
             tpot_p50_s=at["tpot_p50_s"], tpot_p99_s=at["tpot_p99_s"],
             run_dir=str(capacity.folder / at["run_id"])),
@@ -121,7 +132,8 @@ def _length_check(capacity) -> Optional[dict]:
         return None
     row = check.row or {}
     return dict(status=check.status, requests=check.requests, setting=check.setting,
-                rate=row.get("rate"), attainment=row.get("attainment"),
+                concurrency=row.get("concurrency"), rate=row.get("rate"),
+                attainment=row.get("attainment"),
                 goodput=row.get("goodput"), reason=check.reason or None,
                 run_dir=str(capacity.folder / row["run_id"]) if row else None)
 
@@ -131,11 +143,15 @@ def print_text(r: dict) -> None:
     slo = ", ".join(f"{name} <= {limit:g} s" for name, limit in r["slo"].items())
     print(f"steptrace capacity: {r['name']} on {r['device']} (modeled, virtual clock); SLO "
           f"{slo}; target: {_percent(r['attainment_target'])} of requests meet it")
-    print(f"{'probe':>5} {'rate req/s':>11} {'requests':>9} {'met':>4} {'attainment':>11} "
+    closed = r.get("load_mode") == "concurrency"
+    head = f"{'in flight':>9} " if closed else ""
+    print(f"{'probe':>5} {head}{'rate req/s':>11} {'requests':>9} {'met':>4} {'attainment':>11} "
           f"{'goodput req/s':>14} {'out tok/s/device':>17} {'ttft p99 s':>11} "
           f"{'tpot p50 s':>11} {'tpot p99 s':>11}")
-    for p in sorted(r["probes"], key=lambda p: (p["rate"], p["length_check"])):
-        print(f"{p['probe']:>5} {p['rate']:>11.4g} {p['requests']:>9,} "
+    knob = "concurrency" if closed else "rate"
+    for p in sorted(r["probes"], key=lambda p: (p[knob], p["length_check"])):
+        flight = f"{p['concurrency']:>9,} " if closed else ""
+        print(f"{p['probe']:>5} {flight}{p['rate']:>11.4g} {p['requests']:>9,} "
               f"{'yes' if p['met'] else 'no':>4} "
               f"{_percent(p['attainment']):>11} {p['goodput']:>14.4g} "
               f"{p['output_tokens_per_device']:>17,.1f} {p['ttft_p99_s']:>11.4g} "
@@ -144,39 +160,59 @@ def print_text(r: dict) -> None:
     c = r["capacity"]
     if c is not None:
         at = "capacity" if r["outcome"] in ("capacity", "at_least") else \
-            "the highest rate that met"
+            f"the highest {'concurrency' if _closed(r) else 'rate'} that met"
         print(f"  run at {at}: {c['run_dir']}")
     print(f"  probes and table: {r['table']}")
 
 
+def _closed(r: dict) -> bool:
+    return r.get("load_mode") == "concurrency"  # older documents: a rate search
+
+
+def _knob(r: dict, p: dict) -> float:
+    """The value a probe (or the capacity) set: requests in flight, or a rate."""
+    return p["concurrency"] if _closed(r) else p["rate"]
+
+
+def _value(r: dict, value: float) -> str:
+    return _in_flight(int(value)) if _closed(r) else f"{value:.4g} req/s"
+
+
+def _in_flight(n: int) -> str:
+    return f"{n:,} request{'' if n == 1 else 's'} in flight"
+
+
 def _print_answer(r: dict) -> None:
-    c, lowest = r["capacity"], min(p["rate"] for p in r["probes"])
+    c, lowest = r["capacity"], min(_knob(r, p) for p in r["probes"])
+    what = "concurrency" if _closed(r) else "rate"
+    # a closed loop's rate is what it achieved, beside its knob
+    rate = f", {c['rate']:.4g} req/s" if c is not None and _closed(r) else ""
     if r["outcome"] == "probe_limit":
         _print_unresolved(r)
     elif r["outcome"] == "none":
-        print(f"no capacity: even the lowest rate probed, {lowest:.4g} req/s, misses the target "
-              f"(--lowest probes lower; or the SLO cannot be met on this deployment)")
+        print(f"no capacity: even the lowest {what} probed, {_value(r, lowest)}, misses the "
+              f"target (--lowest probes lower; or the SLO cannot be met on this deployment)")
     elif r["outcome"] == "trace_too_short":
         _print_too_short(r)
     elif r["outcome"] == "at_least":
-        print(f"capacity: at least {c['rate']:.4g} req/s, {c['output_tokens_per_device']:,.1f} "
-              f"output tok/s per device: every rate probed met the target, up to the highest "
-              f"(--highest probes higher)")
+        print(f"capacity: at least {_value(r, _knob(r, c))}{rate}, "
+              f"{c['output_tokens_per_device']:,.1f} output tok/s per device: every {what} "
+              f"probed met the target, up to the highest (--highest probes higher)")
     else:
-        print(f"capacity: {c['rate']:.4g} req/s, {c['output_tokens_per_device']:,.1f} output "
-              f"tok/s per device (attainment {_percent(c['attainment'])}, goodput "
+        print(f"capacity: {_value(r, _knob(r, c))}{rate}, {c['output_tokens_per_device']:,.1f} "
+              f"output tok/s per device (attainment {_percent(c['attainment'])}, goodput "
               f"{c['goodput']:.4g} req/s)")
-        print(f"  resolution: it met the target at {c['rate']:.4g} req/s and missed it at "
-              f"{c['missed_at']:.4g} req/s (+{c['missed_at'] / c['rate'] - 1:.1%}); modeled on "
-              f"the {r['device']} profile")
+        print(f"  resolution: it met the target at {_value(r, _knob(r, c))} and missed it at "
+              f"{_value(r, c['missed_at'])} (+{c['missed_at'] / _knob(r, c) - 1:.1%}); modeled "
+              f"on the {r['device']} profile")
     if r["outcome"] in ("capacity", "at_least"):
-        print(f"  length check: {_length_verdict(r['length_check'])}")
+        print(f"  length check: {_length_verdict(r, r['length_check'])}")
 
 
-def _length_verdict(check: dict) -> str:
+def _length_verdict(r: dict, check: dict) -> str:
     if check["status"] == "passed":
         return (f"on a trace twice as long ({check['requests']:,} requests) the target is met "
-                f"at {check['rate']:.4g} req/s, the answer less its resolution (attainment "
+                f"at {_value(r, _knob(r, check))}, the answer less its resolution (attainment "
                 f"{_percent(check['attainment'])}): the answer does not depend on the trace's "
                 f"length")
     why = "off (--no-length-check)" if check["status"] == "off" else \
@@ -186,26 +222,28 @@ def _length_verdict(check: dict) -> str:
 
 def _print_too_short(r: dict) -> None:
     c, check = r["capacity"], r["length_check"]
-    print(f"no capacity: the answer depends on the trace's length: {c['rate']:.4g} req/s met "
+    queue = "; too short a trace is mostly the closed loop's start and end" if _closed(r) \
+        else "; too short a trace never builds the queue that saturation means"
+    print(f"no capacity: the answer depends on the trace's length: {_value(r, _knob(r, c))} met "
           f"the target on {r['requests']:,} requests (attainment {_percent(c['attainment'])}), "
-          f"but on {check['requests']:,} even {check['rate']:.4g} req/s, the answer less its "
+          f"but on {check['requests']:,} even {_value(r, _knob(r, check))}, the answer less its "
           f"resolution, misses it ({_percent(check['attainment'])}, goodput "
-          f"{check['goodput']:.4g} req/s); too short a trace never builds the queue that "
-          f"saturation means: use at least {check['requests']:,} requests "
+          f"{check['goodput']:.4g} req/s){queue}: use at least {check['requests']:,} requests "
           f"(--set {check['setting']})")
 
 
 def _print_unresolved(r: dict) -> None:
-    met = [p["rate"] for p in r["probes"] if p["met"]]
-    missed = [p["rate"] for p in r["probes"] if not p["met"]]
+    met = [_knob(r, p) for p in r["probes"] if p["met"]]
+    missed = [_knob(r, p) for p in r["probes"] if not p["met"]]
+    what = "concurrency" if _closed(r) else "rate"
     if met and missed:
         low, high = max(met), min(missed)
-        got = (f"the target met at {low:.4g} req/s and missed at {high:.4g} req/s "
+        got = (f"the target met at {_value(r, low)} and missed at {_value(r, high)} "
                f"(+{high / low - 1:.1%}), wider than the resolution {r['resolution']:g}")
     elif met:
-        got = f"every rate probed meeting the target, up to {max(met):.4g} req/s"
+        got = f"every {what} probed meeting the target, up to {_value(r, max(met))}"
     else:
-        got = f"every rate probed missing the target, down to {min(missed):.4g} req/s"
+        got = f"every {what} probed missing the target, down to {_value(r, min(missed))}"
     print(f"no capacity: the search ran out of its {r['max_probes']} probes (--max-probes) "
           f"with {got}")
 

@@ -244,14 +244,19 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
                  "in the order the probes ran", (
     _col("probe", I64, "", "the probe's number, from 0, in the order they ran", CAPACITY_DOC),
     _col("run_id", TEXT, "", "the probe's run folder, in the search's folder"),
+    _col("concurrency", I64, "requests", "a concurrency search's knob: the probe's "
+         "`load.concurrency`, requests in flight; null in a rate search",
+         "capacity.md#concurrency"),
     _col("rate", F64, "req/s", "the offered arrival rate: `trace.generate.rate`, or a trace "
-         "file's mean arrival rate at the probe's `trace.time_scale`", CAPACITY_DOC),
+         "file's mean arrival rate at the probe's `trace.time_scale`; in a concurrency search "
+         "the achieved rate, an outcome: the run's summary `throughput requests`", CAPACITY_DOC),
     _col("requests", I64, "requests", "the requests in the probe's trace: the workload's, "
          "twice as many in the length check", "capacity.md#trace-length"),
     _col("met", BOOL, "", "the probe's SLO attainment is at or above the search's target",
          CAPACITY_DOC),
-    _col("at_capacity", BOOL, "", "the probe the answer is read from: the highest rate found "
-         "meeting the target (the low end of the final bracket)", CAPACITY_DOC),
+    _col("at_capacity", BOOL, "", "the probe the answer is read from: the highest rate (or "
+         "concurrency) found meeting the target (the low end of the final bracket)",
+         CAPACITY_DOC),
     _col("length_check", BOOL, "", "the probe re-checks the answer, less its resolution, on "
          "a trace twice as long, outside the bracket; `met` false: the answer depends on the "
          "trace's length", "capacity.md#trace-length"),

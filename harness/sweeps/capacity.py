@@ -1,19 +1,23 @@
 """Capacity at an SLO: the highest arrival rate at which a workload's SLO attainment stays at
-or above a target, found on a modeled device's virtual clock (docs/capacity.md).
+or above a target, found on a modeled device's virtual clock (docs/capacity.md); for a
+closed loop (load.mode: concurrency), the highest number of requests in flight.
 
 Each probe is the workload run at one arrival rate, a normal run folder; the probes of one
 search share a folder, <output>/<name>/capacity/<date-time>-<profile>/, which also holds the
 search's `capacity` table once it ends. The rate is trace.generate.rate for a generated
 trace; for a trace file it is the file's mean arrival rate, set through trace.time_scale.
+In a closed loop the knob is load.concurrency, searched over whole numbers, and the rate is
+an outcome: each probe's achieved request rate (its summary's throughput requests).
 The answer is then re-checked on a trace twice as long (the length check): a trace too short
 to build the queue that saturation means finds a "capacity" that a longer one misses.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -22,7 +26,15 @@ from ..schema import TABLES
 from ..schema.summary import CAPACITY_ROWS
 from ..workload import Workload, WorkloadError, load_workload
 from ..workload.schema import executor_spec
-from .capacity_search import MAX_PROBES, MIN_RESOLUTION, Search, bounds, search
+from .capacity_search import (
+    MAX_PROBES,
+    MIN_RESOLUTION,
+    Search,
+    bounds,
+    integer_bounds,
+    search,
+    search_integers,
+)
 from .gil_protocol import planned
 
 DEFAULT_ATTAINMENT = 0.9  # DistServe's: the highest rate that keeps 90 % of requests good
@@ -31,6 +43,7 @@ GENERATED_RATE = "trace.generate.rate"
 GENERATED_REQUESTS = "trace.generate.requests"
 TIME_SCALE = "trace.time_scale"
 FILE_LIMIT = "trace.limit"
+CONCURRENCY = "load.concurrency"
 
 
 class CapacityError(ValueError):
@@ -56,13 +69,31 @@ class Knob:
 
 
 @dataclass(frozen=True)
+class ConcurrencyKnob:
+    """How a probe sets a closed loop's requests in flight: load.concurrency, from the
+    workload's own."""
+
+    concurrency: int
+    requests: int  # in the workload's trace
+    key: str = CONCURRENCY
+
+    def override(self, concurrency: float) -> str:
+        return f"{self.key}={int(concurrency)}"
+
+
+AnyKnob = Union[Knob, ConcurrencyKnob]
+
+
+@dataclass(frozen=True)
 class Options:
     """How a search runs: the command line's options (docs/capacity.md)."""
 
     target: float = DEFAULT_ATTAINMENT
     resolution: float = DEFAULT_RESOLUTION
-    lowest: Optional[float] = None  # req/s; None: the workload's rate / 2**STEPS
-    highest: Optional[float] = None  # req/s; None: the workload's rate * 2**STEPS
+    # req/s; None: the workload's rate / 2**STEPS and * 2**STEPS. In a concurrency search
+    # requests in flight; None: 1 and the larger of the workload's and the trace's requests
+    lowest: Optional[float] = None
+    highest: Optional[float] = None
     max_probes: int = MAX_PROBES
     length_check: bool = True  # re-check the answer on a trace twice as long
 
@@ -85,15 +116,21 @@ class LengthCheck:
 class Capacity:
     search: Search  # each probe's result is its row of the capacity table
     folder: Path  # the search's folder: its probes and its capacity table
-    knob: Knob
+    knob: AnyKnob
     options: Options
     slo: Dict[str, float]
     profile: str  # the device profile the probes were modeled on
     length_check: Optional[LengthCheck] = None  # None: no answer to check
 
     @property
+    def closed_loop(self) -> bool:
+        """A concurrency search: the knob is the requests in flight, the rate an outcome."""
+        return isinstance(self.knob, ConcurrencyKnob)
+
+    @property
     def at_capacity(self) -> Optional[dict]:
-        """The probe row at the highest rate found meeting the target; None if none met."""
+        """The probe row at the highest rate (or concurrency) found meeting the target; None
+        if none met."""
         probe = self.search.at(self.search.low)
         return probe.result if probe else None
 
@@ -119,10 +156,11 @@ def check(workload: Workload) -> Dict[str, float]:
                             f"virtual clock (a probe on the real clock would last the trace's "
                             f"real time and measure this host too): expected "
                             f"modeled:<profile>, got {v['device']}")
-    if v["load"]["mode"] != "trace":
+    if v["load"]["mode"] == "offline":
         raise CapacityError(f"{where}: load.mode: capacity searches the arrival rate of an "
-                            f"open loop, and load.mode {v['load']['mode']} has no rate: "
-                            f"expected trace")
+                            f"open loop, and load.mode offline has no rate: expected trace (or "
+                            f"concurrency: a closed loop, searched over its requests in flight; "
+                            f"offline releases every request at 0 and has no knob)")
     runs = len(planned(workload))
     if runs != 1:
         raise CapacityError(f"{where}: gil, repeats: a capacity probe is one run, but the "
@@ -131,12 +169,22 @@ def check(workload: Workload) -> Dict[str, float]:
     return slo
 
 
-def knob(workload: Workload) -> Knob:
-    """The rate a probe sets, and the workload's own; CapacityError for a trace file whose
-    requests all arrive at once (no rate to scale)."""
+def knob(workload: Workload) -> AnyKnob:
+    """The rate a probe sets, and the workload's own (in a closed loop, the requests in
+    flight); CapacityError for a trace file whose requests all arrive at once (no rate to
+    scale)."""
     from ..traces.of_workload import TraceLoadError, load_workload_trace
 
     trace = workload.values["trace"]
+    if workload.values["load"]["mode"] == "concurrency":  # the trace's times are not used
+        if trace["generate"] is not None:
+            requests = int(trace["generate"]["requests"])
+        else:
+            try:
+                requests = len(load_workload_trace(workload).df)
+            except TraceLoadError as e:
+                raise CapacityError(str(e)) from None
+        return ConcurrencyKnob(int(workload.values["load"]["concurrency"]), requests)
     if trace["generate"] is not None:
         generate = trace["generate"]
         return Knob(GENERATED_RATE, float(generate["rate"]), 1.0, int(generate["requests"]))
@@ -152,11 +200,19 @@ def knob(workload: Workload) -> Knob:
                 len(arrivals))
 
 
-def _check_options(workload: Workload, rate_knob: Knob, options: Options) -> Options:
+def _check_options(workload: Workload, rate_knob: AnyKnob, options: Options) -> Options:
     """The options with the search's bounds filled in; CapacityError naming an option out of
     its bounds as the command line names it."""
+    lowest: float
+    highest: float
     try:
-        lowest, highest = bounds(rate_knob.rate, options.lowest, options.highest)
+        if isinstance(rate_knob, ConcurrencyKnob):  # beyond the trace's requests, all at 0
+            start = rate_knob.concurrency
+            lowest, highest = integer_bounds(
+                start, options.lowest,
+                max(start, rate_knob.requests) if options.highest is None else options.highest)
+        else:
+            lowest, highest = bounds(rate_knob.rate, options.lowest, options.highest)
     except ValueError as e:
         raise CapacityError(f"{workload.path}: {e}") from None
     if not 0 < options.target <= 1:
@@ -190,8 +246,10 @@ class _Prober:
         except WorkloadError as e:
             raise CapacityError(e) from None
 
-    def run(self, rate: float, rate_knob: Knob, extra: Tuple[str, ...] = ()) -> Tuple[bool, dict]:
-        """(met, row) of the workload at `rate`, loaded with `extra` --set values too."""
+    def run(self, rate: float, rate_knob: AnyKnob,
+            extra: Tuple[str, ...] = ()) -> Tuple[bool, dict]:
+        """(met, row) of the workload at `rate` (a closed loop's: requests in flight), loaded
+        with `extra` --set values too."""
         from ..analysis.runs import read_run
         from .sweep import run_workload
 
@@ -200,7 +258,10 @@ class _Prober:
         if self.stop.is_set() or not runs:
             raise Stopped(f"{len(runs) + len(self.rows)} probe run(s) in {self.folder}, "
                           f"no capacity table")
-        row = dict(_row(read_run(runs[0])), probe=len(self.rows), rate=rate,
+        run = read_run(runs[0])
+        knob_columns = dict(concurrency=int(rate), rate=run.value("throughput.requests")) \
+            if isinstance(rate_knob, ConcurrencyKnob) else dict(concurrency=None, rate=rate)
+        row = dict(_row(run), probe=len(self.rows), **knob_columns,
                    requests=rate_knob.requests, length_check=bool(extra))
         self.rows.append(row)
         met = bool(row["attainment"] >= self.target)  # NaN (nothing measured) misses
@@ -229,8 +290,13 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     # each probe sets the rate knob itself: a --set of the same key is its start
     prober = _Prober(workload, overrides, folder, Stop() if stop is None else stop,
                      options.target, on_probe)
-    found = search(lambda rate: prober.run(rate, rate_knob), rate_knob.rate,
-                   options.resolution, options.lowest, options.highest, options.max_probes)
+    if isinstance(rate_knob, ConcurrencyKnob):
+        found = search_integers(lambda n: prober.run(n, rate_knob), rate_knob.concurrency,
+                                options.resolution, options.lowest, options.highest,
+                                options.max_probes)
+    else:
+        found = search(lambda rate: prober.run(rate, rate_knob), rate_knob.rate,
+                       options.resolution, options.lowest, options.highest, options.max_probes)
     answer = None if found.low is None or found.out_of_probes else found.low
     length = None if answer is None else _length_check(prober, rate_knob, answer, options)
     capacity = Capacity(found, folder, rate_knob, options, slo, spec.profile, length)
@@ -238,14 +304,16 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     return capacity
 
 
-def _length_check(prober: _Prober, rate_knob: Knob, rate: float,
+def _length_check(prober: _Prober, rate_knob: AnyKnob, rate: float,
                   options: Options) -> LengthCheck:
     """The answer, `rate`, re-checked on the workload's trace twice as long (a generated
     trace's requests doubled, a trace file's limit doubled where the file has the rows) at
-    the answer less its resolution: passed when the doubled trace's capacity is within the
-    resolution of the answer or above it."""
+    the answer less its resolution (in a closed loop, the fewest requests in flight within
+    it): passed when the doubled trace's capacity is within the resolution of the answer or
+    above it."""
     requests = 2 * rate_knob.requests
-    key = GENERATED_REQUESTS if rate_knob.key == GENERATED_RATE else FILE_LIMIT
+    generated = prober.load().values["trace"]["generate"] is not None
+    key = GENERATED_REQUESTS if generated else FILE_LIMIT
     setting = f"{key}={requests}"
     if not options.length_check:
         return LengthCheck("off", requests, setting)
@@ -254,8 +322,22 @@ def _length_check(prober: _Prober, rate_knob: Knob, rate: float,
         return LengthCheck("unchecked", requests, setting, reason=(
             f"the trace file holds {rate_knob.requests} requests, fewer than {requests} "
             f"(twice the search's)"))
-    met, row = prober.run(rate / (1 + options.resolution), rate_knob, (setting,))
+    at = less_resolution(int(rate), options.resolution) \
+        if isinstance(rate_knob, ConcurrencyKnob) else rate / (1 + options.resolution)
+    met, row = prober.run(at, rate_knob, (setting,))
     return LengthCheck("passed" if met else "failed", requests, setting, row)
+
+
+def less_resolution(concurrency: int, resolution: float) -> int:
+    """The fewest requests in flight, at least 1, within `resolution` of `concurrency`:
+    the smallest n with n * (1 + resolution) >= concurrency (the answer itself below
+    1 / resolution)."""
+    n = max(1, math.ceil(concurrency / (1 + resolution)))
+    while n * (1 + resolution) < concurrency:
+        n += 1
+    while n > 1 and (n - 1) * (1 + resolution) >= concurrency:  # the division's rounding
+        n -= 1
+    return n
 
 
 def _row(run) -> dict:
