@@ -14,7 +14,7 @@ from harness.analysis.runs import find_runs, read_run
 from harness.commands import main
 from harness.errors import BadInput
 from harness.schema import arrow_schema
-from harness.sweeps.capacity import CapacityError, knob
+from harness.sweeps.capacity import CapacityError, knob, less_resolution
 from harness.workload import load_workload
 from tests.helpers import MODELED, within
 
@@ -401,3 +401,23 @@ def test_a_search_it_cannot_run_is_bad_input_and_writes_nothing(tmp_path, capsys
     err = capacity(capsys, [workload(tmp_path, extra), *argv], 2).err
     assert message in err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_closed_loop_that_misses_everywhere_or_runs_out_of_probes_says_so(tmp_path, capsys):
+    path = workload(tmp_path, "slo: {ttft: 0.001}\n")
+    text = capacity(capsys, [path, *CLOSED], 1).out
+    assert ("no capacity: even the lowest concurrency probed, 1 request in flight, misses the "
+            "target") in text
+    path = workload(tmp_path)
+    text = capacity(capsys, [path, *CLOSED, "--max-probes", "2"], 1).out
+    assert ("no capacity: the search ran out of its 2 probes (--max-probes) with every "
+            "concurrency probed meeting the target, up to 8 requests in flight") in text
+    assert "run at the highest concurrency that met: " in text
+
+
+@pytest.mark.parametrize("answer, resolution, at", [(11, 0.05, 11), (20, 0.05, 20),
+                                                    (21, 0.05, 20), (105, 0.05, 100),
+                                                    (1, 0.5, 1), (100, 1.0, 50), (3, 1.0, 2)])
+def test_a_closed_loops_length_check_runs_at_the_fewest_in_flight_within_the_resolution(
+        answer, resolution, at):
+    assert less_resolution(answer, resolution) == at
