@@ -421,3 +421,18 @@ def test_a_closed_loop_that_misses_everywhere_or_runs_out_of_probes_says_so(tmp_
 def test_a_closed_loops_length_check_runs_at_the_fewest_in_flight_within_the_resolution(
         answer, resolution, at):
     assert less_resolution(answer, resolution) == at
+
+
+def test_a_closed_loop_on_a_trace_file_counts_its_rows_and_checks_twice_its_limit(tmp_path,
+                                                                                  capsys):
+    # every row at 0: no rate to scale, but a closed loop ignores the trace's times
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n" + "0,8,4\n" * 6)
+    text = MODELED.replace(MODELED.split("engine:")[0], "trace: {file: t.csv, limit: 3}\n")
+    path = workload(tmp_path, "slo: {ttft: 10}\n", text)
+    argv = [path, "--set", "load.mode=concurrency", "--set", "load.concurrency=1", "--json"]
+    out = json.loads(capacity(capsys, argv, 0).out)
+    assert out["requests"] == 3 and out["outcome"] == "at_least"
+    assert [p["concurrency"] for p in out["probes"]] == [1, 2, 3, 3]  # highest: the 3 rows
+    check = out["length_check"]
+    assert check["status"] == "passed" and check["setting"] == "trace.limit=6"
+    assert check["concurrency"] == 3 and read_run(check["run_dir"]).keys["trace.limit"] == 6
