@@ -82,7 +82,7 @@ def test_a_load_that_cannot_run_is_refused_by_key(tmp_path, capsys, load, words)
     assert words in err and json.loads(out)["exit_code"] == 2
 
 
-def test_capacity_searches_an_open_loop_only(tmp_path, capsys):
+def test_capacity_refuses_an_offline_load(tmp_path, capsys):
     path = tmp_path / "w.yaml"
     path.write_text(f"{TRACE}{MODELED.split(chr(10), 2)[2]}slo: {{ttft: 1}}\n"
                     "load: {mode: offline}\n")
