@@ -260,8 +260,15 @@ bool Scheduler::has_prompt_work() const {
 
 std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   const int64_t start = steady_now_ns();
+  const bool mixed = config_.mixed_batches;
+  if (mixed && vote)
+    bad_arg(std::string("a mixed_batches engine holds no vote (every step is one mixed round); "
+                        "got phase ") +
+            (*vote == Phase::kPrompt ? "prompt" : "decode"));
   bool prompt = config_.engine_type == EngineType::kPrompt;
-  if (config_.engine_type == EngineType::kNormal)
+  if (mixed)
+    prompt = false;  // until a rank schedules a prefill token
+  else if (config_.engine_type == EngineType::kNormal)
     prompt = vote ? *vote == Phase::kPrompt : has_prompt_work();
   else if (vote && (*vote == Phase::kPrompt) != prompt)
     bad_arg(std::string("a ") + (prompt ? "prompt" : "completion") + " engine cannot run a " +
@@ -270,7 +277,6 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   plan->owner = id_;
   plan->step = next_step_++;
   plan->sched_start_ns = start;
-  plan->phase = prompt ? Phase::kPrompt : Phase::kDecode;
 
   plan->batches.resize(ranks_.size());
   for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -279,11 +285,13 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.rank = static_cast<int32_t>(r);
     rank.round_hit_tokens = 0;
     const int64_t evicted = rank.pool.num_evicted();
-    if (prompt) {
+    if (mixed) {
+      prompt |= mixed_round(rank, batch, plan->preempted);
+    } else if (prompt) {
       // Partial prefills are running and new admissions stop at max_num_seqs running.
       Batch::Rows rows = batch.open_rows(
           std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
-      prompt_round(rank, rows);
+      prompt_round(rank, rows, config_.max_num_batched_tokens, true);
       batch.close_rows(rows);
       fill_block_tables(batch);
     } else {
@@ -296,6 +304,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.num_evicted_blocks = static_cast<int32_t>(rank.pool.num_evicted() - evicted);
     batch.num_retained_blocks = rank.pool.num_retained();
   }
+  plan->phase = prompt ? Phase::kPrompt : Phase::kDecode;
   plan->rejected.swap(pending_rejected_);
   plan->sched_ns = steady_now_ns() - start;
   if constexpr (kChecks) {
@@ -335,15 +344,14 @@ bool Scheduler::would_prefill(const Rank& rank) const {
   return next_chunk(rank, seqs_[idx], config_.max_num_batched_tokens).has_value();
 }
 
-void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
-  int32_t budget = config_.max_num_batched_tokens;
+void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows, int32_t budget, bool admit) {
   candidates_.assign(rank.prefilling.begin(), rank.prefilling.end());
   size_t next_partial = 0;
   while (true) {
     int32_t idx;
     if (next_partial < candidates_.size()) {
       idx = candidates_[next_partial++];
-    } else if (!rank.waiting.empty()) {
+    } else if (admit && !rank.waiting.empty()) {
       if (rank.num_running >= config_.max_num_seqs) return;
       idx = rank.waiting.front();
     } else {
@@ -457,11 +465,41 @@ int32_t Scheduler::prefill_blocks(const Sequence& s) const {
 void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
   if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
   order_for_decode(rank);
+  Batch::Rows rows = batch.open_rows(rank.decoding.size());
+  int32_t no_budget = 0;
+  choose_decodes<false>(rank, rows, no_budget, preempted);
+  rows.fill_decode(1 + config_.num_mtp);
+  write_decode_rows(batch, rows);
+  batch.close_rows(rows);
+}
+
+// Decode rows first (the decode round's choice, each costing q tokens), then the prompt
+// round's candidates with what is left. A rank that preempted admits nothing new: its
+// victims head the queue, which is first come, first served, and they wait for the next
+// step. Every row is a distinct running sequence, so rows <= max_num_seqs.
+bool Scheduler::mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
+  order_for_decode(rank);
+  Batch::Rows rows = batch.open_rows(
+      rank.decoding.size() +
+      std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
+  int32_t budget = config_.max_num_batched_tokens;
+  const bool preempted_any = choose_decodes<true>(rank, rows, budget, preempted);
+  rows.fill_decode(1 + config_.num_mtp);
+  const size_t decodes = rows.n;
+  for (size_t j = 0; j < decodes; ++j) rows.seq_ids[j] = seqs_[rows.seq_index[j]].seq_id;
+  prompt_round(rank, rows, budget, !preempted_any);
+  batch.close_rows(rows);
+  fill_block_tables(batch);
+  return rows.n > decodes;
+}
+
+template <bool kBudget>
+bool Scheduler::choose_decodes(Rank& rank, Batch::Rows& rows, int32_t& budget,
+                               std::vector<int64_t>& preempted) {
   candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
   // Neither vector is resized below: their data stays put across the calls in the loop.
   const int32_t* candidates = candidates_.data();
   Sequence* seqs = seqs_.data();
-  Batch::Rows rows = batch.open_rows(candidates_.size());
   int32_t* seq_index = rows.seq_index;
   int32_t* seqlen_k = rows.seqlen_k;
   const int32_t q = 1 + config_.num_mtp;
@@ -478,6 +516,8 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
       --right;
       continue;
     }
+    // Every row costs q: once it does not fit, the rest wait, neither run nor preempted.
+    if (kBudget && budget < q) break;
     const int32_t k = s.num_cached + s.num_inflight + q;
     const int32_t have = static_cast<int32_t>(s.blocks.size());
     const int32_t need = new_blocks(have, std::min(k, s.footprint));
@@ -500,15 +540,14 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
     s.num_inflight += q;
     ++s.inflight_samples;
     --right;
+    if constexpr (kBudget) budget -= q;
   }
   // Preempted sequences go to the front of the queue as a group, in preemption order.
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
   for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
   rows.n = n;
   rows.table_width = width;
-  rows.fill_decode(q);
-  write_decode_rows(batch, rows);
-  batch.close_rows(rows);
+  return !victims_.empty();
 }
 
 // A decode batch's seq_ids and block tables. Most rows of a recycled plan's table already
