@@ -193,6 +193,7 @@ class Recorder:
         never = np.full(n, np.nan)
         return dict(request_id=ids.astype(np.int64), enqueue_s=never,
                     first_scheduled_s=never, first_token_s=never, last_token_s=never,
+                    decode_stall_s=np.zeros(n),
                     first_scheduled_step=np.full(n, -1, np.int64),
                     output_tokens=np.zeros(n, np.int64), dp_rank=np.full(n, -1, np.int32),
                     preemptions=np.zeros(n, np.int32), recomputed_tokens=np.zeros(n, np.int64),

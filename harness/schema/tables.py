@@ -13,6 +13,7 @@ from .column import CODES, TEXT, Column, Table
 I32, I64, F64, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 WORK = "metrics.md#work-per-step"
 PER_REQUEST = "metrics.md#per-request"
+DECODE_STALL = "metrics.md#decode-stall"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
 STEP_PARTS = "modeling.md#the-step"
@@ -133,6 +134,9 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
          INPUTS),
     _col("last_token_s", F64, "s", "commit time of its last output token; NaN if none",
          INPUTS),
+    _col("decode_stall_s", F64, "s", "time between its first and last token in steps that "
+         "did not advance it while it decoded: the prompt rounds it sat out (with mixed "
+         "batches, steps it waited for budget); P/D: the decode instance's", DECODE_STALL),
     _col("prompt_len", I64, "tokens", "prompt tokens, from the trace"),
     _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
     _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",
