@@ -465,41 +465,11 @@ int32_t Scheduler::prefill_blocks(const Sequence& s) const {
 void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
   if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
   order_for_decode(rank);
-  Batch::Rows rows = batch.open_rows(rank.decoding.size());
-  int32_t no_budget = 0;
-  choose_decodes<false>(rank, rows, no_budget, preempted);
-  rows.fill_decode(1 + config_.num_mtp);
-  write_decode_rows(batch, rows);
-  batch.close_rows(rows);
-}
-
-// Decode rows first (the decode round's choice, each costing q tokens), then the prompt
-// round's candidates with what is left. A rank that preempted admits nothing new: its
-// victims head the queue, which is first come, first served, and they wait for the next
-// step. Every row is a distinct running sequence, so rows <= max_num_seqs.
-bool Scheduler::mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
-  order_for_decode(rank);
-  Batch::Rows rows = batch.open_rows(
-      rank.decoding.size() +
-      std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
-  int32_t budget = config_.max_num_batched_tokens;
-  const bool preempted_any = choose_decodes<true>(rank, rows, budget, preempted);
-  rows.fill_decode(1 + config_.num_mtp);
-  const size_t decodes = rows.n;
-  for (size_t j = 0; j < decodes; ++j) rows.seq_ids[j] = seqs_[rows.seq_index[j]].seq_id;
-  prompt_round(rank, rows, budget, !preempted_any);
-  batch.close_rows(rows);
-  fill_block_tables(batch);
-  return rows.n > decodes;
-}
-
-template <bool kBudget>
-bool Scheduler::choose_decodes(Rank& rank, Batch::Rows& rows, int32_t& budget,
-                               std::vector<int64_t>& preempted) {
   candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
   // Neither vector is resized below: their data stays put across the calls in the loop.
   const int32_t* candidates = candidates_.data();
   Sequence* seqs = seqs_.data();
+  Batch::Rows rows = batch.open_rows(candidates_.size());
   int32_t* seq_index = rows.seq_index;
   int32_t* seqlen_k = rows.seqlen_k;
   const int32_t q = 1 + config_.num_mtp;
@@ -516,8 +486,6 @@ bool Scheduler::choose_decodes(Rank& rank, Batch::Rows& rows, int32_t& budget,
       --right;
       continue;
     }
-    // Every row costs q: once it does not fit, the rest wait, neither run nor preempted.
-    if (kBudget && budget < q) break;
     const int32_t k = s.num_cached + s.num_inflight + q;
     const int32_t have = static_cast<int32_t>(s.blocks.size());
     const int32_t need = new_blocks(have, std::min(k, s.footprint));
@@ -540,14 +508,79 @@ bool Scheduler::choose_decodes(Rank& rank, Batch::Rows& rows, int32_t& budget,
     s.num_inflight += q;
     ++s.inflight_samples;
     --right;
-    if constexpr (kBudget) budget -= q;
   }
   // Preempted sequences go to the front of the queue as a group, in preemption order.
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
   for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
   rows.n = n;
   rows.table_width = width;
-  return !victims_.empty();
+  rows.fill_decode(q);
+  write_decode_rows(batch, rows);
+  batch.close_rows(rows);
+}
+
+// Rule 9.15: the decode round's choice of rows, each costing q of the token budget (once q
+// no longer fits, the rest wait, neither run nor preempted), then the prompt round's
+// candidates with the budget left. A rank that preempted admits nothing new: its victims
+// head the queue, which is first come, first served, and they wait for the next step. Every
+// row is a distinct running sequence, so rows <= max_num_seqs. Returns whether it scheduled
+// a prefill token. The loop is decode_round's with the budget added, kept apart so that the
+// decode round compiles as tightly as before (tests/bench/README.md): change both alike.
+bool Scheduler::mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
+  order_for_decode(rank);
+  candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
+  const int32_t* candidates = candidates_.data();
+  Sequence* seqs = seqs_.data();
+  Batch::Rows rows = batch.open_rows(
+      candidates_.size() +
+      std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
+  const int32_t q = 1 + config_.num_mtp;
+  int32_t budget = config_.max_num_batched_tokens;
+  int32_t width = 0;
+
+  victims_.clear();
+  int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
+  while (left <= right && budget >= q) {
+    const int32_t idx = candidates[right];
+    if (right >= kPrefetch) prefetch(seqs[candidates[right - kPrefetch]]);
+    Sequence& s = seqs[idx];
+    if (!wants_token(s)) {  // waits for its in-flight samples; passed over as a victim
+      --right;
+      continue;
+    }
+    const int32_t k = s.num_cached + s.num_inflight + q;
+    const int32_t have = static_cast<int32_t>(s.blocks.size());
+    const int32_t need = new_blocks(have, std::min(k, s.footprint));
+    if (need > 0) {
+      if (need > rank.pool.num_free()) {
+        const int32_t victim = candidates[left++];
+        if (seqs[victim].num_inflight == 0) {  // one with work in flight is passed over
+          preempt(rank, victim);
+          victims_.push_back(victim);
+        }
+        continue;
+      }
+      allocate_blocks(rank, s, need);
+    }
+    rows.seq_index[rows.n] = idx;
+    rows.seqlen_k[rows.n] = k;
+    rows.seq_ids[rows.n++] = s.seq_id;
+    width = std::max(width, have + need);
+    s.num_inflight += q;
+    ++s.inflight_samples;
+    --right;
+    budget -= q;
+  }
+  // Preempted sequences go to the front of the queue as a group, in preemption order.
+  for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
+  for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
+  rows.table_width = width;
+  rows.fill_decode(q);
+  const size_t decodes = rows.n;
+  prompt_round(rank, rows, budget, victims_.empty());
+  batch.close_rows(rows);
+  fill_block_tables(batch);
+  return rows.n > decodes;
 }
 
 // A decode batch's seq_ids and block tables. Most rows of a recycled plan's table already

@@ -126,12 +126,6 @@ class Scheduler {
   // Rule 9.15: decode rows first, under the token budget, then the prompt round's candidates
   // with the budget left. Returns whether it scheduled a prefill token.
   bool mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
-  // The decode round's choice of rows, written into `rows` (seq_index, seqlen_k, n, table
-  // width); kBudget: each row costs q of `budget`, and once q no longer fits the rest wait.
-  // Returns whether it preempted.
-  template <bool kBudget>
-  bool choose_decodes(Rank& rank, Batch::Rows& rows, int32_t& budget,
-                      std::vector<int64_t>& preempted);
   // A decode step computes 1 + num_mtp positions, for a sequence that has its KV and still
   // wants a token once its in-flight samples are in.
   static bool wants_token(const Sequence& s) {
