@@ -449,6 +449,18 @@ def test_prefix_cache_hit_rate_by_hand():
         == (60, 3)
 
 
+def test_a_mixed_rounds_decode_rows_are_no_prefill_work():
+    # Step 0 (mixed, phase prompt): 24 tokens, of which 20 prefill and 4 decode rows; 60
+    # hit. Hit rate 60 / (60 + 20) = 0.75, not 60 / (60 + 24).
+    steps = pd.DataFrame(dict(
+        step=[0], dp_rank=[0], warmup=[False], phase=["prompt"], tokens_q=[24],
+        prefill_tokens_q=[20], prefix_hit_tokens=[60], kv_blocks_evicted=[0],
+        forward_ns=[1e3], model_flops=[1.0], sched_call_ns=[1e3], sched_cpp_ns=[1e3],
+        step_ns=[1e3], t_start_s=[0.0], t_end_s=[1.0]))
+    stats = engine_summary(steps, None).set_index(["metric", "stat"])["value"]
+    assert stats[("prefix_cache", "hit_rate")] == pytest.approx(0.75, rel=1e-12)
+
+
 def test_a_steps_table_from_before_prefix_caching_has_no_cache_figures():
     steps = pd.DataFrame(dict(
         step=[0, 1], dp_rank=[0, 0], warmup=[False, False], phase=["prompt", "decode"],

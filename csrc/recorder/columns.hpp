@@ -22,6 +22,7 @@
   X(int32_t, num_seqs, RANK, b.rows())                          \
   X(int64_t, tokens_q, RANK, sums.tokens_q)                     \
   X(int64_t, padded_tokens_q, RANK, sums.padded_q)              \
+  X(int64_t, prefill_tokens_q, RANK, sums.prefill_q)            \
   X(int64_t, sum_seqlen_k, RANK, sums.sum_seqlen_k)             \
   X(int32_t, max_seqlen_k, RANK, sums.max_seqlen_k)             \
   X(int32_t, preempted, STEP, plan.preempted.size())            \

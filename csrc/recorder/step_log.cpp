@@ -154,6 +154,7 @@ size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput&
   for (size_t j = 0; j < b.rows(); ++j, ++row) {
     sums.tokens_q += b.seqlen_q[j];
     sums.padded_q += b.padded_q[j];
+    if (b.kind[j] != kDecode) sums.prefill_q += b.seqlen_q[j];
     sums.sum_seqlen_k += b.seqlen_k[j];
     sums.max_seqlen_k = std::max(sums.max_seqlen_k, b.seqlen_k[j]);
     // Not live: never enqueued, or already left (in-flight work of a finished sequence).

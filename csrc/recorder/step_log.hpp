@@ -32,7 +32,7 @@
 namespace steptrace {
 
 struct RankSums {  // a rank's rows summed: the steps table's RANK columns of its batch
-  int64_t tokens_q = 0, padded_q = 0, sum_seqlen_k = 0;
+  int64_t tokens_q = 0, padded_q = 0, prefill_q = 0, sum_seqlen_k = 0;
   int32_t max_seqlen_k = 0;
 };
 

@@ -153,7 +153,7 @@ class Recorder:
             measured = ~s["warmup"]
             counts = self.prefix_hits.setdefault((role, index), [0, 0])
             counts[0] += int(s["prefix_hit_tokens"][measured].sum())
-            counts[1] += int(s["tokens_q"][measured & (s["phase"] == 1)].sum())
+            counts[1] += int(s["prefill_tokens_q"][measured].sum())
             for table in (s, b):
                 n = len(table["step"])
                 table["role"] = np.full(n, ROLE.code(role), np.int8)

@@ -196,7 +196,8 @@ COMPARISON_HEADLINE = {
 }
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "attainment", "tflops_per_device",
-                        "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share"})
+                        "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share",
+                        "share"})
 COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")  # shown as whole numbers
 
 

@@ -57,6 +57,9 @@ STEPS = Table("steps", "engine step and DP rank of an instance",
     _col("tokens_q", I64, "tokens", "real tokens computed: the sum of the batch's seqlen_q"),
     _col("padded_tokens_q", I64, "tokens", "tokens run, padding included: the sum of "
          "padded_q"),
+    _col("prefill_tokens_q", I64, "tokens", "of tokens_q, the prefill rows' (`chunk` and "
+         "`final`): a prompt round's all, a decode round's none, a mixed round's its "
+         "chunks'"),
     _col("sum_seqlen_k", I64, "tokens", "keys visible to the batch: the sum of its seqlen_k"),
     _col("max_seqlen_k", I32, "tokens", "the longest row's seqlen_k"),
     _col("preempted", I32, "", "sequences the plan preempted"),
