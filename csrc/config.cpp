@@ -106,6 +106,15 @@ void SchedulerConfig::validate() const {
     throw std::invalid_argument("max_prefill_chunk=" + std::to_string(max_prefill_chunk) +
                                 " is below " + twice_cp +
                                 ": no aligned non-final chunk could ever be scheduled");
+  if (mixed_batches && engine_type != EngineType::kNormal)
+    throw std::invalid_argument(
+        std::string("mixed_batches=True needs a normal engine; this is a ") +
+        kEngineTypes[static_cast<int>(engine_type)] + " engine");
+  if (mixed_batches && max_num_batched_tokens < 1 + int64_t{num_mtp})
+    throw std::invalid_argument(
+        "mixed_batches=True needs max_num_batched_tokens >= 1 + num_mtp = " +
+        std::to_string(1 + int64_t{num_mtp}) + " (a decode row), got " +
+        std::to_string(max_num_batched_tokens));
 }
 
 const char* status_name(SeqStatus s) {

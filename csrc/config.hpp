@@ -35,6 +35,7 @@ struct SchedulerConfig {
   int32_t num_mtp = 0;
   bool overlap = false;
   bool prefix_caching = true;
+  bool mixed_batches = false;
   EngineType engine_type = EngineType::kNormal;
   PreemptOrder preempt_order = PreemptOrder::kLongestOutput;
   DpAssign dp_assign = DpAssign::kRoundRobin;
@@ -53,7 +54,7 @@ struct SchedulerConfig {
 template <class Config, class Visitor>
 constexpr void for_each_field(Config& c, Visitor& v) {
   v.integer("max_num_batched_tokens", c.max_num_batched_tokens, 1,
-            "token budget of one prompt round (padded lengths)");
+            "token budget of one prompt or mixed round (padded lengths)");
   v.integer("max_num_seqs", c.max_num_seqs, 1, "running + newly admitted sequences per DP rank");
   v.integer("num_kv_blocks", c.num_kv_blocks, 1, "KV blocks in each DP rank's pool");
   v.integer("block_size", c.block_size, 1, "tokens per KV block");
@@ -63,6 +64,9 @@ constexpr void for_each_field(Config& c, Visitor& v) {
   v.boolean("overlap", c.overlap, "one forward in flight while the next step is scheduled");
   v.boolean("prefix_caching", c.prefix_caching,
             "share committed prompt blocks by their hash ids, retained until evicted (LRU)");
+  v.boolean("mixed_batches", c.mixed_batches,
+            "normal engine: decode rows and prefill chunks in one step under the token budget, "
+            "no vote");
   v.choice("engine_type", c.engine_type, kEngineTypes,
            "normal, prompt (prefill only) or completion (decode only)");
   v.choice("preempt_order", c.preempt_order, kPreemptOrders,

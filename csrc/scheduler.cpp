@@ -260,8 +260,15 @@ bool Scheduler::has_prompt_work() const {
 
 std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   const int64_t start = steady_now_ns();
+  const bool mixed = config_.mixed_batches;
+  if (mixed && vote)
+    bad_arg(std::string("a mixed_batches engine holds no vote (every step is one mixed round); "
+                        "got phase ") +
+            (*vote == Phase::kPrompt ? "prompt" : "decode"));
   bool prompt = config_.engine_type == EngineType::kPrompt;
-  if (config_.engine_type == EngineType::kNormal)
+  if (mixed)
+    prompt = false;  // until a rank schedules a prefill token
+  else if (config_.engine_type == EngineType::kNormal)
     prompt = vote ? *vote == Phase::kPrompt : has_prompt_work();
   else if (vote && (*vote == Phase::kPrompt) != prompt)
     bad_arg(std::string("a ") + (prompt ? "prompt" : "completion") + " engine cannot run a " +
@@ -270,7 +277,6 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
   plan->owner = id_;
   plan->step = next_step_++;
   plan->sched_start_ns = start;
-  plan->phase = prompt ? Phase::kPrompt : Phase::kDecode;
 
   plan->batches.resize(ranks_.size());
   for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -279,11 +285,13 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.rank = static_cast<int32_t>(r);
     rank.round_hit_tokens = 0;
     const int64_t evicted = rank.pool.num_evicted();
-    if (prompt) {
+    if (mixed) {
+      prompt |= mixed_round(rank, batch, plan->preempted);
+    } else if (prompt) {
       // Partial prefills are running and new admissions stop at max_num_seqs running.
       Batch::Rows rows = batch.open_rows(
           std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
-      prompt_round(rank, rows);
+      prompt_round(rank, rows, config_.max_num_batched_tokens, true);
       batch.close_rows(rows);
       fill_block_tables(batch);
     } else {
@@ -296,6 +304,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.num_evicted_blocks = static_cast<int32_t>(rank.pool.num_evicted() - evicted);
     batch.num_retained_blocks = rank.pool.num_retained();
   }
+  plan->phase = prompt ? Phase::kPrompt : Phase::kDecode;
   plan->rejected.swap(pending_rejected_);
   plan->sched_ns = steady_now_ns() - start;
   if constexpr (kChecks) {
@@ -335,15 +344,14 @@ bool Scheduler::would_prefill(const Rank& rank) const {
   return next_chunk(rank, seqs_[idx], config_.max_num_batched_tokens).has_value();
 }
 
-void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows) {
-  int32_t budget = config_.max_num_batched_tokens;
+void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows, int32_t budget, bool admit) {
   candidates_.assign(rank.prefilling.begin(), rank.prefilling.end());
   size_t next_partial = 0;
   while (true) {
     int32_t idx;
     if (next_partial < candidates_.size()) {
       idx = candidates_[next_partial++];
-    } else if (!rank.waiting.empty()) {
+    } else if (admit && !rank.waiting.empty()) {
       if (rank.num_running >= config_.max_num_seqs) return;
       idx = rank.waiting.front();
     } else {
@@ -509,6 +517,70 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
   rows.fill_decode(q);
   write_decode_rows(batch, rows);
   batch.close_rows(rows);
+}
+
+// Rule 9.15: the decode round's choice of rows, each costing q of the token budget (once q
+// no longer fits, the rest wait, neither run nor preempted), then the prompt round's
+// candidates with the budget left. A rank that preempted admits nothing new: its victims
+// head the queue, which is first come, first served, and they wait for the next step. Every
+// row is a distinct running sequence, so rows <= max_num_seqs. Returns whether it scheduled
+// a prefill token. The loop is decode_round's with the budget added, kept apart so that the
+// decode round compiles as tightly as before (tests/bench/README.md): change both alike.
+bool Scheduler::mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
+  order_for_decode(rank);
+  candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
+  const int32_t* candidates = candidates_.data();
+  Sequence* seqs = seqs_.data();
+  Batch::Rows rows = batch.open_rows(
+      candidates_.size() +
+      std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
+  const int32_t q = 1 + config_.num_mtp;
+  int32_t budget = config_.max_num_batched_tokens;
+  int32_t width = 0;
+
+  victims_.clear();
+  int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
+  while (left <= right && budget >= q) {
+    const int32_t idx = candidates[right];
+    if (right >= kPrefetch) prefetch(seqs[candidates[right - kPrefetch]]);
+    Sequence& s = seqs[idx];
+    if (!wants_token(s)) {  // waits for its in-flight samples; passed over as a victim
+      --right;
+      continue;
+    }
+    const int32_t k = s.num_cached + s.num_inflight + q;
+    const int32_t have = static_cast<int32_t>(s.blocks.size());
+    const int32_t need = new_blocks(have, std::min(k, s.footprint));
+    if (need > 0) {
+      if (need > rank.pool.num_free()) {
+        const int32_t victim = candidates[left++];
+        if (seqs[victim].num_inflight == 0) {  // one with work in flight is passed over
+          preempt(rank, victim);
+          victims_.push_back(victim);
+        }
+        continue;
+      }
+      allocate_blocks(rank, s, need);
+    }
+    rows.seq_index[rows.n] = idx;
+    rows.seqlen_k[rows.n] = k;
+    rows.seq_ids[rows.n++] = s.seq_id;
+    width = std::max(width, have + need);
+    s.num_inflight += q;
+    ++s.inflight_samples;
+    --right;
+    budget -= q;
+  }
+  // Preempted sequences go to the front of the queue as a group, in preemption order.
+  for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
+  for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
+  rows.table_width = width;
+  rows.fill_decode(q);
+  const size_t decodes = rows.n;
+  prompt_round(rank, rows, budget, victims_.empty());
+  batch.close_rows(rows);
+  fill_block_tables(batch);
+  return rows.n > decodes;
 }
 
 // A decode batch's seq_ids and block tables. Most rows of a recycled plan's table already

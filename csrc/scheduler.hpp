@@ -115,13 +115,17 @@ class Scheduler {
   int32_t least_loaded_rank() const;
   int32_t cache_aware_rank(const Sequence& s) const;
   bool would_prefill(const Rank& rank) const;
-  void prompt_round(Rank& rank, Batch::Rows& rows);
+  // The prompt round's candidates under `budget`; admit: new sequences from the queue too.
+  void prompt_round(Rank& rank, Batch::Rows& rows, int32_t budget, bool admit);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
   int32_t prefill_blocks(const Sequence& s) const;
   // Leading prompt blocks found in the prefix index, and how many of them are retained.
   std::pair<int32_t, int32_t> prefix_hit(const Rank& rank, const Sequence& s) const;
   void index_prompt_blocks(Rank& rank, Sequence& s) const;
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
+  // Rule 9.15: decode rows first, under the token budget, then the prompt round's candidates
+  // with the budget left. Returns whether it scheduled a prefill token.
+  bool mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
   // A decode step computes 1 + num_mtp positions, for a sequence that has its KV and still
   // wants a token once its in-flight samples are in.
   static bool wants_token(const Sequence& s) {

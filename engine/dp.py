@@ -3,7 +3,8 @@ block pool and Worker; one all-reduce per step carries the vote.
 
 The vote (normal engine): if any rank's prompt pass would schedule a token, every rank runs
 a prompt round, and a rank with nothing to prefill runs an empty prompt step that still
-joins the collectives; else every rank decodes. The same all-reduce tells whether any rank
+joins the collectives; else every rank decodes. With mixed batches there is no vote: each
+rank runs its mixed round, an empty one where it has nothing to do. The same all-reduce tells whether any rank
 still has work, so idle ranks keep stepping (empty steps) until all are done.
 Requests are assigned round robin by request id; every process sees every request.
 """
@@ -39,13 +40,19 @@ class DPEngine:
             self.engine.add_request(request_id, **kwargs)
 
     def step(self) -> Tuple[bool, Optional[StepRecord]]:
-        """(any rank still has work, this rank's record); one all-reduce."""
-        vote = torch.tensor([int(self.engine.scheduler.has_prompt_work()),
-                             int(not self.engine.scheduler.is_finished())],
+        """(any rank still has work, this rank's record); one all-reduce. With mixed
+        batches there is no vote (docs/scheduling.md, 9.15): every rank runs its mixed round,
+        and a plan's phase is its own rank's."""
+        scheduler = self.engine.scheduler
+        mixed = self.engine.config.scheduler.mixed_batches
+        vote = torch.tensor([int(not mixed and scheduler.has_prompt_work()),
+                             int(not scheduler.is_finished())],
                             device=self._vote_device)
         dist.all_reduce(vote, op=dist.ReduceOp.MAX)
         if not vote[1]:
             return False, None
+        if mixed:
+            return True, self.engine.step(join=True)
         return True, self.engine.step(phase="prompt" if vote[0] else "decode")
 
     def run(self) -> List[StepRecord]:

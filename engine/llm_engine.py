@@ -187,16 +187,19 @@ class LLMEngine:
     def has_unfinished(self) -> bool:
         return not self.scheduler.is_finished() or self._inflight is not None
 
-    def step(self, phase: Optional[str] = None) -> Optional[StepRecord]:
+    def step(self, phase: Optional[str] = None, join: bool = False) -> Optional[StepRecord]:
         """One iteration. Returns the record of the step post-processed in it (with overlap,
         the previous one; None on the first overlapped iteration). `phase` is the round a DP
-        vote across processes agreed on (engine/dp.py)."""
+        vote across processes agreed on (engine/dp.py); with it, or `join` (a mixed-batches
+        DP rank, which holds no vote), a rank with nothing left still schedules a step, an
+        empty one, to join the other ranks'."""
         if self._thread is None:
             start = time.perf_counter_ns()
             plan = self.scheduler.schedule(release_gil=self._release_gil, phase=phase)
             called = time.perf_counter_ns() - start
             return self._finish(plan, start, called, self.executor.execute(plan))
-        launched = self._schedule(phase) if not self.scheduler.is_finished() or phase else None
+        launched = self._schedule(phase) \
+            if not self.scheduler.is_finished() or phase or join else None
         record = self.drain()
         self._inflight = launched
         return record

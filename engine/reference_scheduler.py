@@ -232,7 +232,13 @@ class ReferenceScheduler:
         engine_type = self.config.engine_type
         if phase is not None and not (isinstance(phase, str) and phase in PHASES):
             raise ValueError(f"phase must be prompt or decode, got {shown(phase)}")
-        if engine_type == "normal":
+        mixed = self.config.mixed_batches
+        if mixed and phase is not None:
+            raise ValueError(f"a mixed_batches engine holds no vote (every step is one mixed "
+                             f"round); got phase {phase}")
+        if mixed:
+            prompt = False  # until a rank schedules a prefill token
+        elif engine_type == "normal":
             prompt = phase == "prompt" if phase else self.has_prompt_work()
         else:
             prompt = engine_type == "prompt"
@@ -244,8 +250,10 @@ class ReferenceScheduler:
             builder = _BatchBuilder(rank_id)
             rank.round_hit_tokens = 0
             evicted = rank.pool.num_evicted
-            if prompt:
-                self._prompt_round(rank, builder)
+            if mixed:
+                prompt |= self._mixed_round(rank, builder, preempted)
+            elif prompt:
+                self._prompt_round(rank, builder, self.config.max_num_batched_tokens)
             else:
                 self._decode_round(rank, builder, preempted)
             batches.append(builder.build(rank, rank.pool.num_evicted - evicted))
@@ -269,13 +277,27 @@ class ReferenceScheduler:
             return False
         return self._next_chunk(rank, seq, self.config.max_num_batched_tokens) is not None
 
-    def _prompt_round(self, rank: _Rank, builder: "_BatchBuilder") -> None:
+    def _mixed_round(self, rank: _Rank, builder: "_BatchBuilder", preempted: List[int]) -> bool:
+        """Rule 9.15: decode rows first, each costing its q of the token budget, then the
+        prompt round's candidates with what is left; a rank that preempted admits nothing
+        new (its victims head the first-come, first-served queue). Whether it scheduled a
+        prefill token."""
         budget = self.config.max_num_batched_tokens
+        victims = len(preempted)
+        budget = self._decode_round(rank, builder, preempted, budget)
+        decodes = len(builder.rows)
+        self._prompt_round(rank, builder, budget, admit=len(preempted) == victims)
+        return len(builder.rows) > decodes
+
+    def _prompt_round(self, rank: _Rank, builder: "_BatchBuilder", budget: int,
+                      admit: bool = True) -> None:
+        """The prompt round's candidates under `budget`; admit: new sequences from the
+        queue too."""
         candidates = list(rank.prefilling)
         while True:
             if candidates:
                 seq = candidates.pop(0)
-            elif rank.waiting:
+            elif admit and rank.waiting:
                 seq = rank.waiting[0]
                 if rank.num_running >= self.config.max_num_seqs:
                     return
@@ -377,7 +399,10 @@ class ReferenceScheduler:
     def _prefill_blocks(self, seq: RefSequence) -> int:
         return self._blocks_for(min(seq.prefill_target + self._lookahead, seq.footprint))
 
-    def _decode_round(self, rank: _Rank, builder: "_BatchBuilder", preempted: List[int]) -> None:
+    def _decode_round(self, rank: _Rank, builder: "_BatchBuilder", preempted: List[int],
+                      budget: Optional[int] = None) -> int:
+        """With a token budget (a mixed round), each row costs its q; once q no longer
+        fits, the rest wait, neither scheduled nor preempted. Returns the budget left."""
         if self.config.engine_type == "completion":
             self._admit_prefilled(rank)
         longest_first = self.config.preempt_order == "longest_output"
@@ -391,6 +416,8 @@ class ReferenceScheduler:
             if q == 0:  # waits for its KV or in-flight samples; passed over as a victim too
                 right -= 1
                 continue
+            if budget is not None and budget < q:
+                break
             seqlen_k = seq.num_cached + seq.num_inflight + q
             need = self._blocks_for(min(seqlen_k, seq.footprint)) - len(seq.blocks)
             if need <= rank.pool.num_free:
@@ -399,6 +426,8 @@ class ReferenceScheduler:
                 seq.num_inflight += q
                 seq.inflight_samples += 1
                 right -= 1
+                if budget is not None:
+                    budget -= q
                 continue
             victim = ordered[left]
             left += 1
@@ -409,6 +438,7 @@ class ReferenceScheduler:
                 victims.append(victim)
         rank.waiting.extendleft(reversed(victims))
         preempted.extend(v.seq_id for v in victims)
+        return 0 if budget is None else budget
 
     def _decode_q(self, seq: RefSequence) -> int:
         """Positions seq computes in its next decode step; 0 while its KV is in transfer,

@@ -8,7 +8,7 @@ MAX_SEQ_TOKENS: int
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    max_num_batched_tokens: int = 8192  # token budget of one prompt round (padded lengths)
+    max_num_batched_tokens: int = 8192  # token budget of one prompt or mixed round (padded lengths)
     max_num_seqs: int = 256  # running + newly admitted sequences per DP rank
     num_kv_blocks: int = 4096  # KV blocks in each DP rank's pool
     block_size: int = 16  # tokens per KV block
@@ -17,6 +17,7 @@ class SchedulerConfig:
     num_mtp: int = 0  # MTP draft tokens per decode step (q = 1 + num_mtp)
     overlap: bool = False  # one forward in flight while the next step is scheduled
     prefix_caching: bool = True  # share committed prompt blocks by their hash ids, retained until evicted (LRU)
+    mixed_batches: bool = False  # normal engine: decode rows and prefill chunks in one step under the token budget, no vote
     engine_type: str = 'normal'  # normal, prompt (prefill only) or completion (decode only)
     preempt_order: str = 'longest_output'  # which running sequence is preempted first under KV pressure
     dp_assign: str = 'round_robin'  # how new sequences are spread over DP ranks

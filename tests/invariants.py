@@ -68,6 +68,7 @@ def _check_plan(sched, cfg, seqs, plan):
     assert [b.rank for b in plan.batches] == list(range(cfg.dp_size))
     align = 2 * cfg.cp_size
     scheduled = []
+    prefilled = False  # any rank scheduled a prefill token
     for b in plan.batches:
         n = len(b.seq_ids)
         where = f"step {plan.step} rank {b.rank}"
@@ -76,7 +77,20 @@ def _check_plan(sched, cfg, seqs, plan):
         assert len(b.seqlen_q) == len(b.seqlen_k) == len(b.padded_q) == len(b.kind) == n, where
         assert b.block_tables.shape[0] == n, f"{where}: {b.block_tables.shape[0]} table rows"
         assert (b.seqlen_q >= 1).all() and (b.padded_q >= b.seqlen_q).all(), where
-        if prompt:
+        decodes = b.kind == KIND_DECODE
+        prefilled |= not decodes.all()
+        if cfg.mixed_batches:
+            # 9.15: decode rows, then prefill rows, all of them within the token budget
+            assert decodes[:int(decodes.sum())].all(), f"{where}: a decode row after a chunk"
+            assert b.padded_q.sum() <= cfg.max_num_batched_tokens, \
+                f"{where}: {b.padded_q.sum()} tokens, decode rows included, over the budget"
+            assert (b.seqlen_q[decodes] == 1 + cfg.num_mtp).all() \
+                and (b.padded_q[decodes] == b.seqlen_q[decodes]).all(), f"{where}: decode q"
+            if cfg.cp_size > 1:
+                assert (b.padded_q[~decodes] % align == 0).all(), f"{where}: padded_q not aligned"
+                chunks = b.seqlen_q[b.kind == KIND_CHUNK]
+                assert (chunks % align == 0).all(), f"{where}: non-final chunk not aligned"
+        elif prompt:
             assert set(b.kind.tolist()) <= {KIND_CHUNK, KIND_FINAL}, f"{where}: decode row"
             assert b.padded_q.sum() <= cfg.max_num_batched_tokens, f"{where}: over budget"
             if cfg.cp_size > 1:
@@ -113,6 +127,10 @@ def _check_plan(sched, cfg, seqs, plan):
         if not cfg.prefix_caching:
             assert b.num_retained_blocks == b.num_evicted_blocks == b.num_hit_tokens == 0, where
     assert len(set(scheduled)) == len(scheduled), f"step {plan.step}: a sequence appears twice"
+    if cfg.mixed_batches:  # 9.15: the phase says whether any rank prefilled
+        assert prompt == prefilled, f"step {plan.step}: phase {plan.phase}"
+    # a victim is not scheduled again in the step that preempts it
+    assert not set(plan.preempted.tolist()) & set(scheduled), plan.preempted
     assert all(seqs[i].status == "waiting" for i in plan.preempted.tolist()), plan.preempted
     # kv_pending never turns true again, so a victim that has it now had it when preempted
     assert not any(seqs[i].kv_pending for i in plan.preempted.tolist()), plan.preempted

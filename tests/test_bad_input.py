@@ -128,6 +128,34 @@ def test_too_many_hash_ids(impl):
     assert s.is_finished()
 
 
+@pytest.mark.parametrize("engine_type", ["prompt", "completion"])
+def test_mixed_batches_needs_a_normal_engine(engine_type):
+    with pytest.raises(ValueError, match=f"mixed_batches=True needs a normal engine; this is a "
+                                         f"{engine_type} engine"):
+        SchedulerConfig(mixed_batches=True, engine_type=engine_type)
+
+
+def test_mixed_batches_needs_a_budget_for_a_decode_row():
+    with pytest.raises(ValueError, match=re.escape(
+            "mixed_batches=True needs max_num_batched_tokens >= 1 + num_mtp = 3 (a decode row), "
+            "got 2")):
+        SchedulerConfig(mixed_batches=True, num_mtp=2, max_num_batched_tokens=2)
+    SchedulerConfig(mixed_batches=True, num_mtp=2, max_num_batched_tokens=3)
+    SchedulerConfig(num_mtp=2, max_num_batched_tokens=2)  # the vote's prompt rounds: no decode
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("phase", ["prompt", "decode"])
+def test_a_mixed_engine_takes_no_vote(impl, phase):
+    s = make_scheduler(impl, mixed_batches=True)
+    make_requests(s, (4, 2))
+    with pytest.raises(ValueError, match=re.escape(
+            f"a mixed_batches engine holds no vote (every step is one mixed round); got phase "
+            f"{phase}")):
+        s.schedule(phase=phase)
+    assert s.seq(0).status == "waiting" and s.num_outstanding_plans == 0
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_bad_phase(impl):
     with pytest.raises(ValueError, match="phase must be prompt or decode, got 'both'"):

@@ -54,6 +54,15 @@ def random_scenario(rng):
     return config, reqs, int(rng.integers(0, 3))
 
 
+def draw_mixed(seed, config):
+    """Whether a normal engine runs mixed batches (9.15): half of them, where the budget
+    holds a decode row. Drawn from a generator of its own, so each seed keeps the scenario
+    it had before mixed batches existed."""
+    return (config["engine_type"] == "normal"
+            and config["max_num_batched_tokens"] >= 1 + config["num_mtp"]
+            and bool(np.random.default_rng((seed, 2)).random() < 0.5))
+
+
 def assert_same(where, field, got, want):
     if isinstance(want, np.ndarray):
         same = (isinstance(got, np.ndarray) and got.dtype == want.dtype
@@ -69,6 +78,7 @@ class Lockstep:
         self.rng = np.random.default_rng(seed)
         config, self.reqs, self.depth = random_scenario(self.rng)
         config["prefix_caching"] = bool(self.rng.random() < 0.9)
+        config["mixed_batches"] = draw_mixed(seed, config)
         self.hash_block = hash_block_size(self.rng, config["block_size"])
         self.hash_ids = [prefix_hash_ids(self.rng, p, self.hash_block) for _, p, _ in self.reqs]
         # A completion engine's requests may arrive with their KV in transfer (9.14); each

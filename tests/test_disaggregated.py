@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from harness.record.pd_join import PDJoin, Transfers
 from harness.sweeps.sweep import run_workload
 from harness.workload import WorkloadError, load_workload
 
@@ -61,6 +62,7 @@ def test_one_request_moves_its_kv_after_its_prefill(tmp_path):
     assert r.ttft_s == pytest.approx(r.transfer_end_s - r.arrival_s)
     assert (r.status, r.output_tokens, r.prefill_instance, r.decode_instance) == \
         ("finished", 8, 0, 0)
+    assert r.decode_stall_s == 0  # the decode instance's: it never runs a prompt round
 
 
 def test_layerwise_the_transfer_starts_with_the_last_chunks_first_layer(tmp_path):
@@ -152,6 +154,31 @@ def test_the_summary_has_each_pools_rows_and_the_transfers(tmp_path):
     assert value[("kv_transfer", "count")] == 2
     assert value[("kv_transfer", "max")] == pytest.approx(1000 * KV_PER_TOKEN / LINK + LATENCY)
     assert ("prefill0_prefix_cache", "hit_rate") in value
+    assert value[("decode_stall", "share")] == 0 and value[("decode_stall", "count")] == 2
+
+
+def step_log_rows(ids, status, stall):
+    """A step log's requests rows (the columns csrc/recorder/columns.hpp declares)."""
+    n = len(ids)
+    return dict(request_id=np.array(ids, np.int64), enqueue_s=np.zeros(n),
+                first_scheduled_s=np.zeros(n), first_token_s=np.ones(n),
+                last_token_s=np.full(n, 2.0), decode_stall_s=np.array(stall, np.float64),
+                first_scheduled_step=np.zeros(n, np.int64), output_tokens=np.ones(n, np.int64),
+                dp_rank=np.zeros(n, np.int32), preemptions=np.zeros(n, np.int32),
+                recomputed_tokens=np.zeros(n, np.int64), prefix_hit_tokens=np.zeros(n, np.int64),
+                status=np.array(status, np.uint8), reason=[""] * n)
+
+
+def test_a_joined_row_takes_the_decode_instances_decode_stall():
+    """harness/record/pd_join.py: request 0 handed off (the prefill side's stall, made up
+    here, is not the joined row's), request 1 handed off and stranded between the pools."""
+    join, transfers = PDJoin(2), Transfers(2)
+    (prefill_only,) = join.rows([("prefill", step_log_rows([0, 1], [0, 0], [5.0, 5.0]))],
+                                transfers)
+    assert len(prefill_only["request_id"]) == 0
+    (joined,) = join.rows([("decode", step_log_rows([0], [0], [0.25]))], transfers)
+    assert joined["decode_stall_s"].tolist() == [0.25]
+    assert join.stranded(transfers)["decode_stall_s"].tolist() == [0.0]
 
 
 @pytest.mark.parametrize("deployment, key, message", [

@@ -26,6 +26,18 @@ def test_two_ranks_vote_and_the_idle_rank_runs_empty_steps():
     assert ("decode", 0) in steps1  # and empty decode steps while rank 0 decodes
 
 
+def test_mixed_batches_hold_no_vote():
+    """9.15: each rank runs its own mixed round; the idle one steps along, empty."""
+    config = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=64, num_kv_blocks=128,
+                                                    mixed_batches=True),
+                          model="tiny", device="cpu")
+    requests = [dict(request_id=i, prompt_len=8 + i, max_new_tokens=3) for i in (0, 2, 4)]
+    (steps0, done0), (steps1, done1) = run_dp(config, 2, requests, phases_and_rows)
+    assert done0 == [0, 2, 4] and done1 == []
+    assert len(steps0) == len(steps1) and steps0[0] == ("prompt", 3)
+    assert all(step == ("decode", 0) for step in steps1)  # its own phase: nothing prefilled
+
+
 def records_as_they_are(records):
     return [(r.phase, r.sched_cpp_ns, r.forward_ns) for r in records] * 200  # a large summary
 

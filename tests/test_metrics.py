@@ -16,6 +16,7 @@ from harness.record.metrics import (
     measured_window,
     meets_slo,
     per_request,
+    summarize,
     summary,
     token_bounds,
 )
@@ -210,6 +211,21 @@ def test_latency_stats_exclude_rejected_and_unfinished(run):
     assert stats(s, "queueing_delay") == pytest.approx(dict(
         count=3, mean=1.25 / 3, min=0.0, p50=0.25, p90=0.85, p95=0.925, p99=0.985, max=1.0),
         rel=1e-15)
+
+
+def test_decode_stall_share_and_distribution(run):
+    """docs/metrics.md, "Decode stall": over the completed measured requests R0, R1, R2
+    (spans 1.5, 0, 1.0), stalls 0.5, 0, 0.25 (R4's, unfinished, left out): share
+    0.75 / 2.5, and their distribution."""
+    requests, times, offsets = run
+    req = per_request(requests, times, offsets)
+    req["decode_stall_s"] = [0.5, 0.0, 0.25, 0.0, 9.0]
+    s = summarize(req, [])
+    assert stats(s, "decode_stall") == pytest.approx(dict(
+        count=3, mean=0.25, min=0.0, p50=0.25, p90=0.45, p95=0.475, p99=0.495, max=0.5,
+        share=0.3), rel=1e-15)
+    assert set(s[s.metric == "decode_stall"].unit) == {"samples", "s", "fraction"}
+    assert "decode_stall" not in set(summary(*run).metric)  # token times alone: no stalls
 
 
 def test_schedule_fidelity_over_all_measured_requests(run):
@@ -431,6 +447,18 @@ def test_prefix_cache_hit_rate_by_hand():
     assert stats[("prefix_cache", "hit_rate")] == pytest.approx(0.6, rel=1e-12)
     assert (stats[("prefix_cache", "hit_tokens")], stats[("prefix_cache", "evicted_blocks")]) \
         == (60, 3)
+
+
+def test_a_mixed_rounds_decode_rows_are_no_prefill_work():
+    # Step 0 (mixed, phase prompt): 24 tokens, of which 20 prefill and 4 decode rows; 60
+    # hit. Hit rate 60 / (60 + 20) = 0.75, not 60 / (60 + 24).
+    steps = pd.DataFrame(dict(
+        step=[0], dp_rank=[0], warmup=[False], phase=["prompt"], tokens_q=[24],
+        prefill_tokens_q=[20], prefix_hit_tokens=[60], kv_blocks_evicted=[0],
+        forward_ns=[1e3], model_flops=[1.0], sched_call_ns=[1e3], sched_cpp_ns=[1e3],
+        step_ns=[1e3], t_start_s=[0.0], t_end_s=[1.0]))
+    stats = engine_summary(steps, None).set_index(["metric", "stat"])["value"]
+    assert stats[("prefix_cache", "hit_rate")] == pytest.approx(0.75, rel=1e-12)
 
 
 def test_a_steps_table_from_before_prefix_caching_has_no_cache_figures():

@@ -37,6 +37,10 @@ def scenarios(draw, pressure=False):
         lookahead_slots=draw(st.none() | st.integers(0, 4)),
         prefix_caching=draw(st.booleans()),
     )
+    # Mixed batches (9.15): a normal engine's choice, where the budget holds a decode row.
+    config["mixed_batches"] = (config["engine_type"] == "normal"
+                               and config["max_num_batched_tokens"] >= 1 + config["num_mtp"]
+                               and draw(st.booleans()))
     request = st.tuples(st.integers(0, 2 if pressure else 20), st.integers(1, 60), st.integers(1, 20))
     reqs = draw(st.lists(request, min_size=2 if pressure else 1, max_size=12))
     cfg = SchedulerConfig(**config, num_kv_blocks=1)
@@ -165,6 +169,7 @@ def check_run(impl, scenario, seed):
         assert s.num_preemptions == preempted[i], f"seq {i}: num_preemptions {s.num_preemptions}"
 
     event(f"engine_type={cfg.engine_type}")
+    event(f"mixed_batches={cfg.mixed_batches}")
     event(f"preempted={bool(preempted)}")
     event(f"rejected={bool(rejected)}")
     event(f"kv_transfer={any(engine.kv_transfer)}")

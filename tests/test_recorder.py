@@ -420,3 +420,79 @@ def test_the_records_of_the_core_and_the_reference_agree(sched):
             rows = [ref.seq(int(i)).output_len for b in want_plan.batches for i in b.seq_ids]
             assert want.output_len.tolist() == rows
     assert ref.is_finished() and cpp.is_finished() and not outstanding
+
+
+def stalls(sched, requests):
+    """decode_stall_s, first and last token time of each request of a modeled run of
+    `requests` ((prompt_len, max_new_tokens), all enqueued at 0), its step k recorded as
+    running from T_k to T_k + k + 1 (T_k the sum of the earlier spans), and the run's
+    per-request rows as the latency summary takes them."""
+    e = LLMEngine(EngineConfig(model="deepseek-v3", executor="modeled:H200", precision="fp8",
+                               mtp_acceptance=0.0, scheduler=SchedulerConfig(
+                                   **{**dict(max_num_batched_tokens=4, max_num_seqs=16,
+                                             num_kv_blocks=512, block_size=64), **sched})))
+    added = [e.add_request(i, prompt_len=p, max_new_tokens=m)
+             for i, (p, m) in enumerate(requests)]
+    log = _core.StepLog(0, 10**6, lambda: None)
+    for a in added:
+        log.enqueue(a, 0.0)
+    t, k = 0.0, 0
+    while e.has_unfinished():
+        record = e.step()
+        if record is not None:
+            log.record(record, t, t + k + 1)
+            t, k = t + k + 1, k + 1
+    log.end()
+    rows = log.take_requests()
+    order = np.argsort(rows["request_id"])
+    return {name: np.asarray(rows[name])[order]
+            for name in ("decode_stall_s", "first_token_s", "last_token_s", "preemptions")}
+
+
+def test_decode_stall_is_the_prompt_rounds_a_decoding_request_sat_out():
+    # The vote, budget 4. Step 0 [0, 1]: A's final chunk (2) and B's first chunk (2);
+    # step 1 [1, 3]: B's final chunk (4), a prompt round A sits out; steps 2 [3, 6], 3 [6,
+    # 10], 4 [10, 15] decode. A: tokens at 1, 6, 10, 15, stalled 2 (step 1); B: at 3, 6.
+    got = stalls({}, [(2, 4), (6, 2)])
+    assert got["decode_stall_s"].tolist() == [2.0, 0.0]
+    assert got["first_token_s"].tolist() == [1.0, 3.0]
+    assert got["last_token_s"].tolist() == [15.0, 6.0]
+
+
+def test_decode_stall_with_mixed_batches_is_the_steps_that_ran_out_of_budget():
+    # 9.15, q = 3, budget 7, no draft accepted. Step 0 [0, 1]: x, y, z final chunks; step 1
+    # [1, 3]: z, y decode, x waits; step 2 [3, 6]: x, z decode (z finishes), y waits;
+    # step 3 [6, 10]: y, x decode and finish.
+    got = stalls(dict(mixed_batches=True, max_num_batched_tokens=7, num_mtp=2),
+                 [(1, 3), (1, 3), (1, 3)])
+    assert got["decode_stall_s"].tolist() == [2.0, 3.0, 0.0]
+    assert got["last_token_s"].tolist() == [10.0, 10.0, 6.0]
+    summary = metrics.LatencySummary(3)
+    columns = dict(status=np.array(["finished"] * 3, dtype=object), prompt_len=np.ones(3),
+                   output_tokens=np.full(3, 3), arrival_s=np.zeros(3), **got,
+                   **{f"{m}_s": np.zeros(3) for m in metrics.LatencySummary.METRICS})
+    summary.add(columns, np.zeros(3, bool))
+    rows = summary.rows(np.array([]))
+    value = {(m, s): v for m, s, v, _ in rows.itertuples(index=False)}
+    assert value["decode_stall", "share"] == pytest.approx(5 / 23)  # spans 9, 9, 5
+    assert (value["decode_stall", "p50"], value["decode_stall", "max"]) == (2.0, 3.0)
+
+
+def test_a_preempted_request_is_not_stalled_while_it_is_recomputed():
+    # Four 4-token blocks. A (4, 7) and B (4, 8) decode until step 5, which needs a third
+    # block for each: A, the earlier add, is preempted. B decodes alone in steps 5 - 7 while
+    # A waits for room; A's prefill again (step 8, a prompt round B has left) samples its
+    # sixth token, step 9 its last. A sat out steps 5 - 7 recomputed, not decoding: no stall.
+    got = stalls(dict(num_kv_blocks=4, block_size=4, max_num_batched_tokens=256),
+                 [(4, 7), (4, 8)])
+    assert got["decode_stall_s"].tolist() == [0.0, 0.0]
+    assert got["preemptions"].tolist() == [1, 0]
+    assert got["last_token_s"].tolist() == [55.0, 36.0]  # the ends of steps 9 and 7
+
+
+def test_a_completion_engine_never_stalls_a_decode():
+    # Requests arrive with their first token; the second waits for room (one block), then
+    # decodes alone: neither the wait nor anything else is a stall.
+    got = stalls(dict(engine_type="completion", num_kv_blocks=1), [(8, 3), (8, 3)])
+    assert got["decode_stall_s"].tolist() == [0.0, 0.0]
+    assert got["first_token_s"].tolist() == [0.0, 0.0]

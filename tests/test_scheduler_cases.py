@@ -380,3 +380,35 @@ def test_phase_agreed_by_a_cross_process_vote(impl):
     p2, _ = run_step(s)
     p3 = s.schedule(phase="prompt")  # another rank prefills: this one runs an empty prompt step
     assert p3.phase == "prompt" and p3.batches[0].empty
+
+
+def test_mixed_round_decodes_that_do_not_fit_the_budget_wait(impl):
+    # 9.15: q = 3 (two drafts), budget 7. Two decode rows cost 6; the third sequence waits,
+    # running and unpreempted, and the last token of budget goes to a new prompt's chunk.
+    s = make_scheduler(impl, mixed_batches=True, max_num_batched_tokens=7, num_mtp=2)
+    x, y, z = make_requests(s, (1, 10), (1, 10), (1, 10))
+    p0, _ = run_step(s)
+    assert rows(p0) == [(x, 1, 1), (y, 1, 1), (z, 1, 1)]
+    (w,) = make_requests(s, (8, 2), start_id=3)
+    p1, _ = run_step(s, accepted=[0, 0, 0])
+    # equal outputs: tried from the right, z then y; x waits; w gets a chunk of 1
+    assert rows(p1) == [(z, 3, 4), (y, 3, 4), (w, 1, 1)]
+    assert p1.batches[0].kind.tolist() == [KIND_DECODE, KIND_DECODE, KIND_CHUNK]
+    assert p1.batches[0].padded_q.sum() == 7 and p1.preempted.tolist() == []
+    assert (s.seq(x).status, s.seq(x).num_inflight, s.seq(x).output_len) == ("running", 0, 1)
+    # x (output 1) is now the shortest: tried first under longest_output; y waits
+    p2, _ = run_step(s)
+    assert rows(p2) == [(x, 3, 4), (z, 3, 5), (w, 1, 2)]
+    assert p2.phase == "prompt"
+
+
+def test_mixed_round_without_prefill_is_a_decode_step(impl):
+    # 9.15: no vote, and the phase says whether any prefill token was scheduled.
+    s = make_scheduler(impl, mixed_batches=True, max_num_batched_tokens=2)
+    a, b, c = make_requests(s, (1, 3), (1, 3), (1, 3))
+    p0, _ = run_step(s)
+    assert rows(p0) == [(a, 1, 1), (b, 1, 1)] and p0.phase == "prompt"  # c: no budget
+    p1, _ = run_step(s)
+    # a and b decode first and take the whole budget: c's prefill waits, a decode step
+    assert rows(p1) == [(b, 1, 2), (a, 1, 2)] and p1.phase == "decode"
+    assert s.seq(c).status == "waiting"

@@ -2,6 +2,7 @@
 
 import pytest
 
+from engine import KIND_NAMES
 from tests.helpers import IMPLS, make_requests, make_scheduler, rows
 
 pytestmark = pytest.mark.core
@@ -124,3 +125,43 @@ def test_kv_in_transfer_reserves_then_decodes(impl):
     assert rows(step3) == [(c, 1, 4)] and step3.batches[0].kv_blocks_free == 4
     assert s.postprocess(step3).finished.tolist() == [c]
     assert s.num_free_blocks() == 5 and s.is_finished()
+
+
+def mixed_rows(plan):
+    """(seq_id, kind, seqlen_q, seqlen_k) per row of rank 0, in batch order."""
+    b = plan.batches[0]
+    return [(i, KIND_NAMES[k], q, kk) for i, k, q, kk in
+            zip(b.seq_ids.tolist(), b.kind.tolist(), b.seqlen_q.tolist(), b.seqlen_k.tolist())]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_mixed_batches_decode_rows_then_chunks_under_the_budget(impl):
+    # "Mixed batches" (9.15): one rank, no MTP, no overlap, KV ample, token budget 4.
+    # A (prompt 6, M 3) and B (prompt 5, M 3) arrive before step 0, C (prompt 3, M 2)
+    # before step 2.
+    s = make_scheduler(impl, mixed_batches=True, max_num_batched_tokens=4)
+    a, b, c = 0, 1, 2
+    s.add_sequence(seq_id=a, prompt_len=6, max_new_tokens=3)
+    s.add_sequence(seq_id=b, prompt_len=5, max_new_tokens=3)
+    steps = [
+        ("prompt", [(a, "chunk", 4, 4)]),  # B waits: no budget left
+        ("prompt", [(a, "final", 2, 6), (b, "chunk", 2, 2)]),
+        ("prompt", [(a, "decode", 1, 7), (b, "final", 3, 5)]),  # C waits
+        ("prompt", [(b, "decode", 1, 6), (a, "decode", 1, 8), (c, "chunk", 2, 2)]),
+        ("prompt", [(b, "decode", 1, 7), (c, "final", 1, 3)]),  # budget left 2
+        ("decode", [(c, "decode", 1, 4)]),  # budget left 3
+    ]
+    finished = []
+    for step, (phase, want) in enumerate(steps):
+        if step == 2:
+            s.add_sequence(seq_id=c, prompt_len=3, max_new_tokens=2)
+        plan = s.schedule()
+        assert (plan.phase, mixed_rows(plan)) == (phase, want), f"step {step}"
+        finished.append(s.postprocess(plan).finished.tolist())
+        if step == 1:
+            assert s.seq(a).output_len == 1
+        if step == 2:
+            assert (s.seq(a).output_len, s.seq(b).output_len) == (2, 1)
+            assert s.seq(c).status == "waiting"
+    assert finished == [[], [], [], [a], [b], [c]]
+    assert s.is_finished()

@@ -22,6 +22,7 @@
   X(int32_t, num_seqs, RANK, b.rows())                          \
   X(int64_t, tokens_q, RANK, sums.tokens_q)                     \
   X(int64_t, padded_tokens_q, RANK, sums.padded_q)              \
+  X(int64_t, prefill_tokens_q, RANK, sums.prefill_q)            \
   X(int64_t, sum_seqlen_k, RANK, sums.sum_seqlen_k)             \
   X(int32_t, max_seqlen_k, RANK, sums.max_seqlen_k)             \
   X(int32_t, preempted, STEP, plan.preempted.size())            \
@@ -66,14 +67,15 @@
   X(int32_t, seqlen_k, COPY, b.seqlen_k)
 
 // requests: one row per request that left, or was still live at the end: its live record
-// `r`, the SeqRecord it `left` as, how it ended (`end`, `unfinished`). `reason` leaves
-// apart, as text.
+// `r`, the SeqRecord it `left` as, how it ended (`end`, `unfinished`), its decode stall
+// (`stall_s`, counted to the end). `reason` leaves apart, as text.
 #define STEPTRACE_REQUEST_COLUMNS(X)                                                 \
   X(int64_t, request_id, seq_id)                                                     \
   X(double, enqueue_s, r.enqueue_s)                                                  \
   X(double, first_scheduled_s, r.first_scheduled_s)                                  \
   X(double, first_token_s, r.first_token_s)                                          \
   X(double, last_token_s, r.last_token_s)                                            \
+  X(double, decode_stall_s, stall_s)                                                 \
   X(int64_t, first_scheduled_step, r.first_scheduled_step) /* -1: never scheduled */ \
   X(int64_t, output_tokens, unfinished ? r.tokens : left.output_len)                 \
   X(int32_t, dp_rank, left.dp_rank)                                                  \

@@ -1,6 +1,7 @@
 #include "step_log.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -104,8 +105,14 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
   const auto none = live_.end();
   for (int64_t seq_id : plan.preempted) {
     const auto it = live_.find(seq_id);
-    if (it != none) ++it->second.preemptions;
+    if (it == none) continue;
+    LiveRequest& req = it->second;
+    ++req.preemptions;
+    // It stops decoding as this step begins: recomputed from here, not stalled.
+    if (!std::isnan(req.stall_mark)) req.decode_stall_s += busy_s_ - req.stall_mark;
+    req.stall_mark = LiveRequest::kNever;
   }
+  busy_s_ += times.t_end_s - times.t_start_s;
   end_run();
   for (const SeqRecord& left : post.left) {  // its gaps are counted for good
     const auto it = live_.find(left.seq_id);
@@ -142,10 +149,12 @@ size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput&
                             const RecordedTimes& times, const Batch& b, const StepCost& cost,
                             size_t row) {
   const auto none = live_.end();
+  const double before = busy_s_, after = busy_s_ + (times.t_end_s - times.t_start_s);
   RankSums sums;
   for (size_t j = 0; j < b.rows(); ++j, ++row) {
     sums.tokens_q += b.seqlen_q[j];
     sums.padded_q += b.padded_q[j];
+    if (b.kind[j] != kDecode) sums.prefill_q += b.seqlen_q[j];
     sums.sum_seqlen_k += b.seqlen_k[j];
     sums.max_seqlen_k = std::max(sums.max_seqlen_k, b.seqlen_k[j]);
     // Not live: never enqueued, or already left (in-flight work of a finished sequence).
@@ -156,8 +165,15 @@ size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput&
       req.first_scheduled_step = plan.step;
       req.first_scheduled_s = times.t_start_s;
     }
+    if (!std::isnan(req.stall_mark)) {  // decoding, and this step advances it
+      req.decode_stall_s += before - req.stall_mark;
+      req.stall_mark = after;
+    }
     if (b.kind[j] == kChunk) continue;
-    if (post.output_len[row] > req.tokens) stamp(req, post.output_len[row], times.t_end_s);
+    if (post.output_len[row] > req.tokens) {
+      stamp(req, post.output_len[row], times.t_end_s);
+      req.stall_mark = after;  // decoding from here, if not before
+    }
   }
 #define STEPTRACE_WRITE(type, name, part, value) \
   STEPTRACE_WHEN_RANK_##part(steps_.name.push_back(static_cast<type>(value));)
@@ -179,6 +195,8 @@ void StepLog::record_batch(int64_t step, const Batch& b) {
 
 void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end) {
   const bool unfinished = end == kEndUnfinished;
+  const double stall_s =
+      r.decode_stall_s + (std::isnan(r.stall_mark) ? 0.0 : busy_s_ - r.stall_mark);
 #define STEPTRACE_WRITE(type, name, value) requests_.name.push_back(static_cast<type>(value));
   STEPTRACE_REQUEST_COLUMNS(STEPTRACE_WRITE)
 #undef STEPTRACE_WRITE

@@ -11,6 +11,11 @@
 // one step mostly share their previous token's step, so equal gaps come in runs and cost
 // one map update per run. A measured request also holds its own gaps until it leaves;
 // those of requests that never completed stay out of itl().
+//
+// Decode stall (docs/metrics.md): the recorded steps' spans are summed as they come
+// (busy_s_); a decoding request keeps the sum at which its stall began (stall_mark) and adds
+// the difference whenever a step advances it or preempts it, or it leaves. The steps
+// it sat out cost nothing per step: O(rows + preempted + left) a step, never O(live).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +32,7 @@
 namespace steptrace {
 
 struct RankSums {  // a rank's rows summed: the steps table's RANK columns of its batch
-  int64_t tokens_q = 0, padded_q = 0, sum_seqlen_k = 0;
+  int64_t tokens_q = 0, padded_q = 0, prefill_q = 0, sum_seqlen_k = 0;
   int32_t max_seqlen_k = 0;
 };
 
@@ -60,6 +65,11 @@ struct LiveRequest {  // seconds on the run's clock; NaN until it happens
   int64_t first_scheduled_step = -1;
   int32_t tokens = 0;       // output tokens stamped so far
   int32_t preemptions = 0;  // seen in plans, for a request still live at the end
+  // Decoding (from the end of the first step whose rows stamped a token for it until it
+  // leaves, but for the steps from one that preempts it to its next token): StepLog::busy_s_
+  // when a step last advanced it; NaN while not decoding.
+  double stall_mark = kNever;
+  double decode_stall_s = 0.0;  // the spans of the steps it sat out while decoding, so far
   SeqRecord added;          // as add_sequence returned it
   std::vector<double> gaps;  // a measured request's gaps, until it leaves
 };
@@ -114,6 +124,7 @@ class StepLog {
   int64_t run_count_ = 0;
   int64_t zero_gaps_ = 0;  // accepted drafts, counted apart so they don't break runs
   int64_t num_done_ = 0;
+  double busy_s_ = 0.0;  // the spans (t_end_s - t_start_s) of the steps recorded so far
 };
 
 }  // namespace steptrace

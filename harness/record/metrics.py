@@ -256,8 +256,11 @@ class LatencySummary:
         self._prompt_tokens = 0.0
         # per chunk: its first measured arrival, its last measured token
         self._ends: List[Tuple[float, float]] = []
-        self._values = {m: np.empty(capacity) for m in self.METRICS}
-        self._filled = dict.fromkeys(self.METRICS, 0)
+        self._values = {m: np.empty(capacity) for m in self.METRICS + ("decode_stall",)}
+        self._filled = dict.fromkeys(self.METRICS + ("decode_stall",), 0)
+        # decode stall (docs/metrics.md): its sum, and the first-to-last-token spans' sum,
+        # over measured completed requests; None while no chunk carried decode_stall_s
+        self._stall: Optional[Tuple[float, float]] = None
 
     def add(self, req, warm) -> None:
         """A chunk of requests: columns (a DataFrame or a mapping of arrays) with status,
@@ -281,10 +284,19 @@ class LatencySummary:
             self._good += int((meets_slo(lat["ttft"], lat["tpot"], lat["e2e"], self.slo)
                                & done).sum())
         for m in self.METRICS:
-            values = lat[m][measured if m == "schedule_fidelity" else done]
-            at = self._filled[m]
-            self._values[m][at:at + len(values)] = values  # numpy refuses past the capacity
-            self._filled[m] = at + len(values)
+            self._keep(m, lat[m][measured if m == "schedule_fidelity" else done])
+        if "decode_stall_s" in req:
+            stall = np.asarray(req["decode_stall_s"], np.float64)[done]
+            span = (np.asarray(req["last_token_s"], np.float64)
+                    - np.asarray(req["first_token_s"], np.float64))[done]
+            stalled, spans = self._stall or (0.0, 0.0)
+            self._stall = (stalled + float(stall.sum()), spans + float(span.sum()))
+            self._keep("decode_stall", stall)
+
+    def _keep(self, metric: str, values: np.ndarray) -> None:
+        at = self._filled[metric]
+        self._values[metric][at:at + len(values)] = values  # numpy refuses past the capacity
+        self._filled[metric] = at + len(values)
 
     def rows(self, itl_values, itl_counts=None) -> pd.DataFrame:
         """The tidy rows (metric, stat, value, unit), with the inter-token gaps of the
@@ -315,6 +327,13 @@ class LatencySummary:
                 (self._values[metric][:self._filled[metric]], None)
             rows += [(metric, stat, float(x), "samples" if stat == "count" else "s")
                      for stat, x in describe(values, counts).items()]
+        if self._stall is not None:
+            stalled, spans = self._stall
+            rows += [("decode_stall", stat, float(x), "samples" if stat == "count" else "s")
+                     for stat, x in describe(self._values["decode_stall"]
+                                             [:self._filled["decode_stall"]]).items()]
+            rows.append(("decode_stall", "share", stalled / spans if spans > 0 else np.nan,
+                         "fraction"))
         return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 

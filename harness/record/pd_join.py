@@ -6,8 +6,8 @@ recorded").
 
 Joined: arrival, enqueue and first schedule (and so warm-up, queueing delay, dp_rank and
 prefix hits) are the prefill's; the first token is the decode's (when the KV reached it:
-what the user sees), the last token, output tokens, status and reason the decode's;
-preemptions and recomputed tokens the sum of both.
+what the user sees), the last token, decode stall, output tokens, status and reason the
+decode's; preemptions and recomputed tokens the sum of both.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class PDJoin:
         moving = np.isfinite(transfers["transfer_start_s"][ids])
         rows = {**{name: column[ids] for name, column in self._kept.items()},
                 "request_id": ids.astype(np.int64), "first_token_s": np.full(n, np.nan),
-                "last_token_s": np.full(n, np.nan), "output_tokens": np.zeros(n, np.int64),
+                "last_token_s": np.full(n, np.nan), "decode_stall_s": np.zeros(n),
+                "output_tokens": np.zeros(n, np.int64),
                 "status": np.full(n, UNFINISHED, np.uint8),
                 "reason": np.where(moving, "in KV transfer", "awaiting decode room")
                 .astype(object),

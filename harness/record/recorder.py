@@ -151,7 +151,7 @@ class Recorder:
             measured = ~s["warmup"]
             counts = self.prefix_hits.setdefault((role, index), [0, 0])
             counts[0] += int(s["prefix_hit_tokens"][measured].sum())
-            counts[1] += int(s["tokens_q"][measured & (s["phase"] == 1)].sum())
+            counts[1] += int(s["prefill_tokens_q"][measured].sum())
             for table in (s, b):
                 n = len(table["step"])
                 table["role"] = np.full(n, ROLE.code(role), np.int8)
@@ -191,6 +191,7 @@ class Recorder:
         never = np.full(n, np.nan)
         return dict(request_id=ids.astype(np.int64), enqueue_s=never,
                     first_scheduled_s=never, first_token_s=never, last_token_s=never,
+                    decode_stall_s=np.zeros(n),
                     first_scheduled_step=np.full(n, -1, np.int64),
                     output_tokens=np.zeros(n, np.int64), dp_rank=np.full(n, -1, np.int32),
                     preemptions=np.zeros(n, np.int32), recomputed_tokens=np.zeros(n, np.int64),

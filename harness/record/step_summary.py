@@ -51,9 +51,9 @@ class StepSummary:
     def add(self, steps: Mapping[str, np.ndarray]) -> None:
         """Columns of whole steps (a DataFrame or a mapping of arrays) in step order, the
         rows of one step adjacent, one per DP rank: step, dp_rank, warmup, the TIMINGS,
-        model_flops, t_start_s, t_end_s, phase (`prompt` / `decode`, or the recorder's codes,
-        1 for prompt), tokens_q, prefix_hit_tokens, kv_blocks_evicted and, where present,
-        the PARTS."""
+        model_flops, t_start_s, t_end_s, prefill_tokens_q (or, in a table from before it,
+        phase and tokens_q), prefix_hit_tokens, kv_blocks_evicted and, where present, the
+        PARTS."""
         step = np.asarray(steps["step"])
         if not len(step):
             return
@@ -77,9 +77,12 @@ class StepSummary:
             self._rank_s["slowest"].append(np.maximum.reduceat(rank_s, first))
             self._rank_s["mean"].append(np.add.reduceat(rank_s, first) / ranks)
         self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
-        phase = np.asarray(steps["phase"])
-        prompt = measured & (phase == (1 if phase.dtype.kind in "iu" else "prompt"))
-        self._prefill_tokens += int(np.asarray(steps["tokens_q"])[prompt].sum())
+        if "prefill_tokens_q" in steps:  # a mixed round's decode rows are no prefill
+            self._prefill_tokens += int(np.asarray(steps["prefill_tokens_q"])[measured].sum())
+        else:  # a steps table from before mixed batches: a prompt round's tokens
+            phase = np.asarray(steps["phase"])
+            prompt = measured & (phase == (1 if phase.dtype.kind in "iu" else "prompt"))
+            self._prefill_tokens += int(np.asarray(steps["tokens_q"])[prompt].sum())
         if "prefix_hit_tokens" not in steps:  # a steps table from before prefix caching
             self._hit_tokens = self._evicted = np.nan
             return

@@ -69,6 +69,9 @@ SUMMARY: Tuple[Metric, ...] = (
         ("itl", "inter-token latency"), ("e2e", "end-to-end latency"),
         ("queueing_delay", "first schedule - arrival"),
         ("schedule_fidelity", "enqueue - intended arrival"))),
+    Metric("decode_stall", {**distribution("", "s", "", "").units, "share": "fraction"},
+           "per request, the steps it sat out while decoding; their share of the requests' "
+           "first-to-last-token time", "Decode stall", RUN_CLOCK),
     distribution("enqueue_drift", "s", "the frontend's enqueue - arrival", FRONTEND, HOST),
     distribution("delivery_delay", "s", "a token's delivery - its commit", FRONTEND, HOST),
     Metric("frontend", {"cpu_share": "% of one core", "undelivered": "tokens"},
@@ -217,7 +220,8 @@ COMPARISON_HEADLINE = {
 }
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "attainment", "tflops_per_device",
-                        "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share"})
+                        "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share",
+                        "share"})
 COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")  # shown as whole numbers
 
 

@@ -13,6 +13,7 @@ from .column import CODES, TEXT, Column, Table
 I32, I64, F64, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 WORK = "metrics.md#work-per-step"
 PER_REQUEST = "metrics.md#per-request"
+DECODE_STALL = "metrics.md#decode-stall"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
 STEP_PARTS = "modeling.md#the-step"
@@ -56,6 +57,9 @@ STEPS = Table("steps", "engine step and DP rank of an instance",
     _col("tokens_q", I64, "tokens", "real tokens computed: the sum of the batch's seqlen_q"),
     _col("padded_tokens_q", I64, "tokens", "tokens run, padding included: the sum of "
          "padded_q"),
+    _col("prefill_tokens_q", I64, "tokens", "of tokens_q, the prefill rows' (`chunk` and "
+         "`final`): a prompt round's all, a decode round's none, a mixed round's its "
+         "chunks'"),
     _col("sum_seqlen_k", I64, "tokens", "keys visible to the batch: the sum of its seqlen_k"),
     _col("max_seqlen_k", I32, "tokens", "the longest row's seqlen_k"),
     _col("preempted", I32, "", "sequences the plan preempted"),
@@ -133,6 +137,9 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
          INPUTS),
     _col("last_token_s", F64, "s", "commit time of its last output token; NaN if none",
          INPUTS),
+    _col("decode_stall_s", F64, "s", "time between its first and last token in steps that "
+         "did not advance it while it decoded: the prompt rounds it sat out (with mixed "
+         "batches, steps it waited for budget); P/D: the decode instance's", DECODE_STALL),
     _col("prompt_len", I64, "tokens", "prompt tokens, from the trace"),
     _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
     _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",

@@ -89,6 +89,49 @@ TEST(kv_in_transfer_reserves_then_decodes) {
   EXPECT_THROWS(normal.add_sequence(0, 6, 3, 0.0, {}, 0, true), std::invalid_argument);
 }
 
+// docs/scheduling.md, "Mixed batches" (9.15): the worked example, and block-table rows
+// that a recycled plan holds for decode rows and chunks alike.
+TEST(mixed_batches_decode_rows_then_chunks_under_the_budget) {
+  SchedulerConfig cfg = baseline();
+  cfg.mixed_batches = true;
+  cfg.max_num_batched_tokens = 4;
+  Scheduler s(cfg, /*retain_finished=*/false);
+  s.add_sequence(0, 6, 3, 0.0);  // A
+  s.add_sequence(1, 5, 3, 0.0);  // B
+  struct Want {
+    Phase phase;
+    std::vector<int64_t> ids;
+    std::vector<int8_t> kind;
+    std::vector<int32_t> q, k;
+  };
+  const std::vector<Want> steps = {
+      {Phase::kPrompt, {0}, {kChunk}, {4}, {4}},
+      {Phase::kPrompt, {0, 1}, {kFinal, kChunk}, {2, 2}, {6, 2}},
+      {Phase::kPrompt, {0, 1}, {kDecode, kFinal}, {1, 3}, {7, 5}},
+      {Phase::kPrompt, {1, 0, 2}, {kDecode, kDecode, kChunk}, {1, 1, 2}, {6, 8, 2}},
+      {Phase::kPrompt, {1, 2}, {kDecode, kFinal}, {1, 1}, {7, 3}},
+      {Phase::kDecode, {2}, {kDecode}, {1}, {4}},
+  };
+  for (size_t step = 0; step < steps.size(); ++step) {
+    if (step == 2) s.add_sequence(2, 3, 2, 0.0);  // C
+    auto plan = s.schedule();
+    s.check_invariants();
+    const Batch& b = plan->batches[0];
+    const Want& w = steps[step];
+    EXPECT(plan->phase == w.phase && b.seq_ids == w.ids && b.kind == w.kind && b.seqlen_q == w.q &&
+           b.seqlen_k == w.k);
+    for (size_t j = 0; j < b.rows(); ++j) {
+      const Sequence& seq = s.at(b.seq_index[j]);
+      for (int32_t c = 0; c < b.table_width; ++c)
+        EXPECT(b.block_tables[j * b.table_width + c] ==
+               (c < static_cast<int32_t>(seq.blocks.size()) ? seq.blocks[c] : -1));
+    }
+    s.postprocess(*plan, nullptr);
+    s.check_invariants();
+  }
+  EXPECT(s.is_finished());
+}
+
 TEST(retained_sequences_stay_readable_after_they_finish) {
   Scheduler s(baseline());
   s.add_sequence(0, 6, 2, 0.0);
