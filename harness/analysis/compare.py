@@ -29,7 +29,7 @@ LABEL_KEYS = ("gil_mode", "device")
 MODELED_METRICS = frozenset({"requests", "window", "throughput", "goodput", "ttft", "tpot",
                              "itl", "e2e", "queueing_delay", "achieved", "mfu",
                              "prefix_cache", "step_rate", "per_device", "kv_transfer",
-                             "decode_wait"})
+                             "decode_wait", "decode_stall"})
 _POOL = re.compile(r"(?:prefill|decode)\d*_")
 # A change smaller than this prints as 0.0 % and its B/A as 1.000: it gets no verdict.
 NEGLIGIBLE = 0.0005

@@ -168,7 +168,7 @@ def uncatalogued(rows: Iterable[Tuple[str, str, str]]) -> list:
 HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejected"),
             ("throughput", "requests"), ("throughput", "output_tokens"), ("goodput", "requests"),
             ("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
-            ("e2e", "p50"),
+            ("e2e", "p50"), ("decode_stall", "share"),
             # a P/D run's: how the pools did
             ("per_device", "input_tokens_per_prefill_device"),
             ("per_device", "output_tokens_per_decode_device"), ("per_device", "total_tokens"),
@@ -210,12 +210,13 @@ GIL_PRIMARY = [("sched_call", "p50"), ("sched_call", "p99"), ("step_rate", "per_
 COMPARISON_HEADLINE = {
     "measured": [("throughput", "output_tokens"), ("ttft", "p50"), ("ttft", "p99"),
                  ("tpot", "p50"), ("tpot", "p99"), ("itl", "p50"), ("itl", "p99"),
-                 ("step_rate", "per_s"), ("sched_call", "p50"), ("sched_call", "p99")],
+                 ("decode_stall", "share"), ("step_rate", "per_s"), ("sched_call", "p50"),
+                 ("sched_call", "p99")],
     "modeled": [("throughput", "requests"), ("throughput", "output_tokens"),
                 ("goodput", "requests"), ("goodput", "attainment"), ("ttft", "p50"),
                 ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
-                ("e2e", "p50"), ("achieved", "tflops_per_device"), ("mfu", "model"),
-                ("dp_imbalance", "lost_share")],
+                ("e2e", "p50"), ("decode_stall", "share"), ("achieved", "tflops_per_device"),
+                ("mfu", "model"), ("dp_imbalance", "lost_share")],
     "gil": GIL_PRIMARY,
 }
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
