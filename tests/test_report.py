@@ -62,7 +62,11 @@ def test_one_run_gives_a_self_contained_page_summary_and_figures(one):
     assert page.count('<img ') == len(pngs) == page.count('src="data:image/png;base64,')
     assert not re.search(r'(src|href)="(?!data:|#)', page)  # nothing fetched, no link out
     titles = re.findall(r"<figure [^>]*><h3>(.*?)</h3>", page)
-    assert len(titles) == 9 and all('class="badge modeled">modeled' in t for t in titles)
+    assert len(titles) == 9  # the device figure is the host's CPU: the devices are modeled
+    assert all('class="badge modeled">modeled' in t for t in titles if "CPU" not in t)
+    assert [t for t in titles if 'class="badge host">host' in t] == [
+        'The harness host&#39;s CPU: the devices are modeled<span class="badge host">host'
+        '</span>']
     for name in ("latency_cdf", "itl", "load", "tokens_per_step", "step_time", "batch_shapes",
                  "compute", "device", "prompt_vs_ttft"):
         assert (one / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"

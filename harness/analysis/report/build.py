@@ -182,10 +182,14 @@ def _context(runs, arms, keys) -> dict:
     if ("device" in keys or "deployment" in keys) and len(arms) > 1:
         hardware = _hardware(arms, keys)
     names = {r.manifest["values"].get("name", r.name) for r in runs}
-    title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
     kinds = sorted({"modeled" if r.modeled else "measured" for r in runs})
-    subtitle = (f"{', '.join(sorted(names))}: {len(runs)} run{'s' * (len(runs) > 1)} in "
-                f"{len(arms)} arm{'s' * (len(arms) > 1)}; {' and '.join(kinds)}")
+    if len(runs) == 1:  # the workload's name, the run beneath
+        title = str(runs[0].manifest["values"].get("name", runs[0].name))
+        subtitle = f"run {runs[0].name}; {kinds[0]}"
+    else:
+        title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
+        subtitle = (f"{', '.join(sorted(names))}: {len(runs)} runs in "
+                    f"{len(arms)} arm{'s' * (len(arms) > 1)}; {' and '.join(kinds)}")
     notes = [f"{r.name}: {note}" for r in runs for note in r.run.notes]  # as `show` says
     incomplete = [r.name for r in runs if not r.complete]
     if incomplete:
