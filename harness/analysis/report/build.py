@@ -24,7 +24,8 @@ from ...errors import BadInput
 from ...io.atomic import WriteFailed
 from ..runs import POOLS, find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events
-from .figures import GIL_FIGURES, RUN_FIGURES
+from .capacity import search
+from .figures import GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
 from .hardware import profile
 from .run_data import RunData
 
@@ -62,7 +63,8 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
     with np.errstate(over="ignore", invalid="ignore"):
         context = _context(runs, arms, keys)
     files = [(f"figures/{f.name}.png", f.png)
-             for f in context["figures"] + (context["gil"] or {}).get("figures", [])]
+             for f in context["figures"] + (context["gil"] or {}).get("figures", [])
+             + (context["hardware"] or {}).get("figures", [])]
     files += [("index.html", page.html(context).encode()),
               ("summary.md", page.markdown(context).encode())]
     command = shlex.join(["steptrace", "report", *map(str, paths), "-o", str(out),
@@ -168,9 +170,17 @@ def _hardware(arms, keys) -> dict:
                 f"{pools[:1].upper()}{pools[1:]}, whose figures the run's manifest does not "
                 f"record: these are {run.run.pool_device()}'s.")]))
         out.append(arm)
-    return dict(table=table, arms=out,
+    searched = capacity_figure.draw(arms)
+    return dict(answer=headline.answer(arms, _capacity), table=table, arms=out,
+                figures=[searched] if searched is not None else [],
                 title="Hardware comparison" if "device" in keys else "Deployment comparison",
                 differ="device" if "device" in keys else "deployment")
+
+
+def _capacity(run) -> float:
+    """The rate at capacity of the search whose run at capacity `run` is; NaN otherwise."""
+    s = search(run)
+    return s.capacity if s is not None and s.at_capacity else float("nan")
 
 
 def _context(runs, arms, keys) -> dict:
@@ -201,7 +211,10 @@ def _context(runs, arms, keys) -> dict:
                 cards.append(dict(key=" ".join(key), value=headline.fmt(
                     headline.arm_median(arms[0], key)), unit=next(
                     r.summary[key][1] for r in runs if key in r.summary)))
+    table, host = headline.table(arms), None
+    if hardware:  # the devices' figures apart from the harness host's own
+        table, host = headline.split_host(table)
     return dict(title=title, subtitle=subtitle, notes=notes, arms=arms, differing=keys,
-                cards=cards, kinds=kinds, headline=headline.table(arms), gil=gil,
+                cards=cards, kinds=kinds, headline=table, host=host, gil=gil,
                 hardware=hardware, figures=figures,
                 compare=comparison.rows(arms) if len(arms) == 2 else None)
