@@ -58,6 +58,8 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
             raise BadInput(f"{run.run.path}: no step was recorded (the run stopped before "
                            f"its first step): nothing to report")
     arms, keys = arming.group(runs)
+    if "gil_mode" in keys:  # a GIL sweep's arms in the workload's order, released first
+        arms = arming.in_gil_order(arms)
     # A table may hold any double: a unit, a sum or a median past the largest is inf, which
     # a figure leaves out and a table shows as "–".
     with np.errstate(over="ignore", invalid="ignore"):
@@ -186,8 +188,14 @@ def _capacity(run) -> float:
 def _context(runs, arms, keys) -> dict:
     figures = [d for f in RUN_FIGURES if (d := f(arms)) is not None]
     gil = hardware = None
+    compare = comparison.rows(arms) if len(arms) == 2 else None
     if "gil_mode" in keys and len(arms) > 1:
-        gil = dict(table=headline.table(arms, headline.GIL),
+        verdict = comparison.verdict(arms)
+        medians = headline.table(arms, headline.GIL)
+        if verdict:  # each arm against the released one, not against the first
+            medians = headline.Table(medians.columns[:-1], [r[:-1] for r in medians.rows])
+            compare = None
+        gil = dict(table=medians, verdict=verdict,
                    figures=[d for f in GIL_FIGURES if (d := f(arms)) is not None])
     if ("device" in keys or "deployment" in keys) and len(arms) > 1:
         hardware = _hardware(arms, keys)
@@ -211,10 +219,11 @@ def _context(runs, arms, keys) -> dict:
                 cards.append(dict(key=" ".join(key), value=headline.fmt(
                     headline.arm_median(arms[0], key)), unit=next(
                     r.summary[key][1] for r in runs if key in r.summary)))
-    table, host = headline.table(arms), None
+    table, host = headline.table(arms, ratio="ratio to released" if gil and gil["verdict"]
+                                 else "ratio to first"), None
     if hardware:  # the devices' figures apart from the harness host's own
         table, host = headline.split_host(table)
     return dict(title=title, subtitle=subtitle, notes=notes, arms=arms, differing=keys,
                 cards=cards, kinds=kinds, headline=table, host=host, gil=gil,
                 hardware=hardware, figures=figures,
-                compare=comparison.rows(arms) if len(arms) == 2 else None)
+                compare=compare)

@@ -64,13 +64,14 @@ def arm_median(arm, key) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
-def table(arms, keys=None) -> Table:
+def table(arms, keys=None, ratio: str = "ratio to first") -> Table:
     """Per arm, each metric's median over the arm's runs (a run's value for one run); rows
-    no run has are left out, and a ratio column to the first arm with two or more arms."""
+    no run has are left out, and a ratio column to the first arm with two or more arms
+    (headed `ratio`)."""
     if keys is None:  # the runs' headline rows (a P/D run's pools' too), as show prints them
         present = {k for a in arms for r in a.runs for k in r.summary}
         keys = headline(present) + [k for k in EXTRA if k not in HEADLINE]
-    t = Table([arm.label for arm in arms] + (["ratio to first"] if len(arms) > 1 else []))
+    t = Table([arm.label for arm in arms] + ([ratio] if len(arms) > 1 else []))
     for key in keys:
         units = [r.summary[key][1] for a in arms for r in a.runs if key in r.summary]
         if not units:
