@@ -62,7 +62,11 @@ def test_one_run_gives_a_self_contained_page_summary_and_figures(one):
     assert page.count('<img ') == len(pngs) == page.count('src="data:image/png;base64,')
     assert not re.search(r'(src|href)="(?!data:|#)', page)  # nothing fetched, no link out
     titles = re.findall(r"<figure [^>]*><h3>(.*?)</h3>", page)
-    assert len(titles) == 9 and all('class="badge modeled">modeled' in t for t in titles)
+    assert len(titles) == 9  # the device figure is the host's CPU: the devices are modeled
+    assert all('class="badge modeled">modeled' in t for t in titles if "CPU" not in t)
+    assert [t for t in titles if 'class="badge host">host' in t] == [
+        'The harness host&#39;s CPU: the devices are modeled<span class="badge host">host'
+        '</span>']
     for name in ("latency_cdf", "itl", "load", "tokens_per_step", "step_time", "batch_shapes",
                  "compute", "device", "prompt_vs_ttft"):
         assert (one / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
@@ -74,15 +78,18 @@ def test_one_run_gives_a_self_contained_page_summary_and_figures(one):
 
 def test_a_gil_sweep_gets_the_gil_page_and_the_compare_table(runs, tmp_path, capsys):
     out = report(capsys, [runs["sweep"], "-o", tmp_path / "r"])
-    # in the order of the run folders' names: held first where both started in one second
-    assert out["runs"] == 2 and sorted(out["arms"]) == ["held", "released"]
+    # in the sweep's order of arms, released first (tests/test_report_gil.py)
+    assert out["runs"] == 2 and out["arms"] == ["released", "held"]
     page = (tmp_path / "r" / "index.html").read_text()
     assert 'id="gil"' in page and "figures/sched_cdf.png" in out["figures"]
     summary = (tmp_path / "r" / "summary.md").read_text()
-    assert "## {1} (B) against {0} (A)".format(*out["arms"]) in summary
+    # the verdict, each arm against released, in place of a comparison with the first arm
+    assert "### gil_mode=held (B) against gil_mode=released (A)" in summary
+    assert "## held (B) against" not in summary and "ratio to first" not in summary
+    assert "ratio to released" in summary
     assert "no interval: 1 run(s) in an arm, 3 needed" in summary
     # GIL arms: docs/gil.md's primary metrics lead; the rest in a collapsed section
-    compared = summary[summary.index("(B) against"):summary.index("## Scheduler latency")]
+    compared = summary[summary.index("(B) against"):summary.index("\nFigures: ")]
     headline, rest = compared.split("<details><summary>Every other metric (")
     assert "The headline metrics of gil runs:" in headline
     assert [r.split(" | ")[0] for r in headline.splitlines() if r.startswith("| ")] == \

@@ -68,3 +68,16 @@ def group(runs: Sequence[RunData]) -> Tuple[List[Arm], List[str]]:
 
 def _one_label(runs: Sequence[RunData]) -> str:
     return runs[0].name if len(runs) == 1 else runs[0].manifest["values"].get("name", "runs")
+
+
+def in_gil_order(arms: List[Arm]) -> List[Arm]:
+    """Arms that differ by GIL mode in a GIL sweep's order of arms (workload/arms.py: the
+    released arm first, as `steptrace gil` compares each arm against it), coloured in that
+    order; arms of one mode keep theirs."""
+    from ...workload.arms import ARMS
+
+    order = {mode: i for i, mode in enumerate(ARMS)}
+    out = sorted(arms, key=lambda a: order.get(a.settings.get("gil_mode", ""), len(order)))
+    for i, arm in enumerate(out):
+        arm.colour = PALETTE[i % len(PALETTE)]
+    return out

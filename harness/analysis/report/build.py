@@ -24,7 +24,8 @@ from ...errors import BadInput
 from ...io.atomic import WriteFailed
 from ..runs import POOLS, find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events
-from .figures import GIL_FIGURES, RUN_FIGURES
+from .capacity import search
+from .figures import GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
 from .hardware import profile
 from .run_data import RunData
 
@@ -57,12 +58,15 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
             raise BadInput(f"{run.run.path}: no step was recorded (the run stopped before "
                            f"its first step): nothing to report")
     arms, keys = arming.group(runs)
+    if "gil_mode" in keys:  # a GIL sweep's arms in the workload's order, released first
+        arms = arming.in_gil_order(arms)
     # A table may hold any double: a unit, a sum or a median past the largest is inf, which
     # a figure leaves out and a table shows as "–".
     with np.errstate(over="ignore", invalid="ignore"):
         context = _context(runs, arms, keys)
     files = [(f"figures/{f.name}.png", f.png)
-             for f in context["figures"] + (context["gil"] or {}).get("figures", [])]
+             for f in context["figures"] + (context["gil"] or {}).get("figures", [])
+             + (context["hardware"] or {}).get("figures", [])]
     files += [("index.html", page.html(context).encode()),
               ("summary.md", page.markdown(context).encode())]
     command = shlex.join(["steptrace", "report", *map(str, paths), "-o", str(out),
@@ -168,24 +172,42 @@ def _hardware(arms, keys) -> dict:
                 f"{pools[:1].upper()}{pools[1:]}, whose figures the run's manifest does not "
                 f"record: these are {run.run.pool_device()}'s.")]))
         out.append(arm)
-    return dict(table=table, arms=out,
+    searched = capacity_figure.draw(arms)
+    return dict(answer=headline.answer(arms, _capacity), table=table, arms=out,
+                figures=[searched] if searched is not None else [],
                 title="Hardware comparison" if "device" in keys else "Deployment comparison",
                 differ="device" if "device" in keys else "deployment")
+
+
+def _capacity(run) -> float:
+    """The rate at capacity of the search whose run at capacity `run` is; NaN otherwise."""
+    s = search(run)
+    return s.capacity if s is not None and s.at_capacity else float("nan")
 
 
 def _context(runs, arms, keys) -> dict:
     figures = [d for f in RUN_FIGURES if (d := f(arms)) is not None]
     gil = hardware = None
+    compare = comparison.rows(arms) if len(arms) == 2 else None
     if "gil_mode" in keys and len(arms) > 1:
-        gil = dict(table=headline.table(arms, headline.GIL),
+        verdict = comparison.verdict(arms)
+        medians = headline.table(arms, headline.GIL)
+        if verdict:  # each arm against the released one, not against the first
+            medians = headline.Table(medians.columns[:-1], [r[:-1] for r in medians.rows])
+            compare = None
+        gil = dict(table=medians, verdict=verdict,
                    figures=[d for f in GIL_FIGURES if (d := f(arms)) is not None])
     if ("device" in keys or "deployment" in keys) and len(arms) > 1:
         hardware = _hardware(arms, keys)
     names = {r.manifest["values"].get("name", r.name) for r in runs}
-    title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
     kinds = sorted({"modeled" if r.modeled else "measured" for r in runs})
-    subtitle = (f"{', '.join(sorted(names))}: {len(runs)} run{'s' * (len(runs) > 1)} in "
-                f"{len(arms)} arm{'s' * (len(arms) > 1)}; {' and '.join(kinds)}")
+    if len(runs) == 1:  # the workload's name, the run beneath
+        title = str(runs[0].manifest["values"].get("name", runs[0].name))
+        subtitle = f"run {runs[0].name}; {kinds[0]}"
+    else:
+        title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
+        subtitle = (f"{', '.join(sorted(names))}: {len(runs)} runs in "
+                    f"{len(arms)} arm{'s' * (len(arms) > 1)}; {' and '.join(kinds)}")
     notes = [f"{r.name}: {note}" for r in runs for note in r.run.notes]  # as `show` says
     incomplete = [r.name for r in runs if not r.complete]
     if incomplete:
@@ -197,7 +219,11 @@ def _context(runs, arms, keys) -> dict:
                 cards.append(dict(key=" ".join(key), value=headline.fmt(
                     headline.arm_median(arms[0], key)), unit=next(
                     r.summary[key][1] for r in runs if key in r.summary)))
+    table, host = headline.table(arms, ratio="ratio to released" if gil and gil["verdict"]
+                                 else "ratio to first"), None
+    if hardware:  # the devices' figures apart from the harness host's own
+        table, host = headline.split_host(table)
     return dict(title=title, subtitle=subtitle, notes=notes, arms=arms, differing=keys,
-                cards=cards, kinds=kinds, headline=headline.table(arms), gil=gil,
+                cards=cards, kinds=kinds, headline=table, host=host, gil=gil,
                 hardware=hardware, figures=figures,
-                compare=comparison.rows(arms) if len(arms) == 2 else None)
+                compare=compare)

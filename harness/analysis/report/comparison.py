@@ -5,6 +5,7 @@ headline metrics of the runs' kind apart from the others."""
 from __future__ import annotations
 
 import math
+from typing import List
 
 from ...errors import BadInput
 from ...record.busy_host import note
@@ -23,14 +24,45 @@ def rows(arms) -> dict:
         result = compare(a, b, include_incomplete=True)
     except BadInput as e:
         return dict(a=a.name, b=b.name, sections=[], flagged={}, error=str(e))
-    headline = [_row(m, b.name) for m in result.headline()]
-    others = [_row(m, b.name) for m in result.others()]
+    return _sections(result, a.name, b.name)
+
+
+def _sections(result, a: str, b: str) -> dict:
+    headline = [_row(m, b) for m in result.headline()]
+    others = [_row(m, b) for m in result.others()]
     sections = [dict(title=f"The headline metrics of {result.kind} runs", rows=headline,
                      collapsed=False),
                 dict(title=f"Every other metric ({len(others)})", rows=others,
                      collapsed=bool(headline))]
-    return dict(a=a.name, b=b.name, error="", sections=[s for s in sections if s["rows"]],
+    return dict(a=a, b=b, error="", sections=[s for s in sections if s["rows"]],
                 flagged={p: note(busy) for p, busy in result.busy_host.items()})
+
+
+def verdict(arms) -> list:
+    """`steptrace gil`'s verdict (harness/commands/gil.py): each arm against the released
+    one, over the complete runs, in the workload's order of arms (workload/arms.py), on
+    docs/gil.md's primary metrics (every other metric after them). Per arm, as `rows` gives
+    the comparison of two arms ({a, b, sections, flagged, error}); none unless the
+    complete runs hold the released arm and another."""
+    from ...workload.arms import ARMS
+    from ..compare import arms_by, compare
+
+    done = [r.run for arm in arms for r in arm.runs if r.complete]
+    modes = {r.labels["gil_mode"] for r in done}
+    if len(modes) < 2 or "released" not in modes:
+        return []
+    baseline, *others = arms_by(done, "gil_mode", "released")
+    order = {f"gil_mode={mode}": i for i, mode in enumerate(ARMS)}
+    out: List[dict] = []
+    for other in sorted(others, key=lambda a: order.get(a.name, len(order))):
+        try:
+            result = compare(baseline, other)
+        except BadInput as e:
+            out.append(dict(a=baseline.name, b=other.name, sections=[], flagged={},
+                            error=str(e)))
+            continue
+        out.append(_sections(result, result.arm_a, result.arm_b))
+    return out
 
 
 def _row(m, b: str) -> dict:

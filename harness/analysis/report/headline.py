@@ -9,7 +9,7 @@ from typing import List
 
 import numpy as np
 
-from ...schema.summary import HEADLINE, headline
+from ...schema.summary import HEADLINE, HOST, find, headline
 from .markdown import Markdown, escape
 
 # Also shown where a run has them: telemetry means and energy per token.
@@ -24,6 +24,13 @@ HARDWARE = [("throughput", "requests"), ("throughput", "output_tokens"),
 HARDWARE_PD = [("per_device", "input_tokens_per_prefill_device"),
                ("per_device", "output_tokens_per_decode_device"), ("kv_transfer", "p99"),
                ("decode_wait", "p99"), ("prefill_mfu", "model"), ("decode_mfu", "model")]
+# The hardware page's answer, after the capacity and output tokens per device at capacity:
+# how much of the load met the SLO, and the SLO's limits.
+ANSWER = [("goodput", "requests"), ("goodput", "attainment"), ("slo", "ttft"), ("slo", "tpot"),
+          ("slo", "e2e")]
+# The harness host's own figures (not a device's): what the catalogue says the host times,
+# and the host's CPU and memory.
+HOST_ROWS = ("host_cpu", "host_mem_used", "process_rss")
 GIL = [("sched_call", "p50"), ("sched_call", "p99"), ("sched_cpp", "p50"),
        ("sched_cpp", "p99"), ("throughput", "output_tokens"), ("ttft", "p99")]
 
@@ -57,13 +64,14 @@ def arm_median(arm, key) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
-def table(arms, keys=None) -> Table:
+def table(arms, keys=None, ratio: str = "ratio to first") -> Table:
     """Per arm, each metric's median over the arm's runs (a run's value for one run); rows
-    no run has are left out, and a ratio column to the first arm with two or more arms."""
+    no run has are left out, and a ratio column to the first arm with two or more arms
+    (headed `ratio`)."""
     if keys is None:  # the runs' headline rows (a P/D run's pools' too), as show prints them
         present = {k for a in arms for r in a.runs for k in r.summary}
         keys = headline(present) + [k for k in EXTRA if k not in HEADLINE]
-    t = Table([arm.label for arm in arms] + (["ratio to first"] if len(arms) > 1 else []))
+    t = Table([arm.label for arm in arms] + ([ratio] if len(arms) > 1 else []))
     for key in keys:
         units = [r.summary[key][1] for a in arms for r in a.runs if key in r.summary]
         if not units:
@@ -74,6 +82,34 @@ def table(arms, keys=None) -> Table:
             base = medians[0]
             cells.append(" / ".join(fmt(m / base) if base else "–" for m in medians[1:]))
         t.rows.append([f"{key[0]} {key[1]}", units[0], *cells])
+    return t
+
+
+def host_row(row: List[str]) -> bool:
+    """Whether a table row ("metric stat") is the harness host's own figure: its timings of
+    itself (sched_call, step, harness, frontend, ...) or its CPU and memory."""
+    metric = row[0].split(" ")[0]
+    m = find(metric)
+    return metric in HOST_ROWS or (m is not None and m.clock == HOST)
+
+
+def split_host(t: Table) -> tuple:
+    """(the table without the host's rows, a table of the host's rows alone)."""
+    return (Table(t.columns, [r for r in t.rows if not host_row(r)]),
+            Table(t.columns, [r for r in t.rows if host_row(r)]))
+
+
+def answer(arms, capacity) -> Table:
+    """The hardware page's headline: per arm, the capacity (req/s, where the arm's runs are
+    capacity searches' runs at capacity; `capacity(run)` its rate or NaN), output tokens per
+    second per device (at capacity where so), goodput and attainment, the SLO's limits, and
+    the ratio to the first arm."""
+    t = table(arms, ANSWER)
+    rows = [_row(arms, "output tokens per device", "tok/s",
+                 lambda run: run.stat("throughput", "output_tokens") / run.devices)]
+    if any(math.isfinite(capacity(r)) for a in arms for r in a.runs):
+        rows.insert(0, _row(arms, "capacity", "req/s", capacity))
+    t.rows[:0] = rows
     return t
 
 

@@ -38,6 +38,7 @@ class Drawn:
     title: str
     caption: str   # what the figure shows and what it is built from
     png: bytes
+    badge: str = ""  # what times the figure where not the runs' kinds ("host")
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 7.2, height: float = 3.2, **kw):
@@ -50,22 +51,45 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 7.2, height: float = 3
     return fig, axes
 
 
-def done(fig, name: str, title: str, caption: str, decades=()) -> Drawn:
+def done(fig, name: str, title: str, caption: str, decades=(), badge: str = "") -> Drawn:
     """The figure as a PNG. `decades`: log axes that may span many decades, ticked at
-    powers of ten only (1, 2 and 5 per decade crowd their labels)."""
+    powers of ten only (1, 2 and 5 per decade crowd their labels); any other log axis is
+    too where its labels at 1, 2 and 5 would not fit its length (`crowded`)."""
     for ax in fig.axes:  # log axes labelled 1000, not 10^3, no minor ticks: each tick and
         # its mathtext label cost more than the data
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_scale() == "log":
-                subs = (1.0,) if any(axis is a for a in decades) else (1.0, 2.0, 5.0)
-                axis.set_major_locator(ticker.LogLocator(subs=subs, numticks=7))
+                subs = (1.0,) if any(axis is a for a in decades) or crowded(fig, ax, axis) \
+                    else (1.0, 2.0, 5.0)
+                axis.set_major_locator(ticker.LogLocator(subs=subs, numticks=min(
+                    7, max(2, int(_length(fig, ax, axis) / LABEL_ROOM[axis.axis_name])))))
             if axis.get_scale() in ("log", "symlog"):
                 axis.set_major_formatter(ticker.FuncFormatter(_plain))
                 axis.set_minor_locator(ticker.NullLocator())
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
-    return Drawn(name, title, caption, buf.getvalue())
+    return Drawn(name, title, caption, buf.getvalue(), badge)
+
+
+# The room a tick label takes along its axis, in inches, at STYLE's font: "10,000" across,
+# one line of text up.
+LABEL_ROOM = {"x": 0.6, "y": 0.25}
+
+
+def crowded(fig, ax, axis) -> bool:
+    """Whether a log axis's labels at 1, 2 and 5 per decade need more room than its
+    length: three a decade of its view, each LABEL_ROOM apart."""
+    low, high = sorted(axis.get_view_interval())
+    if not (0 < low < high and np.isfinite(high)):
+        return False
+    return 3 * np.log10(high / low) + 1 > _length(fig, ax, axis) / LABEL_ROOM[axis.axis_name]
+
+
+def _length(fig, ax, axis) -> float:
+    """The axis's length in inches."""
+    width, height = fig.get_size_inches() * ax.get_position().size
+    return float(width if axis is ax.xaxis else height)
 
 
 def drawable(values) -> np.ndarray:

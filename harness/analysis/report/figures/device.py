@@ -19,10 +19,12 @@ NAMES = ["t_s", "device", "util_pct", "mem_used_bytes", "power_w", "process_cpu_
 
 
 def _series(run):
-    """{panel: [(label, t, values)]} of the run's device table, devices apart."""
+    """{panel: [(label, t, values)]} of the run's device table, devices apart. A modeled
+    run's devices are the step model's: its table's readings are the host's (its CPU),
+    never the modeled devices'."""
     c = run.columns("device", NAMES)
     out: Dict[str, list] = {}
-    for dev in np.unique(c["device"]):
+    for dev in [] if run.modeled else np.unique(c["device"]):
         rows = c["device"] == dev
         for name, _, scale in PANELS[:3]:
             v = c[name][rows].astype(np.float64)
@@ -44,6 +46,7 @@ def draw(arms):
     shown = [p for p in PANELS if any(p[0] in s for _, _, s in runs)]
     if not shown:
         return None
+    measured = any(not run.modeled for arm in arms for run in arm.runs if run.has("device"))
     fig, axes = figure(ncols=len(shown), width=min(3.6 * len(shown) + 0.5, 12.0), height=2.9)
     styles = ("-", "--", ":", "-.")
     for ax, (name, title, _) in zip(axes[0], shown):
@@ -54,10 +57,20 @@ def draw(arms):
                 ax.plot(drawable(tb), drawable(vb["v"]), styles[j % len(styles)], alpha=0.85,
                         color=f"C{j}" if one else arm.colour,
                         label=label if one else (f"{label}, {arm.label}" if i == 0 else None))
-        ax.set(title=title, xlabel="time (s)")
+        ax.set(title=title if measured else "the harness host's CPU (%)",
+               xlabel="time (s)" if measured else "host wall-clock time (s)")
         ax.set_ylim(bottom=0)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best")
+    if not measured:
+        return done(fig, "device", "The harness host's CPU: the devices are modeled",
+                    "The devices are modeled (the step model on the virtual clock): there is "
+                    "no utilisation, memory or power of theirs to read. This is the CPU of the "
+                    "host that ran the harness, from the device table (docs/telemetry.md), on "
+                    "the host's wall clock, not the virtual clock. Averaged into at most 1,500 "
+                    "time bins.", badge="host")
     return done(fig, "device", "Device utilisation, memory, power and CPU",
                 "The device table's readings (docs/telemetry.md); a panel appears only where "
-                "a source reported the value. Averaged into at most 1,500 time bins.")
+                "a source reported the value" + ("; a modeled run's only the host's CPU" if any(
+                    run.modeled for arm in arms for run in arm.runs) else "")
+                + ". Averaged into at most 1,500 time bins.")

@@ -7,7 +7,7 @@ import numpy as np
 
 from ....schema.values import COMPLETED
 from ..timeline import cdf_points
-from .canvas import done, drawable, figure, legend_once, nothing, positive, run_label
+from .canvas import DRAWABLE, done, drawable, figure, legend_once, nothing, positive, run_label
 
 
 def _completed(run, name):
@@ -16,8 +16,16 @@ def _completed(run, name):
     return c[name][keep]
 
 
+def slo_limits(arms, name: str) -> list:
+    """The distinct SLO limits (s) on `name` ("ttft", "tpot") that the runs were held to, as
+    their summaries record them (`slo ttft`); none where no run gives one."""
+    limits = {run.stat("slo", name) for arm in arms for run in arm.runs}
+    return sorted(v for v in limits if np.isfinite(v) and 0 < v <= DRAWABLE)
+
+
 def ttft_tpot(arms):
     fig, axes = figure(ncols=2)
+    slo = False
     for ax, (name, title) in zip(axes[0], (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))):
         completed = drawn = False
         for arm in arms:
@@ -34,11 +42,19 @@ def ttft_tpot(arms):
             ax.set_xscale("log")
         else:  # a run stopped before any request completed, or every one was rejected
             nothing(ax, f"no {title} above 0 to draw" if completed else "no completed request")
-        legend_once(ax, arms)
+        limits = [ax.axvline(limit * 1e3, color="#b4531f", ls="--", lw=1.2,
+                             label=f"SLO {title} {limit * 1e3:,.4g} ms")
+                  for limit in (slo_limits(arms, name[:-2]) if drawn else [])]  # `slo`
+        slo = slo or bool(limits)
+        if len(arms) > 1:
+            ax.legend(loc="best")
+        elif limits:  # one arm: its lines need no key, the limits do
+            ax.legend(handles=limits, loc="best")
     return done(fig, "latency_cdf", "Time to first token and time per output token",
                 "Empirical CDFs over every completed request (finished or handed off); one "
                 "line per run. Warm-up requests are included here and left out of the "
-                "summary's percentiles.")
+                "summary's percentiles." + (" The dashed vertical lines are the workload's "
+                                            "SLO limits (`slo`)." if slo else ""))
 
 
 def itl(arms):
@@ -52,8 +68,8 @@ def itl(arms):
             x = drawable(np.array([run.stat("itl", s) for s in stats]) * 1e3)
             keep = positive(x)
             if keep.any():
-                ax.plot(x[keep], np.array(where)[keep], "o-", color=arm.colour,
-                        label=run_label(arm, i))
+                ax.plot(x[keep], np.array(where)[keep], "o", ls="none", color=arm.colour,
+                        label=run_label(arm, i))  # six percentiles: points, not a curve
                 drawn = True
     if not drawn:
         return None

@@ -1,0 +1,193 @@
+"""What the report's figures draw, read off the matplotlib figures themselves: no two tick
+labels of a figure overlap (their extents as the figure's renderer lays them out), the SLO
+limits on the latency CDFs, the ITL percentiles as points, a modeled run's device figure as
+the host's CPU; and a single run's page titled by its workload."""
+
+import re
+import shutil
+from contextlib import contextmanager
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from harness.analysis.report.figures import canvas
+from harness.commands import main
+from tests.helpers import modeled_runs
+
+pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+
+
+@contextmanager
+def drawn_figures():
+    """{figure name: the matplotlib figure} of every figure drawn inside, kept open: `done`
+    closes each after its PNG, then names it."""
+    figures, closed, real = {}, [], canvas.Drawn
+
+    def named(name, *args, **kw):
+        figures[name] = closed.pop()
+        return real(name, *args, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(canvas.plt, "close", closed.append)
+        mp.setattr(canvas, "Drawn", named)
+        yield figures
+
+
+def _with_device_table(run, root):
+    """A copy of a modeled run with a device table: a GPU's readings and the host's CPU."""
+    import pandas as pd
+
+    from harness.record.table_sink import write_table
+    from harness.schema import TABLES
+
+    root.mkdir()
+    copy = root / run.name
+    shutil.copytree(run, copy)
+    t = np.arange(20) * 0.1
+    device = pd.DataFrame({c: np.full(40, np.nan) for c in TABLES["device"].names})
+    device["t_s"], device["source"] = np.r_[t, t], ["nvml"] * 20 + ["cpu"] * 20
+    device["device"] = [0] * 20 + [-1] * 20
+    device.loc[:19, "util_pct"], device.loc[:19, "power_w"] = 80.0, 600.0
+    device.loc[20:, "host_cpu_pct"] = 50.0
+    write_table(device, copy, "device", "parquet",
+                dict(run_id=copy.name, gil_mode="released", overlap=False))
+    return copy
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """{report: (its folder, {figure name: figure})}: one run with an SLO and a device
+    table; two devices; a GIL sweep."""
+    root = tmp_path_factory.mktemp("figures")
+    slo = "slo={ttft: 0.05, tpot: 0.02}"
+    released, held = modeled_runs(root / "gil", "gil=both", slo)
+    (b200,) = modeled_runs(root / "b200", "device=modeled:B200", slo)
+    one = _with_device_table(released, root / "onerun")
+    out = {}
+    for name, runs in (("one", [one]), ("devices", [released, b200]),
+                       ("gil_report", [root / "gil"])):
+        with drawn_figures() as figures:
+            assert main(["report", *map(str, runs), "-o", str(root / name)]) == 0
+        out[name] = (root / name, figures)
+    yield out
+    plt.close("all")
+
+
+def _tick_labels(fig):
+    """Every tick label the figure draws (in its axes' views, visible, with text)."""
+    out = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for tick in axis._update_ticks():  # the ticks in view, their labels as drawn
+                out += [label for label in (tick.label1, tick.label2)
+                        if label.get_visible() and label.get_text()]
+    return out
+
+
+def test_no_two_tick_labels_of_any_figure_overlap(reports):
+    overlaps = []
+    for report, (_, figures) in reports.items():
+        assert len(figures) >= 8, (report, sorted(figures))
+        for name, fig in figures.items():
+            renderer = fig.canvas.get_renderer()
+            labels = _tick_labels(fig)
+            boxes = [label.get_window_extent(renderer) for label in labels]
+            overlaps += [(report, name, labels[i].get_text(), labels[j].get_text())
+                         for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+                         if boxes[i].overlaps(boxes[j])]
+    assert not overlaps
+
+
+def test_slo_limits_are_drawn_on_the_latency_cdfs(reports):
+    _, figures = reports["one"]
+    ttft, tpot = figures["latency_cdf"].axes[:2]
+    for ax, limit, label in ((ttft, 50.0, "SLO TTFT 50 ms"), (tpot, 20.0, "SLO TPOT 20 ms")):
+        (line,) = [ln for ln in ax.lines if ln.get_label() == label]
+        assert list(line.get_xdata()) == [limit, limit]  # vertical, at the limit in ms
+        assert label in [t.get_text() for t in ax.get_legend().get_texts()]
+    page = (reports["one"][0] / "index.html").read_text()
+    assert "The dashed vertical lines are the workload&#39;s SLO limits" in page
+
+
+def test_a_run_without_an_slo_has_no_slo_line(reports):
+    from harness.analysis.report.figures.latency import slo_limits
+
+    class Run:
+        def stat(self, metric, stat):
+            return float("nan")
+
+    class Arm:
+        runs = [Run()]
+
+    assert slo_limits([Arm()], "ttft") == []
+
+
+def test_the_itl_percentiles_are_points_not_a_line(reports):
+    _, figures = reports["devices"]
+    lines = figures["itl"].axes[0].lines
+    assert lines and all(ln.get_linestyle() == "None" and ln.get_marker() == "o"
+                         for ln in lines)
+
+
+def test_a_modeled_runs_device_figure_is_the_hosts_cpu(reports):
+    folder, figures = reports["one"]
+    (ax,) = figures["device"].axes  # the CPU alone: the GPU's readings are not the model's
+    assert ax.get_title() == "the harness host's CPU (%)"
+    assert ax.get_xlabel() == "host wall-clock time (s)"
+    page = (folder / "index.html").read_text()
+    title = re.search(r'<figure id="fig-device"><h3>(.*?)</h3>', page).group(1)
+    assert title == ("The harness host&#39;s CPU: the devices are modeled"
+                     '<span class="badge host">host</span>')
+
+
+def test_a_single_run_is_titled_by_its_workload_the_run_beneath(reports):
+    folder, _ = reports["one"]
+    page = (folder / "index.html").read_text()
+    run = next(p for p in (folder.parent / "onerun").iterdir() if (p / "manifest.json").exists())
+    assert "<h1>small</h1>" in page
+    assert f'<div class="sub">run {run.name}; modeled</div>' in page
+    assert (folder / "summary.md").read_text().startswith(f"# small\n\nrun {run.name}")
+
+
+class _Wide:
+    """A run whose latencies and batch shapes span many decades (an hour's TTFTs from 1 ms
+    to minutes, prompts of 1 to 128k tokens): the tick labels' worst case."""
+
+    modeled, disaggregated, name = True, False, "wide"
+
+    def __init__(self, seed):
+        rng = np.random.default_rng(seed)
+        n = 5000
+        self.data = {"ttft_s": 10 ** rng.uniform(-3, 2.3, n), "tpot_s": 10 ** rng.uniform(
+            -3.5, 0.5, n), "status": np.array(["finished"] * n),
+            "seqlen_q": 2 ** rng.integers(0, 17, n), "seqlen_k": 2 ** rng.integers(0, 17, n)}
+
+    def columns(self, table, names):
+        return {n: self.data[n] for n in names}
+
+    def stat(self, metric, stat):
+        itl = dict(min=1e-4, p50=0.02, p90=0.05, p95=0.2, p99=3.0, max=120.0)
+        return itl[stat] if metric == "itl" else {"ttft": 2.0, "tpot": 0.05}.get(
+            stat, float("nan")) if metric == "slo" else float("nan")
+
+
+@pytest.mark.parametrize("arms", [1, 3])
+def test_no_tick_labels_overlap_where_the_data_span_many_decades(arms):
+    from harness.analysis.report.arms import PALETTE, Arm
+    from harness.analysis.report.figures import latency, shapes
+
+    grouped = [Arm(f"arm {i}", PALETTE[i], [_Wide(i)], {}) for i in range(arms)]
+    with drawn_figures() as figures:
+        for draw in (latency.ttft_tpot, latency.itl, shapes.heatmap):
+            assert draw(grouped) is not None
+    overlaps = []
+    for name, fig in figures.items():
+        renderer = fig.canvas.get_renderer()
+        labels = _tick_labels(fig)
+        boxes = [label.get_window_extent(renderer) for label in labels]
+        overlaps += [(name, labels[i].get_text(), labels[j].get_text())
+                     for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+                     if boxes[i].overlaps(boxes[j])]
+    plt.close("all")
+    assert not overlaps
