@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.record.pd_join import PDJoin, Transfers
+from harness.record.pd_join import PDJoin
 from harness.sweeps.sweep import run_workload
 from harness.workload import WorkloadError, load_workload
 
@@ -172,13 +172,12 @@ def step_log_rows(ids, status, stall):
 def test_a_joined_row_takes_the_decode_instances_decode_stall():
     """harness/record/pd_join.py: request 0 handed off (the prefill side's stall, made up
     here, is not the joined row's), request 1 handed off and stranded between the pools."""
-    join, transfers = PDJoin(2), Transfers(2)
-    (prefill_only,) = join.rows([("prefill", step_log_rows([0, 1], [0, 0], [5.0, 5.0]))],
-                                transfers)
+    join = PDJoin(2)
+    (prefill_only,) = join.rows([("prefill", step_log_rows([0, 1], [0, 0], [5.0, 5.0]))])
     assert len(prefill_only["request_id"]) == 0
-    (joined,) = join.rows([("decode", step_log_rows([0], [0], [0.25]))], transfers)
+    (joined,) = join.rows([("decode", step_log_rows([0], [0], [0.25]))])
     assert joined["decode_stall_s"].tolist() == [0.25]
-    assert join.stranded(transfers)["decode_stall_s"].tolist() == [0.0]
+    assert join.stranded()["decode_stall_s"].tolist() == [0.0]
 
 
 @pytest.mark.parametrize("deployment, key, message", [
