@@ -148,16 +148,22 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
 def modeled_runs(root, *overrides):
     """Run MODELED into `root` with the given --set overrides; the run folders, in the
     order written (a sweep's arms in its seeded order: released, then held, for gil=both)."""
+    return _runs(MODELED, "small", root, overrides)
+
+
+def _runs(text: str, name: str, root, overrides):
+    """`steptrace run` of the workload `text` named `name` into `root`; its run folders,
+    in the order written (not a sweep's gil table folder)."""
     from harness.commands import main
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    workload = root / "w.yaml"
-    workload.write_text(MODELED + f"output: {root / 'results'}\nname: small\n")
+    workload = root / f"{name}.yaml"
+    workload.write_text(text + f"output: {root / 'results'}\nname: {name}\n")
     argv = ["run", str(workload)] + [a for o in overrides for a in ("--set", o)]
     assert main(argv) == 0
-    runs = (p for p in (root / "results" / "small").iterdir() if (p / "manifest.json").is_file())
-    return sorted(runs, key=lambda p: p.stat().st_mtime)  # not a sweep's gil table folder
+    runs = (p for p in (root / "results" / name).iterdir() if (p / "manifest.json").is_file())
+    return sorted(runs, key=lambda p: p.stat().st_mtime)
 
 
 @contextmanager
@@ -224,13 +230,28 @@ telemetry: {enabled: false}
 def pd_runs(root, *overrides):
     """Run PD into `root` with the given --set overrides (name `pd`); the run folders, in
     the order written."""
-    from harness.commands import main
+    return _runs(PD, "pd", root, overrides)
 
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    workload = root / "pd.yaml"
-    workload.write_text(PD + f"output: {root / 'results'}\nname: pd\n")
-    argv = ["run", str(workload)] + [a for o in overrides for a in ("--set", o)]
-    assert main(argv) == 0
-    runs = (p for p in (root / "results" / "pd").iterdir() if (p / "manifest.json").is_file())
-    return sorted(runs, key=lambda p: p.stat().st_mtime)
+
+def with_device_table(run, root):
+    """A copy of a modeled run with a device table: a GPU's readings and the host's CPU."""
+    import shutil
+
+    import numpy as np
+    import pandas as pd
+
+    from harness.record.table_sink import write_table
+    from harness.schema import TABLES
+
+    root.mkdir()
+    copy = root / run.name
+    shutil.copytree(run, copy)
+    t = np.arange(20) * 0.1
+    device = pd.DataFrame({c: np.full(40, np.nan) for c in TABLES["device"].names})
+    device["t_s"], device["source"] = np.r_[t, t], ["nvml"] * 20 + ["cpu"] * 20
+    device["device"] = [0] * 20 + [-1] * 20
+    device.loc[:19, "util_pct"], device.loc[:19, "power_w"] = 80.0, 600.0
+    device.loc[20:, "host_cpu_pct"] = 50.0
+    write_table(device, copy, "device", "parquet",
+                dict(run_id=copy.name, gil_mode="released", overlap=False))
+    return copy

@@ -10,7 +10,7 @@ import pytest
 
 from harness.analysis.report.timeline import BINS, binned, cdf_points
 from harness.commands import main
-from tests.helpers import modeled_runs, pd_runs
+from tests.helpers import modeled_runs, pd_runs, with_device_table
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
@@ -27,24 +27,8 @@ def runs(tmp_path_factory):
 def one(runs, tmp_path_factory):
     """The report of one run whose device table has readings (a modeled run this short
     has none: the sampler's first reading comes after its end)."""
-    import shutil
-
-    import pandas as pd
-
-    from harness.record.table_sink import write_table
-    from harness.schema import TABLES
-
     root = tmp_path_factory.mktemp("one")
-    run = root / "run"
-    shutil.copytree(runs["released"], run)
-    t = np.arange(20) * 0.1
-    device = pd.DataFrame({c: np.full(40, np.nan) for c in TABLES["device"].names})
-    device["t_s"], device["source"] = np.r_[t, t], ["nvml"] * 20 + ["cpu"] * 20
-    device["device"] = [0] * 20 + [-1] * 20
-    device.loc[:19, "util_pct"], device.loc[:19, "power_w"] = 80.0, 600.0
-    device.loc[20:, "host_cpu_pct"] = 50.0
-    write_table(device, run, "device", "parquet",
-                dict(run_id=run.name, gil_mode="released", overlap=False))
+    run = with_device_table(runs["released"], root / "copies")
     assert main(["report", str(run), "-o", str(root / "r"), "--json"]) == 0
     return root / "r"
 

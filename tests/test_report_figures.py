@@ -4,7 +4,6 @@ limits on the latency CDFs, the ITL percentiles as points, a modeled run's devic
 the host's CPU; and a single run's page titled by its workload."""
 
 import re
-import shutil
 from contextlib import contextmanager
 
 import matplotlib.pyplot as plt
@@ -13,7 +12,7 @@ import pytest
 
 from harness.analysis.report.figures import canvas
 from harness.commands import main
-from tests.helpers import modeled_runs
+from tests.helpers import modeled_runs, with_device_table
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
@@ -34,27 +33,6 @@ def drawn_figures():
         yield figures
 
 
-def _with_device_table(run, root):
-    """A copy of a modeled run with a device table: a GPU's readings and the host's CPU."""
-    import pandas as pd
-
-    from harness.record.table_sink import write_table
-    from harness.schema import TABLES
-
-    root.mkdir()
-    copy = root / run.name
-    shutil.copytree(run, copy)
-    t = np.arange(20) * 0.1
-    device = pd.DataFrame({c: np.full(40, np.nan) for c in TABLES["device"].names})
-    device["t_s"], device["source"] = np.r_[t, t], ["nvml"] * 20 + ["cpu"] * 20
-    device["device"] = [0] * 20 + [-1] * 20
-    device.loc[:19, "util_pct"], device.loc[:19, "power_w"] = 80.0, 600.0
-    device.loc[20:, "host_cpu_pct"] = 50.0
-    write_table(device, copy, "device", "parquet",
-                dict(run_id=copy.name, gil_mode="released", overlap=False))
-    return copy
-
-
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """{report: (its folder, {figure name: figure})}: one run with an SLO and a device
@@ -63,7 +41,7 @@ def reports(tmp_path_factory):
     slo = "slo={ttft: 0.05, tpot: 0.02}"
     released, held = modeled_runs(root / "gil", "gil=both", slo)
     (b200,) = modeled_runs(root / "b200", "device=modeled:B200", slo)
-    one = _with_device_table(released, root / "onerun")
+    one = with_device_table(released, root / "onerun")
     out = {}
     for name, runs in (("one", [one]), ("devices", [released, b200]),
                        ("gil_report", [root / "gil"])):

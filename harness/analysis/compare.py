@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..schema.summary import COMPARISON_HEADLINE, TEXT_STATS
+from ..schema.values import GIL_ARMS
 from . import interval
 from .runs import Run
 
@@ -180,6 +181,19 @@ def arms_by(runs: Sequence[Run], key: str, baseline: Optional[str] = None) -> Li
                        f"values: {', '.join(groups)})")
     order = [first] + [v for v in groups if v != first]
     return [Arm(f"{key}={v}", tuple(groups[v])) for v in order]
+
+
+def gil_arms(runs: Sequence[Run]) -> List[Arm]:
+    """A GIL sweep's arms for its verdict (docs/gil.md): the released arm, then every other
+    in a sweep's order of arms, over the complete runs; none unless they hold the released
+    arm and another."""
+    done = [r for r in runs if r.complete]
+    modes = {r.labels["gil_mode"] for r in done}
+    if len(modes) < 2 or "released" not in modes:
+        return []
+    baseline, *others = arms_by(done, "gil_mode", "released")
+    order = {f"gil_mode={mode}": i for i, mode in enumerate(GIL_ARMS)}
+    return [baseline] + sorted(others, key=lambda a: order.get(a.name, len(order)))
 
 
 def compare(a: Arm, b: Arm, *, allow_different: bool = False,

@@ -31,7 +31,7 @@ def main(args) -> int:
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
         runs = run.sweep(workload, stop)
         results = [run_folder.read(run_dir) for run_dir in runs]
-        verdict = _verdict(runs, workload.arms)
+        verdict = _verdict(runs)
         planned = len(gil_protocol.planned(workload))
         if args.json:
             print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
@@ -46,19 +46,14 @@ def main(args) -> int:
     return stop.exit_code
 
 
-def _verdict(runs, arms):
-    """Each arm against the released one, in the workload's order of `arms`, over the
-    complete runs; none unless two arms hold one."""
-    from ..analysis.compare import arms_by, compare as compared
+def _verdict(runs):
+    """Each arm against the released one, in a sweep's order of arms, over the complete
+    runs; none unless they hold the released arm and another."""
+    from ..analysis.compare import compare as compared, gil_arms
     from ..analysis.runs import read_run
 
-    done = [r for r in map(read_run, runs) if r.complete]
-    if len({r.manifest["gil_mode"] for r in done}) < 2 or \
-            BASELINE not in {r.manifest["gil_mode"] for r in done}:
-        return []
-    baseline, *others = arms_by(done, "gil_mode", BASELINE)
-    order = {f"gil_mode={arm}": i for i, arm in enumerate(arms)}
-    return [compared(baseline, other) for other in sorted(others, key=lambda a: order[a.name])]
+    found = gil_arms([read_run(r) for r in runs])
+    return [compared(found[0], other) for other in found[1:]]
 
 
 def _print_runs(results) -> None:

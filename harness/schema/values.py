@@ -10,5 +10,11 @@ KIND_NAMES = BATCHES.column("kind").names_by_code()  # indexed by engine.plan's 
 STATUSES = REQUESTS.column("status").value_names
 COMPLETED = ("finished", "handed_off")  # the engine did all it was asked: latency counts
 SLO_METRICS = ("ttft", "tpot", "e2e")
+# a GIL sweep's arms (the gil_mode label), in the order a sweep names and compares them:
+# each against the released arm (harness/workload/arms.py, docs/gil.md)
+GIL_ARMS = ("released", "held", "released_aa", "postprocess_released")
+# a capacity search's default target: DistServe's, the highest rate that keeps 90 % of
+# requests within the SLO (harness/sweeps/capacity.py)
+DEFAULT_ATTAINMENT = 0.9
 # the requests table's columns a frontend thread fills (NaN without one)
 FRONTEND_COLUMNS = ("enqueue_drift_s", "delivery_delay_p50_s", "delivery_delay_max_s")

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..schema import TABLES
 from ..schema.summary import CAPACITY_ROWS
+from ..schema.values import DEFAULT_ATTAINMENT
 from ..workload import Workload, WorkloadError, load_workload
 from ..workload.schema import executor_spec
 from .capacity_search import (
@@ -37,7 +38,6 @@ from .capacity_search import (
 )
 from .gil_protocol import planned
 
-DEFAULT_ATTAINMENT = 0.9  # DistServe's: the highest rate that keeps 90 % of requests good
 DEFAULT_RESOLUTION = 0.05  # the answer's bracket: high / low <= 1.05
 GENERATED_RATE = "trace.generate.rate"
 GENERATED_REQUESTS = "trace.generate.requests"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..schema.values import GIL_ARMS
+
 
 class Arm(NamedTuple):
     schedule_released: bool  # schedule() releases the GIL
     postprocess_released: bool  # postprocess()'s C++ part releases it
 
 
-ARMS = {"released": Arm(True, False), "held": Arm(False, False),
-        "released_aa": Arm(True, False),  # the released arm again: the A/A noise floor
-        "postprocess_released": Arm(True, True)}
+ARMS = dict(zip(GIL_ARMS, (Arm(True, False), Arm(False, False),
+                          Arm(True, False),  # released_aa: the released arm again, the A/A floor
+                          Arm(True, True))))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
+from ...schema.values import GIL_ARMS
 from .run_data import RunData
 
 # Workload keys that differ between repeats of one setting, not between settings.
@@ -71,12 +72,10 @@ def _one_label(runs: Sequence[RunData]) -> str:
 
 
 def in_gil_order(arms: List[Arm]) -> List[Arm]:
-    """Arms that differ by GIL mode in a GIL sweep's order of arms (workload/arms.py: the
+    """Arms that differ by GIL mode in a GIL sweep's order of arms (harness/schema/values.py GIL_ARMS: the
     released arm first, as `steptrace gil` compares each arm against it), coloured in that
     order; arms of one mode keep theirs."""
-    from ...workload.arms import ARMS
-
-    order = {mode: i for i, mode in enumerate(ARMS)}
+    order = {mode: i for i, mode in enumerate(GIL_ARMS)}
     out = sorted(arms, key=lambda a: order.get(a.settings.get("gil_mode", ""), len(order)))
     for i, arm in enumerate(out):
         arm.colour = PALETTE[i % len(PALETTE)]

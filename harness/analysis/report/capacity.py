@@ -19,7 +19,7 @@ import pandas as pd
 
 from ...errors import BadInput
 from ...record import run_folder
-from ...sweeps.capacity import DEFAULT_ATTAINMENT
+from ...schema.values import DEFAULT_ATTAINMENT
 from ..runs import check_values
 
 COLUMNS = ["run_id", "rate", "met", "at_capacity", "length_check", "attainment"]

@@ -40,21 +40,18 @@ def _sections(result, a: str, b: str) -> dict:
 
 def verdict(arms) -> list:
     """`steptrace gil`'s verdict (harness/commands/gil.py): each arm against the released
-    one, over the complete runs, in the workload's order of arms (workload/arms.py), on
+    one, over the complete runs, in a sweep's order of arms (GIL_ARMS), on
     docs/gil.md's primary metrics (every other metric after them). Per arm, as `rows` gives
     the comparison of two arms ({a, b, sections, flagged, error}); none unless the
     complete runs hold the released arm and another."""
-    from ...workload.arms import ARMS
-    from ..compare import arms_by, compare
+    from ..compare import compare, gil_arms
 
-    done = [r.run for arm in arms for r in arm.runs if r.complete]
-    modes = {r.labels["gil_mode"] for r in done}
-    if len(modes) < 2 or "released" not in modes:
+    found = gil_arms([r.run for arm in arms for r in arm.runs])
+    if not found:
         return []
-    baseline, *others = arms_by(done, "gil_mode", "released")
-    order = {f"gil_mode={mode}": i for i, mode in enumerate(ARMS)}
+    baseline, *others = found
     out: List[dict] = []
-    for other in sorted(others, key=lambda a: order.get(a.name, len(order))):
+    for other in others:
         try:
             result = compare(baseline, other)
         except BadInput as e:
