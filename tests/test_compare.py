@@ -109,9 +109,9 @@ def test_fewer_than_three_runs_give_no_interval(tmp_path):
 
 def test_by_a_label_over_a_sweep_folder(tmp_path):
     arms(tmp_path, 3, 3, 1.10)
-    a, b = arms_by(load_runs([tmp_path]), "gil_mode")
-    assert (a.name, len(a.runs), b.name, len(b.runs)) == ("gil_mode=held", 3,
-                                                          "gil_mode=released", 3)
+    a, b = arms_by(load_runs([tmp_path]), "gil_mode")  # released first, as a sweep names them
+    assert (a.name, len(a.runs), b.name, len(b.runs)) == ("gil_mode=released", 3,
+                                                          "gil_mode=held", 3)
 
 
 def test_runs_of_different_traces_are_refused_unless_allowed(tmp_path, capsys):
@@ -363,3 +363,16 @@ def test_by_a_key_of_three_values_compares_each_against_the_baseline(tmp_path, c
         capsys.readouterr().err
     assert main(["compare", "--baseline", "1", given[0], "--", given[1]]) == 2
     assert "--baseline VALUE names a value of --by KEY" in capsys.readouterr().err
+
+
+def test_by_gil_mode_takes_a_sweeps_order_of_arms(tmp_path):
+    """The released arm is the baseline however the sweep shuffled its runs."""
+    from harness.analysis.compare import arms_by
+    from harness.analysis.runs import read_run
+    from tests.helpers import synthetic_run
+
+    runs = [read_run(synthetic_run(tmp_path / f"{i}-{mode}", {"ttft.p99": (0.1, "s")},
+                                   gil_mode=mode))
+            for i, mode in enumerate(("released_aa", "held", "released"))]
+    assert [a.name for a in arms_by(runs, "gil_mode")] == \
+        ["gil_mode=released", "gil_mode=held", "gil_mode=released_aa"]

@@ -169,3 +169,27 @@ def test_no_tick_labels_overlap_where_the_data_span_many_decades(arms):
                      if boxes[i].overlaps(boxes[j])]
     plt.close("all")
     assert not overlaps
+
+
+def test_a_gil_sweeps_frontend_figure_has_a_dot_per_run():
+    """The frontend's primary metrics per arm (docs/gil.md); none drawn for runs without a
+    frontend thread (a modeled sweep's)."""
+    from types import SimpleNamespace
+
+    from harness.analysis.report.figures import frontend
+
+    def run(drift, delay, share):
+        summary = {("enqueue_drift", "p99"): drift, ("delivery_delay", "p99"): delay,
+                   ("frontend", "cpu_share"): share}
+        return SimpleNamespace(stat=lambda m, s: summary.get((m, s), float("nan")))
+
+    arms = [SimpleNamespace(label=label, colour=colour,
+                            runs=[run(0.01 * k, 0.02 * k, 10.0 + k) for k in range(1, 4)])
+            for label, colour in (("gil_mode=released", "#1f6fb2"),
+                                  ("gil_mode=held", "#e4572e"))]
+    drawn = frontend.draw(arms)
+    assert drawn.name == "frontend" and drawn.png.startswith(b"\x89PNG")
+    nan = float("nan")
+    for arm in arms:
+        arm.runs = [run(nan, nan, nan)]
+    assert frontend.draw(arms) is None

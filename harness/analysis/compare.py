@@ -161,7 +161,8 @@ class Comparison:
 def arms_by(runs: Sequence[Run], key: str, baseline: Optional[str] = None) -> List[Arm]:
     """An arm per value of a label (gil_mode, overlap, device, ...) or a workload key
     (engine.num_mtp, ...) among the runs: the baseline's first (the value `baseline`, else
-    the first value in the runs' order), then the others in that order. BadInput unless
+    the first value in the runs' order; gil_mode's in a sweep's order of arms, released
+    first), then the others in that order. BadInput unless
     two values or more occur, or where no run holds the baseline."""
     groups: Dict[str, List[Run]] = {}
     for run in runs:
@@ -175,12 +176,18 @@ def arms_by(runs: Sequence[Run], key: str, baseline: Optional[str] = None) -> Li
     if len(groups) < 2:
         raise BadInput(f"--by {key}: the runs hold {len(groups)} value(s) of {key} "
                        f"({', '.join(groups) or 'none'}); a comparison needs two or more")
+    if key == "gil_mode":  # a GIL sweep's order of arms, not the order its runs ran in
+        groups = dict(sorted(groups.items(), key=lambda kv: _arm_order(kv[0])))
     first = next(iter(groups)) if baseline is None else baseline
     if first not in groups:
         raise BadInput(f"--baseline {baseline}: no run has {key}={baseline} (the runs' "
                        f"values: {', '.join(groups)})")
     order = [first] + [v for v in groups if v != first]
     return [Arm(f"{key}={v}", tuple(groups[v])) for v in order]
+
+
+def _arm_order(mode: str) -> int:
+    return GIL_ARMS.index(mode) if mode in GIL_ARMS else len(GIL_ARMS)
 
 
 def gil_arms(runs: Sequence[Run]) -> List[Arm]:
@@ -191,9 +198,7 @@ def gil_arms(runs: Sequence[Run]) -> List[Arm]:
     modes = {r.labels["gil_mode"] for r in done}
     if len(modes) < 2 or "released" not in modes:
         return []
-    baseline, *others = arms_by(done, "gil_mode", "released")
-    order = {f"gil_mode={mode}": i for i, mode in enumerate(GIL_ARMS)}
-    return [baseline] + sorted(others, key=lambda a: order.get(a.name, len(order)))
+    return arms_by(done, "gil_mode", "released")
 
 
 def compare(a: Arm, b: Arm, *, allow_different: bool = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from . import (
     compute,
     device,
+    frontend,
     latency,
     load,
     pools,
@@ -22,4 +23,4 @@ from . import (
 RUN_FIGURES = (latency.ttft_tpot, latency.itl, load.draw, pools.draw, transfers.draw,
                shapes.tokens_per_step, step_time.draw, ranks.draw, shapes.heatmap, compute.draw,
                device.draw, requests.draw)
-GIL_FIGURES = (sched.draw,)
+GIL_FIGURES = (sched.draw, frontend.draw)
