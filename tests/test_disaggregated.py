@@ -158,7 +158,8 @@ def test_the_summary_has_each_pools_rows_and_the_transfers(tmp_path):
 
 
 def step_log_rows(ids, status, stall):
-    """A step log's requests rows (the columns csrc/recorder/columns.hpp declares)."""
+    """A step log's requests rows (the columns csrc/recorder/columns.hpp declares), as the
+    recorder hands them on: `reason` an object array."""
     n = len(ids)
     return dict(request_id=np.array(ids, np.int64), enqueue_s=np.zeros(n),
                 first_scheduled_s=np.zeros(n), first_token_s=np.ones(n),
@@ -166,7 +167,7 @@ def step_log_rows(ids, status, stall):
                 first_scheduled_step=np.zeros(n, np.int64), output_tokens=np.ones(n, np.int64),
                 dp_rank=np.zeros(n, np.int32), preemptions=np.zeros(n, np.int32),
                 recomputed_tokens=np.zeros(n, np.int64), prefix_hit_tokens=np.zeros(n, np.int64),
-                status=np.array(status, np.uint8), reason=[""] * n)
+                status=np.array(status, np.uint8), reason=np.array([""] * n, dtype=object))
 
 
 def test_a_joined_row_takes_the_decode_instances_decode_stall():

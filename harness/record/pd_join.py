@@ -52,8 +52,9 @@ class PDJoin:
     def rows(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
             -> List[Dict[str, np.ndarray]]:
         """The requests-table rows of a chunk's step-log rows ((role, rows) per instance,
-        prefill instances first): those that left a prefill instance other than handed
-        off, and the joined rows of those that left a decode instance."""
+        prefill instances first; each column an array, `reason` of objects): those that left
+        a prefill instance other than handed off, and the joined rows of those that left a
+        decode instance."""
         transfers = self.transfers
         out = []
         for role, rows in parts:
@@ -99,8 +100,7 @@ class PDJoin:
 
 
 def _select(rows: Mapping[str, np.ndarray], mask: np.ndarray) -> Dict[str, np.ndarray]:
-    return {name: np.asarray(v, dtype=object)[mask] if isinstance(v, list) else v[mask]
-            for name, v in rows.items()}
+    return {name: v[mask] for name, v in rows.items()}
 
 
 def _prefill_only(rows: Dict[str, np.ndarray], transfers: Transfers) -> Dict[str, np.ndarray]:

@@ -39,11 +39,10 @@ def pd_rows(recorder, service, engines: Mapping[str, Any], latency: pd.DataFrame
              rate(tokens_out, service.decode.devices), "tok/s"),
             ("per_device", "total_tokens", rate(tokens_in + tokens_out, service.devices),
              "tok/s")]
-    for (role, index), (hits, prefilled) in recorder.prefix_hits.items():
-        if role == "prefill":
-            filled = hits + prefilled
-            rows.append((f"prefill{index}_prefix_cache", "hit_rate",
-                         hits / filled if filled else np.nan, "fraction"))
+    for index, (hits, prefilled) in recorder.prefix_hits.items():
+        filled = hits + prefilled
+        rows.append((f"prefill{index}_prefix_cache", "hit_rate",
+                     hits / filled if filled else np.nan, "fraction"))
     t = recorder.join.transfers
     measured = ~recorder.warm
     moved = measured & np.isfinite(t["transfer_end_s"])

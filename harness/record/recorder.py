@@ -79,8 +79,9 @@ class Recorder:
         # the steps written so far, by role
         self.step_summaries = {role: StepSummary() for role, _ in self.instances}
         self.step_summary = self.step_summaries[self.instances[0][0]]
-        # (prefix-hit tokens, prompt tokens computed) of each instance's measured steps
-        self.prefix_hits: Dict[Tuple[str, int], list] = {}
+        # (prefix-hit tokens, prompt tokens computed) of each prefill instance's measured
+        # steps, by instance (P/D)
+        self.prefix_hits: Dict[int, list] = {}
         self.join = PDJoin(n) if pools else None
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
         coded = [c for name in names for c in TABLES[name].columns
@@ -148,14 +149,16 @@ class Recorder:
                 s[flag] = s[flag].view(np.bool_)
             s["phase"] = s.pop("prompt_phase").view(np.int8)
             self.step_summaries[role].add(s)
-            measured = ~s["warmup"]
-            counts = self.prefix_hits.setdefault((role, index), [0, 0])
-            counts[0] += int(s["prefix_hit_tokens"][measured].sum())
-            counts[1] += int(s["prefill_tokens_q"][measured].sum())
+            if role == "prefill":  # a P/D summary's hit rate per prefill instance
+                measured = ~s["warmup"]
+                counts = self.prefix_hits.setdefault(index, [0, 0])
+                counts[0] += int(s["prefix_hit_tokens"][measured].sum())
+                counts[1] += int(s["prefill_tokens_q"][measured].sum())
             for table in (s, b):
                 n = len(table["step"])
                 table["role"] = np.full(n, ROLE.code(role), np.int8)
                 table["instance"] = np.full(n, index, np.int32)
+            r["reason"] = np.asarray(r["reason"], dtype=object)  # the log hands a list of str
             steps.append(s)
             batches.append(b)
             requests.append((role, r))
@@ -250,6 +253,4 @@ def _concat(parts: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
     """Tables' columns, one table after the other (one table: itself)."""
     if len(parts) == 1:
         return dict(parts[0])
-    return {name: np.concatenate([np.asarray(p[name], dtype=object)
-                                  if isinstance(p[name], list) else p[name] for p in parts])
-            for name in parts[0]}
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}

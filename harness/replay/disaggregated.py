@@ -197,20 +197,21 @@ class _Service:
         t1 = t0 + engine_step_seconds(record)
         instance.clock = t1
         instance.stalled = not len(record.post.output_len)  # no row ran on any rank
+        gone = record.post.left  # a list made on each read: read once
         # a pass that only admitted reservations ran nothing and took no time: not a step
-        if not (instance.stalled and not len(record.post.left) and not len(record.preempted)):
+        if not (instance.stalled and not gone and not len(record.preempted)):
             instance.log.record(record, t0, t1)
             self.steps += 1
             self.stepped = True
         if instance.role == "prefill":
-            for left in record.post.left:
+            for left in gone:
                 self.prefill_router.prefilled(instance.index, int(self.prompt_len[left.seq_id]))
                 if left.status == "rejected":
                     self.done += 1
                 else:
                     self._handed_off(instance, left, t0, t1)
             return
-        self.done += len(record.post.left)
+        self.done += len(gone)
         for seq_id in [s for s in instance.pending
                        if instance.engine.scheduler.seq(s).status == "running"]:
             self._start_transfer(instance.pending.pop(seq_id), t0)

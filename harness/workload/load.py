@@ -8,6 +8,7 @@ defaults.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -67,9 +68,10 @@ class Workload:
         v = self.values["gil_switch_interval_s"]
         return tuple(v) if isinstance(v, list) else (v,)
 
-    @property
+    @cached_property
     def disaggregation(self) -> Optional[Disaggregation]:
-        """The P/D deployment, or None for a co-located one."""
+        """The P/D deployment, or None for a co-located one (built once: a run reads it
+        often)."""
         v = self.values
         if v["deployment"]["prefill"] is None:
             return None
