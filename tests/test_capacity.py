@@ -265,6 +265,7 @@ def test_show_prints_a_search_again_from_its_folder(tmp_path, capsys):
     assert "capacity.json: unreadable" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # two whole searches of a P/D deployment
 def test_a_pd_deployment_is_searched_per_device_over_both_pools(tmp_path, capsys):
     """docs/capacity.md, "P/D deployments": the probes scale the arrival rate into the
     prefill router; output tokens per device are over every device of both pools (2 x 2

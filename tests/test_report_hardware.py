@@ -14,6 +14,8 @@ from harness.analysis.runs import read_run
 from harness.commands import main
 from tests.helpers import MODELED
 
+pytestmark = pytest.mark.slow  # two whole capacity searches, then reports of them
+
 # tests/test_capacity.py's serial workload: one request at a time at constant gaps.
 SERIAL = ["--set", "engine.max_num_seqs=1", "--set", "trace.generate.arrival=constant",
           "--set", "trace.generate.requests=200", "--set", "trace.generate.prompt={fixed: 32}",
