@@ -1,8 +1,9 @@
 // The Python face of the scheduler core, engine._core: one file a concept. The plan and the
 // sequences it names (plan_bindings.cpp), the scheduler (scheduler_bindings.cpp), the cost
 // model (cost_bindings.cpp), the config (config_bindings.cpp), the deployment model
-// (deployment_bindings.cpp), the recorder's step log (recorder/step_log_bindings.cpp) and
-// the GIL probe (spin_bindings.cpp).
+// (deployment_bindings.cpp), the recorder's step log (recorder/step_log_bindings.cpp), the
+// modeled step and the C++ replay loop (replay/replay_bindings.cpp) and the GIL probe
+// (spin_bindings.cpp).
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;
@@ -14,6 +15,7 @@ void bind_config(py::module_& m);
 void bind_deployment(py::module_& m);
 void bind_step_log(py::module_& m);
 void bind_spin(py::module_& m);
+void bind_replay(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "steptrace scheduler core (C++17)";
@@ -24,4 +26,5 @@ PYBIND11_MODULE(_core, m) {
   bind_deployment(m);
   bind_step_log(m);
   bind_spin(m);
+  bind_replay(m);
 }

@@ -1,5 +1,5 @@
-// engine._core.DeploymentRates and DeploymentModel (engine/executors/modeled.py builds
-// them from a Deployment and a device profile).
+// engine._core.DeploymentRates (engine/executors/modeled.py fills them from a Deployment and
+// a device profile; ModeledStep builds its DeploymentModel from them) and StepCosts.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -37,33 +37,4 @@ void bind_deployment(py::module_& m) {
           "__iter__",
           [](const StepCosts& c) { return py::make_iterator(c.ranks.begin(), c.ranks.end()); },
           py::keep_alive<0, 1>());
-
-  py::class_<DeploymentModel>(m, "DeploymentModel")
-      .def(py::init<const CostModel&, const DeploymentRates&>(), py::arg("cost"), py::arg("rates"))
-      .def(
-          "step",
-          [](const DeploymentModel& d, const ScheduleOutput& plan, const py::object& accepted,
-             bool mtp) {
-            using Int64s = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
-            std::vector<Int64s> held;  // keeps the arrays alive while the step reads them
-            std::vector<const int64_t*> rows;
-            if (!accepted.is_none()) {
-              for (const py::handle& a : accepted) {
-                held.push_back(Int64s::ensure(a));
-                if (!held.back()) throw py::type_error("accepted: an integer array per rank");
-                const size_t rank = rows.size();
-                if (rank >= plan.batches.size() ||
-                    static_cast<size_t>(held.back().size()) != plan.batches[rank].rows())
-                  throw py::value_error("accepted: rank " + std::to_string(rank) +
-                                        " does not match the plan's batch");
-                rows.push_back(held.back().data());
-              }
-            }
-            DeploymentStep s = d.step(plan, rows, mtp);
-            return py::make_tuple(s.seconds, std::move(s.costs));
-          },
-          py::arg("plan"), py::arg("accepted") = py::none(), py::arg("mtp") = false,
-          "(seconds, StepCosts: a StepCost per rank with its parts' seconds) of one step; "
-          "accepted: "
-          "None or an array of accepted drafts per rank.");
 }

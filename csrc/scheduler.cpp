@@ -2,25 +2,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "block_hashes.hpp"
+#include "steady_clock.hpp"
 
 namespace steptrace {
 
 namespace {
 
 std::atomic<uint64_t> next_scheduler_id{1};
-
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 [[noreturn]] void bad_arg(const std::string& message) { throw std::invalid_argument(message); }
 

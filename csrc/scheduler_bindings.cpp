@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "guarded_scheduler.hpp"
 #include "py_args.hpp"
 #include "scheduler.hpp"
 
@@ -53,17 +54,6 @@ std::optional<Phase> parse_phase(const py::handle& phase) {
   }
   throw py::value_error("phase must be prompt or decode, got " + py_args::shown(phase));
 }
-
-// A Scheduler and the mutex that serialises calls into it. schedule() plans with the GIL
-// released, so without it a second thread could enter the scheduler while it plans (and
-// corrupt the heap). Arguments are converted before the lock is taken, results after it is
-// let go: nothing under the lock calls back into Python.
-struct GuardedScheduler {
-  GuardedScheduler(const SchedulerConfig& config, bool retain_finished)
-      : core(config, retain_finished) {}
-  Scheduler core;
-  std::mutex mutex;
-};
 
 // The mutex, for one call made with the GIL held. If another thread holds it (inside a
 // schedule() that released the GIL), wait with the GIL released: that thread needs the GIL

@@ -1,6 +1,6 @@
 """Type stub for the C++ scheduler core (csrc/bindings.cpp)."""
 
-from typing import Callable, Iterator, Optional, Sequence as Seq, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence as Seq, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -171,11 +171,23 @@ class StepCosts:
     def __getitem__(self, rank: int, /) -> StepCost: ...
     def __iter__(self) -> Iterator[StepCost]: ...
 
-class DeploymentModel:
-    """One step of a deployment, per rank and part (csrc/deployment_model.hpp)."""
-    def __init__(self, cost: CostModel, rates: DeploymentRates) -> None: ...
-    def step(self, plan: Plan, accepted: Optional[Seq[npt.ArrayLike]] = None,
-             mtp: bool = False) -> tuple[float, StepCosts]: ...
+class Roofline:
+    """A device profile's effective rates, for a modeled run without a deployment."""
+    flops_per_s: float
+    bytes_per_s: float
+    overhead_s: float  # one step
+    floor_s: float  # the least a busy rank's layers take; 0: none
+    def __init__(self, flops_per_s: float, bytes_per_s: float, overhead_s: float,
+                 floor_s: float) -> None: ...
+
+class ModeledStep:
+    """The modeled executor's step (csrc/replay/modeled_step.hpp): MTP drafts accepted from
+    numpy's PCG64 stream of `rng_state`, then the deployment's model or the roofline."""
+    def __init__(self, cost: CostModel, deployment: Optional[DeploymentRates],
+                 roofline: Roofline, mtp: bool, acceptance: float,
+                 rng_state: Mapping[str, Any]) -> None: ...
+    def execute(self, plan: Plan) -> tuple[float, StepCosts,
+                                           Optional[list[npt.NDArray[np.int64]]]]: ...
 
 class StepTimes:
     """What LLMEngine measured around one step (perf_counter_ns), read-only; the C++ step
@@ -213,3 +225,36 @@ class StepLog:
     def take_batches(self) -> dict[str, np.ndarray]: ...
     def take_requests(self) -> dict[str, Union[np.ndarray, list[str]]]: ...
     def itl(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]: ...
+
+def replay_virtual(scheduler: Scheduler, step: ModeledStep, log: StepLog,
+                   arrival_s: npt.ArrayLike, prompt_len: npt.ArrayLike,
+                   max_new_tokens: npt.ArrayLike, hash_offsets: Optional[npt.ArrayLike] = None,
+                   hash_ids: Optional[npt.ArrayLike] = None, hash_block_size: int = 0,
+                   concurrency: int = 0, released_s: Optional[np.ndarray] = None,
+                   overlap: bool = False, progress_every: int = 64, *,
+                   on_progress: Callable[[int, int], bool]) -> bool:
+    """The C++ replay loop (harness/replay/native.py): True if completed."""
+
+class PdService:
+    """What the C++ P/D loop needs of a deployment (harness/replay/native.py fills it)."""
+    prefill_router: str
+    decode_router: str
+    capacity_blocks: int  # a prefill instance's KV blocks (the cache-aware record's)
+    block_size: int
+    kv_bytes_per_token: float
+    layers: float  # main and MTP layers
+    sender_bps: float  # one DP rank's link, prefill side
+    receiver_bps: float  # decode side
+    latency_s: float
+    layerwise: bool
+    def __init__(self) -> None: ...
+
+def replay_disaggregated(instances: list, arrival_s: npt.ArrayLike, prompt_len: npt.ArrayLike,
+                         max_new_tokens: npt.ArrayLike,
+                         hash_offsets: Optional[npt.ArrayLike] = None,
+                         hash_ids: Optional[npt.ArrayLike] = None, hash_block_size: int = 0,
+                         concurrency: int = 0, released_s: Optional[np.ndarray] = None, *,
+                         service: PdService, transfers: dict, progress_every: int = 64,
+                         on_progress: Callable[[int, int], bool]) -> bool:
+    """The C++ P/D loop (harness/replay/native.py): True if completed. `instances`:
+    (role, index, scheduler, step, log) of each, prefill instances first."""

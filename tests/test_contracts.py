@@ -5,6 +5,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine import _core, scheduler_config
@@ -169,4 +170,5 @@ def test_every_deployment_rate_is_filled_from_python():
             if not re.search(rf"\br\.{m}\b", source)] == []
     cost = FlopsEstimator(load_model_config("deepseek-v3")).cost_model()
     with pytest.raises(ValueError, match="deployment devices must be > 0, got 0"):
-        _core.DeploymentModel(cost, _core.DeploymentRates())
+        _core.ModeledStep(cost, _core.DeploymentRates(), _core.Roofline(0, 0, 0, 0), mtp=False,
+                          acceptance=0.0, rng_state=np.random.default_rng(0).bit_generator.state)

@@ -343,7 +343,7 @@ def test_a_step_log_refuses_what_does_not_belong_together():
     with pytest.raises(ValueError, match="comes from another scheduler"):
         log.record(others[1], 1.0, 2.0)
     with pytest.raises(ValueError, match="flops has 2 ranks; the plan has 1"):
-        log.record(dataclasses.replace(records[1], flops=records[1].flops * 2), 1.0, 2.0)
+        log.record(dataclasses.replace(records[1], flops=list(records[1].flops) * 2), 1.0, 2.0)
     with pytest.raises(TypeError, match="flops holds a StepCost per rank"):
         log.record(dataclasses.replace(records[1], flops=[(1.0, 1.0, 1.0)]), 1.0, 2.0)
     ref = ReferenceScheduler(engine_config().scheduler)

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "deployment_model.hpp"
+#include "py_step_log.hpp"
 #include "step_log.hpp"
 
 namespace py = pybind11;
@@ -61,44 +61,6 @@ py::dict take_requests(RequestRows& rows) {
   return d;
 }
 
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The Python face: calls on_full() before recording a step once chunk_steps steps are
-// buffered, and records the time that took in the step's flush_ns, so that a step's
-// recording is one call from Python with no Python frame of its own.
-struct PyStepLog : StepLog {
-  PyStepLog(int64_t warmup_steps, size_t chunk_steps, py::object on_full)
-      : StepLog(warmup_steps), chunk_steps(chunk_steps), on_full(std::move(on_full)) {}
-  size_t chunk_steps;
-  py::object on_full;
-  size_t buffered = 0;  // steps recorded since the step rows were last taken
-  std::vector<StepCost> costs;  // scratch, reused across record() calls
-  bool recording = false;       // inside record(), which on_full() may leave for Python
-};
-
-// Marks a record() call in progress: on_full() runs Python, which may switch threads or
-// call back into the log, and a second record() then would share the first one's scratch.
-class Recording {
- public:
-  explicit Recording(PyStepLog& log) : log_(log) {
-    if (log.recording)
-      throw std::runtime_error(
-          "StepLog.record() called while another record() of this log is running (from "
-          "on_full or another thread): a StepLog records one step at a time");
-    log.recording = true;
-  }
-  ~Recording() { log_.recording = false; }
-  Recording(const Recording&) = delete;
-  Recording& operator=(const Recording&) = delete;
-
- private:
-  PyStepLog& log_;
-};
-
 // A step's costs, one per rank: a deployment's StepCosts (no object per rank) or a sequence
 // of StepCost.
 void collect_costs(const py::object& flops, std::vector<StepCost>& costs) {
@@ -116,15 +78,6 @@ void collect_costs(const py::object& flops, std::vector<StepCost>& costs) {
   }
 }
 
-// on_full() when chunk_steps steps are buffered; the time it took, in ns (0 if not called).
-int64_t flush_if_full(PyStepLog& log) {
-  if (log.buffered < log.chunk_steps) return 0;
-  const int64_t start = steady_now_ns();
-  log.on_full();
-  log.buffered = 0;
-  return steady_now_ns() - start;
-}
-
 // One StepRecord into the log: its plan, postprocess result, times (an engine._core.StepTimes)
 // and costs, read by attribute (names made once: a lookup by C string builds a new str each
 // time); first on_full() when a chunk is buffered, its time the step's flush_ns.
@@ -140,8 +93,8 @@ void record_step(PyStepLog& log, const py::handle& rec, double t_start, double t
   if (!py::isinstance<ScheduleOutput>(plan_obj) || !py::isinstance<PostprocessOutput>(post_obj))
     throw py::type_error(
         "record.plan and record.post must come from an engine._core.Scheduler, got " +
-        py::repr(plan_obj.get_type()).cast<std::string>() + " and " +
-        py::repr(post_obj.get_type()).cast<std::string>());
+        py::repr(py::type::handle_of(plan_obj)).cast<std::string>() + " and " +
+        py::repr(py::type::handle_of(post_obj)).cast<std::string>());
   py::detail::make_caster<StepTimes> times_caster;  // one type lookup, no isinstance first
   if (!times_caster.load(times_obj, false))
     throw py::type_error("record.times must be an engine._core.StepTimes, got " +

@@ -21,7 +21,6 @@ from ..config import EngineConfig
 from ..deployment import BYTES, Deployment
 from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
-from ..plan import KIND_DECODE, BatchContract
 from .base import ExecutorOutput
 from .spec import Built
 
@@ -88,51 +87,31 @@ class ModeledExecutor:
                              "set mtp_acceptance")
         self.profile = profile
         self.cost = estimator.cost_model()
-        self.flops_per_s = profile.peak(config.precision) * 1e12 * profile.compute_efficiency.value
-        self.bytes_per_s = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
         self.overhead_s = profile.step_overhead_us.value * 1e-6
-        self.floor_s = estimator.cfg.num_hidden_layers * layer_floor_s(profile)
-        self.mtp = config.scheduler.num_mtp > 0
-        self.acceptance = config.mtp_acceptance
-        self._rng = np.random.default_rng(config.seed)
-        self.deployment = None if config.deployment is None else _core.DeploymentModel(
-            self.cost, deployment_rates(config.deployment, profile, estimator.cfg))
+        self.roofline = _core.Roofline(
+            flops_per_s=profile.peak(config.precision) * 1e12 * profile.compute_efficiency.value,
+            bytes_per_s=profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value,
+            overhead_s=self.overhead_s,
+            floor_s=estimator.cfg.num_hidden_layers * layer_floor_s(profile))
+        rates = None if config.deployment is None else \
+            deployment_rates(config.deployment, profile, estimator.cfg)
+        # Accepted MTP drafts: numpy's seeded stream, drawn in C++ (csrc/replay/pcg64.hpp).
+        # The C++ replay loop (harness/replay/native.py) steps this same object.
+        self.core = _core.ModeledStep(
+            self.cost, rates, self.roofline, mtp=config.scheduler.num_mtp > 0,
+            acceptance=config.mtp_acceptance or 0.0,
+            rng_state=np.random.default_rng(config.seed).bit_generator.state)
 
-    def execute(self, plan: _core.Plan) -> ExecutorOutput:  # the C++ cost model reads it
-        accepted = [self._accept(b) for b in plan.batches] if self.mtp else None
-        if self.deployment is not None:
-            seconds, costs = self.deployment.step(plan, accepted, self.mtp)
-            return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
-                                  sample_ns=0, modeled=True, flops=costs)
-        if self.mtp:
-            assert accepted is not None  # drawn above whenever mtp
-            flops = [self.cost.batch(b, a, True) for b, a in zip(plan.batches, accepted)]
-        else:
-            flops = self.cost.plan(plan)
-        # ranks run side by side: the step lasts as long as the slowest
-        flops = [_core.StepCost(c.model_flops, c.executed_flops, c.bytes,
-                                self.roofline(c.executed_flops, c.bytes)) for c in flops]
-        slowest = max(c.rank_s for c in flops)
-        seconds = self.overhead_s + slowest if slowest else 0.0  # idle ranks move no byte
+    def execute(self, plan: _core.Plan) -> ExecutorOutput:
+        seconds, costs, accepted = self.core.execute(plan)
         return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
-                              sample_ns=0, modeled=True, flops=flops)
+                              sample_ns=0, modeled=True, flops=costs)
 
     def step_seconds(self, executed_flops: float, nbytes: float) -> float:
-        return self.overhead_s + self.roofline(executed_flops, nbytes)
-
-    def roofline(self, executed_flops: float, nbytes: float) -> float:
-        """A rank's own step without the overhead, at least its layers' floor; 0 for a rank
-        that moves no byte."""
+        """One rank's step on the roofline, the overhead included; the overhead alone for
+        a rank that moves no byte."""
+        r = self.roofline
         if not nbytes:
-            return 0.0
-        return max(executed_flops / self.flops_per_s, nbytes / self.bytes_per_s, self.floor_s)
-
-    def _accept(self, batch: BatchContract) -> np.ndarray:
-        """Leading drafts accepted, each with probability `acceptance`."""
-        drafts = np.where(batch.kind == KIND_DECODE, batch.seqlen_q.astype(np.int64) - 1, 0)
-        if not drafts.any():
-            return np.zeros(len(drafts), dtype=np.int64)
-        assert self.acceptance is not None, "drafts are verified only with mtp_acceptance set"
-        hits = self._rng.random((len(drafts), int(drafts.max()))) < self.acceptance
-        leading = np.cumprod(hits, axis=1).sum(axis=1)
-        return np.minimum(leading, drafts).astype(np.int64)
+            return self.overhead_s
+        return self.overhead_s + max(executed_flops / r.flops_per_s, nbytes / r.bytes_per_s,
+                                     r.floor_s)

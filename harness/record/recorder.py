@@ -130,6 +130,13 @@ class Recorder:
         self._trace["arrival_s"][request_id] = t
 
     @property
+    def arrival_s(self) -> np.ndarray:
+        """Each trace request's arrival, by request_id: a closed loop writes its releases
+        here (arrived())."""
+        assert self._trace is not None, "a replay records a trace"
+        return self._trace["arrival_s"]
+
+    @property
     def num_done(self) -> int:
         """Requests finished, handed off or rejected so far (a co-located instance)."""
         return self.log.num_done

@@ -238,7 +238,7 @@ class _Service:
             max_new_tokens=int(self.max_new_tokens[h.seq_id]), arrival_time=t,
             kv_transfer=True)
         h.decode, h.added = instance, added
-        if added.status == "rejected":
+        if added.status != "waiting":  # rejected, or done on arrival: one token, no KV moved
             instance.log.enqueue(added, t)
             self.done += 1
             return

@@ -35,6 +35,7 @@ from .driver import Requests, replay
 from .frontend import Frontend
 from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
+from .native import replay_disaggregated_native, replay_native
 from .planned_run import PlannedRun
 
 
@@ -141,9 +142,15 @@ class _Run:
             instances = [Instance(role, k, engine, log)
                          for (role, k, engine), log in zip(self.engines, recorder.logs)]
             arrived = recorder.arrived if load["concurrency"] else lambda i, t: None
+            if self.workload.values["replay_loop"] == "cpp":
+                return replay_disaggregated_native(service, instances, requests,
+                                                   self.engine.model_config, recorder,
+                                                   progress, self.stop)
             assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
             return replay_disaggregated(service, instances, requests, self.engine.model_config,
                                         recorder.join.transfers, arrived, progress, self.stop)
+        if self.workload.values["replay_loop"] == "cpp":
+            return replay_native(self.engine, requests, self.recorder, progress, self.stop)
         return replay(self.engine, requests,
                       self.workload.clock, self.recorder, progress, start, self.stop,
                       frontend=self.frontend)

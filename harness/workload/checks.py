@@ -271,6 +271,27 @@ def derived(values, data, spec, path: Path, fail) -> None:
                                    "inline with clock: virtual")
 
 
+def replay_loop(values, spec, fail) -> None:
+    """`replay_loop` resolved to the loop that runs (docs/architecture.md, "Two replay
+    loops"): `auto` is the C++ loop wherever it can replay the workload, else Python; `cpp`
+    where it cannot is refused."""
+    why = cpp_loop_refusal(values, spec)
+    if values["replay_loop"] == "cpp" and why:
+        fail(("replay_loop",), f"the C++ loop cannot replay this workload: {why}; expected "
+                               f"auto or python")
+    if values["replay_loop"] == "auto":
+        values["replay_loop"] = "python" if why else "cpp"
+
+
+def cpp_loop_refusal(values, spec) -> Optional[str]:
+    """Why the C++ loop cannot replay these workload values; None where it can."""
+    if not (spec and spec.modeled):
+        return f"it replays a modeled device on the virtual clock, not {values['device']}"
+    if values["gil"] != "released" or values["gil_postprocess"]:
+        return "the GIL's arms are compared in the Python loop, where holding it matters"
+    return None
+
+
 def decode_room(pool, read: Optional[TraceResult], values, fail) -> None:
     """A decode instance's DP rank must hold the KV of the replay's longest prompt (with
     its first token and lookahead): else that request could never be decoded."""

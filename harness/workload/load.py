@@ -142,6 +142,7 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
         checks.generator(values["trace"]["generate"], fail)
     checks.model(values["model"], fail)
     checks.deployment_fits(values, data, spec, fail)
+    checks.replay_loop(values, spec, fail)
     checks.output(values, fail)
     trace_file = values["trace"]["file"]
     read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None

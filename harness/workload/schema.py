@@ -249,6 +249,8 @@ SCHEMA: Dict[str, Any] = {
     "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
     "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
+    "replay_loop": Key(one_of("auto", "cpp", "python"), "auto",
+                       "auto: the C++ loop wherever it can replay the workload, else Python"),
     "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
     "gil_aa": Key(boolean, False, "an A/A arm: released twice in every block"),
     "gil_postprocess": Key(boolean, False, "an arm with postprocess() releasing the GIL too"),

@@ -1,0 +1,220 @@
+#include "pd_replay.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "block_hashes.hpp"
+#include "steady_clock.hpp"
+
+namespace steptrace {
+
+namespace {
+
+// A link's device: a pool's instance's DP rank.
+int64_t device_key(bool prefill, int64_t instance, int32_t rank) {
+  return (static_cast<int64_t>(prefill) << 62) | (instance << 24) | rank;
+}
+
+}  // namespace
+
+PdReplay::PdReplay(std::vector<PdInstance>& instances, const ReplayRequests& requests,
+                   const PdService& service, const PdColumns& columns, ReplayHooks& hooks)
+    : instances_(instances),
+      requests_(requests),
+      service_(service),
+      columns_(columns),
+      hooks_(hooks),
+      prefill_router_(service.prefill_router,
+                      std::count_if(instances.begin(), instances.end(),
+                                    [](const PdInstance& i) { return i.prefill; }),
+                      service.capacity_blocks, service.block_size),
+      decode_router_(service.decode_router,
+                     std::count_if(instances.begin(), instances.end(),
+                                   [](const PdInstance& i) { return !i.prefill; })),
+      cache_aware_(service.prefill_router == "cache_aware") {
+  for (PdInstance& i : instances_) (i.prefill ? prefill_ : decode_).push_back(&i);
+}
+
+bool PdReplay::run(int64_t progress_every) {
+  bool go_on = true;
+  while (go_on && advance())
+    if (stepped_ && steps_ % progress_every == 0) go_on = hooks_.progress(done_, requests_.n);
+  return hooks_.progress(done_, requests_.n) && go_on;
+}
+
+bool PdReplay::advance() {
+  stepped_ = false;
+  const double t_arrival = next_arrival();
+  const auto [t_link, key] = links_.next_end();
+  const double t_event = events_.empty() ? kNever : std::get<0>(events_.top());
+  PdInstance* first = nullptr;
+  for (PdInstance& i : instances_)
+    if (!i.stalled && !i.scheduler->is_finished() && (!first || i.clock < first->clock)) first = &i;
+  const double t_step = first ? first->clock : kNever;
+  const double t = std::min({t_arrival, t_link, t_event, t_step});
+  if (t == kNever) return false;
+  now_ = t;
+  if (t_arrival == t) {
+    arrive(next_, t);
+  } else if (t_link == t) {
+    transferred(key, t);
+  } else if (t_event == t) {
+    const auto [at, kind, order, seq_id] = events_.top();
+    events_.pop();
+    kind == kHandoff ? route_decode(seq_id, t) : kv_arrived(seq_id, t);
+  } else {
+    step(*first);
+  }
+  return true;
+}
+
+double PdReplay::next_arrival() const {
+  if (next_ >= requests_.n) return kNever;
+  if (requests_.concurrency)  // a closed loop: released when fewer than the window are in flight
+    return next_ < done_ + requests_.concurrency ? now_ : kNever;
+  return requests_.arrival_s[next_];
+}
+
+void PdReplay::wake(PdInstance& instance, double t) {
+  instance.clock = std::max(instance.clock, t);
+  instance.stalled = false;
+}
+
+void PdReplay::arrive(int64_t i, double t) {
+  ++next_;
+  if (requests_.concurrency) requests_.released_s[i] = t;
+  const int64_t prompt_len = requests_.prompt_len[i];
+  ids_.clear();
+  if (requests_.hash_offsets)
+    ids_.assign(requests_.hash_ids + requests_.hash_offsets[i],
+                requests_.hash_ids + requests_.hash_offsets[i + 1]);
+  hashes_.clear();
+  if (cache_aware_ && !ids_.empty())
+    block_hashes(ids_, requests_.hash_block_size ? requests_.hash_block_size : service_.block_size,
+                 service_.block_size, static_cast<int32_t>(prompt_len), hashes_);
+  PdInstance& instance = *prefill_[prefill_router_.route(prompt_len, hashes_)];
+  columns_.prefill_instance[i] = static_cast<int32_t>(instance.index);
+  const SeqRecord added = instance.scheduler->add_sequence(
+      i, prompt_len, requests_.max_new_tokens[i], t, ids_, requests_.hash_block_size);
+  instance.log->enqueue(added, t);
+  if (added.status == SeqStatus::kRejected) {
+    prefill_router_.prefilled(instance.index, prompt_len);
+    ++done_;
+  }
+  wake(instance, t);
+}
+
+void PdReplay::step(PdInstance& instance) {
+  const double t0 = instance.clock;
+  const int64_t start = steady_now_ns();
+  const auto plan = instance.scheduler->schedule();
+  const int64_t sched_call_ns = steady_now_ns() - start;
+  instance.step->execute(*plan, out_);
+  const int64_t post_start = steady_now_ns();
+  const PostprocessOutput post =
+      instance.scheduler->postprocess(*plan, instance.step->mtp() ? &out_.flat_accepted : nullptr);
+  const int64_t end = steady_now_ns();
+  const auto forward_ns = static_cast<int64_t>(std::nearbyint(out_.seconds * 1e9));
+  const double t1 = t0 + static_cast<double>(forward_ns) / 1e9;
+  instance.clock = t1;
+  instance.stalled = post.output_len.empty();  // no row ran on any rank
+  // a pass that only admitted reservations ran nothing and took no time: not a step
+  if (!(instance.stalled && post.left.empty() && plan->preempted.empty())) {
+    const StepTimes times{start, sched_call_ns, forward_ns, 0, end - post_start, end - start};
+    const int64_t flush_ns = hooks_.before_record(static_cast<size_t>(&instance - &instances_[0]));
+    instance.log->record(*plan, post, RecordedTimes{t0, t1, times, flush_ns}, out_.costs.ranks);
+    ++steps_;
+    stepped_ = true;
+  }
+  if (instance.prefill) {
+    for (const SeqRecord& left : post.left) {
+      prefill_router_.prefilled(instance.index, requests_.prompt_len[left.seq_id]);
+      if (left.status == SeqStatus::kRejected)
+        ++done_;
+      else
+        handed_off(instance, left, t0, t1);
+    }
+    return;
+  }
+  done_ += static_cast<int64_t>(post.left.size());
+  std::vector<int64_t> admitted;
+  auto& pending = instance.pending;
+  pending.erase(std::remove_if(pending.begin(), pending.end(),
+                               [&](int64_t id) {
+                                 const bool running =
+                                     instance.scheduler->seq(id).status == SeqStatus::kRunning;
+                                 if (running) admitted.push_back(id);
+                                 return running;
+                               }),
+                pending.end());
+  for (int64_t id : admitted) start_transfer(id, t0);
+}
+
+// The prefill of `left` ended in the step [t0, t1]: it asks for decode room when its KV
+// can start to move (the last chunk's first layer done, layerwise; else the step's end).
+void PdReplay::handed_off(PdInstance& instance, const SeqRecord& left, double t0, double t1) {
+  const int64_t id = left.seq_id;
+  const double nbytes = static_cast<double>(requests_.prompt_len[id]) * service_.kv_bytes_per_token;
+  columns_.kv_bytes[id] = nbytes;
+  columns_.handoff_s[id] = t1;
+  const double asked = service_.layerwise ? t0 + (t1 - t0) / service_.layers : t1;
+  Handoff& h = handoffs_[id];
+  h.sender = device_key(true, instance.index, left.dp_rank);
+  h.nbytes = nbytes;
+  h.asked_s = asked;
+  h.prefill_end_s = t1;
+  events_.emplace(asked, kHandoff, order_++, id);
+}
+
+void PdReplay::route_decode(int64_t seq_id, double t) {
+  free_.clear();
+  if (decode_router_.wants_free_blocks())
+    for (PdInstance* d : decode_) {
+      int64_t free = 0;
+      for (int64_t r = 0; r < d->scheduler->config().dp_size; ++r)
+        free += d->scheduler->num_free_blocks(r);
+      free_.push_back(free);
+    }
+  PdInstance& instance = *decode_[decode_router_.route(free_)];
+  columns_.decode_instance[seq_id] = static_cast<int32_t>(instance.index);
+  Handoff& h = handoffs_.at(seq_id);
+  h.decode = &instance;
+  h.added = instance.scheduler->add_sequence(seq_id, requests_.prompt_len[seq_id],
+                                             requests_.max_new_tokens[seq_id], t, {}, 0, true);
+  if (h.added.status != SeqStatus::kWaiting) {  // rejected, or done on arrival: one token
+    instance.log->enqueue(h.added, t);
+    ++done_;
+    handoffs_.erase(seq_id);
+    return;
+  }
+  instance.pending.push_back(seq_id);
+  wake(instance, t);
+}
+
+void PdReplay::start_transfer(int64_t seq_id, double t) {
+  Handoff& h = handoffs_.at(seq_id);
+  columns_.transfer_start_s[seq_id] = t;
+  columns_.decode_wait_s[seq_id] = t - h.asked_s;
+  const double rate =
+      links_.start(seq_id, h.sender, device_key(false, h.decode->index, h.added.dp_rank), h.nbytes,
+                   service_.sender_bps, service_.receiver_bps, t);
+  // layerwise, the last layer moves after the prefill step, at the share it starts at
+  h.not_before_s = h.prefill_end_s + (service_.layerwise ? h.nbytes / service_.layers / rate : 0.0);
+}
+
+void PdReplay::transferred(int64_t seq_id, double t) {
+  links_.finish(seq_id, t);
+  const Handoff& h = handoffs_.at(seq_id);
+  events_.emplace(std::max(t, h.not_before_s) + service_.latency_s, kKvArrived, order_++, seq_id);
+}
+
+void PdReplay::kv_arrived(int64_t seq_id, double t) {
+  const Handoff h = handoffs_.at(seq_id);
+  handoffs_.erase(seq_id);
+  columns_.transfer_end_s[seq_id] = t;
+  h.decode->scheduler->kv_arrived(seq_id);
+  h.decode->log->enqueue(h.added, t);
+  wake(*h.decode, t);
+}
+
+}  // namespace steptrace

@@ -1,0 +1,298 @@
+// engine._core.ModeledStep (the modeled executor's step), replay_virtual and
+// replay_disaggregated (the C++ replay loops of a modeled run on the virtual clock, one
+// instance or a P/D deployment's; harness/replay/native.py starts them).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "guarded_scheduler.hpp"
+#include "modeled_step.hpp"
+#include "pd_replay.hpp"
+#include "recorder/py_step_log.hpp"
+#include "virtual_replay.hpp"
+
+namespace py = pybind11;
+using namespace steptrace;
+
+namespace {
+
+using Int64s = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using Doubles = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// A 128-bit Python int as (high, low) 64-bit halves.
+std::pair<uint64_t, uint64_t> halves(const py::handle& value) {
+  const py::object mask = py::int_(0xFFFFFFFFFFFFFFFFULL);
+  return {value.attr("__rshift__")(64).attr("__and__")(mask).cast<uint64_t>(),
+          value.attr("__and__")(mask).cast<uint64_t>()};
+}
+
+// numpy's bit_generator.state of a PCG64 Generator.
+Pcg64 pcg64_of(const py::dict& state) {
+  if (!state.contains("bit_generator") || state["bit_generator"].cast<std::string>() != "PCG64")
+    throw py::value_error("rng_state must be a numpy PCG64 bit_generator.state");
+  const py::dict s = state["state"];
+  const auto [state_hi, state_lo] = halves(s["state"]);
+  const auto [inc_hi, inc_lo] = halves(s["inc"]);
+  return Pcg64(state_hi, state_lo, inc_hi, inc_lo);
+}
+
+py::object accepted_arrays(const ModeledOutput& out, bool mtp) {
+  if (!mtp) return py::none();
+  py::list ranks;
+  for (const auto& a : out.accepted)
+    ranks.append(Int64s(static_cast<py::ssize_t>(a.size()), a.data()));
+  return ranks;
+}
+
+// The loop's calls into Python: each with the GIL taken and the scheduler's mutex (every
+// instance's, in a P/D deployment) let go.
+class PyHooks : public ReplayHooks {
+ public:
+  PyHooks(std::vector<PyStepLog*> logs, py::object on_progress,
+          std::vector<std::unique_lock<std::mutex>>& schedulers)
+      : logs_(std::move(logs)), on_progress_(std::move(on_progress)), schedulers_(schedulers) {}
+
+  int64_t before_record(size_t k) override {
+    PyStepLog& log = *logs_.at(k);
+    int64_t ns = 0;
+    if (log.buffered >= log.chunk_steps) {
+      const int64_t start = steady_now_ns();
+      in_python([&] { log.on_full(); });
+      log.buffered = 0;
+      ns = steady_now_ns() - start;
+    }
+    ++log.buffered;
+    return ns;
+  }
+
+  bool progress(int64_t done, int64_t n) override {
+    bool go_on = false;
+    in_python([&] { go_on = on_progress_(done, n).cast<bool>(); });
+    return go_on;
+  }
+
+ private:
+  template <typename F>
+  void in_python(F call) {
+    for (auto& lock : schedulers_) lock.unlock();
+    {
+      py::gil_scoped_acquire gil;
+      call();
+    }
+    for (auto& lock : schedulers_) lock.lock();
+  }
+
+  std::vector<PyStepLog*> logs_;
+  py::object on_progress_;
+  std::vector<std::unique_lock<std::mutex>>& schedulers_;
+};
+
+// The loop run with the GIL released, each scheduler's mutex held, and each log marked as
+// recording.
+template <typename Loop>
+bool run_released(const std::vector<GuardedScheduler*>& schedulers,
+                  const std::vector<PyStepLog*>& logs, py::object on_progress,
+                  int64_t progress_every, Loop make_and_run) {
+  if (progress_every < 1) throw py::value_error("progress_every must be >= 1");
+  std::vector<std::unique_ptr<Recording>> recording;
+  for (PyStepLog* log : logs) recording.push_back(std::make_unique<Recording>(*log));
+  py::gil_scoped_release nogil;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (GuardedScheduler* s : schedulers) locks.emplace_back(s->mutex);
+  PyHooks hooks(logs, std::move(on_progress), locks);
+  return make_and_run(hooks);
+}
+
+struct HeldRequests {  // the arrays ReplayRequests points into, alive for the replay
+  Doubles arrival_s;
+  Int64s prompt_len, max_new_tokens;
+  std::optional<Int64s> hash_offsets, hash_ids;
+  std::optional<py::array_t<double>> released_s;
+};
+
+ReplayRequests requests_of(HeldRequests& h, int64_t hash_block_size, int64_t concurrency) {
+  ReplayRequests r;
+  r.n = h.arrival_s.size();
+  if (h.prompt_len.size() != r.n || h.max_new_tokens.size() != r.n)
+    throw py::value_error("arrival_s, prompt_len and max_new_tokens must have one value a request");
+  r.arrival_s = h.arrival_s.data();
+  r.prompt_len = h.prompt_len.data();
+  r.max_new_tokens = h.max_new_tokens.data();
+  if (h.hash_offsets.has_value() != h.hash_ids.has_value())
+    throw py::value_error("give both hash_offsets and hash_ids, or neither");
+  if (h.hash_offsets) {
+    if (h.hash_offsets->size() != r.n + 1)
+      throw py::value_error("hash_offsets must have one value a request, and one more");
+    r.hash_offsets = h.hash_offsets->data();
+    r.hash_ids = h.hash_ids->data();
+  }
+  r.hash_block_size = hash_block_size;
+  r.concurrency = concurrency;
+  if (concurrency > 0) {
+    if (!h.released_s || h.released_s->size() != r.n || !h.released_s->writeable())
+      throw py::value_error(
+          "a closed loop writes each request's release into released_s: a "
+          "writable float64 array, one value a request");
+    r.released_s = h.released_s->mutable_data();
+  }
+  return r;
+}
+
+bool replay_virtual(GuardedScheduler& s, ModeledStep& step, PyStepLog& log, HeldRequests& h,
+                    int64_t hash_block_size, int64_t concurrency, bool overlap,
+                    int64_t progress_every, py::object on_progress) {
+  const ReplayRequests requests = requests_of(h, hash_block_size, concurrency);
+  return run_released({&s}, {&log}, std::move(on_progress), progress_every, [&](PyHooks& hooks) {
+    VirtualReplay replay(s.core, step, log, requests, overlap, hooks);
+    return replay.run(progress_every);
+  });
+}
+
+template <typename T>
+T* column(const py::dict& columns, const char* name, int64_t n) {
+  auto a = columns[name].cast<py::array_t<T>>();
+  if (a.size() != n || !a.writeable() || !py::isinstance<py::array_t<T>>(columns[name]))
+    throw py::value_error(std::string("transfers[") + name +
+                          "]: a writable array of the column's type, one value a request");
+  return a.mutable_data();
+}
+
+PdColumns pd_columns(const py::dict& c, int64_t n) {
+  return PdColumns{
+      column<int32_t>(c, "prefill_instance", n), column<int32_t>(c, "decode_instance", n),
+      column<double>(c, "kv_bytes", n),          column<double>(c, "handoff_s", n),
+      column<double>(c, "transfer_start_s", n),  column<double>(c, "transfer_end_s", n),
+      column<double>(c, "decode_wait_s", n)};
+}
+
+// instances: (role, index, scheduler, step, log) of each, prefill instances first.
+bool replay_disaggregated(const py::list& instances, HeldRequests& h, int64_t hash_block_size,
+                          int64_t concurrency, const PdService& service, const py::dict& transfers,
+                          int64_t progress_every, py::object on_progress) {
+  const ReplayRequests requests = requests_of(h, hash_block_size, concurrency);
+  const PdColumns columns = pd_columns(transfers, requests.n);
+  std::vector<PdInstance> pool;
+  std::vector<GuardedScheduler*> schedulers;
+  std::vector<PyStepLog*> logs;
+  for (const py::handle& item : instances) {
+    const auto t = item.cast<py::tuple>();
+    const auto role = t[0].cast<std::string>();
+    if (role != "prefill" && role != "decode")
+      throw py::value_error("an instance's role is prefill or decode, got " + role);
+    schedulers.push_back(&t[2].cast<GuardedScheduler&>());
+    logs.push_back(&t[4].cast<PyStepLog&>());
+    PdInstance& instance = pool.emplace_back();
+    instance.prefill = role == "prefill";
+    instance.index = t[1].cast<int64_t>();
+    instance.scheduler = &schedulers.back()->core;
+    instance.step = &t[3].cast<ModeledStep&>();
+    instance.log = logs.back();
+  }
+  return run_released(schedulers, logs, std::move(on_progress), progress_every,
+                      [&](PyHooks& hooks) {
+                        PdReplay replay(pool, requests, service, columns, hooks);
+                        return replay.run(progress_every);
+                      });
+}
+
+void bind_modeled_step(py::module_& m) {
+  py::class_<Roofline>(m, "Roofline")
+      .def(py::init<double, double, double, double>(), py::arg("flops_per_s"),
+           py::arg("bytes_per_s"), py::arg("overhead_s"), py::arg("floor_s"))
+      .def_readonly("flops_per_s", &Roofline::flops_per_s)
+      .def_readonly("bytes_per_s", &Roofline::bytes_per_s)
+      .def_readonly("overhead_s", &Roofline::overhead_s)
+      .def_readonly("floor_s", &Roofline::floor_s);
+
+  py::class_<ModeledStep>(m, "ModeledStep")
+      .def(py::init([](const CostModel& cost, std::optional<DeploymentRates> deployment,
+                       const Roofline& roofline, bool mtp, double acceptance,
+                       const py::dict& rng_state) {
+             return ModeledStep(cost, deployment, roofline, mtp, acceptance, pcg64_of(rng_state));
+           }),
+           py::arg("cost"), py::arg("deployment"), py::arg("roofline"), py::arg("mtp"),
+           py::arg("acceptance"), py::arg("rng_state"))
+      .def(
+          "execute",
+          [](ModeledStep& step, const ScheduleOutput& plan) {
+            ModeledOutput out;
+            step.execute(plan, out);
+            py::object accepted = accepted_arrays(out, step.mtp());
+            return py::make_tuple(out.seconds, std::move(out.costs), accepted);
+          },
+          py::arg("plan"),
+          "(seconds, StepCosts, accepted: an int64 array of drafts accepted per rank, or None "
+          "without MTP) of the plan's modeled step.");
+}
+
+void bind_colocated_loop(py::module_& m) {
+  m.def(
+      "replay_virtual",
+      [](GuardedScheduler& s, ModeledStep& step, PyStepLog& log, Doubles arrival_s,
+         Int64s prompt_len, Int64s max_new_tokens, std::optional<Int64s> hash_offsets,
+         std::optional<Int64s> hash_ids, int64_t hash_block_size, int64_t concurrency,
+         std::optional<py::array_t<double>> released_s, bool overlap, int64_t progress_every,
+         py::object on_progress) {
+        HeldRequests h{std::move(arrival_s),    std::move(prompt_len), std::move(max_new_tokens),
+                       std::move(hash_offsets), std::move(hash_ids),   std::move(released_s)};
+        return replay_virtual(s, step, log, h, hash_block_size, concurrency, overlap,
+                              progress_every, std::move(on_progress));
+      },
+      py::arg("scheduler"), py::arg("step"), py::arg("log"), py::arg("arrival_s"),
+      py::arg("prompt_len"), py::arg("max_new_tokens"), py::arg("hash_offsets") = py::none(),
+      py::arg("hash_ids") = py::none(), py::arg("hash_block_size") = 0, py::arg("concurrency") = 0,
+      py::arg("released_s") = py::none(), py::arg("overlap") = false,
+      py::arg("progress_every") = 64, py::arg("on_progress"),
+      "Replay the requests through the scheduler on the virtual clock, each plan's step "
+      "modeled by `step` and recorded into `log` (on_full() for each full chunk), as "
+      "harness/replay/driver.py's loop would; on_progress(done, n) every progress_every steps "
+      "and at the end, a false return stopping it. True if completed. The GIL is released "
+      "but for the callbacks.");
+}
+
+void bind_pd_loop(py::module_& m) {
+  py::class_<PdService>(m, "PdService")
+      .def(py::init<>())
+#define FIELD(name) .def_readwrite(#name, &PdService::name)
+          FIELD(prefill_router) FIELD(decode_router) FIELD(capacity_blocks) FIELD(block_size)
+              FIELD(kv_bytes_per_token) FIELD(layers) FIELD(sender_bps) FIELD(receiver_bps)
+                  FIELD(latency_s) FIELD(layerwise);
+#undef FIELD
+
+  m.def(
+      "replay_disaggregated",
+      [](const py::list& instances, Doubles arrival_s, Int64s prompt_len, Int64s max_new_tokens,
+         std::optional<Int64s> hash_offsets, std::optional<Int64s> hash_ids,
+         int64_t hash_block_size, int64_t concurrency,
+         std::optional<py::array_t<double>> released_s, const PdService& service,
+         const py::dict& transfers, int64_t progress_every, py::object on_progress) {
+        HeldRequests h{std::move(arrival_s),    std::move(prompt_len), std::move(max_new_tokens),
+                       std::move(hash_offsets), std::move(hash_ids),   std::move(released_s)};
+        return replay_disaggregated(instances, h, hash_block_size, concurrency, service, transfers,
+                                    progress_every, std::move(on_progress));
+      },
+      py::arg("instances"), py::arg("arrival_s"), py::arg("prompt_len"), py::arg("max_new_tokens"),
+      py::arg("hash_offsets") = py::none(), py::arg("hash_ids") = py::none(),
+      py::arg("hash_block_size") = 0, py::arg("concurrency") = 0,
+      py::arg("released_s") = py::none(), py::arg("service"), py::arg("transfers"),
+      py::arg("progress_every") = 64, py::arg("on_progress"),
+      "Replay the requests through a P/D deployment's instances ((role, index, scheduler, "
+      "step, log) each, prefill first) on the virtual clock, as harness/replay/"
+      "disaggregated.py would; the requests' P/D columns written into `transfers` "
+      "(Transfers.columns). True if completed.");
+}
+
+}  // namespace
+
+void bind_replay(py::module_& m) {
+  bind_modeled_step(m);
+  bind_colocated_loop(m);
+  bind_pd_loop(m);
+}

@@ -1,0 +1,117 @@
+#include "routers.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <tuple>
+
+namespace steptrace {
+
+namespace {
+
+constexpr int64_t kBalanceAbs = 64;
+constexpr double kBalanceRel = 1.5, kCacheThreshold = 0.3;
+
+// The instance k with the smallest key(k), the lower instance on ties.
+template <typename Key>
+int64_t argmin(int64_t n, Key key) {
+  int64_t best = 0;
+  for (int64_t k = 1; k < n; ++k)
+    if (key(k) < key(best)) best = k;
+  return best;
+}
+
+}  // namespace
+
+PrefillRouter::PrefillRouter(const std::string& policy, int64_t instances, int64_t capacity_blocks,
+                             int64_t block_size)
+    : n_(instances),
+      capacity_(capacity_blocks),
+      block_size_(block_size),
+      load_(instances),
+      tokens_(instances),
+      blocks_(instances) {
+  if (policy == "round_robin")
+    policy_ = Policy::kRoundRobin;
+  else if (policy == "least_tokens")
+    policy_ = Policy::kLeastTokens;
+  else if (policy == "cache_aware")
+    policy_ = Policy::kCacheAware;
+  else
+    throw std::invalid_argument("prefill router: unknown policy " + policy);
+  if (instances < 1) throw std::invalid_argument("prefill router: no instance");
+}
+
+int64_t PrefillRouter::route(int64_t prompt_len, const std::vector<int64_t>& hashes) {
+  int64_t i;
+  if (policy_ == Policy::kRoundRobin) {
+    i = next_;
+    next_ = (next_ + 1) % n_;
+  } else if (policy_ == Policy::kLeastTokens) {
+    i = argmin(n_, [&](int64_t k) { return tokens_[k]; });
+  } else {
+    i = cache_aware(prompt_len, hashes);
+    remember(i, hashes);
+  }
+  ++load_[i];
+  tokens_[i] += prompt_len;
+  return i;
+}
+
+void PrefillRouter::prefilled(int64_t instance, int64_t prompt_len) {
+  --load_[instance];
+  tokens_[instance] -= prompt_len;
+}
+
+int64_t PrefillRouter::cache_aware(int64_t prompt_len, const std::vector<int64_t>& hashes) const {
+  const int64_t fewest = argmin(n_, [&](int64_t k) { return load_[k]; });
+  const int64_t most = *std::max_element(load_.begin(), load_.end());
+  if (most - load_[fewest] > kBalanceAbs &&
+      static_cast<double>(most) > kBalanceRel * static_cast<double>(load_[fewest]))
+    return fewest;
+  std::vector<int64_t> hits(n_);
+  for (int64_t k = 0; k < n_; ++k) hits[k] = hit(k, hashes);
+  const int64_t best = argmin(n_, [&](int64_t k) { return std::make_pair(-hits[k], load_[k]); });
+  if (static_cast<double>(hits[best] * block_size_) >
+      kCacheThreshold * static_cast<double>(prompt_len))
+    return best;
+  return argmin(n_, [&](int64_t k) { return std::make_pair(blocks_[k].order.size(), load_[k]); });
+}
+
+int64_t PrefillRouter::hit(int64_t instance, const std::vector<int64_t>& hashes) const {
+  const auto& where = blocks_[instance].where;
+  for (size_t n = 0; n < hashes.size(); ++n)
+    if (!where.count(hashes[n])) return static_cast<int64_t>(n);
+  return static_cast<int64_t>(hashes.size());
+}
+
+void PrefillRouter::remember(int64_t instance, const std::vector<int64_t>& hashes) {
+  Record& r = blocks_[instance];
+  for (int64_t h : hashes) {
+    const auto it = r.where.find(h);
+    if (it != r.where.end()) r.order.erase(it->second);
+    r.order.push_back(h);
+    r.where[h] = std::prev(r.order.end());
+  }
+  while (static_cast<int64_t>(r.order.size()) > capacity_) {
+    r.where.erase(r.order.front());
+    r.order.pop_front();
+  }
+}
+
+DecodeRouter::DecodeRouter(const std::string& policy, int64_t instances) : n_(instances) {
+  if (policy != "round_robin" && policy != "least_kv")
+    throw std::invalid_argument("decode router: unknown policy " + policy);
+  if (instances < 1) throw std::invalid_argument("decode router: no instance");
+  least_kv_ = policy == "least_kv";
+}
+
+int64_t DecodeRouter::route(const std::vector<int64_t>& free_blocks) {
+  if (!least_kv_) {
+    const int64_t i = next_;
+    next_ = (next_ + 1) % n_;
+    return i;
+  }
+  return argmin(n_, [&](int64_t k) { return -free_blocks[k]; });
+}
+
+}  // namespace steptrace

@@ -1,0 +1,58 @@
+// The routers in front of a P/D deployment's pools (docs/disaggregation.md, "Routers";
+// harness/replay/routers.py is the Python loop's twin, with the policies' words). A router
+// sees what it sent where and what came back, never an instance's scheduler.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace steptrace {
+
+class PrefillRouter {
+ public:
+  // policy: round_robin, least_tokens or cache_aware; capacity_blocks: an instance's
+  // record of routed blocks keeps the most recent this many (cache_aware).
+  PrefillRouter(const std::string& policy, int64_t instances, int64_t capacity_blocks,
+                int64_t block_size);
+  // The instance a request goes to; its load counted there. hashes: its prompt's block
+  // hashes (cache_aware).
+  int64_t route(int64_t prompt_len, const std::vector<int64_t>& hashes);
+  // A request routed to `instance` left it (handed off or rejected).
+  void prefilled(int64_t instance, int64_t prompt_len);
+
+ private:
+  enum class Policy { kRoundRobin, kLeastTokens, kCacheAware };
+  struct Record {  // routed block hashes, least recently routed first
+    std::list<int64_t> order;
+    std::unordered_map<int64_t, std::list<int64_t>::iterator> where;
+  };
+  int64_t cache_aware(int64_t prompt_len, const std::vector<int64_t>& hashes) const;
+  int64_t hit(int64_t instance, const std::vector<int64_t>& hashes) const;
+  void remember(int64_t instance, const std::vector<int64_t>& hashes);
+
+  Policy policy_;
+  int64_t n_, capacity_, block_size_;
+  std::vector<int64_t> load_;    // unfinished requests routed there
+  std::vector<int64_t> tokens_;  // prompt tokens routed, not yet prefilled
+  std::vector<Record> blocks_;
+  int64_t next_ = 0;
+};
+
+class DecodeRouter {
+ public:
+  // policy: round_robin or least_kv.
+  DecodeRouter(const std::string& policy, int64_t instances);
+  bool wants_free_blocks() const { return least_kv_; }
+  // The instance a prefilled sequence goes to; free_blocks per instance (least_kv).
+  int64_t route(const std::vector<int64_t>& free_blocks);
+
+ private:
+  bool least_kv_;
+  int64_t n_;
+  int64_t next_ = 0;
+};
+
+}  // namespace steptrace

@@ -1,0 +1,50 @@
+"""The C++ P/D loop against the Python one: random P/D deployments (instances per pool,
+routers, links slow enough to queue transfers, layerwise or not, decode pools small enough
+to push back, closed loops, shared prefixes for the cache-aware router) replay the same
+tables, host timings aside."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from harness.analysis.exact import TABLES, first_difference
+from harness.analysis.runs import read_run
+from harness.sweeps.sweep import run_workload
+from harness.workload import load_workload
+
+from .test_disaggregated import pd_workload
+
+pytestmark = pytest.mark.core
+
+
+@st.composite
+def deployments(draw):
+    n = draw(st.integers(1, 30))
+    rows = [(round(a, 4), p, o) for a, p, o in zip(
+        np.cumsum(draw(st.lists(st.floats(0, 0.02), min_size=n, max_size=n))),
+        draw(st.lists(st.integers(1, 2000), min_size=n, max_size=n)),
+        draw(st.lists(st.integers(1, 30), min_size=n, max_size=n)))]
+    prefill = {"instances": draw(st.integers(1, 3))}
+    decode = {"instances": draw(st.integers(1, 3)),
+              "engine": {"num_kv_blocks": draw(st.sampled_from((200, 400, 4000)))}}
+    kv = {"link": draw(st.sampled_from((0.001, 0.05, 10))), "layerwise": draw(st.booleans())}
+    router = {"prefill": draw(st.sampled_from(("round_robin", "least_tokens", "cache_aware"))),
+              "decode": draw(st.sampled_from(("round_robin", "least_kv")))}
+    extra = draw(st.sampled_from(("", "load: {mode: concurrency, concurrency: 4}\n")))
+    return rows, prefill, decode, kv, router, extra
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(deployment=deployments())
+def test_the_two_loops_replay_a_pd_deployment_alike(deployment, tmp_path_factory):
+    rows, prefill, decode, kv, router, extra = deployment
+    tmp = tmp_path_factory.mktemp("pd")
+    path = pd_workload(tmp, rows, prefill, decode, kv, router, extra)
+    runs = {}
+    for loop in ("python", "cpp"):
+        (run_dir,) = run_workload(load_workload(path, [f"replay_loop={loop}",
+                                                       f"output={tmp / loop}"]))
+        runs[loop] = read_run(run_dir)
+    for table in TABLES:
+        assert first_difference(runs["python"], runs["cpp"], table) is None, table
