@@ -11,7 +11,7 @@ import pytest
 
 from engine import _core, plan
 from harness.record import metrics
-from harness.record.table_sink import TableSink, write_table
+from harness.record.table_sink import ROW_GROUP_ROWS, TableSink, write_table
 from harness.schema import LABELS, SWEEP_TABLES, TABLES, arrow_schema, values
 from harness.schema.doc import markdown
 from harness.sweeps.sweep import run_workload
@@ -48,6 +48,19 @@ def test_a_run_writes_every_table_in_its_declared_schema(tmp_path, fmt):
         else:
             header = (run_dir / f"{name}.csv").read_text().splitlines()[0]
             assert header.replace('"', "").split(",") == want.names, name
+
+
+def test_a_readers_keys_carry_row_group_statistics(tmp_path):
+    """step, seq_id and the clock's times can prune row groups; a measured value has none."""
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{TINY}")
+    (run_dir,) = run_workload(load_workload(path))
+    for table, key, value in (("steps", "step", "forward_ns"), ("batches", "seq_id", "seqlen_k"),
+                              ("requests", "arrival_s", "ttft_s")):
+        group = pq.ParquetFile(run_dir / f"{table}.parquet").metadata.row_group(0)
+        names = [group.column(i).path_in_schema for i in range(group.num_columns)]
+        assert group.column(names.index(key)).statistics.has_min_max, (table, key)
+        assert group.column(names.index(value)).statistics is None, (table, value)
 
 
 def test_the_recorders_cpp_columns_are_the_declared_ones():
@@ -108,6 +121,19 @@ def test_a_chunk_must_carry_exactly_the_declared_columns(tmp_path):
         sink.write(pd.DataFrame(dict(metric=["m"], stat=["s"], value=[1.0], units=["s"])))
     with pytest.raises(KeyError, match="no declared table 'step'"):
         TableSink(tmp_path, "step", "parquet")
+
+
+def test_chunks_reach_disk_a_row_group_at_a_time(tmp_path):
+    """Chunks are gathered into row groups of ROW_GROUP_ROWS, each written when full: the
+    table never waits in memory whole, and close() writes the rest."""
+    chunk = pd.DataFrame(dict(metric=["m"] * 10_000, stat="s", value=1.0, unit="s"))
+    sink = TableSink(tmp_path, "summary", "parquet")
+    for _ in range(15):
+        sink.write(chunk)
+    sink.close()
+    groups = pq.ParquetFile(tmp_path / "summary.parquet").metadata
+    sizes = [groups.row_group(i).num_rows for i in range(groups.num_row_groups)]
+    assert sizes == [70_000, 70_000, 10_000] and ROW_GROUP_ROWS == 65_536
 
 
 def test_every_chunk_is_cast_to_the_declared_types(tmp_path):

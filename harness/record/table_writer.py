@@ -56,7 +56,7 @@ import pyarrow as pa
 from ..io import child_process
 from ..io.atomic import atomic_open
 from ..schema import TABLES
-from .table_sink import TableSink, dictionary
+from .table_sink import TableSink
 
 PIPE_BYTES = 1 << 20  # Linux's default limit for an unprivileged process
 HEAD_BYTES = 1 << 20  # the longest head read: `open`'s labels and dictionaries are short
@@ -333,7 +333,8 @@ class _Tables:
     def __init__(self, run_dir: str, fmt: str, labels, names, dictionaries) -> None:
         self.run_dir = Path(run_dir)
         self._sinks = {name: TableSink(self.run_dir, name, fmt, labels) for name in names}
-        self._dictionaries = dictionaries
+        self._dictionaries = {name: pa.array(list(values), pa.string())
+                              for name, values in dictionaries.items()}
         self.errors: Dict[str, str] = {}
 
     def write(self, tables: Mapping[str, Mapping[str, object]]) -> None:
@@ -358,8 +359,8 @@ class _Tables:
                     self._give_up(name, error)
 
     def _array(self, name: str, values):
-        if name in self._dictionaries:
-            return dictionary(values, self._dictionaries[name])
+        if name in self._dictionaries:  # codes from the pipe: checked against the names
+            return pa.DictionaryArray.from_arrays(pa.array(values), self._dictionaries[name])
         if isinstance(values, np.ndarray):
             return values
         return pa.array(values, pa.string())
