@@ -27,6 +27,7 @@ from ..record.metrics import SUMMARY_COLUMNS
 from ..record.pd_summary import pd_rows
 from ..record.recorder import Recorder
 from ..record.table_sink import write_table
+from ..record.table_writer import NotStarted
 from ..telemetry import Sampler, device_frame, device_summary
 from ..workload import Workload
 from .calibration import calibrate, planned as planned_calibration
@@ -98,10 +99,12 @@ class _Run:
                                  stop) if v["frontend"]["mode"] == "thread" else None
         slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
         recorded = [(role, k) for role, k, _ in engines] if workload.disaggregation else engine
-        try:  # the table writer is ready when it returns: the manifest says the run began
+        try:
             self.recorder = Recorder(recorded, v["warmup_steps"], self.run_dir, self.fmt,
                                      self.labels, trace=trace.df, frontend=self.frontend,
                                      slo=slo)
+            if workload.clock == "real":  # its start-up would take the CPU from the first steps
+                self.recorder.tables_ready()
         except BaseException:  # nothing began: no run directory is left behind
             self._close_engines()
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -170,6 +173,7 @@ class _Run:
         if self.frontend is not None:  # every committed token delivered, unless stopped
             self.frontend.close()
         self._close_engines()
+        removed = False
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
@@ -177,6 +181,10 @@ class _Run:
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
             vllm_result.write(self.run_dir, summary.to_dict("records"), self.manifest)
             return summary
+        except NotStarted:  # no table was begun (a virtual-clock run does not wait for the
+            removed = True  # writer): no folder is left
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
         except Exception as e:  # a table could not be written: the run failed
             # a table that cannot be written is why the hand-off's pipe broke
             if failure is None or isinstance(failure, BrokenPipeError):
@@ -184,7 +192,8 @@ class _Run:
             self.manifest.update(complete=False, interrupted=False)
             raise
         finally:
-            run_folder.write_manifest(self.manifest, self.run_dir)
+            if not removed:
+                run_folder.write_manifest(self.manifest, self.run_dir)
 
     def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
         """The summary table, from what the recorder (and the frontend, if any) kept."""
