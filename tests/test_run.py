@@ -155,7 +155,7 @@ def test_a_virtual_clock_run_is_not_calibrated_by_default_and_says_why(tmp_path,
     assert manifest["calibration"] == {"off": VIRTUAL_CLOCK}
     assert "harness" not in set(read(run_dir, "summary")["metric"])
     assert main(["show", str(run_dir)]) == 0
-    assert f"  harness calibration {VIRTUAL_CLOCK}\n" in capsys.readouterr().out
+    assert f"  note: harness calibration {VIRTUAL_CLOCK}\n" in capsys.readouterr().out
     assert main(["show", str(run_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["calibration"] == {"off": VIRTUAL_CLOCK}
 

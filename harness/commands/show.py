@@ -84,7 +84,7 @@ def print_text(result: dict) -> None:
     calibration = result.get("calibration")  # absent from older runs' manifests
     off = calibration.get("off") if isinstance(calibration, dict) else None
     if off:
-        print(f"  harness calibration {off}")
+        print(f"  note: harness calibration {off}")
     for note in result.get("notes", ()):
         print(f"  note: {note}")
 
