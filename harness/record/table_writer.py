@@ -10,10 +10,11 @@ the convoy back: tests/bench/README.md); the writer builds the tables and encode
 Wire format, one message at a time down the child's stdin: the head's length (8 bytes,
 little-endian), the head (a JSON object: `kind`; `sizes`, the byte length of each payload
 that follows), then the payloads. Messages: `open` (`run_dir`, `format`, `labels`,
-`names`, `dictionaries`), answered `ready` (or `not started: <why>`); then `write` per chunk (`columns`: for each
-table its columns' names and types, one payload each, in order: a numpy dtype of
-fixed-width numbers or booleans and the column's bytes, or `text` and a JSON list of
-strings; a dictionary column as its codes); then `close`, answered with one JSON line:
+`names`, `dictionaries`), answered `ready` (or `not started: <why>`, and the writer exits);
+then `write` per chunk (`columns`: for each table its columns' names and types, one
+payload each, in order: a numpy dtype of fixed-width numbers or booleans and the column's
+bytes, or `text` and a JSON list of strings; a dictionary column as its codes); then
+`close`, answered with one JSON line:
 `{"errors": {table: message}}`. Nothing on the wire can run code, though another process
 of the user's can write to the writer's stdin: JSON decodes to values, and bytes become
 numbers only through a dtype from a fixed list. Anything else (no JSON object, an unknown
@@ -111,7 +112,7 @@ class TableWriter:
 
     def ready(self) -> None:
         """Waits until the writer serves the run (a new one imports and warms up pyarrow
-        first: about 0.5 s); NotStarted if it does not."""
+        first: about 0.7 s); NotStarted if it does not."""
         self._process.ready()
 
     def write(self, tables: Mapping[str, Mapping[str, Column]]) -> None:

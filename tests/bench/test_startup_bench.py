@@ -2,8 +2,8 @@
 B200, the virtual clock, telemetry on, every table written), the whole `steptrace run`
 process, and its time to the first step (from the process's launch to the replay loop's
 entry). Against the floor: a process that imports what every run needs (numpy, pandas,
-pyarrow, the C++ core). Target: the whole run under 1 s on the quiet 2-core development
-host; tests/bench/README.md ("Start-up") has the figures.
+pyarrow, the C++ core). The goal is a whole run under 1 s; tests/bench/README.md
+("Start-up") has the figures and what remains.
 
 Run: python -m pytest tests/bench/test_startup_bench.py -m slow --benchmark-enable -s
 In the slow tier (benchmarks disabled) each runs once, as a smoke test.
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # starts processes
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "workloads" / "bench_hour.yaml"
 ROUNDS = 7
-RATIO = 3.5  # the whole run over the floor's imports: 2.9x on a loaded host, 4.3x before (README)
+RATIO = 3.5  # the whole run over the floor: 1.2x - 2.9x measured, 4.3x - 4.7x before
 FLOOR = "import numpy, pandas, pyarrow, engine._core"
 # `steptrace run` as the console script runs it, with the time the replay loop is entered
 # printed: harness.replay.run's two loops wrapped as the module is imported, so that
