@@ -236,10 +236,33 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
     loaded = set(json.loads(proc.stderr.strip().splitlines()[-1]))
     commands = {m for m in loaded if m.startswith("harness.commands.")}
     assert commands == {"harness.commands.cli", "harness.commands.common"} | (
-        {"harness.commands.run", "harness.commands.show", "harness.commands.validate"}
-        if argv[0] == "run" else set())
+        {"harness.commands.run"} if argv[0] == "run" else set())
     if argv[0] != "run":
         assert loaded == commands
+
+
+@pytest.mark.slow
+def test_a_modeled_run_imports_no_torch_matplotlib_or_scipy(tmp_path):
+    """A modeled run on the virtual clock needs none of them (torch alone is seconds of its
+    start-up): not for the run, its manifest, its summary or its show; --help neither."""
+    (tmp_path / "w.yaml").write_text(f"output: {tmp_path / 'results'}\n" + MODELED.replace(
+        "requests: 12", "requests: 1").replace("calibration_requests: 0\n", ""))
+    script = f"""
+import json, sys
+from harness.commands import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+assert main(["run", {str(tmp_path / 'w.yaml')!r}]) == 0
+print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} &
+                        {{"torch", "matplotlib", "scipy"}})), file=sys.stderr)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "harness calibration off on the virtual clock" in proc.stdout
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
 
 
 def test_progress_lines_say_the_pace_and_the_time_left(monkeypatch, capsys):

@@ -488,6 +488,35 @@ def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypa
     assert listing(tmp_path / "results" / "w") == []
 
 
+@pytest.fixture
+def writer_that_cannot_start(monkeypatch):
+    """Every new table writer process says it did not start (no idle one is reused)."""
+    from harness.record import table_writer
+
+    def command(module):
+        return [sys.executable, "-c", "print('not started: OSError: no room for pyarrow')"]
+    monkeypatch.setattr(table_writer.child_process, "command", command)
+    monkeypatch.setattr(table_writer, "_idle_writer", lambda: None)
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_a_table_writer_that_cannot_start_fails_the_run_and_leaves_no_folder(
+        tmp_path, capsys, writer_that_cannot_start, clock):
+    """The virtual clock does not wait for the writer before its first step: its failure to
+    start surfaces at the first chunk or at close, and the run folder made goes again. The
+    real clock waits for it before the run begins."""
+    body = MODELED if clock == "virtual" else \
+        SLOW.replace("400", "4") + "telemetry: {enabled: false}\n"
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'results'}\n{body}")
+    assert main(["run", str(path), "--json"]) == 1
+    failure = json.loads(capsys.readouterr().out)
+    assert failure["error"] == "run failed"
+    assert failure["message"] == ("NotStarted: the table writer process did not start: not "
+                                  "started: OSError: no room for pyarrow")
+    assert listing(tmp_path / "results" / "w") == []
+
+
 def test_a_symlink_planted_at_the_run_folder_is_refused(tmp_path, capsys):
     """results/<name> linked elsewhere would take the run's tables there: refused at
     validation (exit 2, nothing written) and again when the folder is made."""

@@ -10,8 +10,10 @@ import pytest
 from harness.commands import main
 from harness.record.run_folder import read_requests
 from harness.replay import driver as replay_module
+from harness.replay.calibration import VIRTUAL_CLOCK, planned
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
+from tests.helpers import MODELED
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
@@ -139,10 +141,41 @@ def test_calibration_and_telemetry_can_be_switched_off(tmp_path):
     (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu", calibration_requests=0,
                                        telemetry="{enabled: false}"))
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert "calibration" not in manifest and manifest["telemetry"] == {
-        "sampler": "telemetry.enabled: false"}
+    assert manifest["calibration"] == {"off": "off: calibration_requests: 0"}
+    assert manifest["telemetry"] == {"sampler": "telemetry.enabled: false"}
     assert read(run_dir, "device").empty
     assert "harness" not in set(read(run_dir, "summary")["metric"])
+
+
+def test_a_virtual_clock_run_is_not_calibrated_by_default_and_says_why(tmp_path, capsys):
+    body = MODELED.replace("calibration_requests: 0\n", "")
+    (run_dir,) = run_workload(workload(tmp_path, body))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["values"]["calibration_requests"] is None
+    assert manifest["calibration"] == {"off": VIRTUAL_CLOCK}
+    assert "harness" not in set(read(run_dir, "summary")["metric"])
+    assert main(["show", str(run_dir)]) == 0
+    assert f"  note: harness calibration {VIRTUAL_CLOCK}\n" in capsys.readouterr().out
+    assert main(["show", str(run_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calibration"] == {"off": VIRTUAL_CLOCK}
+
+
+def test_a_number_calibrates_on_the_virtual_clock_too(tmp_path):
+    body = MODELED.replace("calibration_requests: 0", "calibration_requests: 50")
+    (run_dir,) = run_workload(workload(tmp_path, body))
+    calibration = json.loads((run_dir / "manifest.json").read_text())["calibration"]
+    assert calibration["requests"] == 12 and "off" not in calibration  # the trace's 12
+    assert "harness" in set(read(run_dir, "summary")["metric"])
+
+
+def test_the_default_calibration_is_500_requests_on_the_real_clock_none_on_the_virtual():
+    values = dict(calibration_requests=None, clock="real")
+    assert planned(values, 10_000) == (500, None)
+    assert planned(values, 20) == (20, None)  # the trace's rows at most
+    assert planned(dict(values, clock="virtual"), 10_000) == (0, VIRTUAL_CLOCK)
+    assert planned(dict(values, calibration_requests=50, clock="virtual"), 10_000) == (50, None)
+    assert planned(dict(values, calibration_requests=0), 10_000) == (
+        0, "off: calibration_requests: 0")
 
 
 @pytest.mark.slow

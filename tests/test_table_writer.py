@@ -6,15 +6,18 @@ running anything."""
 import json
 import os
 import pickle
+import re
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from harness.io import child_process
-from harness.record.table_writer import TableWriter, encoded, frame
+from harness.record import table_writer
+from harness.record.table_writer import NotStarted, TableWriter, encoded, frame
 from harness.schema import TABLES
 from tests.helpers import in_subprocess, process_gone
 
@@ -187,10 +190,51 @@ def test_a_first_message_that_does_not_open_starts_nothing(tmp_path, first):
     sent = pickle_framed_as_before(marker) if first == "pickle" else chunk()
     done = subprocess.run(child_process.command("harness.record.table_writer"), input=sent,
                           capture_output=True, timeout=60)
-    assert (done.returncode, done.stdout) == (2, b"")  # no `ready`: the harness stops there
-    assert done.stderr.startswith(b"steptrace table writer: Refused: ")
-    assert done.stderr.count(b"\n") == 1  # one line, no traceback
+    assert done.returncode == 2  # no `ready`: the harness stops there, saying why
+    assert done.stdout.startswith(b"not started: Refused: ")
+    assert done.stdout.count(b"\n") == 1 and done.stderr == b""  # one line, no traceback
     assert not marker.exists() and os.listdir(tmp_path) == []
+
+
+def test_a_writer_that_does_not_start_says_why_at_the_first_write_and_at_close(tmp_path):
+    """Opening does not wait for the writer; the first write does, and raises the writer's
+    own reason (a format it cannot write), again at close: no table was begun."""
+    writer = TableWriter(tmp_path, "xlsx", ["batches"], None, KINDS)
+    why = ("the table writer process did not start: not started: ValueError: table format "
+           "must be one of parquet, csv, got 'xlsx'")
+    with pytest.raises(NotStarted, match=f"^{re.escape(why)}$"):
+        writer.write(dict(batches=batches(0)))
+    with pytest.raises(NotStarted, match=f"^{re.escape(why)}$"):
+        writer.close()
+    assert writer._process.popen.poll() == 2 and os.listdir(tmp_path) == []
+
+
+def test_a_writer_that_dies_unheard_is_not_started_with_its_status(tmp_path, monkeypatch):
+    monkeypatch.setattr(table_writer.child_process, "command",
+                        lambda module: [sys.executable, "-c", "raise SystemExit(3)"])
+    monkeypatch.setattr(table_writer, "_idle_writer", lambda: None)
+    writer = TableWriter(tmp_path, "parquet", ["batches"], None, KINDS)
+    with pytest.raises(NotStarted, match="did not start: it exited with status 3$"):
+        writer.ready()
+    with pytest.raises(NotStarted, match="status 3"):
+        writer.close()
+
+
+def test_an_idle_writer_is_not_waited_for_at_exit():
+    """At exit an idle writer's pipe is closed and the harness goes: the writer, with
+    nothing open, ends on its own."""
+    code = """
+        import time
+        from harness.record import table_writer
+        table_writer.start_early()
+        (process,) = table_writer._idle
+        start = time.perf_counter()
+        table_writer._end_idle()
+        print(process.pid, process.popen.returncode, time.perf_counter() - start, flush=True)
+    """
+    pid, status, took = in_subprocess(code).split()[-3:]
+    assert status == "None" and float(took) < 0.05  # not waited for
+    assert process_gone(int(pid), within_s=30)
 
 
 # --- one writer process, runs in turn -----------------------------------------------------

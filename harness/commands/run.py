@@ -10,11 +10,7 @@ from typing import Dict, List
 from ..errors import BadInput, RunFailed
 from ..io.atomic import WriteFailed
 from ..io.interrupt import Stop, signals_stop
-from ..record import run_folder
-from ..sweeps import gil_protocol
-from . import show
 from .common import add_json, add_set, print_json
-from .validate import load
 
 
 def add(p) -> None:
@@ -27,6 +23,12 @@ def add(p) -> None:
 def main(args) -> int:
     """0 when every run completed; 128 + the signal's number (130 SIGINT, 143 SIGTERM) when a
     signal stopped the sweep, after writing what ran (harness/io/interrupt.py)."""
+    from ..record.table_writer import start_early
+    start_early()  # first: the writer warms up pyarrow while this process imports the rest
+    from ..record import run_folder
+    from ..sweeps import gil_protocol
+    from . import show
+    from .validate import load
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising

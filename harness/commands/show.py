@@ -81,6 +81,10 @@ def print_text(result: dict) -> None:
     for key in shown:
         r = rows[key]
         print(f"  {key[0] + ' ' + key[1]:{width}}{_number(r):>14} {r['unit']}")
+    calibration = result.get("calibration")  # absent from older runs' manifests
+    off = calibration.get("off") if isinstance(calibration, dict) else None
+    if off:
+        print(f"  note: harness calibration {off}")
     for note in result.get("notes", ()):
         print(f"  note: {note}")
 

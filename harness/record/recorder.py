@@ -28,14 +28,12 @@ import pandas as pd
 
 from engine import _core
 
-from ..schema import TABLES
-from ..schema.column import CODES
 from ..schema.tables import REQUESTS, STEPS
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
 from .pd_join import PDJoin, colocated
 from .step_summary import StepSummary
-from .table_writer import Column, TableWriter
+from .table_writer import Column, TableWriter, coded
 
 # the trace and the step log give the first columns, metrics.latency_columns and the
 # frontend the rest
@@ -84,10 +82,7 @@ class Recorder:
         self.prefix_hits: Dict[int, list] = {}
         self.join = PDJoin(n) if pools else None
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
-        coded = [c for name in names for c in TABLES[name].columns
-                 if c.values and c.type == CODES]  # written as codes
-        self._tables = TableWriter(run_dir, fmt, names, labels,
-                                   {c.name: c.names_by_code() for c in coded})
+        self._tables = TableWriter(run_dir, fmt, names, labels, coded(names))
         write = weakref.WeakMethod(self._write)
         self._sender = _Sender(lambda chunk: _alive(write)(chunk))
         weakref.finalize(self, self._sender.stop)  # a recorder dropped unclosed
@@ -95,6 +90,11 @@ class Recorder:
         self.step = self.log.record
         # enqueue(added, t): the SeqRecord LLMEngine.add_request returned, enqueued at t
         self.enqueue = self.log.enqueue
+
+    def tables_ready(self) -> None:
+        """Waits until the table writer serves the run (else NotStarted); without this
+        call the first chunk waits for it, while the run goes on."""
+        self._tables.ready()
 
     def flush(self) -> None:
         """Hand the buffered rows to the sender thread (the columns move, nothing is

@@ -86,7 +86,7 @@ def write_manifest(manifest: dict, run_dir: Path) -> None:
 
 def read(run_dir: Path) -> dict:
     """The run's state, manifest essentials and every summary row (metric, stat, value,
-    unit), its host share and, when a busy host may have moved its figures, which
+    unit), its host share, its calibration (or why it was off) and, when a busy host may have moved its figures, which
     (`busy_host`, also said in its notes). A run without a summary (killed, failed, or
     still running) gets the engine summary of the steps it holds."""
     run_dir = Path(run_dir)
@@ -112,7 +112,7 @@ def read(run_dir: Path) -> dict:
                 device=device, modeled=modeled, gil_mode=gil_mode,
                 error=manifest.get("error") if state == "failed" else None,
                 host_share=manifest.get("host_share"), busy_host=busy,
-                summary=rows, notes=failed + _notes(rows, run_dir, state)
+                calibration=manifest.get("calibration"), summary=rows, notes=failed + _notes(rows, run_dir, state)
                 + _behind(rows, manifest) + ([note(busy)] if busy else []))
 
 

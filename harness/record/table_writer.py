@@ -10,10 +10,11 @@ the convoy back: tests/bench/README.md); the writer builds the tables and encode
 Wire format, one message at a time down the child's stdin: the head's length (8 bytes,
 little-endian), the head (a JSON object: `kind`; `sizes`, the byte length of each payload
 that follows), then the payloads. Messages: `open` (`run_dir`, `format`, `labels`,
-`names`, `dictionaries`), answered `ready`; then `write` per chunk (`columns`: for each
-table its columns' names and types, one payload each, in order: a numpy dtype of
-fixed-width numbers or booleans and the column's bytes, or `text` and a JSON list of
-strings; a dictionary column as its codes); then `close`, answered with one JSON line:
+`names`, `dictionaries`), answered `ready` (or `not started: <why>`, and the writer exits);
+then `write` per chunk (`columns`: for each table its columns' names and types, one
+payload each, in order: a numpy dtype of fixed-width numbers or booleans and the column's
+bytes, or `text` and a JSON list of strings; a dictionary column as its codes); then
+`close`, answered with one JSON line:
 `{"errors": {table: message}}`. Nothing on the wire can run code, though another process
 of the user's can write to the writer's stdin: JSON decodes to values, and bytes become
 numbers only through a dtype from a fixed list. Anything else (no JSON object, an unknown
@@ -24,8 +25,13 @@ after a failed write.
 One process serves runs in turn (a sweep's, a capacity search's, the calibration's, a test
 session's): after `close` it waits for the next `open`, and the harness keeps one idle
 writer for the next run instead of starting a process (and warming up pyarrow: about
-0.5 s) for each. Only a writer that closed its run cleanly is kept; one that ended a run
-with an error stops serving.
+0.7 s) for each. Only a writer that closed its run cleanly is kept; one that ended a run
+with an error stops serving. A writer warms up as it starts, before its first `open`:
+`steptrace run` starts one first thing (start_early), so that it is ready by the time the
+run is. The harness waits for `ready` only where the real clock measures the steps
+(Recorder.tables_ready); otherwise the first chunk or the close waits for it, and a writer
+that did not start raises NotStarted there. At exit an idle writer's pipe is closed and
+nothing waits for it.
 
 A table whose write fails is given up (its temporary file removed, never renamed into
 place); the writer then closes the other tables and stops reading, so the harness's next
@@ -48,7 +54,7 @@ import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +62,7 @@ import pyarrow as pa
 from ..io import child_process
 from ..io.atomic import atomic_open
 from ..schema import TABLES
+from ..schema.column import CODES
 from .table_sink import TableSink
 
 PIPE_BYTES = 1 << 20  # Linux's default limit for an unprivileged process
@@ -63,6 +70,7 @@ HEAD_BYTES = 1 << 20  # the longest head read: `open`'s labels and dictionaries 
 TEXT = "text"  # a column's type on the wire: a JSON list of strings
 _LENGTH = struct.Struct("<Q")
 _KINDS = ("open", "write", "close")
+STREAMED = ("steps", "batches", "requests")  # the tables a run streams (the recorder's)
 _DTYPES = {np.dtype(t).str: np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32,
                                                   np.int64, np.uint8, np.uint16, np.uint32,
                                                   np.uint64, np.float32, np.float64)}
@@ -71,14 +79,26 @@ _DTYPES = {np.dtype(t).str: np.dtype(t) for t in (np.bool_, np.int8, np.int16, n
 Column = Union[np.ndarray, Sequence[str]]  # numbers or booleans, or text
 
 
+def coded(names: Sequence[str]) -> Dict[str, Tuple[str, ...]]:
+    """The names by code of the tables' coded columns (written as codes)."""
+    return {c.name: c.names_by_code() for name in names for c in TABLES[name].columns
+            if c.values and c.type == CODES}
+
+
 class Refused(ValueError):
     """A message the writer will not read."""
+
+
+class NotStarted(OSError):
+    """The table writer process did not start serving the run: none of its tables was
+    begun. The message carries the writer's own reason where it gave one."""
 
 
 class TableWriter:
     """The harness's end of one run's tables: a writer process (an idle one, else a new
     one) opened on run_dir, sent chunks, closed. `write` may be called from one thread at a
-    time."""
+    time. Opening does not wait for the writer: the first write (or close) does, or
+    `ready()`; a writer that did not start raises NotStarted there."""
 
     def __init__(self, run_dir: Path, fmt: str, names: Sequence[str],
                  labels: Optional[Dict[str, object]] = None,
@@ -90,9 +110,15 @@ class TableWriter:
                                 dictionaries={k: list(v)
                                               for k, v in (dictionaries or {}).items()}))
 
+    def ready(self) -> None:
+        """Waits until the writer serves the run (a new one imports and warms up pyarrow
+        first: about 0.7 s); NotStarted if it does not."""
+        self._process.ready()
+
     def write(self, tables: Mapping[str, Mapping[str, Column]]) -> None:
         """One chunk of each named table: columns of numpy arrays (or lists of text);
         a dictionary column as codes into its names."""
+        self._process.ready()
         columns, payloads = encoded(tables)
         self._process.send(dict(kind="write", columns=columns), payloads)
 
@@ -100,6 +126,7 @@ class TableWriter:
         """Every table closed and renamed into place; raises OSError naming each table
         that could not be written (that table is not left behind). A writer that closed
         the run cleanly waits idle for the next run."""
+        self._process.ready()
         errors = self._process.close_run()
         if errors:
             raise OSError("; ".join(f"{name}: {message}" for name, message in errors.items()))
@@ -119,19 +146,33 @@ class _WriterProcess:
         assert stdin is not None and stdout is not None  # both opened as pipes
         self._stdin, self._stdout = stdin, stdout
         self._fd = stdin.fileno()
+        self._started: Union[bool, NotStarted] = False  # the current run's `open` answered
         try:  # a chunk crosses in a few large reads, not hundreds of 64 KiB wake-ups
             fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         except OSError:
             pass  # the system's limit is lower: the default pipe works, in more wake-ups
 
     def open(self, head: dict) -> None:
-        self.send(head)
-        # Ready before the run: a writer still importing or warming up pyarrow would hold
-        # up the first chunks, and the engine behind them.
-        if self._stdout.readline() != b"ready\n":
+        """The run opened; its answer is read by ready()."""
+        self._started = False
+        try:
+            self.send(head)
+        except OSError:
+            pass  # the writer is gone: ready() says so, with its status
+
+    def ready(self) -> None:
+        if self._started is True:
+            return
+        if self._started is False:
+            answer = self._stdout.readline()  # b"" if it is gone: its status says why
+            if answer == b"ready\n":
+                self._started = True
+                return
             self.end()
-            raise OSError(f"the table writer process did not start (status "
-                          f"{self.popen.returncode})")
+            why = answer.decode(errors="replace").strip() or \
+                f"it exited with status {self.popen.returncode}"
+            self._started = NotStarted(f"the table writer process did not start: {why}")
+        raise self._started
 
     def send(self, head: dict, payloads: Sequence = ()) -> None:
         _write_all(self._fd, frame(head, payloads))
@@ -154,14 +195,15 @@ class _WriterProcess:
             self.end()
         return errors
 
-    def end(self) -> None:
+    def end(self, wait: bool = True) -> None:
         """The pipe closed (an idle writer exits; one in a run closes it as killed)."""
         for pipe in (self._stdin, self._stdout):
             try:
                 pipe.close()
             except OSError:
                 pass
-        self.popen.wait()
+        if wait:
+            self.popen.wait()
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -189,11 +231,21 @@ def _keep_idle(process: _WriterProcess) -> None:
     process.end()
 
 
+def start_early() -> None:
+    """A writer started now, kept idle for the next run: it imports and warms up pyarrow
+    (about 0.7 s) while this process prepares the run."""
+    with _idle_lock:
+        if _idle:
+            return
+    _keep_idle(_WriterProcess())
+
+
 @atexit.register
 def _end_idle() -> None:
+    """Idle writers' pipes closed: each exits, with nothing open, and nothing waits for it."""
     with _idle_lock:
         while _idle:
-            _idle.pop().end()
+            _idle.pop().end(wait=False)
 
 
 def encoded(tables: Mapping[str, Mapping[str, Column]]) -> Tuple[dict, list]:
@@ -418,19 +470,24 @@ def _mark_killed(run_dir: Path) -> None:
 
 def main() -> int:
     stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
-    warm = False
+    warm: Set[str] = set()  # the formats warmed up
     while True:  # one run after another, until the pipe ends between runs
         try:
+            if not warm:  # before the first run: it may be on its way (start_early)
+                _warm_up("parquet", {}, STREAMED, coded(STREAMED))
+                warm.add("parquet")
             opened = _receive(stdin)
             if opened is None:
                 return 0
             opening = _opening(*opened)
             tables = _Tables(*opening)
-            if not warm:
+            if opening[1] not in warm:
                 _warm_up(*opening[1:])
-                warm = True
-        except Exception as error:  # noqa: BLE001 - the harness hears no `ready`: not started
-            sys.stderr.write(f"steptrace table writer: {type(error).__name__}: {error}\n")
+                warm.add(opening[1])
+        except Exception as error:  # noqa: BLE001 - the harness hears why: not started
+            why = " ".join(f"{type(error).__name__}: {error}".split())  # one line
+            sys.stdout.write(f"not started: {why}\n")
+            sys.stdout.flush()
             return 2
         sys.stdout.write("ready\n")
         sys.stdout.flush()

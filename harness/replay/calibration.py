@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -19,6 +20,21 @@ from engine import LLMEngine
 
 from ..record.recorder import Recorder
 from .driver import Requests, replay
+
+REAL_CLOCK_REQUESTS = 500  # calibration_requests: null on the real clock
+VIRTUAL_CLOCK = ("off on the virtual clock: the harness's time between steps is not on its "
+                 "timeline (calibration_requests: null; a number calibrates)")
+
+
+def planned(values, trace_rows: int) -> Tuple[int, Optional[str]]:
+    """The calibration's size for a workload's values and its trace's rows; where that is
+    0, why the calibration is off."""
+    given = values["calibration_requests"]
+    if given is None and values["clock"] == "virtual":
+        return 0, VIRTUAL_CLOCK
+    if given == 0:
+        return 0, "off: calibration_requests: 0"
+    return min(REAL_CLOCK_REQUESTS if given is None else given, trace_rows), None
 
 
 def calibrate(config, trace, requests: int) -> dict:
@@ -54,4 +70,5 @@ def calibrate(config, trace, requests: int) -> dict:
 def _null_run(config, tmp: str):
     engine = LLMEngine(config)
     recorder = Recorder(engine, 0, tmp)
+    recorder.tables_ready()  # a table writer starting up would take the CPU being timed
     return engine, recorder

@@ -5,6 +5,7 @@ tells a killed run from a running one by them)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import platform
 import socket
@@ -22,8 +23,6 @@ from engine.executors import ExecutorSpec
 
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
-    import torch
-
     modeled = ExecutorSpec.parse(engine.config.executor).modeled
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
@@ -33,7 +32,7 @@ def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
         gil_mode=gil, repeat=repeat, switch_interval_s=sys.getswitchinterval(),
         git_sha=_git_sha(), versions=dict(python=platform.python_version(),
                                           steptrace=engine_pkg.__version__,
-                                          torch=torch.__version__, numpy=np.__version__),
+                                          torch=_installed("torch"), numpy=np.__version__),
         host_cpu=_cpu_name(), host_cpus=os.cpu_count(),
         device=dict(backend=engine.device.backend, name=engine.device.name,
                     chip=engine.device.chip, capability=engine.device.capability),
@@ -46,6 +45,15 @@ def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _installed(package: str) -> Optional[str]:
+    """The installed distribution's version, None where it is not installed; read from its
+    metadata: importing torch for its version would cost a modeled run seconds."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _git_sha() -> Optional[str]:

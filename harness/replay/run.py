@@ -27,9 +27,10 @@ from ..record.metrics import SUMMARY_COLUMNS
 from ..record.pd_summary import pd_rows
 from ..record.recorder import Recorder
 from ..record.table_sink import write_table
+from ..record.table_writer import NotStarted
 from ..telemetry import Sampler, device_frame, device_summary
 from ..workload import Workload
-from .calibration import calibrate
+from .calibration import calibrate, planned as planned_calibration
 from .disaggregated import Instance, replay_disaggregated
 from .driver import Requests, replay
 from .frontend import Frontend
@@ -37,6 +38,8 @@ from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
 from .native import replay_disaggregated_native, replay_native
 from .planned_run import PlannedRun
+
+PD_UNCALIBRATED = "off: a P/D deployment's harness cost is not calibrated"
 
 
 class Written(NamedTuple):
@@ -56,12 +59,12 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     if service is not None:  # one engine per instance; its harness cost is not calibrated
         engines = [(pool.role, k, LLMEngine(workload.engine_config(run.arm, pool)))
                    for pool in service.pools for k in range(pool.instances)]
-        return _Run(workload, trace, run, engines, None, stop, into).replay(progress)
+        return _Run(workload, trace, run, engines, dict(off=PD_UNCALIBRATED), stop,
+                    into).replay(progress)
     # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
     engine = LLMEngine(workload.engine_config(run.arm))
-    calibration_requests = min(workload.values["calibration_requests"], len(trace.df))
-    calibration = calibrate(engine.config, trace.df, calibration_requests) \
-        if calibration_requests else None
+    requests, off = planned_calibration(workload.values, len(trace.df))
+    calibration = calibrate(engine.config, trace.df, requests) if requests else dict(off=off)
     if stop.is_set():
         engine.close()
         return None
@@ -75,7 +78,7 @@ class _Run:
     def __init__(self, workload, trace, run: PlannedRun, engines, calibration, stop: Stop,
                  into: Optional[Path]) -> None:
         """`engines`: (role, index, engine) of each instance; one `colocated` one, or a P/D
-        deployment's."""
+        deployment's. `calibration`: the calibration's figures, or why it is `off`."""
         self.workload, self.trace, self.stop = workload, trace, stop
         self.engines = engines
         self.engine = engine = engines[0][2]  # the manifest's, the sampler's
@@ -84,9 +87,7 @@ class _Run:
         self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
         if workload.disaggregation is not None:
             self.manifest["pools"] = _pools(workload.disaggregation, engines)
-        self.manifest.update(block=run.block, order=run.order)
-        if calibration:
-            self.manifest["calibration"] = calibration
+        self.manifest.update(block=run.block, order=run.order, calibration=calibration)
         interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
         self.run_dir = run_folder.new_run_dir(into or Path(v["output"]) / workload.name,
                                               f"{run.arm}-r{run.block}{interval}")
@@ -98,10 +99,12 @@ class _Run:
                                  stop) if v["frontend"]["mode"] == "thread" else None
         slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
         recorded = [(role, k) for role, k, _ in engines] if workload.disaggregation else engine
-        try:  # the table writer is ready when it returns: the manifest says the run began
+        try:
             self.recorder = Recorder(recorded, v["warmup_steps"], self.run_dir, self.fmt,
                                      self.labels, trace=trace.df, frontend=self.frontend,
                                      slo=slo)
+            if workload.clock == "real":  # its start-up would take the CPU from the first steps
+                self.recorder.tables_ready()
         except BaseException:  # nothing began: no run directory is left behind
             self._close_engines()
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -170,6 +173,7 @@ class _Run:
         if self.frontend is not None:  # every committed token delivered, unless stopped
             self.frontend.close()
         self._close_engines()
+        removed = False
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
@@ -177,6 +181,10 @@ class _Run:
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
             vllm_result.write(self.run_dir, summary.to_dict("records"), self.manifest)
             return summary
+        except NotStarted:  # no table was begun (a virtual-clock run does not wait for the
+            removed = True  # writer): no folder is left
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
         except Exception as e:  # a table could not be written: the run failed
             # a table that cannot be written is why the hand-off's pipe broke
             if failure is None or isinstance(failure, BrokenPipeError):
@@ -184,15 +192,17 @@ class _Run:
             self.manifest.update(complete=False, interrupted=False)
             raise
         finally:
-            run_folder.write_manifest(self.manifest, self.run_dir)
+            if not removed:
+                run_folder.write_manifest(self.manifest, self.run_dir)
 
     def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
         """The summary table, from what the recorder (and the frontend, if any) kept."""
         recorder, engine, calibration = self.recorder, self.engine, self.calibration
         latency = recorder.latency.rows(*recorder.itl())
         harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
-                                for stat in ("per_step", "per_request")] if calibration
-                               else [], columns=list(SUMMARY_COLUMNS))
+                                for stat in ("per_step", "per_request")]
+                               if "off" not in calibration else [],
+                               columns=list(SUMMARY_COLUMNS))
         frontend = self.frontend.summary(~recorder.warm) if self.frontend else None
         service = self.workload.disaggregation
         steps = recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine)) \

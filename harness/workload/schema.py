@@ -275,7 +275,9 @@ SCHEMA: Dict[str, Any] = {
         "engine": Key(integer(0), 0, "weights, synthetic prompts, MTP acceptance"),
         "protocol": Key(integer(0), 0, "the order of the arms in each block of a sweep"),
     },
-    "calibration_requests": Key(integer(0), 500, "null-engine calibration size; 0 skips it"),
+    "calibration_requests": Key(integer(0, allow_none=True), None,
+                                "null-engine calibration size; 0 skips it; default: 500 on the "
+                                "real clock, 0 on the virtual one"),
     "telemetry": {
         "enabled": Key(boolean, True, "sample device and host in a separate process"),
         "interval_s": Key(number(0.01), 0.1, "seconds between samples (GPM >= 0.1, npu-smi >= 1)"),
