@@ -71,7 +71,7 @@ class StepSummary:
             if column in steps:
                 values = np.asarray(steps[column], dtype=np.float64)[measured]
                 self._parts[column].append(np.maximum.reduceat(values, first))
-        if "rank_s" in steps:
+        if "rank_s" in steps and self._ranks > 1:  # every step has a row per rank
             rank_s = np.asarray(steps["rank_s"], dtype=np.float64)[measured]
             ranks = np.diff(np.r_[first, len(rank_s)])
             self._rank_s["slowest"].append(np.maximum.reduceat(rank_s, first))
@@ -108,11 +108,11 @@ class StepSummary:
         tflops = self._model_flops / forward_s / chips / 1e12 if forward_s > 0 \
             else np.nan
         span = self._end - self._start
-        parts = {column: np.concatenate(chunks) if chunks else np.zeros(0)
-                 for column, chunks in self._parts.items()}
-        if any(v.any() for v in parts.values()):  # a modeled deployment: not all zero
-            for column, metric in PARTS:
-                rows += _distribution(metric, parts[column] * 1e6)
+        if any(chunk.any() for chunks in self._parts.values() for chunk in chunks):
+            for column, metric in PARTS:  # a modeled deployment's: not all zero
+                chunks = self._parts[column]  # one column's values at a time
+                rows += _distribution(metric, np.concatenate(chunks) * 1e6 if chunks
+                                      else np.zeros(0))
         rows += self._imbalance()
         rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))

@@ -222,8 +222,9 @@ RANKS_1 = ["deployment.devices=2", "deployment.attention.dp=1", "deployment.atte
 @pytest.mark.slow
 def test_hour_on_144_ranks_within_2x_of_one_rank(benchmark, tmp_path):
     """workloads/bench_hour.yaml's hour on 144 DP ranks and on one, alternated, two runs
-    each: every step of the first is timed per rank and part and writes 144 step rows, yet
-    its median run stays within 2x of the one-rank deployment's."""
+    each: every step of the first is timed per rank and part and writes 144 step rows. The
+    target is its median run within 2x of the one-rank deployment's; since the C++ loop
+    made the one-rank hour 3x faster it is about 11x (tests/bench/README.md says why)."""
     enabled = not benchmark.disabled
     seconds = _alternated(benchmark, tmp_path, {"1": RANKS_1, "144": RANKS_144})
     many, one = np.median(seconds["144"]), np.median(seconds["1"])
