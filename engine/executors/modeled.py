@@ -51,7 +51,8 @@ def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _co
     r.local_experts = (model_config.n_routed_experts + d.redundant_experts) / d.moe_ep
     r.expert_imbalance = d.expert_imbalance
     r.hidden = model_config.hidden_size
-    r.dispatch_bytes, r.combine_bytes = BYTES[d.precision["dispatch"]], BYTES[d.precision["combine"]]
+    r.dispatch_bytes = BYTES[d.precision["dispatch"]]
+    r.combine_bytes = BYTES[d.precision["combine"]]
     r.layers = model_config.num_hidden_layers
     compute = profile.compute_efficiency.value * 1e12
     r.attention_flops_per_s = profile.peak(d.precision["attention"]) * compute

@@ -86,9 +86,10 @@ def write_manifest(manifest: dict, run_dir: Path) -> None:
 
 def read(run_dir: Path) -> dict:
     """The run's state, manifest essentials and every summary row (metric, stat, value,
-    unit), its host share, its calibration (or why it was off) and, when a busy host may have moved its figures, which
-    (`busy_host`, also said in its notes). A run without a summary (killed, failed, or
-    still running) gets the engine summary of the steps it holds."""
+    unit), its host share, its calibration (or why it was off) and, when a busy host may
+    have moved its figures, which (`busy_host`, also said in its notes). A run without a
+    summary (killed, failed, or still running) gets the engine summary of the steps it
+    holds."""
     run_dir = Path(run_dir)
     manifest, device, gil_mode = _manifest(run_dir)
     device = manifest.get("modeled_device") or device  # a modeled run: the device it models
@@ -112,8 +113,9 @@ def read(run_dir: Path) -> dict:
                 device=device, modeled=modeled, gil_mode=gil_mode,
                 error=manifest.get("error") if state == "failed" else None,
                 host_share=manifest.get("host_share"), busy_host=busy,
-                calibration=manifest.get("calibration"), summary=rows, notes=failed + _notes(rows, run_dir, state)
-                + _behind(rows, manifest) + ([note(busy)] if busy else []))
+                calibration=manifest.get("calibration"), summary=rows,
+                notes=failed + _notes(rows, run_dir, state) + _behind(rows, manifest)
+                + ([note(busy)] if busy else []))
 
 
 def read_manifest(run_dir: Path) -> dict:

@@ -192,7 +192,8 @@ def test_one_hour_modeled_replay(benchmark, tmp_path):
 
     benchmark.pedantic(replay, rounds=1, iterations=1)
     steps = {loop: pd.read_parquet(next(tmp_path.glob(f"{loop}-hour/*/*/steps.parquet")),
-                                   columns=["step"])["step"].nunique() for loop in ("cpp", "python")}
+                                   columns=["step"])["step"].nunique()
+             for loop in ("cpp", "python")}
     us = {loop: (seconds[loop, "hour"] - seconds[loop, "one"]) / steps[loop] * 1e6
           for loop in steps}
     print(f"\n{steps['cpp']} steps; C++ loop {seconds['cpp', 'hour']:.2f} s "
