@@ -4,6 +4,7 @@ points")."""
 
 import importlib.util
 import json
+import os
 import threading
 
 import numpy as np
@@ -265,4 +266,13 @@ def test_store_that_is_a_file_or_holds_a_foreign_file_is_bad_input(tmp_path):
     assert add(store, run) == 0
     pd.DataFrame({"x": [1]}).to_parquet(store / "other.parquet")
     with pytest.raises(BadInput, match="other.parquet: not a history file"):
+        history_store.read(store)
+
+
+def test_a_fifo_in_the_store_is_named_never_opened(tmp_path):
+    run = synthetic_run(tmp_path / "r0", {"ttft.p99": (0.5, "s")})
+    store = tmp_path / "store"
+    assert add(store, run) == 0
+    os.mkfifo(store / "pipe.parquet")
+    with pytest.raises(BadInput, match="pipe.parquet: is a FIFO"):
         history_store.read(store)

@@ -36,16 +36,15 @@ def select(rows: pd.DataFrame, metric: Optional[str],
         keep &= text == (value.lower() if key == "modeled" else value)
     if metric:
         name, _, stat = metric.partition(".")
-        keep &= (rows["metric"] == name) & ((rows["stat"] == stat) if stat else True)
-    chosen = rows[keep]
-    if chosen.empty:
-        known = sorted(set(rows["metric"] + "." + rows["stat"]))
-        what = f"no metric {metric} (it holds {', '.join(known[:8])}" \
-            f"{', ...' if len(known) > 8 else ''})" if metric and \
-            not ((rows["metric"] + "." + rows["stat"]).str.startswith(metric)).any() \
-            else "no row matches --where"
-        raise BadInput(f"the history store has {what}")
-    return chosen
+        of_metric = (rows["metric"] == name) & ((rows["stat"] == stat) if stat else True)
+        if not of_metric.any():
+            known = sorted(set(rows["metric"] + "." + rows["stat"]))
+            raise BadInput(f"--metric {metric}: the history store has no such metric (it "
+                           f"holds {', '.join(known[:8])}{', ...' if len(known) > 8 else ''})")
+        keep &= of_metric
+    if not keep.any():
+        raise BadInput("--where: no row of the history store matches")
+    return rows[keep]
 
 
 def series(rows: pd.DataFrame) -> pd.DataFrame:

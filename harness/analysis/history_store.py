@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.files import not_regular
+
 from ..errors import BadInput
 from ..io.atomic import atomic_open
 from .runs import Run
@@ -112,9 +114,10 @@ def rows(run: Run, prov: Provenance) -> pa.Table:
 
 def add(store: Path, run: Run, prov: Provenance) -> bool:
     """Store the run's rows; False (nothing written) where the store already holds it."""
-    if store.exists() and not store.is_dir():
-        raise BadInput(f"{store}: not a history store (a folder): it is a file")
-    store.mkdir(parents=True, exist_ok=True)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file there, or above it
+        raise BadInput(f"{store}: cannot be a history store (a folder): {e.strerror}") from None
     path = store / f"{run_key(run)}.parquet"
     if path.exists():
         return False
@@ -135,6 +138,9 @@ def read(store: Path) -> pd.DataFrame:
     """Every row of the store; BadInput naming a file that is not one `add` wrote."""
     tables = []
     for path in files(store):
+        why = not_regular(path)  # a FIFO would block the reader for ever
+        if why:
+            raise BadInput(f"{path}: {why}")
         try:
             table = pq.read_table(path)
         except (OSError, ValueError) as e:
