@@ -5,6 +5,7 @@ points")."""
 import importlib.util
 import json
 import os
+import sys
 import threading
 
 import numpy as np
@@ -276,3 +277,10 @@ def test_a_fifo_in_the_store_is_named_never_opened(tmp_path):
     os.mkfifo(store / "pipe.parquet")
     with pytest.raises(BadInput, match="pipe.parquet: is a FIFO"):
         history_store.read(store)
+
+
+def test_detect_without_otava_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    store = str(history(tmp_path, [[{"ttft.p99": 0.4}], [{"ttft.p99": 0.5}]]))
+    monkeypatch.setitem(sys.modules, "otava.analysis", None)
+    assert main(["history", "detect", "--store", store]) == 2
+    assert "pip install --no-deps apache-otava==0.8.0" in capsys.readouterr().err

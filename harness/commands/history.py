@@ -107,8 +107,9 @@ def _detect(args) -> int:
     try:
         points = change_points.detect(table, args.max_pvalue, args.min_change / 100)
     except ImportError as e:
-        raise BadInput(f"history detect needs Apache Otava ({e}): pip install "
-                       f"'steptrace[history]'") from None
+        raise BadInput(f"history detect needs Apache Otava ({e}): pip install --no-deps "
+                       f"apache-otava==0.8.0 (or 'steptrace[history]', which pins numpy "
+                       f"2.2.0)") from None
     judged = change_points.regressions(points, since)
     if args.json:
         print_json(dict(since=args.since, max_pvalue=args.max_pvalue,
