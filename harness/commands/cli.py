@@ -31,6 +31,8 @@ COMMANDS = {
                                              "side"),
     "compare": ("compare", "compare two arms of runs, metric by metric"),
     "gate": ("gate", "judge candidate runs against a baseline (exit 1 on a regression)"),
+    "history": ("history", "keep runs' figures across commits and find where they changed "
+                           "(exit 1 on a regression)"),
     "report": ("report", "write an HTML report, a Markdown summary and figures for one run, "
                          "a sweep or several runs"),
 }

@@ -219,6 +219,35 @@ COMPARISON_HEADLINE = {
                 ("mfu", "model"), ("dp_imbalance", "lost_share")],
     "gil": GIL_PRIMARY,
 }
+# Which way each metric gets worse, declared once (a name's every stat, or stat by stat):
+# `steptrace history detect` calls a change that way a regression. A metric not here has no
+# better way (counts, the workload's settings, utilisation, memory).
+HIGHER, LOWER = "higher", "lower"  # the better direction
+BETTER: Dict[str, object] = {
+    **dict.fromkeys(("throughput", "goodput", "step_rate", "achieved", "mfu", "per_device"),
+                    HIGHER),
+    "prefix_cache": {"hit_rate": HIGHER, "hit_tokens": HIGHER},
+    **dict.fromkeys(("ttft", "tpot", "itl", "e2e", "queueing_delay", "schedule_fidelity",
+                     "decode_stall", "enqueue_drift", "delivery_delay", "frontend",
+                     "sched_call", "sched_cpp", "step", "forward", "attention", "dense",
+                     "experts", "dispatch", "combine", "allreduce", "dp_imbalance",
+                     "kv_transfer", "decode_wait", "harness", "process_cpu", "energy",
+                     "energy_per_output_token"), LOWER),
+}
+
+
+def better(metric: str, stat: str) -> Optional[str]:
+    """HIGHER or LOWER: the direction in which a summary row (a pool's or a device's too)
+    improves; None where BETTER declares none."""
+    m = find(metric)
+    declared = BETTER.get(m.name) if m is not None else None
+    if isinstance(declared, dict):
+        return declared.get(stat)
+    if isinstance(declared, str) and m is not None and stat in m.units and stat != "count":
+        return declared
+    return None
+
+
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "attainment", "tflops_per_device",
                         "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share",
