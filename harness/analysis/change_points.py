@@ -58,14 +58,14 @@ def detect(table: pd.DataFrame, max_pvalue: float = MAX_PVALUE,
 def _change_point(labels: dict, part: pd.DataFrame, at: int, stats) -> ChangePoint:
     before, after = float(stats.mean_1), float(stats.mean_2)
     direction = HIGHER if after > before else LOWER
-    worse = better(labels["metric"], labels["stat"])
+    good = better(labels["metric"], labels["stat"])  # the way the metric improves
     return ChangePoint(series=labels, commit_before=str(part["commit"].iloc[at - 1]),
                        commit_after=str(part["commit"].iloc[at]),
                        date_after=str(part["commit_date"].iloc[at]),
                        mean_before=before, mean_after=after,
                        change_pct=(after / before - 1) * 100 if before else float("nan"),
                        pvalue=float(stats.pvalue), direction=direction,
-                       regression=worse is not None and direction != worse)
+                       regression=good is not None and direction != good)
 
 
 def since_date(rows: pd.DataFrame, commit: Optional[str]) -> Optional[str]:
