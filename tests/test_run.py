@@ -1,6 +1,7 @@
 """steptrace run end to end: tables, clocks, interruption, the real Azure trace."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ from tests.helpers import MODELED
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
-AZURE = Path(__file__).resolve().parents[1] / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
+REPO = Path(__file__).resolve().parents[1]
+AZURE = REPO / "workloads" / "traces" / "AzureLLMInferenceTrace_code.csv"
 MEASURED = ["sched_cpp_ns", "sched_call_ns", "step_ns", "sample_ns", "postprocess_ns", "flush_ns",
             "run_id"]
 
@@ -61,6 +63,15 @@ def test_real_clock_run_writes_every_table(tmp_path):
     tables = (requests, steps, batches, summary, read(run_dir, "device"))
     assert {str(t["run_id"].dtype) for t in tables} == {"category"}  # one dtype everywhere
     assert {str(t["overlap"].dtype) for t in tables} == {"bool"}
+
+
+def test_the_manifest_names_the_checkouts_commit_and_its_date(tmp_path):
+    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="modeled:B200",
+                                       calibration_requests=0))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    head = subprocess.run(["git", "log", "-1", "--format=%H %cI"], capture_output=True,
+                          text=True, cwd=REPO).stdout.split()
+    assert [manifest["git_sha"], manifest["git_date"]] == (head or [None, None])
 
 
 @pytest.mark.slow

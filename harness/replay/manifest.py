@@ -13,7 +13,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -24,15 +24,16 @@ from engine.executors import ExecutorSpec
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
     modeled = ExecutorSpec.parse(engine.config.executor).modeled
+    sha, date = _git_commit()
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
         trace=str(workload.trace_file) if workload.trace_file else "generated",
         trace_sha256=trace.sha256,
         trace_rows=len(trace.df), trace_dropped=trace.dropped, values=workload.values,
         gil_mode=gil, repeat=repeat, switch_interval_s=sys.getswitchinterval(),
-        git_sha=_git_sha(), versions=dict(python=platform.python_version(),
-                                          steptrace=engine_pkg.__version__,
-                                          torch=_installed("torch"), numpy=np.__version__),
+        git_sha=sha, git_date=date,
+        versions=dict(python=platform.python_version(), steptrace=engine_pkg.__version__,
+                      torch=_installed("torch"), numpy=np.__version__),
         host_cpu=_cpu_name(), host_cpus=os.cpu_count(),
         device=dict(backend=engine.device.backend, name=engine.device.name,
                     chip=engine.device.chip, capability=engine.device.capability),
@@ -56,12 +57,14 @@ def _installed(package: str) -> Optional[str]:
         return None
 
 
-def _git_sha() -> Optional[str]:
+def _git_commit() -> Tuple[Optional[str], Optional[str]]:
+    """The checkout's HEAD and its commit date (ISO 8601); None, None outside one."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=5).stdout.strip() or None
+        out = subprocess.run(["git", "log", "-1", "--format=%H %cI"], capture_output=True,
+                             text=True, cwd=Path(__file__).parent, timeout=5).stdout.split()
     except (OSError, subprocess.SubprocessError):
-        return None
+        return None, None
+    return (out[0], out[1]) if len(out) == 2 else (None, None)
 
 
 def _cpu_name() -> str:
