@@ -60,15 +60,20 @@ def _wait_for_a_partial_point(points, proc, within_s=120):
     pytest.fail(f"no partial point within {within_s} s (exit status {proc.poll()})")
 
 
-def _session(sid):
-    left = []
-    for p in psutil.process_iter():
-        try:
-            if os.getsid(p.pid) == sid:
-                left.append(p.pid)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return left
+def _session(sid, within_s=30):
+    """The command lines of the session's processes still running after `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = []
+        for p in psutil.process_iter():
+            try:
+                if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(" ".join(p.cmdline()))
+            except (psutil.Error, ProcessLookupError, PermissionError):
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
 
 
 def test_a_sweep_killed_mid_way_resumes_each_point_complete_once(tmp_path):
@@ -86,10 +91,7 @@ def test_a_sweep_killed_mid_way_resumes_each_point_complete_once(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while _session(proc.pid) and time.monotonic() < deadline:  # the pool's workers too
-        time.sleep(0.1)
-    assert _session(proc.pid) == []
+    assert _session(proc.pid) == []  # the pool's workers too
     before = {f.name: (f / MARKER).stat().st_mtime_ns for f in points.iterdir()
               if (f / MARKER).exists()}
     partial = [f.name for f in points.iterdir() if f.name not in before]
@@ -104,3 +106,29 @@ def test_a_sweep_killed_mid_way_resumes_each_point_complete_once(tmp_path):
         folder = out / "s" / row["folder"]
         assert json.loads((folder / MARKER).read_text())["run_dir"] == row["run_dir"]
         assert len(list((folder / "base").iterdir())) == 1  # the partial run removed
+
+
+def test_sigterm_stops_the_sweeps_points_and_leaves_none_taken_for_complete(tmp_path):
+    base = TINY.replace("requests: 12", "requests: 30000")  # seconds a point
+    path = sweep_file(tmp_path, GRID, base)
+    out, points = tmp_path / "out", tmp_path / "out" / "s" / "points"
+    proc = subprocess.Popen(steptrace("sweep", str(path), "--set", f"output={out}",
+                                      "--workers", "2"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _wait_for_a_partial_point(points, proc)
+        proc.send_signal(signal.SIGTERM)  # the sweep's process alone, as a job scheduler does
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in err
+    assert _session(proc.pid) == []  # the workers stopped with it
+    started = list(points.iterdir())
+    assert len(started) < 6  # queued points did not start
+    for folder in started:  # a point stopped before its run began has no run folder
+        runs = list((folder / "base").glob("*/manifest.json"))
+        complete = [json.loads(m.read_text())["complete"] for m in runs]
+        assert (folder / MARKER).exists() == (complete == [True])

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 from ..errors import BadInput
 from .common import add_json, add_set, print_json
@@ -38,6 +36,7 @@ def add(p) -> None:
 def main(args) -> int:
     from ..record.table_sink import write_table
     from ..sweeps.points.execute import execute, plan
+    from ..sweeps.points.pool import host_pool, run_unless_stopped
     from ..sweeps.points.sweep_file import SweepError, not_a_key
     from ..sweeps.points.table import TABLE, table
 
@@ -53,8 +52,9 @@ def main(args) -> int:
     for refused in the_plan.refused:
         print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
     workers = min(args.workers, max(1, len(the_plan.unique)))
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        rows = execute(the_plan, pool, args.fresh, _progress(len(the_plan.unique)))
+    with host_pool(workers) as pool:
+        rows = execute(the_plan, pool, args.fresh, _progress(len(the_plan.unique)),
+                       run_unless_stopped)
     df = table(rows)
     the_plan.folder.mkdir(parents=True, exist_ok=True)
     path = write_table(df, the_plan.folder, TABLE, "parquet")

@@ -19,6 +19,7 @@ from .task import empty_answer, run_point
 from .where import WhereError, compile_where
 
 Progress = Callable[[Dict[str, int]], None]  # counts: done, skipped, failed, left
+Task = Callable[[Point], Dict]  # a point to its result: run_point, where it runs
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,10 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
 
 
 def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
-            progress: Optional[Progress] = None) -> List[Dict]:
-    """Every point's row, in the grid's order. A point whose folder holds a complete
-    result is not run again unless `fresh`; a point that fails is recorded and the others
-    go on."""
+            progress: Optional[Progress] = None, task: Task = run_point) -> List[Dict]:
+    """Every point's row, in the grid's order, each point run by `task` on `executor`. A
+    point whose folder holds a complete result is not run again unless `fresh`; a point
+    that fails is recorded and the others go on."""
     counts = dict(done=0, skipped=0, failed=0, left=len(the_plan.unique))
     results: Dict[str, Dict] = {}
     skipped = set()
@@ -75,14 +76,14 @@ def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
             _count(counts, "skipped", progress)
         else:
             todo.append(point)
-    _fan_out(todo, executor, results, counts, progress)
+    _fan_out(todo, executor, task, results, counts, progress)
     return [row(p, results.get(p.key) if isinstance(p, Point) else None, the_plan.folder,
                 isinstance(p, Point) and p.key in skipped) for p in the_plan.points]
 
 
-def _fan_out(todo: List[Point], executor: Executor, results: Dict[str, Dict],
+def _fan_out(todo: List[Point], executor: Executor, task: Task, results: Dict[str, Dict],
              counts: Dict[str, int], progress: Optional[Progress]) -> None:
-    futures = {executor.submit(run_point, p): p for p in todo}
+    futures = {executor.submit(task, p): p for p in todo}
     try:
         for future in as_completed(futures):
             try:
