@@ -113,13 +113,13 @@ def print_text(r: dict) -> None:
           f"{r['done']} done ({r['skipped']} skipped, complete before), {r['failed']} "
           f"failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
     print(f"{'point':<12} {'status':<8} {'out tok/s/device':>17} {'tok/s/user':>11} "
-          f"{'ttft p99 s':>11} {'tpot p50 s':>11} {'front':>5}  axes")
+          f"{'ttft p99 s':>11} {'tpot p50 s':>11} {'pareto':>6}  axes")
     for row in r["rows"]:
         figures = "".join(f" {_figure(row[k], w)}" for k, w in (
             ("output_tokens_per_device", 17), ("tokens_per_s_per_user", 11),
             ("ttft_p99_s", 11), ("tpot_p50_s", 11)))
         print(f"{row['point'] or '-':<12} {row['status']:<8}{figures} "
-              f"{'*' if row['pareto'] else '':>5}  {_axes(row['axes'])}")
+              f"{'*' if row['pareto'] else '':>6}  {_axes(row['axes'])}")
         if row["reason"]:
             print(f"{'':<12} {row['reason']}")
     print(f"  table: {r['table']}")
