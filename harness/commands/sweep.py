@@ -14,8 +14,6 @@ import sys
 from ..errors import BadInput
 from .common import add_json, add_set, print_json
 
-TABLE_FILE = "sweep.parquet"
-
 
 def add(p) -> None:
     p.add_argument("sweep", help="the sweep file (docs/sweeps.md)")
@@ -91,7 +89,7 @@ def _progress(total: int):
     """One bar for the sweep on a terminal; a line a point when not a TTY, as in CI."""
     if sys.stderr.isatty():
         from tqdm import tqdm
-        bar = tqdm(total=total, unit="point", file=sys.stderr)
+        bar = tqdm(total=total, unit="point", file=sys.stderr, disable=not total)
 
         def update_bar(counts):
             bar.set_postfix(done=counts["done"], skipped=counts["skipped"],
