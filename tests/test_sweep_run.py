@@ -143,3 +143,11 @@ def test_bad_input_exits_2_naming_it_before_anything_runs(tmp_path, capsys, text
     out, err = capsys.readouterr()
     assert said in err and json.loads(out)["exit_code"] == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_set_output_moves_the_sweep_and_random_draws_its_points(tmp_path):
+    path = sweep_file(tmp_path, GRID + "search: {method: random, n: 2, seed: 3}\n")
+    drawn = plan(path, (f"output={tmp_path / 'elsewhere'}",))
+    assert drawn.folder == tmp_path / "elsewhere" / "s" and len(drawn.points) == 2
+    assert drawn.points == plan(path, (f"output={tmp_path / 'elsewhere'}",)).points
+    assert all(str(p.folder).startswith(str(drawn.folder)) for p in drawn.unique)
