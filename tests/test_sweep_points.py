@@ -78,6 +78,8 @@ def test_where_refuses_what_is_not_in_its_grammar(text, said):
 def test_where_says_where_it_cannot_be_evaluated():
     with pytest.raises(WhereError, match="at {'a': 'x'}"):
         compile_where("a < 1", ["a"])({"a": "x"})
+    with pytest.raises(WhereError, match="arithmetic takes numbers, got 'x' and 10000000000"):
+        compile_where("a * 10000000000 == ''", ["a"])({"a": "x"})
 
 
 def test_random_sampling_is_seeded_and_keeps_the_grids_order():

@@ -2,7 +2,8 @@
 with `ast` and walked here, never evaluated as Python (docs/sweeps.md, "where").
 
 Allowed: axis names, dotted ones included (`deployment.moe.ep`); numbers, strings, true and
-false; comparisons (== != < <= > >=, chained); and, or, not; + - * / % and unary minus.
+false; comparisons (== != < <= > >=, chained); and, or, not; + - * / % and unary minus,
+on numbers only.
 Anything else (a call, an attribute of something not a name, a subscript, a lambda) is
 refused before any point runs.
 """
@@ -97,7 +98,10 @@ def _value(node: ast.AST, point: Mapping[str, Any]) -> Any:
         return not operand if isinstance(node.op, ast.Not) else \
             -operand if isinstance(node.op, ast.USub) else +operand
     if isinstance(node, ast.BinOp):
-        return _ARITHMETIC[type(node.op)](_value(node.left, point), _value(node.right, point))
+        left, right = _value(node.left, point), _value(node.right, point)
+        if not all(isinstance(v, (int, float)) for v in (left, right)):  # 'x' * 10000000000
+            raise TypeError(f"arithmetic takes numbers, got {left!r} and {right!r}")
+        return _ARITHMETIC[type(node.op)](left, right)
     assert isinstance(node, ast.Compare)  # _check allowed nothing else
     left = _value(node.left, point)
     for op, right_node in zip(node.ops, node.comparators):
