@@ -132,3 +132,24 @@ def test_sigterm_stops_the_sweeps_points_and_leaves_none_taken_for_complete(tmp_
         runs = list((folder / "base").glob("*/manifest.json"))
         complete = [json.loads(m.read_text())["complete"] for m in runs]
         assert (folder / MARKER).exists() == (complete == [True])
+
+
+def test_a_failed_point_exits_1_after_the_others_ran(tmp_path):
+    from harness.sweeps.points.execute import plan
+
+    path = sweep_file(tmp_path, GRID)
+    out = tmp_path / "out"
+    blocked = plan(path, (f"output={out}",)).unique[2]
+    blocked.folder.parent.mkdir(parents=True)
+    blocked.folder.write_text("not a point's folder")  # its run cannot start
+    argv = steptrace("sweep", str(path), "--set", f"output={out}", "--json")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    (failed,) = [r for r in result["rows"] if r["status"] == "failed"]
+    assert failed["point"] == blocked.key and failed["reason"].startswith("NotADirectoryError")
+    assert (result["done"], result["failed"]) == (5, 1)
+    assert (out / "s" / "sweep.parquet").is_file()
+    blocked.folder.unlink()
+    again = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout)
+    assert (again["done"], again["skipped"], again["failed"]) == (6, 5, 0)

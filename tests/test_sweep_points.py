@@ -115,7 +115,8 @@ def test_a_sweep_file_read_whole(tmp_path):
     ("base: base.yaml\naxes: {engine.no_such_key: [1]}\n",
      "s.yaml:2: axes.engine.no_such_key: not a workload key: no_such_key is not a key of engine"),
     ("base: base.yaml\naxes: {output: [a]}\n", "axes.output: output is set by the sweep"),
-    ("base: base.yaml\naxes: {engine: [1]}\n", "engine is a section"),
+    ("base: base.yaml\naxes: {engine.nope.deeper: [1]}\n",
+     "not a workload key: nope is not a key of engine"),
     ("base: base.yaml\naxes: {device: a}\n", "axes.device: expected a non-empty list"),
     ("base: base.yaml\naxes: {device: [a]}\nwhere: \"__import__('os')\"\n",
      "s.yaml:3: where: \"__import__('os')\": Call is not allowed"),
@@ -159,6 +160,10 @@ def test_an_invalid_point_is_refused_with_its_reason(tmp_path):
         in twice.reason
     no_slo = resolve(base, "capacity", {"device": "modeled:H200"}, (), folder, "device")
     assert isinstance(no_slo, Refused) and "slo:" in no_slo.reason
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,output_len\n0,8,4\n0,9,4\n")
+    base.write_text(TINY.replace("  generate: {requests: 12, rate: 200,", "  file: t.csv\n#"))
+    at_once = resolve(base, "capacity", {"slo.ttft": 1}, (), folder, "device")
+    assert isinstance(at_once, Refused) and "arrive at one instant" in at_once.reason
 
 
 def test_a_point_keeps_the_bases_sets_but_an_axiss_own(tmp_path):

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 from engine.yaml_lines import YamlError, load_value
 
 from ...workload import Workload, WorkloadError, load_workload
-from ..capacity import CapacityError, check
+from ..capacity import CapacityError, check, knob
 from ..gil_protocol import planned
 
 POINTS = "points"  # the sweep folder's subfolder of point folders
@@ -98,6 +98,7 @@ def refusal(workload: Workload, mode: str) -> Optional[str]:
     if mode == "capacity":
         try:
             check(workload)
+            knob(workload)  # a trace file's arrivals must span time: a rate to scale
         except CapacityError as e:
             return str(e)
         return None

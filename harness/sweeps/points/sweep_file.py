@@ -118,8 +118,7 @@ def not_a_key(key: str) -> str:
             where = ".".join(key.split(".")[:depth]) or "a workload"
             return f"not a workload key: {part} is not a key of {where} (docs/workloads.md)"
         node = node[part]
-    return "" if not isinstance(node, dict) else \
-        f"{key} is a section: an axis sets one key (e.g. {key}.{next(iter(node))})"
+    return ""  # a section's values replace it whole, as --set's do
 
 
 def _zips(zips, axes, fail) -> Tuple[Tuple[str, ...], ...]:

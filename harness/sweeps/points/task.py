@@ -30,8 +30,8 @@ def run_point(point: Point) -> Dict:
     """The point run (or searched for its capacity) into its folder, its row returned:
     status done with the answer, or failed with the reason. A done point's row is written
     to its marker last; a failed point leaves none, and runs again on resume."""
-    marker.fresh(point.folder)
     try:
+        marker.fresh(point.folder)
         workload = load_workload(point.workload, point.overrides)
         answer = _capacity(point, workload) if point.mode == "capacity" else _run(workload)
     except Exception as e:  # noqa: BLE001 - any failure is the point's, said in its row
