@@ -21,7 +21,7 @@ TABLE = "sweep"
 def row(point, result: Optional[Dict], folder: Path, skipped: bool = False) -> Dict[str, Any]:
     """A point's row: a Refused point's, or a Point's with its result (None: not run, as
     when the sweep was stopped)."""
-    common = dict(axes=json.dumps(point.axes, sort_keys=False, default=str))
+    common = dict(axes=json.dumps(point.axes, default=str))
     if isinstance(point, Refused):
         return dict(common, point="", device="", front="", status="refused",
                     reason=point.reason, skipped=False, folder="", **empty_answer())
