@@ -51,6 +51,9 @@ EXAMPLES = {e.name: e for e in (
     Example("replay-scheduler", (_steptrace("replay-scheduler", str(
         REPO / "workloads" / "traces" / "synthetic_small.csv")),),
             r"schedule\(\) p|faster per schedule"),
+    Example("sweep", (_steptrace(
+        "sweep", str(REPO / "workloads" / "sweeps" / "batch_mtp.yaml"), "--workers", "2"),),
+            r"$^"),
     Example("gate", (
         _steptrace("run", str(REPO / "workloads" / "ci_gate.yaml"),
                    "--set", "engine.max_num_batched_tokens=1024"),

@@ -97,11 +97,7 @@ def _progress(row: dict) -> None:
 
 
 def _result(capacity, workload) -> dict:
-    found, check = capacity.search, capacity.length_check
-    at = capacity.at_capacity
-    outcome = "probe_limit" if found.out_of_probes else \
-        "trace_too_short" if check is not None and check.status == "failed" else \
-        "capacity" if found.found else "at_least" if found.low is not None else "none"
+    found, at, outcome = capacity.search, capacity.at_capacity, capacity.outcome
     fmt = workload.values["table_format"]
     if capacity.closed_loop:  # the knob is the requests in flight; the rate an outcome
         knob = dict(load_mode="concurrency", workload_concurrency=capacity.knob.concurrency)

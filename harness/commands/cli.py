@@ -23,6 +23,8 @@ COMMANDS = {
                    "docs/gil.md)"),
     "capacity": ("capacity", "find the highest arrival rate that meets the workload's SLO, "
                              "on a modeled device"),
+    "sweep": ("sweep", "run many points of a workload (axes of keys and values), in "
+                       "processes of this host, into one table with its Pareto fronts"),
     "validate": ("validate", "check a workload without running it"),
     "show": ("show", "print a run's summary table"),
     "trace": ("trace", "read, convert and summarise request traces"),

@@ -277,5 +277,48 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
     _col("tpot_p99_s", F64, "s", "the run's summary `tpot p99`"),
 ))
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL, CAPACITY)}
-SWEEP_TABLES = ("gil", "capacity")  # one per sweep or search, beside its run folders
+SWEEPS_DOC = "sweeps.md#the-table"
+SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's folder, "
+              "<output>/<sweep name>/, beside its `points/` folder)",
+              "in the grid's order (the first axis varying slowest)", (
+    _col("point", TEXT, "", "the point's key: 12 hex digits of the sha256 of its resolved "
+         "workload and the mode; its folder's name; empty for a refused point", SWEEPS_DOC),
+    _col("axes", TEXT, "", "the point's axis values, a JSON object: axis key -> value"),
+    _col("device", TEXT, "", "the resolved workload's `device`"),
+    _col("front", TEXT, "", "the resolved value of the `--front-by` key (default `device`): "
+         "the group whose Pareto front the point is judged in", SWEEPS_DOC),
+    _col("status", TEXT, "", "`done`, `failed` (the point's run failed: `reason`) or "
+         "`refused` (not a valid point: `reason`; nothing ran)", SWEEPS_DOC),
+    _col("reason", TEXT, "", "why the point failed or was refused; empty when done"),
+    _col("skipped", BOOL, "", "done by an earlier invocation of the sweep and not run again "
+         "(resume)", SWEEPS_DOC),
+    _col("folder", TEXT, "", "the point's folder, relative to the sweep's: points/<point>"),
+    _col("run_dir", TEXT, "", "the run the answer is read from: the point's run, or in "
+         "capacity mode the run at capacity (the search's folder when none met)"),
+    _col("outcome", TEXT, "", "`run` in run mode; in capacity mode the search's outcome: "
+         "`capacity`, `at_least`, `none`, `probe_limit` or `trace_too_short`",
+         "capacity.md#the-search"),
+    _col("rate", F64, "req/s", "capacity mode: the capacity (the highest rate meeting the "
+         "target); run mode: the run's summary `throughput requests`"),
+    _col("concurrency", I64, "requests", "capacity mode, load.mode concurrency: the most "
+         "requests in flight meeting the target; else null", "capacity.md#concurrency"),
+    _col("output_tokens_per_device", F64, "tok/s", "`output_tokens_per_s` over the "
+         "deployment's devices"),
+    _col("tokens_per_s_per_user", F64, "tok/s", "1 / `tpot_p50_s`: one request's decode "
+         "speed", SWEEPS_DOC),
+    _col("output_tokens_per_s", F64, "tok/s", "the run's summary `throughput output_tokens`"),
+    _col("attainment", F64, "fraction", "the run's summary `goodput attainment` (NaN "
+         "without an SLO)", "metrics.md#run-level"),
+    _col("goodput", F64, "req/s", "the run's summary `goodput requests`",
+         "metrics.md#run-level"),
+    _col("ttft_p50_s", F64, "s", "the run's summary `ttft p50`"),
+    _col("ttft_p99_s", F64, "s", "the run's summary `ttft p99`"),
+    _col("tpot_p50_s", F64, "s", "the run's summary `tpot p50`"),
+    _col("tpot_p99_s", F64, "s", "the run's summary `tpot p99`"),
+    _col("pareto", BOOL, "", "on its `front` group's Pareto front of output tokens/s per "
+         "device and tokens/s per user", "sweeps.md#the-pareto-front"),
+), notes="The answer's columns are null or NaN for a refused or failed point.")
+
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL, CAPACITY,
+                              SWEEP)}
+SWEEP_TABLES = ("gil", "capacity", "sweep")  # one per sweep or search, beside its run folders

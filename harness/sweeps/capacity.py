@@ -128,6 +128,16 @@ class Capacity:
         return isinstance(self.knob, ConcurrencyKnob)
 
     @property
+    def outcome(self) -> str:
+        """capacity (bracketed), at_least (every rate met, up to the highest), none (even the
+        lowest missed), probe_limit (out of probes) or trace_too_short (the length check
+        missed)."""
+        found, check = self.search, self.length_check
+        return "probe_limit" if found.out_of_probes else \
+            "trace_too_short" if check is not None and check.status == "failed" else \
+            "capacity" if found.found else "at_least" if found.low is not None else "none"
+
+    @property
     def at_capacity(self) -> Optional[dict]:
         """The probe row at the highest rate (or concurrency) found meeting the target; None
         if none met."""

@@ -1,0 +1,127 @@
+"""steptrace sweep SWEEP.yaml: many points, each the base workload with its own overrides,
+run (or searched for its capacity) in processes of this host, into one `sweep` table with
+each front's Pareto points (docs/sweeps.md). Not `run`'s sweep of one workload's runs.
+
+Exit 0 when every valid point is done; 1 when a point failed (the others ran, the table is
+written); 2 bad input (the sweep file, its base, --set, --front-by), before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import BadInput
+from .common import add_json, add_set, print_json
+
+
+def add(p) -> None:
+    p.add_argument("sweep", help="the sweep file (docs/sweeps.md)")
+    add_set(p, "output=/tmp/sweeps")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="points run at once, each in a process of its own (default: the "
+                        "host's cores)")
+    p.add_argument("--fresh", action="store_true",
+                   help="run every point again, even one whose folder holds a complete "
+                        "result (default: resume, skipping those)")
+    p.add_argument("--front-by", default="device", metavar="KEY.PATH",
+                   help="the workload key whose values group the Pareto fronts "
+                        "(default: device)")
+    add_json(p)
+    p.set_defaults(handler=main)
+
+
+def main(args) -> int:
+    from ..record.table_sink import write_table
+    from ..sweeps.points.execute import execute, plan
+    from ..sweeps.points.pool import host_pool, run_unless_stopped
+    from ..sweeps.points.sweep_file import SweepError, not_a_key
+    from ..sweeps.points.table import TABLE, table
+
+    if args.workers < 1:
+        raise BadInput(f"--workers: expected an integer >= 1, got {args.workers}")
+    reason = not_a_key(args.front_by)
+    if reason:
+        raise BadInput(f"--front-by {args.front_by}: {reason}")
+    try:
+        the_plan = plan(args.sweep, tuple(args.set), args.front_by)
+    except SweepError as e:
+        raise BadInput(e) from None
+    for refused in the_plan.refused:
+        print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
+    workers = min(args.workers, max(1, len(the_plan.unique)))
+    with host_pool(workers) as pool:
+        rows = execute(the_plan, pool, args.fresh, _progress(len(the_plan.unique)),
+                       run_unless_stopped)
+    df = table(rows)
+    the_plan.folder.mkdir(parents=True, exist_ok=True)
+    path = write_table(df, the_plan.folder, TABLE, "parquet")
+    result = dict(sweep=str(the_plan.sweep.path), name=the_plan.sweep.name,
+                  mode=the_plan.sweep.mode, folder=str(the_plan.folder), table=str(path),
+                  front_by=args.front_by, **_counts(df), rows=_rows(df))
+    if args.json:
+        print_json(result)
+    else:
+        print_text(result)
+    return 1 if result["failed"] else 0
+
+
+def _counts(df) -> dict:
+    status = df["status"]
+    return dict(points=len(df), done=int((status == "done").sum()),
+                skipped=int(df["skipped"].sum()), failed=int((status == "failed").sum()),
+                refused=int((status == "refused").sum()))
+
+
+def _rows(df) -> list:
+    import json
+
+    return [dict(r, axes=json.loads(r["axes"]), concurrency=None if r["concurrency"] is None
+                 or r["concurrency"] != r["concurrency"] else int(r["concurrency"]))
+            for r in df.astype(object).where(df.notna(), None).to_dict("records")]
+
+
+def _axes(axes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in axes.items())
+
+
+def _progress(total: int):
+    """One bar for the sweep on a terminal; a line a point when not a TTY, as in CI."""
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(total=total, unit="point", file=sys.stderr, disable=not total)
+
+        def update_bar(counts):
+            bar.set_postfix(done=counts["done"], skipped=counts["skipped"],
+                            failed=counts["failed"], refresh=False)
+            bar.update(total - counts["left"] - bar.n)
+            if not counts["left"]:
+                bar.close()
+        return update_bar
+
+    def update(counts):
+        print(f"  sweep: {total - counts['left']} of {total} points: {counts['done']} done, "
+              f"{counts['skipped']} skipped (complete), {counts['failed']} failed",
+              file=sys.stderr)
+    return update
+
+
+def print_text(r: dict) -> None:
+    print(f"steptrace sweep: {r['name']} ({r['mode']} mode): {r['points']} points, "
+          f"{r['done']} done ({r['skipped']} skipped, complete before), {r['failed']} "
+          f"failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
+    print(f"{'point':<12} {'status':<8} {'out tok/s/device':>17} {'tok/s/user':>11} "
+          f"{'ttft p99 s':>11} {'tpot p50 s':>11} {'pareto':>6}  axes")
+    for row in r["rows"]:
+        figures = "".join(f" {_figure(row[k], w)}" for k, w in (
+            ("output_tokens_per_device", 17), ("tokens_per_s_per_user", 11),
+            ("ttft_p99_s", 11), ("tpot_p50_s", 11)))
+        print(f"{row['point'] or '-':<12} {row['status']:<8}{figures} "
+              f"{'*' if row['pareto'] else '':>6}  {_axes(row['axes'])}")
+        if row["reason"]:
+            print(f"{'':<12} {row['reason']}")
+    print(f"  table: {r['table']}")
+
+
+def _figure(v, width: int) -> str:
+    return f"{'-':>{width}}" if v is None else f"{v:>{width},.4g}"

@@ -1,0 +1,105 @@
+"""A sweep planned and run: the points from the sweep file, resolved and refused before
+any work; the complete ones taken from their folders (resume); the rest fanned out, one
+point a task, to an executor's processes; the rows gathered in the grid's order."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+from ...workload import WorkloadError, load_workload
+from . import marker
+from .expand import grid, kept, sample
+from .point import Point, Refused, resolve
+from .sweep_file import SweepError, SweepFile, load_sweep
+from .table import row
+from .task import empty_answer, run_point
+from .where import WhereError, compile_where
+
+Progress = Callable[[Dict[str, int]], None]  # counts: done, skipped, failed, left
+Task = Callable[[Point], Dict]  # a point to its result: run_point, where it runs
+
+
+@dataclass(frozen=True)
+class Plan:
+    sweep: SweepFile
+    folder: Path  # <output>/<sweep name>/: the table and points/
+    points: Tuple[Union[Point, Refused], ...]  # in the grid's order
+
+    @property
+    def refused(self) -> List[Refused]:
+        return [p for p in self.points if isinstance(p, Refused)]
+
+    @property
+    def unique(self) -> List[Point]:
+        """The points to run, each key once (two axis values may resolve alike)."""
+        return list({p.key: p for p in self.points if isinstance(p, Point)}.values())
+
+
+def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
+    """The sweep file's points, resolved; SweepError (bad input) naming the file and key,
+    before anything runs."""
+    sweep = load_sweep(path)
+    try:
+        base = load_workload(sweep.base, sets)
+    except WorkloadError as e:
+        raise SweepError(f"{sweep.path}: base: {e}") from None
+    where = compile_where(sweep.where, sweep.axes) if sweep.where else None
+    try:
+        combos = kept(grid(sweep.axes, sweep.zips), where)
+    except WhereError as e:
+        raise SweepError(f"{sweep.path}: where: {sweep.where!r}: {e}") from None
+    if sweep.method == "random":
+        assert sweep.n is not None  # load_sweep: random takes n
+        combos = sample(combos, sweep.n, sweep.seed)
+    folder = Path(base.values["output"]) / sweep.name
+    points = tuple(resolve(sweep.base, sweep.mode, c, sets, folder, front_by) for c in combos)
+    return Plan(sweep, folder, points)
+
+
+def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
+            progress: Optional[Progress] = None, task: Task = run_point) -> List[Dict]:
+    """Every point's row, in the grid's order, each point run by `task` on `executor`. A
+    point whose folder holds a complete result is not run again unless `fresh`; a point
+    that fails is recorded and the others go on."""
+    counts = dict(done=0, skipped=0, failed=0, left=len(the_plan.unique))
+    results: Dict[str, Dict] = {}
+    skipped = set()
+    todo = []
+    for point in the_plan.unique:
+        done = None if fresh else marker.read(point.folder)
+        if done is not None and done.get("status") == "done":
+            results[point.key] = done
+            skipped.add(point.key)
+            _count(counts, "skipped", progress)
+        else:
+            todo.append(point)
+    _fan_out(todo, executor, task, results, counts, progress)
+    return [row(p, results.get(p.key) if isinstance(p, Point) else None, the_plan.folder,
+                isinstance(p, Point) and p.key in skipped) for p in the_plan.points]
+
+
+def _fan_out(todo: List[Point], executor: Executor, task: Task, results: Dict[str, Dict],
+             counts: Dict[str, int], progress: Optional[Progress]) -> None:
+    futures = {executor.submit(task, p): p for p in todo}
+    try:
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as e:  # noqa: BLE001 - the point's process died (a broken pool)
+                result = dict(empty_answer(), status="failed",
+                              reason=f"the point's process ended: {type(e).__name__}: {e}")
+            results[futures[future].key] = result
+            _count(counts, "done" if result["status"] == "done" else "failed", progress)
+    finally:  # on a signal: no point not yet started starts
+        for future in futures:
+            future.cancel()
+
+
+def _count(counts: Dict[str, int], what: str, progress: Optional[Progress]) -> None:
+    counts[what] += 1
+    counts["left"] -= 1
+    if progress is not None:
+        progress(dict(counts))

@@ -1,0 +1,44 @@
+"""A sweep's points from its axes: the grid (every combination; a `zip` group's axes move
+together, one dimension), filtered by `where`, and optionally a seeded random sample."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+
+from .where import Filter
+
+Values = Dict[str, Any]  # axis key -> the point's value
+
+
+def grid(axes: Mapping[str, Sequence[Any]], zips: Sequence[Sequence[str]] = ()) -> List[Values]:
+    """Every combination of the axes' values, the first axis varying slowest; the axes of a
+    zip group take their i-th values together (one dimension, placed where the first of
+    them is among the axes). The caller has checked a group's axes exist and have equal
+    lengths."""
+    group_of = {key: tuple(group) for group in zips for key in group}
+    dimensions: List[List[Values]] = []
+    placed: Set[str] = set()
+    for key in axes:
+        group = group_of.get(key, (key,))
+        if key in placed:
+            continue
+        placed.update(group)
+        dimensions.append([{k: axes[k][i] for k in group} for i in range(len(axes[key]))])
+    return [{k: merged[k] for k in axes}
+            for merged in ({k: v for d in combo for k, v in d.items()}
+                           for combo in itertools.product(*dimensions))]
+
+
+def kept(points: List[Values], where: Optional[Filter]) -> List[Values]:
+    return points if where is None else [p for p in points if where(p)]
+
+
+def sample(points: List[Values], n: int, seed: int) -> List[Values]:
+    """`n` of the points (all of them if fewer), drawn without replacement by `seed`, in
+    the grid's order."""
+    if n >= len(points):
+        return points
+    chosen = sorted(random.Random(seed).sample(range(len(points)), n))
+    return [points[i] for i in chosen]

@@ -1,0 +1,167 @@
+"""The sweep file (docs/sweeps.md): the base workload, the mode, the axes and how they
+combine, read and checked whole before any point resolves; every error names the file,
+the line and the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from engine.files import NotAFile, check_regular
+from engine.yaml_lines import KeyPath, load_with_lines
+
+from ...workload.schema import SCHEMA
+from .where import WhereError, compile_where
+
+MODES = ("run", "capacity")
+METHODS = ("grid", "random")
+PLANNED = ("optuna", "ray")  # search methods planned, not built yet
+KEYS = ("name", "base", "mode", "axes", "zip", "where", "search")
+PLACED = ("output",)  # set by the sweep for each point: not an axis
+
+
+class SweepError(ValueError):
+    """The sweep file is wrong (bad input): the message names the file, line and key."""
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    path: Path
+    name: str
+    base: Path  # the base workload, resolved against the sweep file's folder
+    mode: str
+    axes: Dict[str, Tuple[Any, ...]]  # workload key path -> its values, in the file's order
+    zips: Tuple[Tuple[str, ...], ...] = ()
+    where: Optional[str] = None
+    method: str = "grid"
+    n: Optional[int] = None  # random: how many points
+    seed: int = 0
+
+
+def load_sweep(path) -> SweepFile:
+    """The sweep file read and checked; SweepError naming file, line and key."""
+    path = Path(path)
+    try:
+        data, lines = load_with_lines(check_regular(path))
+    except (NotAFile, ValueError) as e:
+        raise SweepError(str(e)) from None
+    except OSError as e:
+        raise SweepError(f"{path}: {e.strerror}") from None
+
+    def fail(key: KeyPath, message: str):
+        line = lines.get(key) or lines.get(key[:1])
+        where = f"{path}:{line}" if line else str(path)
+        raise SweepError(f"{where}: {'.'.join(key) or '(top level)'}: {message}")
+
+    if not isinstance(data, dict):
+        fail((), f"expected a mapping of {', '.join(KEYS)}, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        fail((unknown[0],), f"unknown key; expected one of {', '.join(KEYS)}")
+    axes = _axes(data.get("axes"), fail)
+    zips = _zips(data.get("zip"), axes, fail)
+    where = data.get("where")
+    if where is not None:
+        if not isinstance(where, str):
+            fail(("where",), f"expected an expression as text, got {where!r}")
+        try:
+            compile_where(where, axes)
+        except WhereError as e:
+            fail(("where",), f"{where!r}: {e}")
+    return SweepFile(path, _name(data, path, fail), _base(data, path, fail),
+                     _choice(data, "mode", MODES, fail), axes, zips, where,
+                     **_search(data.get("search"), fail))
+
+
+def _name(data, path: Path, fail) -> str:
+    name = data.get("name", path.stem)
+    if not (isinstance(name, str) and name and "/" not in name and name not in (".", "..")):
+        fail(("name",), f"expected a folder name, got {name!r}")
+    return name
+
+
+def _base(data, path: Path, fail) -> Path:
+    base = data.get("base")
+    if not isinstance(base, str) or not base:
+        fail(("base",), f"expected the base workload's path (relative to {path.parent}), "
+                        f"got {base!r}")
+    return (path.parent / base).resolve()
+
+
+def _choice(data, key: str, choices, fail) -> str:
+    value = data.get(key, choices[0])
+    if value not in choices:
+        fail((key,), f"expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _axes(axes, fail) -> Dict[str, Tuple[Any, ...]]:
+    if not isinstance(axes, dict) or not axes:
+        fail(("axes",), f"expected a mapping of workload keys to lists of values, got {axes!r}")
+    for key, values in axes.items():
+        reason = not_a_key(str(key))
+        if reason:
+            fail(("axes", key), reason)
+        if not isinstance(values, list) or not values:
+            fail(("axes", key), f"expected a non-empty list of values, got {values!r}")
+    return {str(k): tuple(v) for k, v in axes.items()}
+
+
+def not_a_key(key: str) -> str:
+    """Why `key` is not a workload key path an axis may set; "" when it is."""
+    if key in PLACED:
+        return f"{key} is set by the sweep for each point (--set {key}=DIR moves the sweep)"
+    node: Any = SCHEMA
+    for depth, part in enumerate(key.split(".")):
+        if not isinstance(node, dict) or part not in node:
+            where = ".".join(key.split(".")[:depth]) or "a workload"
+            return f"not a workload key: {part} is not a key of {where} (docs/workloads.md)"
+        node = node[part]
+    return ""  # a section's values replace it whole, as --set's do
+
+
+def _zips(zips, axes, fail) -> Tuple[Tuple[str, ...], ...]:
+    if zips is None:
+        return ()
+    if not (isinstance(zips, list) and all(isinstance(g, list) and g for g in zips)):
+        fail(("zip",), f"expected a list of lists of axes, got {zips!r}")
+    seen: Dict[str, int] = {}
+    for i, group in enumerate(zips):
+        for key in group:
+            if key not in axes:
+                fail(("zip",), f"group {i + 1}: {key!r} is not an axis")
+            if key in seen:
+                fail(("zip",), f"{key} is in groups {seen[key] + 1} and {i + 1}: an axis "
+                               f"moves with one group")
+            seen[key] = i
+        lengths = {key: len(axes[key]) for key in group}
+        if len(set(lengths.values())) > 1:
+            fail(("zip",), f"group {i + 1}: axes that move together need as many values "
+                           f"each, got {', '.join(f'{k} {n}' for k, n in lengths.items())}")
+    return tuple(tuple(g) for g in zips)
+
+
+def _search(search, fail) -> dict:
+    if search is None:
+        return {}
+    if not isinstance(search, dict):
+        fail(("search",), f"expected a mapping (method: grid), got {search!r}")
+    method = search.get("method", "grid")
+    if method in PLANNED:
+        fail(("search", "method"), f"{method} is not built yet (planned, docs/sweeps.md); "
+                                   f"expected one of {', '.join(METHODS)}")
+    if method not in METHODS:
+        fail(("search", "method"), f"expected one of {', '.join(METHODS)}, got {method!r}")
+    allowed = {"method"} | ({"n", "seed"} if method == "random" else set())
+    unknown = sorted(set(search) - allowed)
+    if unknown:
+        fail(("search", unknown[0]), f"unknown key for method {method}; expected "
+                                     f"{', '.join(sorted(allowed))}")
+    if method == "grid":
+        return dict(method=method)
+    n, seed = search.get("n"), search.get("seed", 0)
+    for key, value, low in (("n", n, 1), ("seed", seed, 0)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+            fail(("search", key), f"expected an integer >= {low}, got {value!r}")
+    return dict(method=method, n=n, seed=seed)

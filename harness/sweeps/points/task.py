@@ -1,0 +1,83 @@
+"""A point run: the one function a worker runs, whatever runs the workers (this host's
+process pool now; Ray later). It takes the resolved point and returns its row, and touches
+nothing but the point's own folder."""
+
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+from ...workload import load_workload
+from . import marker
+from .point import Point
+
+# The answer's columns of a point's row (docs/sweeps.md, "The table"): summary values of
+# the point's run, by name (harness/schema/summary.py).
+SUMMARY_VALUES = {
+    "output_tokens_per_s": "throughput.output_tokens",
+    "attainment": "goodput.attainment",
+    "goodput": "goodput.requests",
+    "ttft_p50_s": "ttft.p50",
+    "ttft_p99_s": "ttft.p99",
+    "tpot_p50_s": "tpot.p50",
+    "tpot_p99_s": "tpot.p99",
+}
+ANSWER = ("run_dir", "outcome", "rate", "concurrency", "output_tokens_per_device",
+          "tokens_per_s_per_user", *SUMMARY_VALUES)
+
+
+def run_point(point: Point) -> Dict:
+    """The point run (or searched for its capacity) into its folder, its row returned:
+    status done with the answer, or failed with the reason. A done point's row is written
+    to its marker last; a failed point leaves none, and runs again on resume."""
+    try:
+        marker.fresh(point.folder)
+        workload = load_workload(point.workload, point.overrides)
+        answer = _capacity(point, workload) if point.mode == "capacity" else _run(workload)
+    except Exception as e:  # noqa: BLE001 - any failure is the point's, said in its row
+        return dict(empty_answer(), status="failed", reason=f"{type(e).__name__}: {e}")
+    row = dict(answer, status="done", reason="")
+    marker.write(point.folder, row)
+    return row
+
+
+def empty_answer() -> Dict:
+    return dict.fromkeys(ANSWER, None)
+
+
+def _run(workload) -> Dict:
+    from ..sweep import run_workload
+
+    (run_dir,) = run_workload(workload)  # point.refusal(): one planned run
+    return dict(_measured(run_dir), outcome="run",
+                rate=_read(run_dir).value("throughput.requests"), concurrency=None)
+
+
+def _capacity(point: Point, workload) -> Dict:
+    from ..capacity import find
+
+    capacity = find(workload, point.overrides)
+    at = capacity.at_capacity
+    if at is None:  # no rate met the target: no answer, the search's folder
+        return dict(empty_answer(), run_dir=str(capacity.folder), outcome=capacity.outcome)
+    measured = _measured(capacity.folder / at["run_id"])
+    return dict(measured, outcome=capacity.outcome, rate=at["rate"],
+                concurrency=at["concurrency"])
+
+
+def _read(run_dir):
+    from ...analysis.runs import read_run
+
+    return read_run(run_dir)
+
+
+def _measured(run_dir) -> Dict:
+    """The answer's summary values of one complete run, per device and per user too."""
+    run = _read(run_dir)
+    if run.state != "complete":  # stopped by a signal, or failed: not an answer
+        raise RuntimeError(f"the run {run_dir} is {run.state}")
+    values = {column: run.value(name) for column, name in SUMMARY_VALUES.items()}
+    tpot = values["tpot_p50_s"]
+    return dict(values, run_dir=str(run_dir),
+                output_tokens_per_device=values["output_tokens_per_s"] / run.devices,
+                tokens_per_s_per_user=1 / tpot if tpot > 0 else math.nan)

@@ -1,0 +1,112 @@
+"""The sweep file's `where`: a filter over a point's axis values in a small grammar, parsed
+with `ast` and walked here, never evaluated as Python (docs/sweeps.md, "where").
+
+Allowed: axis names, dotted ones included (`deployment.moe.ep`); numbers, strings, true and
+false; comparisons (== != < <= > >=, chained); and, or, not; + - * / % and unary minus,
+on numbers only.
+Anything else (a call, an attribute of something not a name, a subscript, a lambda) is
+refused before any point runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any, Callable, Collection, Mapping
+
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.Div: operator.truediv, ast.Mod: operator.mod}
+_WORDS = {"true": True, "false": False, "True": True, "False": False}
+
+
+class WhereError(ValueError):
+    """The expression is not in the grammar, names no axis, or cannot be evaluated."""
+
+
+Filter = Callable[[Mapping[str, Any]], bool]
+
+
+def compile_where(text: str, axes: Collection[str]) -> Filter:
+    """A filter of a point's axis values (key -> value); WhereError for an expression
+    outside the grammar or naming a key that is not an axis."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise WhereError(f"not an expression: {e.msg}") from None
+    _check(tree.body, set(axes))
+
+    def keep(point: Mapping[str, Any]) -> bool:
+        try:
+            return bool(_value(tree.body, point))
+        except (TypeError, ZeroDivisionError) as e:
+            raise WhereError(f"at {dict(point)}: {e}") from None
+    return keep
+
+
+def _dotted(node: ast.AST) -> str:
+    """`a.b.c` as text; "" where the node is not a name or a dotted name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _check(node: ast.AST, axes: set) -> None:
+    name = _dotted(node)
+    if name:
+        if name not in axes and name not in _WORDS:
+            raise WhereError(f"{name} is not an axis (the axes: {', '.join(sorted(axes))})")
+        return
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, str, bool):
+        return
+    children = _children(node)
+    if children is None:
+        raise WhereError(f"{type(node).__name__} is not allowed (names, numbers, strings, "
+                         f"comparisons, and/or/not, + - * / %)")
+    for child in children:
+        _check(child, axes)
+
+
+def _children(node: ast.AST):
+    """The operands of an allowed operator; None for a node outside the grammar."""
+    if isinstance(node, ast.BoolOp):
+        return node.values
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+        return [node.operand]
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return [node.left, node.right]
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        return [node.left, *node.comparators]
+    return None
+
+
+def _value(node: ast.AST, point: Mapping[str, Any]) -> Any:
+    name = _dotted(node)
+    if name:
+        return point[name] if name in point else _WORDS[name]
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BoolOp):
+        values = (_value(v, point) for v in node.values)
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp):
+        operand = _value(node.operand, point)
+        return not operand if isinstance(node.op, ast.Not) else \
+            -operand if isinstance(node.op, ast.USub) else +operand
+    if isinstance(node, ast.BinOp):
+        left, right = _value(node.left, point), _value(node.right, point)
+        if not all(isinstance(v, (int, float)) for v in (left, right)):  # 'x' * 10000000000
+            raise TypeError(f"arithmetic takes numbers, got {left!r} and {right!r}")
+        return _ARITHMETIC[type(node.op)](left, right)
+    assert isinstance(node, ast.Compare)  # _check allowed nothing else
+    left = _value(node.left, point)
+    for op, right_node in zip(node.ops, node.comparators):
+        right = _value(right_node, point)
+        if not _COMPARE[type(op)](left, right):
+            return False
+        left = right
+    return True

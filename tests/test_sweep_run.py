@@ -1,0 +1,153 @@
+"""steptrace sweep's points run in this process (an executor that runs each task as it is
+submitted): resume, a failed point recorded while the others go on, a partial folder run
+again, refused points in the table, the table as declared, capacity mode; and the command's
+bad input, refused before anything runs."""
+
+import json
+from concurrent.futures import Executor, Future
+
+import pyarrow.parquet as pq
+import pytest
+
+from harness.commands import main
+from harness.record.table_sink import write_table
+from harness.schema import arrow_schema
+from harness.sweeps.points import marker, task
+from harness.sweeps.points.execute import execute, plan
+from harness.sweeps.points.table import table
+from tests.test_sweep_points import TINY, sweep_file
+
+GRID = """base: base.yaml
+axes:
+  engine.max_num_batched_tokens: [64, 256]
+  device: [modeled:B200, modeled:H200]
+  engine.num_kv_blocks: [256, 0]
+where: engine.max_num_batched_tokens == 64 or engine.num_kv_blocks > 0
+"""
+
+
+class InProcess(Executor):
+    """Each task run at once, here; its result or exception in its future."""
+
+    def __init__(self):
+        self.ran = []
+
+    def submit(self, fn, *args, **kwargs):
+        self.ran.append(args[0].key)
+        future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - as a pool's future holds it
+            future.set_exception(e)
+        return future
+
+
+@pytest.fixture
+def grid_plan(tmp_path):
+    return plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",))
+
+
+def test_refused_points_are_listed_before_any_work_and_kept_in_the_table(grid_plan):
+    assert len(grid_plan.points) == 6 and len(grid_plan.unique) == 4
+    assert [p.axes for p in grid_plan.refused] == [
+        {"engine.max_num_batched_tokens": 64, "device": d, "engine.num_kv_blocks": 0}
+        for d in ("modeled:B200", "modeled:H200")]
+    assert all("engine.num_kv_blocks" in p.reason for p in grid_plan.refused)
+    assert not (grid_plan.folder / "points").exists()
+
+
+def test_a_sweep_runs_every_point_once_and_resumes_without_running_one_again(grid_plan):
+    first = InProcess()
+    rows = execute(grid_plan, first)
+    assert [r["status"] for r in rows] == ["done", "refused"] * 2 + ["done"] * 2
+    assert sorted(first.ran) == sorted(p.key for p in grid_plan.unique)
+    stamps = {p.key: (p.folder / marker.MARKER).stat().st_mtime_ns for p in grid_plan.unique}
+    again = InProcess()
+    resumed = execute(grid_plan, again)
+    assert again.ran == [] and all(r["skipped"] for r in resumed if r["status"] == "done")
+    assert stamps == {p.key: (p.folder / marker.MARKER).stat().st_mtime_ns
+                      for p in grid_plan.unique}
+    assert [r["output_tokens_per_s"] for r in resumed] == [r["output_tokens_per_s"] for r in rows]
+    fresh = InProcess()
+    execute(grid_plan, fresh, fresh=True)
+    assert sorted(fresh.ran) == sorted(first.ran)
+
+
+def test_a_failed_point_is_recorded_and_the_others_go_on(grid_plan, monkeypatch):
+    run = task._run
+
+    def fails_on_h200(workload):
+        if workload.values["device"] == "modeled:H200":
+            raise RuntimeError("no such luck")
+        return run(workload)
+    monkeypatch.setattr(task, "_run", fails_on_h200)
+    rows = execute(grid_plan, InProcess())
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == 2 and {r["reason"] for r in failed} == {"RuntimeError: no such luck"}
+    assert sum(r["status"] == "done" for r in rows) == 2
+    assert all(marker.read(grid_plan.folder / r["folder"]) is None for r in failed)
+    monkeypatch.setattr(task, "_run", run)
+    again = InProcess()
+    assert all(r["status"] != "failed" for r in execute(grid_plan, again))
+    assert len(again.ran) == 2  # the failed points ran again; the done ones did not
+
+
+def test_a_partial_folder_is_not_taken_for_complete(grid_plan):
+    point = grid_plan.unique[0]
+    (point.folder / "base" / "torn-run").mkdir(parents=True)
+    (point.folder / marker.MARKER).write_text('{"status": "do')  # cut short
+    executor = InProcess()
+    execute(grid_plan, executor)
+    assert point.key in executor.ran and not (point.folder / "base" / "torn-run").exists()
+    assert len(list((point.folder / "base").iterdir())) == 1
+
+
+def test_the_table_is_written_as_declared_with_its_front(grid_plan):
+    df = table(execute(grid_plan, InProcess()))
+    path = write_table(df, grid_plan.folder, "sweep", "parquet")
+    assert pq.read_schema(path).remove_metadata() == arrow_schema("sweep")
+    done = df[df["status"] == "done"]
+    # 64 and 256 batched tokens tie on this trace: neither beats the other
+    assert list(df["pareto"]) == [True, False, True, False, True, True]
+    assert (done["tokens_per_s_per_user"] == 1 / done["tpot_p50_s"]).all()
+    assert json.loads(df["axes"][0]) == {"engine.max_num_batched_tokens": 64,
+                                         "device": "modeled:B200", "engine.num_kv_blocks": 256}
+
+
+def test_capacity_mode_answers_with_the_capacity_searchs_result(tmp_path):
+    base = TINY + "slo: {ttft: 0.002}\n"
+    path = sweep_file(tmp_path, "base: base.yaml\nmode: capacity\naxes: {device: "
+                                "[modeled:B200]}\n", base)
+    (row,) = execute(plan(path, (f"output={tmp_path}",)), InProcess())
+    assert row["status"] == "done" and row["outcome"] in ("capacity", "at_least")
+    assert row["rate"] > 0 and row["attainment"] >= 0.9 and row["concurrency"] is None
+    assert "/capacity/" in row["run_dir"]
+
+
+@pytest.mark.parametrize("text, args, said", [
+    ("base: base.yaml\naxes: {device: [a], engine.num_mtp: [0, 1]}\n"
+     "zip: [[device, engine.num_mtp]]\n", [], "s.yaml:3: zip: group 1"),
+    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: ray}\n", [], "not built yet"),
+    ("base: base.yaml\naxes: {engine.num_mtp: [0]}\nwhere: engine.num_mtp < 'a'\n", [],
+     "s.yaml: where: \"engine.num_mtp < 'a'\": at {'engine.num_mtp': 0}"),
+    ("base: base.yaml\naxes: {device: [a]}\n", ["--set", "engine.num_mtp=-1"],
+     "s.yaml: base: --set 'engine.num_mtp=-1': engine.num_mtp"),
+    ("base: base.yaml\naxes: {device: [a]}\n", ["--front-by", "engine.nope"],
+     "--front-by engine.nope: not a workload key"),
+    ("base: base.yaml\naxes: {device: [a]}\n", ["--workers", "0"], "--workers: expected"),
+])
+def test_bad_input_exits_2_naming_it_before_anything_runs(tmp_path, capsys, text, args, said):
+    path = sweep_file(tmp_path, text)
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'out'}", *args,
+                 "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert said in err and json.loads(out)["exit_code"] == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_set_output_moves_the_sweep_and_random_draws_its_points(tmp_path):
+    path = sweep_file(tmp_path, GRID + "search: {method: random, n: 2, seed: 3}\n")
+    drawn = plan(path, (f"output={tmp_path / 'elsewhere'}",))
+    assert drawn.folder == tmp_path / "elsewhere" / "s" and len(drawn.points) == 2
+    assert drawn.points == plan(path, (f"output={tmp_path / 'elsewhere'}",)).points
+    assert all(str(p.folder).startswith(str(drawn.folder)) for p in drawn.unique)
