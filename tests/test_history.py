@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness.analysis import change_points, history_series, history_store
+from harness.analysis import change_points, history_bench, history_series, history_store
 from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.errors import BadInput
@@ -284,3 +284,75 @@ def test_detect_without_otava_says_how_to_install_it(tmp_path, monkeypatch, caps
     monkeypatch.setitem(sys.modules, "otava.analysis", None)
     assert main(["history", "detect", "--store", store]) == 2
     assert "pip install --no-deps apache-otava==0.8.0" in capsys.readouterr().err
+
+
+def bench_json(path, medians, at=0, commit_info=True):
+    """A pytest-benchmark JSON file (--benchmark-json, 5.x) of {name: median seconds},
+    measured at commit `at`."""
+    benchmarks = [dict(group=None, name=name, fullname=f"tests/bench/test_x.py::{name}",
+                       params=None, param=None, extra_info={}, options=dict(min_rounds=5),
+                       stats=dict(min=m * 0.9, max=m * 1.2, mean=m, median=m, rounds=9))
+                  for name, m in medians.items()]
+    data = dict(machine_info=dict(node="bench-host", python_implementation="CPython",
+                                  python_version="3.11.2", cpu=dict(brand_raw="AMD EPYC")),
+                commit_info=dict(id=commit(at), time=date(at), dirty=False, branch="main"),
+                benchmarks=benchmarks, datetime=f"2026-12-{at + 1:02d}T09:00:00+00:00",
+                version="5.3.1")
+    if not commit_info:
+        del data["commit_info"]
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_benchmark_file_adds_one_metric_per_benchmark_at_its_commit(tmp_path, capsys):
+    store = tmp_path / "store"
+    bench = bench_json(tmp_path / "b.json", {"test_round[cpp-64]": 5e-6, "test_round[1.5]": 2e-3})
+    run = synthetic_run(tmp_path / "r0", {"ttft.p99": (0.5, "s")})
+    assert main(["history", "add", str(run), "--bench", str(bench), "--store", str(store),
+                 "--commit", commit(0), "--date", date(0)]) == 0
+    capsys.readouterr()
+    assert main(["history", "add", "--bench", str(bench), "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["already_there"] == [str(bench)]
+    rows = history_store.read(store)
+    of_bench = rows[rows["workload"] == history_bench.WORKLOAD].sort_values("metric")
+    assert list(of_bench["metric"]) == ["test_round[1.5]", "test_round[cpp-64]"]
+    assert set(of_bench["stat"]) == {"median"} and set(of_bench["unit"]) == {"s"}
+    assert list(of_bench["value"]) == [2e-3, 5e-6]
+    row = of_bench.iloc[0]
+    assert (row["commit"], row["commit_date"], row["host"], row["device"]) == (
+        commit(0), date(0), "bench-host", "AMD EPYC")
+    capsys.readouterr()
+    assert main(["history", "show", "--store", str(store), "--metric", "test_round[1.5].median",
+                 "--json"]) == 0  # a dot in the benchmark's name
+    (series,) = json.loads(capsys.readouterr().out)["series"]
+    assert series["metric"] == "test_round[1.5]"
+
+
+def test_a_benchmark_file_without_commit_info_needs_commit_and_date(tmp_path, capsys):
+    bench = bench_json(tmp_path / "b.json", {"t": 1e-3}, commit_info=False)
+    store = str(tmp_path / "store")
+    assert main(["history", "add", "--bench", str(bench), "--store", store]) == 2
+    assert "commit (--commit) and commit date (--date)" in capsys.readouterr().err
+    (tmp_path / "x.json").write_text('{"benchmarks": [{"name": "t", "stats": {}}]}')
+    assert main(["history", "add", "--bench", str(tmp_path / "x.json"), "--store", store,
+                 "--commit", "c", "--date", "2026-12-01"]) == 2
+    assert "stats.median" in capsys.readouterr().err
+    assert main(["history", "add", "--store", store]) == 2
+    assert not (tmp_path / "store").exists()
+    assert main(["history", "add", "--bench", str(bench), "--store", store, "--commit", "c",
+                 "--date", "2026-12-01"]) == 0
+
+
+@needs_otava
+def test_a_slower_benchmark_is_a_regression(tmp_path, capsys):
+    rng = np.random.default_rng(7)
+    store = str(tmp_path / "store")
+    for i in range(12):
+        m = 5e-6 * (1.2 if i >= 6 else 1.0) * (1 + 0.01 * rng.standard_normal())
+        bench = bench_json(tmp_path / f"b{i}.json", {"test_round[cpp-64]": m}, at=i)
+        assert main(["history", "add", "--bench", str(bench), "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["history", "detect", "--store", store, "--since", commit(3), "--json"]) == 1
+    (point,) = json.loads(capsys.readouterr().out)["change_points"]
+    assert point["commit_after"] == commit(6) and point["direction"] == "higher"
+    assert point["regression"] and point["workload"] == "pytest-benchmark"

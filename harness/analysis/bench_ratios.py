@@ -41,7 +41,7 @@ class RatioCheck:
         return self.measured < self.floor
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     data, why = _load(path)
     if why:
         raise BadInput(f"{path}: {why}")
@@ -68,14 +68,14 @@ def measured_ratios(path: Path) -> Dict[str, float]:
     """"test_decode_round[n=1024]": reference median / C++ median, from a pytest-benchmark
     JSON file (--benchmark-json), for every case measured on both sides. BadInput naming
     the file and the entry for anything but a benchmark's name, params and a median."""
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data.get("benchmarks"), list):
         raise BadInput(f"{path}: no key 'benchmarks': not a pytest-benchmark JSON file "
                        f"(--benchmark-json)")
     sides: Dict[str, Dict[str, float]] = {}
     seen: Dict[Tuple[str, str], str] = {}
     for i, bench in enumerate(data["benchmarks"]):
-        where, name, params, median = _entry(path, i, bench)
+        where, name, params, median = benchmark_entry(path, i, bench)
         impl = params.pop("impl", None)
         if impl is None:
             continue
@@ -98,7 +98,7 @@ def measured_ratios(path: Path) -> Dict[str, float]:
     return ratios
 
 
-def _entry(path: Path, i: int, bench) -> Tuple[str, str, dict, float]:
+def benchmark_entry(path: Path, i: int, bench) -> Tuple[str, str, dict, float]:
     """(where, name, params, median seconds) of benchmarks[i]; BadInput naming it."""
     where = f"{path}: benchmarks[{i}]"
     if not isinstance(bench, dict):
@@ -131,7 +131,7 @@ def _positive(value) -> TypeGuard[float]:
 def check(bench_json: Path, baseline: Path) -> List[RatioCheck]:
     """Every baseline ratio against the measured one; BadInput for a baseline that names no
     case, or a case the measurement lacks."""
-    stored = _read_json(baseline)
+    stored = read_json(baseline)
     ratios, tolerance = stored.get("ratios"), stored.get("tolerance")
     if not isinstance(ratios, dict) or not _number(tolerance) or not 0 <= tolerance < 1:
         raise BadInput(f"{baseline}: expected {{\"tolerance\": a number in [0, 1), "

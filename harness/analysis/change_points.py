@@ -2,7 +2,7 @@
 Student's t-test significance test (Fleming et al., "Hunter", ICPE 2023): each series of
 per-commit medians split where its mean shifts, each split kept only when the segments on
 either side differ at p below `max_pvalue`. A change in the metric's worse direction
-(harness/schema/summary.py `BETTER`) is a regression."""
+(harness/schema/summary.py `BETTER`; a benchmark's time lower) is a regression."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import List, Optional
 import pandas as pd
 
 from ..errors import BadInput
-from ..schema.summary import HIGHER, LOWER, better
+from ..schema.summary import HIGHER, LOWER
+from .history_bench import better_way
 from .history_series import each_series
 
 MAX_PVALUE = 0.001  # Otava's own default
@@ -58,7 +59,7 @@ def detect(table: pd.DataFrame, max_pvalue: float = MAX_PVALUE,
 def _change_point(labels: dict, part: pd.DataFrame, at: int, stats) -> ChangePoint:
     before, after = float(stats.mean_1), float(stats.mean_2)
     direction = HIGHER if after > before else LOWER
-    good = better(labels["metric"], labels["stat"])  # the way the metric improves
+    good = better_way(labels)
     return ChangePoint(series=labels, commit_before=str(part["commit"].iloc[at - 1]),
                        commit_after=str(part["commit"].iloc[at]),
                        date_after=str(part["commit_date"].iloc[at]),

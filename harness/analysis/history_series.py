@@ -35,8 +35,8 @@ def select(rows: pd.DataFrame, metric: Optional[str],
         text = rows[key].map(lambda v: str(v).lower() if isinstance(v, bool) else str(v))
         keep &= text == (value.lower() if key == "modeled" else value)
     if metric:
-        name, _, stat = metric.partition(".")
-        of_metric = (rows["metric"] == name) & ((rows["stat"] == stat) if stat else True)
+        # a benchmark's name may hold a dot: the whole name first
+        of_metric = (rows["metric"] + "." + rows["stat"] == metric) | (rows["metric"] == metric)
         if not of_metric.any():
             known = sorted(set(rows["metric"] + "." + rows["stat"]))
             raise BadInput(f"--metric {metric}: the history store has no such metric (it "

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -114,16 +114,26 @@ def rows(run: Run, prov: Provenance) -> pa.Table:
 
 def add(store: Path, run: Run, prov: Provenance) -> bool:
     """Store the run's rows; False (nothing written) where the store already holds it."""
+    make(store)
+    return write(store, run_key(run), lambda: rows(run, prov))
+
+
+def make(store: Path) -> None:
+    """The store's folder, made where missing; BadInput where it cannot be one."""
     try:
         store.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a file there, or above it
         raise BadInput(f"{store}: cannot be a history store (a folder): {e.strerror}") from None
-    path = store / f"{run_key(run)}.parquet"
+
+
+def write(store: Path, key: str, table: Callable[[], pa.Table]) -> bool:
+    """The rows `table()` makes stored as `key`'s file, written whole; False (nothing
+    written, nothing made) where the store already holds `key`."""
+    path = store / f"{key}.parquet"
     if path.exists():
         return False
-    table = rows(run, prov)
     with atomic_open(path, "wb") as f:
-        pq.write_table(table, f)
+        pq.write_table(table(), f)
     return True
 
 

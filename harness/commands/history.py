@@ -5,12 +5,13 @@ regression, 1 with one at or after --since, 2 on bad input."""
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import List
 
-from ..analysis import change_points, history_series, history_store
+from ..analysis import change_points, history_bench, history_series, history_store
 from ..analysis.gate import check_complete
-from ..analysis.runs import Run, find_runs, read_run
+from ..analysis.runs import find_runs, read_run
 from ..errors import BadInput, RunFailed
 from ..io.atomic import WriteFailed
 from .common import add_json, print_json
@@ -21,8 +22,11 @@ def add(p) -> None:
                      "the change points in it.")
     sub = p.add_subparsers(dest="history", required=True, metavar="{add,show,detect}")
     a = sub.add_parser("add", help="add runs to the history")
-    a.add_argument("runs", nargs="+", metavar="RUN_OR_FOLDER",
+    a.add_argument("runs", nargs="*", metavar="RUN_OR_FOLDER",
                    help="run folders, globs or folders holding runs (a sweep's)")
+    a.add_argument("--bench", action="append", default=[], type=Path, metavar="BENCH.json",
+                   help="a pytest-benchmark JSON file (--benchmark-json): each benchmark's "
+                   "median as a metric (repeatable; default commit: its commit_info)")
     a.add_argument("--commit", help="the git commit of the engine the runs measured "
                    "(default: the manifest's git_sha)")
     a.add_argument("--date", help="that commit's date, ISO 8601 (default: the manifest's "
@@ -54,19 +58,30 @@ def main(args) -> int:
 
 
 def _add(args) -> int:
-    runs = [read_run(path) for path in find_runs(args.runs)]
+    if not args.runs and not args.bench:
+        raise BadInput("history add: name runs (RUN_OR_FOLDER) or --bench BENCH.json")
+    runs = [read_run(path) for path in find_runs(args.runs)] if args.runs else []
     check_complete(runs, "a", "the history holds complete runs only")
-    provenance = [history_store.provenance(run, args.commit, args.date) for run in runs]
-    added: List[Run] = []
-    present: List[Run] = []
+    writes = [(run.path, history_store.run_key(run), partial(
+        history_store.rows, run, history_store.provenance(run, args.commit, args.date)))
+        for run in runs]
+    for path in args.bench:  # every file read and checked before anything is written
+        data = history_bench.read(path)
+        prov = history_bench.provenance(path, data, args.commit, args.date)
+        history_bench.rows(path, data, prov)
+        writes.append((path, history_bench.key(data),
+                       partial(history_bench.rows, path, data, prov)))
+    added: List[Path] = []
+    present: List[Path] = []
     try:
-        for run, prov in zip(runs, provenance):
-            (added if history_store.add(args.store, run, prov) else present).append(run)
+        history_store.make(args.store)
+        for path, key, table in writes:
+            (added if history_store.write(args.store, key, table) else present).append(path)
     except WriteFailed as e:
         raise RunFailed(e) from e
     if args.json:
-        print_json(dict(store=str(args.store), added=[str(r.path) for r in added],
-                        already_there=[str(r.path) for r in present]))
+        print_json(dict(store=str(args.store), added=[str(p) for p in added],
+                        already_there=[str(p) for p in present]))
     else:
         print(f"history {args.store}: added {len(added)} run(s)"
               + (f", {len(present)} already there" if present else ""))
