@@ -5,13 +5,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..errors import RunFailed
+from ..errors import BadInput, RunFailed
 from .common import add_json, print_json
 
 
 def add(p) -> None:
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_OR_SWEEP",
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_OR_SWEEP",
                    help="a run folder, or a folder of run folders")
+    p.add_argument("--history", type=Path, metavar="STORE",
+                   help="instead of runs: the trend page of a history store (steptrace "
+                   "history): each headline metric over commits, with its change points")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                    help="the report folder: created, or a report this command made "
                    "replaced; anything else is refused")
@@ -25,6 +28,10 @@ def main(args) -> int:
     from ..analysis.report import build
     from ..io.atomic import WriteFailed
 
+    if bool(args.runs) == bool(args.history):
+        raise BadInput("report: name runs (RUN_OR_SWEEP) or --history STORE, not both")
+    if args.history:
+        return _history(args)
     started = time.perf_counter()
     try:
         written = build(args.runs, args.output, args.trace_events)
@@ -44,4 +51,24 @@ def main(args) -> int:
         print(result["summary"])
         for path in written.trace_events:
             print(written.dir / path)
+    return 0
+
+
+def _history(args) -> int:
+    from ..analysis.report import build_history
+    from ..io.atomic import WriteFailed
+
+    if args.trace_events:
+        raise BadInput("report --history: --trace-events is for runs")
+    try:
+        written = build_history(args.history, args.output)
+    except WriteFailed as e:
+        raise RunFailed(e) from e
+    index, summary = written.dir / "index.html", written.dir / "summary.md"
+    if args.json:
+        print_json(dict(dir=str(written.dir), index=str(index), summary=str(summary),
+                        runs=written.runs, figures=written.figures))
+    else:
+        print(f"{index}  ({written.runs} runs; {len(written.figures)} figures)")
+        print(summary)
     return 0

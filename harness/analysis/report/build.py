@@ -23,13 +23,15 @@ import numpy as np
 from ...errors import BadInput
 from ...io.atomic import WriteFailed
 from ..runs import POOLS, find_runs, read_run
-from . import arms as arming, comparison, destination, headline, page, trace_events
+from . import arms as arming, comparison, destination, headline, page, trace_events, trend
 from .capacity import search
 from .figures import GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
 from .hardware import profile
 from .run_data import RunData
 
 NEEDED = ("steps", "batches", "requests")  # the device table is optional
+RUNS_ROLE = "the run folder {}, which the report reads"
+STORE_ROLE = "the history store {}, which the page is drawn from"
 CARDS = [("throughput", "output_tokens"), ("ttft", "p99"), ("tpot", "p50"), ("mfu", "model"),
          ("sched_call", "p50")]
 
@@ -76,7 +78,24 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
                    sorted(n for n, _ in files if n.startswith("figures/")), events)
 
 
-def _write_folder(out: Path, found, runs, files, command: str, with_trace_events: bool):
+def build_history(store: Path, out: Path) -> Written:
+    """The trend page of the history `store` in `out`, written as `build` writes a report
+    (the same rules for `out`; the store is read, never written)."""
+    out, store = Path(out), Path(store)
+    destination.check(out, [store], STORE_ROLE)
+    context = trend.context(store)
+    figures = [s["figure"] for s in context["series"]]
+    files = [(f"figures/{f.name}.png", f.png) for f in figures]
+    files += [("index.html", page.trend_html(context).encode()),
+              ("summary.md", page.trend_markdown(context).encode())]
+    command = shlex.join(["steptrace", "report", "--history", str(store), "-o", str(out)])
+    _write_folder(out, [store], [], files, command, False, STORE_ROLE)
+    return Written(out, context["runs"], [], sorted(n for n, _ in files
+                                                    if n.startswith("figures/")))
+
+
+def _write_folder(out: Path, found, runs, files, command: str, with_trace_events: bool,
+                  role: str = RUNS_ROLE):
     """The report's folder built under a temporary name beside `out` and renamed into
     place whole; the trace-event files written (their names)."""
     where = Path(os.path.abspath(out))  # `-o .` has no name to put a temporary folder beside
@@ -91,7 +110,7 @@ def _write_folder(out: Path, found, runs, files, command: str, with_trace_events
             written = _write_trace_events(tmp, out, runs)
         _write(tmp, out, destination.MARKER,
                destination.marker(command, [n for n, _ in files] + written))
-        destination.check(out, found)  # again: a file put there while the report was drawn
+        destination.check(out, found, role)  # again: a file put there while the report was drawn
         _replace(tmp, where, out)
     except WriteFailed:
         raise

@@ -19,17 +19,18 @@ from ..destination import REPORT_MARKER, check_place, contents, is_file, is_fold
 MARKER = REPORT_MARKER
 KIND = "steptrace report"  # the marker's "kind": a report, not just a folder with a page
 # The files a report writes, as its marker lists them; a marker naming any other is not one.
-WRITES = re.compile(r"index\.html|summary\.md|figures/[a-z_]+\.png|trace-events/[^/]+\.json")
+WRITES = re.compile(r"index\.html|summary\.md|figures/[a-z0-9_]+\.png|trace-events/[^/]+\.json")
 FOLDERS = ("figures", "trace-events")
 
 
-def check(dest: Path, runs: Sequence[Path]) -> None:
+def check(dest: Path, runs: Sequence[Path],
+          role: str = "the run folder {}, which the report reads") -> None:
     """BadInput unless a report may be written at `dest`: a new place (harness/analysis/
     destination.py: never a link, a file, nor a folder that is, holds or lies inside one of
     `runs`, the run folders the report reads, or inside another run folder, a baseline or
     a report), or a report (its marker and the files the marker lists, nothing else)."""
     dest = Path(dest)
-    if check_place(dest, runs, role="the run folder {}, which the report reads",
+    if check_place(dest, runs, role=role,
                    writes="a report is written",
                    own="write the report to a folder of its own"):
         return  # a new report: nothing there to lose

@@ -31,3 +31,11 @@ def html(context: dict) -> str:
 
 def markdown(context: dict) -> str:
     return MARKDOWN.get_template("summary.md.j2").render(**context).strip() + "\n"
+
+
+def trend_html(context: dict) -> str:
+    return HTML.get_template("trend.html.j2").render(**context).strip() + "\n"
+
+
+def trend_markdown(context: dict) -> str:
+    return MARKDOWN.get_template("trend.md.j2").render(**context).strip() + "\n"
