@@ -100,6 +100,14 @@ def test_adding_a_run_twice_is_a_no_op(tmp_path, capsys):
     assert len(history_store.read(store)) == 1
 
 
+def test_two_runs_that_differ_only_by_their_settings_are_two_runs(tmp_path):
+    """One process, one second, one folder name: a sweep's or a test's runs in a row."""
+    one = read_run(synthetic_run(tmp_path / "a" / "r0", {"ttft.p99": (0.5, "s")}))
+    two = read_run(synthetic_run(tmp_path / "b" / "r0", {"ttft.p99": (0.5, "s")},
+                                 values={"engine": {"max_num_seqs": 4}}))
+    assert history_store.run_key(one) != history_store.run_key(two)
+
+
 def test_a_folder_of_runs_adds_each(tmp_path, capsys):
     for i in range(3):
         synthetic_run(tmp_path / "sweep" / f"r{i}", {"ttft.p99": (0.5 + i, "s")})

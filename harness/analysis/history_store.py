@@ -52,11 +52,13 @@ class Provenance:
 
 
 def run_key(run: Run) -> str:
-    """The run's identity: its folder's name and what its manifest says of when, where and
-    by which process it started."""
+    """The run's identity: its folder's name, what its manifest says of when, where and by
+    which process it started, and what it ran (two runs of one process in one second
+    differ by their settings, `--set` overrides included)."""
     m = run.manifest
     ident = json.dumps([run.name, m.get("started"), m.get("host"), m.get("pid"),
-                        m.get("workload_sha256"), m.get("trace_sha256")], default=str)
+                        m.get("workload_sha256"), m.get("trace_sha256"), workload_hash(m)],
+                       default=str)
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
