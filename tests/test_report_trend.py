@@ -95,6 +95,17 @@ def test_only_headline_metrics_and_benchmarks_are_drawn(tmp_path):
     assert titles == ["test_round[cpp-64].median", "ttft.p99"]
 
 
+def test_a_store_without_a_headline_metric_says_so(tmp_path):
+    run = synthetic_run(tmp_path / "r0", {"ttft.p90": (0.4, "s")})
+    store = tmp_path / "store"
+    assert main(["history", "add", str(run), "--store", str(store), "--commit", commit(0),
+                 "--date", date(0)]) == 0
+    assert report(store, tmp_path / "page") == 0
+    html = (tmp_path / "page" / "index.html").read_text()
+    assert "<figure" not in html and "holds no headline metric" in html
+    assert "1 run at 1 commit;" in html
+
+
 def test_every_string_from_the_store_is_text(tmp_path):
     store = tmp_path / "store"
     for i in range(3):

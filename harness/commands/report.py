@@ -69,6 +69,7 @@ def _history(args) -> int:
         print_json(dict(dir=str(written.dir), index=str(index), summary=str(summary),
                         runs=written.runs, figures=written.figures))
     else:
-        print(f"{index}  ({written.runs} runs; {len(written.figures)} figures)")
+        print(f"{index}  ({written.runs} run{'s' * (written.runs != 1)}; "
+              f"{len(written.figures)} figures)")
         print(summary)
     return 0

@@ -21,7 +21,8 @@ INSTALL = "pip install --no-deps apache-otava==0.8.0"
 
 
 def context(store: Path) -> dict:
-    rows = _headline_rows(history_store.read(store))
+    stored = history_store.read(store)
+    rows = _headline_rows(stored)
     table = history_series.series(rows)
     points, missing = _detect(table)
     order = {key: i for i, key in enumerate(_metric_order(rows))}
@@ -41,7 +42,7 @@ def context(store: Path) -> dict:
                               points=[_point(p) for p in mine]))
     return dict(title=f"History: {store}", store=str(store), series=drawn,
                 left_out=max(0, len(series) - MAX_FIGURES), max_figures=MAX_FIGURES,
-                commits=rows["commit"].nunique(), runs=rows["run_key"].nunique(),
+                commits=stored["commit"].nunique(), runs=stored["run_key"].nunique(),
                 total=len(series), missing=missing, install=INSTALL,
                 points=[dict(_point(p), series=f"{p.series['metric']}.{p.series['stat']}",
                              configuration=configuration_text(p.series))
