@@ -146,6 +146,6 @@ def _print_points(points, judged, args) -> None:
 
 
 def _title(labels: dict) -> str:
+    gil = f"gil {labels['gil_mode']}, " if labels["gil_mode"] else ""  # none: a benchmark
     return (f"{labels['metric']}.{labels['stat']} [{labels['workload']} "
-            f"{labels['workload_hash'][:8]}, {labels['device']}, "
-            f"gil {labels['gil_mode']}, host {labels['host']}]")
+            f"{labels['workload_hash'][:8]}, {labels['device']}, {gil}host {labels['host']}]")
