@@ -20,6 +20,9 @@ from .where import WhereError, compile_where
 
 Progress = Callable[[Dict[str, int]], None]  # counts: done, skipped, failed, left
 Task = Callable[[Point], Dict]  # a point to its result: run_point, where it runs
+_NOT_SEEN = ("its task ended done, but {folder}/{marker} is not visible here: the sweep's "
+             "output must be a path every node running points sees, a shared filesystem "
+             "(docs/sweeps.md, \"Ray\")")
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,11 @@ def _fan_out(todo: List[Point], executor: Executor, task: Task, results: Dict[st
             except Exception as e:  # noqa: BLE001 - the point's process died (a broken pool)
                 result = dict(empty_answer(), status="failed",
                               reason=f"the point's process ended: {type(e).__name__}: {e}")
-            results[futures[future].key] = result
+            point = futures[future]
+            if result["status"] == "done" and marker.read(point.folder) is None:
+                result = dict(empty_answer(), status="failed", reason=_NOT_SEEN.format(
+                    folder=point.folder, marker=marker.MARKER))
+            results[point.key] = result
             _count(counts, "done" if result["status"] == "done" else "failed", progress)
     finally:  # on a signal: no point not yet started starts
         for future in futures:
