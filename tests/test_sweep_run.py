@@ -4,6 +4,7 @@ again, refused points in the table, the table as declared, capacity mode; and th
 bad input, refused before anything runs."""
 
 import json
+import sys
 from concurrent.futures import Executor, Future
 
 import pyarrow.parquet as pq
@@ -127,7 +128,11 @@ def test_capacity_mode_answers_with_the_capacity_searchs_result(tmp_path):
 @pytest.mark.parametrize("text, args, said", [
     ("base: base.yaml\naxes: {device: [a], engine.num_mtp: [0, 1]}\n"
      "zip: [[device, engine.num_mtp]]\n", [], "s.yaml:3: zip: group 1"),
-    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: ray}\n", [], "not built yet"),
+    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: optuna}\n", [], "not built yet"),
+    ("base: base.yaml\naxes: {device: [a]}\nray: {address: 6379}\n", [],
+     "s.yaml:3: ray.address: expected a Ray cluster's address (host:port), got 6379"),
+    ("base: base.yaml\naxes: {device: [a]}\nray: 127.0.0.1:6379\n", [],
+     "s.yaml:3: ray: expected a mapping with one key, address"),
     ("base: base.yaml\naxes: {engine.num_mtp: [0]}\nwhere: engine.num_mtp < 'a'\n", [],
      "s.yaml: where: \"engine.num_mtp < 'a'\": at {'engine.num_mtp': 0}"),
     ("base: base.yaml\naxes: {device: [a]}\n", ["--set", "engine.num_mtp=-1"],
@@ -151,3 +156,31 @@ def test_set_output_moves_the_sweep_and_random_draws_its_points(tmp_path):
     assert drawn.folder == tmp_path / "elsewhere" / "s" and len(drawn.points) == 2
     assert drawn.points == plan(path, (f"output={tmp_path / 'elsewhere'}",)).points
     assert all(str(p.folder).startswith(str(drawn.folder)) for p in drawn.unique)
+
+
+def test_a_point_done_where_the_driver_cannot_see_its_marker_fails_naming_the_shared_path(
+        grid_plan):
+    elsewhere = lambda point: dict(task.empty_answer(), status="done", reason="")  # noqa: E731
+    rows = execute(grid_plan, InProcess(), task=elsewhere)
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == len(grid_plan.unique)
+    assert all("point.json is not visible here" in r["reason"] and "shared filesystem"
+               in r["reason"] for r in failed)
+
+
+ALL_REFUSED = "base: base.yaml\naxes: {engine.num_kv_blocks: [0]}\n"
+
+
+def test_ray_is_imported_only_for_ray_and_without_it_ray_exits_2_saying_how_to_install(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray: ImportError, as uninstalled
+    path = sweep_file(tmp_path, ALL_REFUSED)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--set", f"output={out}", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'ray'}", "--ray",
+                 "127.0.0.1:6379", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "--ray 127.0.0.1:6379: Ray is not installed" in err
+    assert 'pip install -e ".[ray]"' in err and 'pip install "steptrace[ray]"' in err
+    assert not (tmp_path / "ray").exists()

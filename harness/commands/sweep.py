@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 
 from ..errors import BadInput
 from .common import add_json, add_set, print_json
@@ -21,6 +22,10 @@ def add(p) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="points run at once, each in a process of its own (default: the "
                         "host's cores)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the points as tasks of the Ray cluster at ADDRESS (host:port; "
+                        "overrides the sweep file's ray.address); the output must be a "
+                        "path every node sees (docs/sweeps.md, \"Ray\")")
     p.add_argument("--fresh", action="store_true",
                    help="run every point again, even one whose folder holds a complete "
                         "result (default: resume, skipping those)")
@@ -34,7 +39,7 @@ def add(p) -> None:
 def main(args) -> int:
     from ..record.table_sink import write_table
     from ..sweeps.points.execute import execute, plan
-    from ..sweeps.points.pool import host_pool, run_unless_stopped
+    from ..sweeps.points.pool import run_unless_stopped
     from ..sweeps.points.sweep_file import SweepError, not_a_key
     from ..sweeps.points.table import TABLE, table
 
@@ -49,9 +54,8 @@ def main(args) -> int:
         raise BadInput(e) from None
     for refused in the_plan.refused:
         print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
-    workers = min(args.workers, max(1, len(the_plan.unique)))
-    with host_pool(workers) as pool:
-        rows = execute(the_plan, pool, args.fresh, _progress(len(the_plan.unique)),
+    with _executor(args, the_plan) as executor:
+        rows = execute(the_plan, executor, args.fresh, _progress(len(the_plan.unique)),
                        run_unless_stopped)
     df = table(rows)
     the_plan.folder.mkdir(parents=True, exist_ok=True)
@@ -64,6 +68,26 @@ def main(args) -> int:
     else:
         print_text(result)
     return 1 if result["failed"] else 0
+
+
+@contextmanager
+def _executor(args, the_plan):
+    """This host's pool, or with --ray (or the file's ray.address) the cluster's tasks."""
+    address = args.ray or the_plan.sweep.ray_address
+    if address is None:
+        from ..sweeps.points.pool import host_pool
+
+        with host_pool(min(args.workers, max(1, len(the_plan.unique)))) as pool:
+            yield pool
+        return
+    from ..sweeps.points.ray_cluster import ClusterError, connect, ray_tasks
+
+    try:
+        ray = connect(address)
+    except ClusterError as e:
+        raise BadInput(f"--ray {address}: {e}") from None
+    with ray_tasks(ray) as tasks:
+        yield tasks
 
 
 def _counts(df) -> dict:

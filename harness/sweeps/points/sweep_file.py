@@ -16,8 +16,8 @@ from .where import WhereError, compile_where
 
 MODES = ("run", "capacity")
 METHODS = ("grid", "random")
-PLANNED = ("optuna", "ray")  # search methods planned, not built yet
-KEYS = ("name", "base", "mode", "axes", "zip", "where", "search")
+PLANNED = ("optuna",)  # search methods planned, not built yet
+KEYS = ("name", "base", "mode", "axes", "zip", "where", "search", "ray")
 PLACED = ("output",)  # set by the sweep for each point: not an axis
 
 
@@ -37,6 +37,7 @@ class SweepFile:
     method: str = "grid"
     n: Optional[int] = None  # random: how many points
     seed: int = 0
+    ray_address: Optional[str] = None  # ray.address: the points run on that Ray cluster
 
 
 def load_sweep(path) -> SweepFile:
@@ -71,7 +72,7 @@ def load_sweep(path) -> SweepFile:
             fail(("where",), f"{where!r}: {e}")
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail),
                      _choice(data, "mode", MODES, fail), axes, zips, where,
-                     **_search(data.get("search"), fail))
+                     **_search(data.get("search"), fail), ray_address=_ray(data, fail))
 
 
 def _name(data, path: Path, fail) -> str:
@@ -87,6 +88,19 @@ def _base(data, path: Path, fail) -> Path:
         fail(("base",), f"expected the base workload's path (relative to {path.parent}), "
                         f"got {base!r}")
     return (path.parent / base).resolve()
+
+
+def _ray(data, fail) -> Optional[str]:
+    if "ray" not in data:
+        return None
+    ray = data["ray"]
+    if not isinstance(ray, dict) or set(ray) != {"address"}:
+        fail(("ray",), f"expected a mapping with one key, address, got {ray!r}")
+    address = ray["address"]
+    if not isinstance(address, str) or not address:
+        fail(("ray", "address"), f"expected a Ray cluster's address (host:port), got "
+                                 f"{address!r}")
+    return address
 
 
 def _choice(data, key: str, choices, fail) -> str:
