@@ -1,9 +1,11 @@
 """steptrace sweep SWEEP.yaml: many points, each the base workload with its own overrides,
-run (or searched for its capacity) in processes of this host, into one `sweep` table with
-each front's Pareto points (docs/sweeps.md). Not `run`'s sweep of one workload's runs.
+run (or searched for its capacity) in processes of this host or, with --ray, as tasks of a
+Ray cluster, into one `sweep` table with each front's Pareto points (docs/sweeps.md). Not
+`run`'s sweep of one workload's runs.
 
 Exit 0 when every valid point is done; 1 when a point failed (the others ran, the table is
-written); 2 bad input (the sweep file, its base, --set, --front-by), before anything runs.
+written); 2 bad input (the sweep file, its base, --set, --front-by; --ray without Ray
+installed or no cluster there), before anything runs.
 """
 
 from __future__ import annotations
