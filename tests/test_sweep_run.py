@@ -184,3 +184,15 @@ def test_ray_is_imported_only_for_ray_and_without_it_ray_exits_2_saying_how_to_i
     assert "--ray 127.0.0.1:6379: Ray is not installed" in err
     assert 'pip install -e ".[ray]"' in err and 'pip install "steptrace[ray]"' in err
     assert not (tmp_path / "ray").exists()
+
+
+def test_ray_at_an_address_where_nothing_listens_exits_2_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="Ray is not installed: the ray extra")
+    import socket
+
+    with socket.socket() as s:  # bound, not listening: connecting is refused
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        assert main(["sweep", str(sweep_file(tmp_path, ALL_REFUSED)), "--set",
+                     f"output={tmp_path / 'out'}", "--ray", address]) == 2
+    assert f"--ray {address}: nothing answers at {address}" in capsys.readouterr().err

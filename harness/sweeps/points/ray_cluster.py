@@ -10,11 +10,13 @@ does (docs/sweeps.md, "Ray"). Ray is an optional extra, imported only here.
 from __future__ import annotations
 
 import signal
+import socket
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List
 
 INSTALL = 'pip install -e ".[ray]" in a checkout, or pip install "steptrace[ray]"'
+PROBE_S = 5
 STOPPED_WITHIN_S = 60  # a cancelled point's run stops at its next step
 
 
@@ -60,6 +62,7 @@ def connect(address: str):
     """Ray, connected as a driver to the cluster at `address`; ClusterError if Ray is not
     installed or no cluster answers there."""
     ray = import_ray()
+    _answers(address)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
@@ -70,6 +73,18 @@ def connect(address: str):
             if handler is not None:
                 signal.signal(signum, handler)
     return ray
+
+
+def _answers(address: str) -> None:
+    """A host:port where nothing listens is said at once: Ray's driver waits minutes on it."""
+    host, _, port = address.rpartition(":")
+    if not (host and port.isdigit()) or "/" in host:
+        return  # "auto", ray://...: Ray's own forms, left to it
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_S).close()
+    except OSError as e:
+        raise ClusterError(f"nothing answers at {address} ({e.strerror or e}); start the "
+                           f"cluster's head there first: ray start --head --port {port}") from None
 
 
 @contextmanager
