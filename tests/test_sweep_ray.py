@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from pandas.testing import assert_frame_equal
 
 from harness.sweeps.points.marker import MARKER
 from tests.test_sweep_cli import GRID, _session, _wait_for_a_partial_point, steptrace
@@ -92,8 +93,8 @@ def test_ray_runs_the_points_and_its_table_equals_the_host_pools(tmp_path, head)
         assert (result["points"], result["done"], result["refused"]) == (12, 6, 6)
         assert "sweep: 6 of 6 points: 6 done, 0 skipped (complete), 0 failed" in done.stderr
         tables[executor] = pq.read_table(tmp_path / executor / "s" / "sweep.parquet")
-    ray_rows, pool_rows = (tables[e].drop_columns(HOST_TIMED).to_pylist() for e in tables)
-    assert ray_rows == pool_rows  # the modeled answers exactly
+    ray_rows, pool_rows = (tables[e].drop_columns(HOST_TIMED).to_pandas() for e in tables)
+    assert_frame_equal(ray_rows, pool_rows, check_exact=True)  # the modeled answers exactly
     again = _sweep(path, tmp_path / "ray", "--ray", head)
     assert again.returncode == 0, again.stderr
     assert (json.loads(again.stdout)["skipped"]) == 6
