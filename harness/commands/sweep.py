@@ -87,7 +87,8 @@ def _executor(args, the_plan):
     try:
         ray = connect(address)
     except ClusterError as e:
-        raise BadInput(f"--ray {address}: {e}") from None
+        where = f"--ray {address}" if args.ray else f"{the_plan.sweep.path}: ray.address"
+        raise BadInput(f"{where}: {e}") from None
     with ray_tasks(ray) as tasks:
         yield tasks
 

@@ -83,8 +83,8 @@ def _answers(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=PROBE_S).close()
     except OSError as e:
-        raise ClusterError(f"nothing answers at {address} ({e.strerror or e}); start the "
-                           f"cluster's head there first: ray start --head --port {port}") from None
+        raise ClusterError(f"nothing answers at {address} ({e.strerror or e}); start "
+                           f"the cluster's head first: ray start --head --port {port}") from None
 
 
 @contextmanager
