@@ -1,7 +1,8 @@
 """`steptrace sweep --ray`: the points as tasks of a real Ray cluster, a local head started
 for this module (two CPUs, on 127.0.0.1) and stopped after it, its processes gone. The
-table equals the host pool's point for point; a second run resumes; SIGTERM cancels the
-queued tasks. Slow tier: it starts a Ray cluster and the commands."""
+table equals the host pool's point for point; a second run resumes; a failed point fails
+alone; SIGTERM cancels the queued tasks. Slow tier: it starts a Ray cluster and the
+commands."""
 
 import importlib.util
 import json
@@ -106,6 +107,25 @@ def test_the_sweep_files_ray_address_runs_there_and_a_refused_point_stays_refuse
     done = _sweep(path, tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["done"] == 6
+
+
+def test_a_failed_point_through_ray_exits_1_after_the_others_ran(tmp_path, head):
+    from harness.sweeps.points.execute import plan
+
+    path = sweep_file(tmp_path, GRID)
+    out = tmp_path / "out"
+    blocked = plan(path, (f"output={out}",)).unique[2]
+    blocked.folder.parent.mkdir(parents=True)
+    blocked.folder.write_text("not a point's folder")  # its run cannot start
+    done = _sweep(path, out, "--ray", head)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    (failed,) = [r for r in result["rows"] if r["status"] == "failed"]
+    assert failed["point"] == blocked.key and failed["reason"].startswith("NotADirectoryError")
+    assert (result["done"], result["failed"]) == (5, 1)
+    blocked.folder.unlink()
+    again = json.loads(_sweep(path, out, "--ray", head).stdout)
+    assert (again["done"], again["skipped"], again["failed"]) == (6, 5, 0)
 
 
 def test_sigterm_cancels_the_queued_tasks_and_writes_no_table(tmp_path, head):
