@@ -128,7 +128,8 @@ def test_capacity_mode_answers_with_the_capacity_searchs_result(tmp_path):
 @pytest.mark.parametrize("text, args, said", [
     ("base: base.yaml\naxes: {device: [a], engine.num_mtp: [0, 1]}\n"
      "zip: [[device, engine.num_mtp]]\n", [], "s.yaml:3: zip: group 1"),
-    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: optuna}\n", [], "not built yet"),
+    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: optuna, n: 0}\n", [],
+     "s.yaml:3: search.n: expected an integer >= 1, got 0"),
     ("base: base.yaml\naxes: {device: [a]}\nray: {address: 6379}\n", [],
      "s.yaml:3: ray.address: expected a Ray cluster's address (host:port), got 6379"),
     ("base: base.yaml\naxes: {device: [a]}\nray: 127.0.0.1:6379\n", [],
@@ -196,3 +197,43 @@ def test_ray_at_an_address_where_nothing_listens_exits_2_at_once(tmp_path, capsy
         assert main(["sweep", str(sweep_file(tmp_path, ALL_REFUSED)), "--set",
                      f"output={tmp_path / 'out'}", "--ray", address]) == 2
     assert f"--ray {address}: nothing answers at {address}" in capsys.readouterr().err
+
+
+OPTUNA = GRID.replace("where:", "search: {method: optuna, n: 3, seed: 1, objective: "
+                      "output_tokens_per_device}\nwhere:")
+
+
+def test_optuna_draws_n_points_stores_its_study_and_resumes_without_running_one_again(
+        tmp_path):
+    pytest.importorskip("optuna", reason="Optuna is not installed: the optuna extra")
+    from harness.sweeps.points.optuna_search import STUDY, search
+
+    path = sweep_file(tmp_path, OPTUNA)
+    the_plan = plan(path, (f"output={tmp_path / 'out'}",))
+    first = InProcess()
+    rows = search(the_plan, first, task.run_point, batch=2)
+    assert (the_plan.folder / STUDY).is_file() and 1 <= len(rows) <= 3
+    assert all(r["status"] in ("done", "refused") for r in rows)
+    assert len(first.ran) == len(set(first.ran)) == sum(r["status"] == "done" for r in rows)
+    again = InProcess()
+    resumed = [dict(r, skipped=r["status"] == "done") for r in rows]
+    assert _same(search(the_plan, again, task.run_point), resumed)
+    assert again.ran == []  # the study's points complete: none ran again
+    more = plan(sweep_file(tmp_path, OPTUNA.replace("n: 3", "n: 5")),
+                (f"output={tmp_path / 'out'}",))
+    grown = search(more, InProcess(), task.run_point)
+    assert _same(grown[:len(rows)], resumed) and len(grown) > len(rows)
+
+
+def _same(rows, others) -> bool:
+    """Equal rows, NaN equal to NaN (an answer without an SLO has no attainment)."""
+    return json.dumps(rows, sort_keys=True) == json.dumps(others, sort_keys=True)
+
+
+def test_optuna_without_optuna_exits_2_saying_how_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    path = sweep_file(tmp_path, OPTUNA)
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'out'}"]) == 2
+    err = capsys.readouterr().err
+    assert "search.method optuna: Optuna is not installed" in err
+    assert 'pip install -e ".[optuna]"' in err and not (tmp_path / "out").exists()

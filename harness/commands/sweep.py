@@ -56,9 +56,20 @@ def main(args) -> int:
         raise BadInput(e) from None
     for refused in the_plan.refused:
         print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
+    searched = the_plan.sweep.method == "optuna"
+    if searched:
+        from ..sweeps.points.optuna_search import SearchError, import_optuna, search
+        try:
+            import_optuna()
+        except SearchError as e:
+            raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
+    total = (the_plan.sweep.n or 0) if searched else len(the_plan.unique)
     with _executor(args, the_plan) as executor:
-        rows = execute(the_plan, executor, args.fresh, _progress(len(the_plan.unique)),
-                       run_unless_stopped)
+        if searched:
+            rows = search(the_plan, executor, run_unless_stopped, args.fresh,
+                          _progress(total), args.workers)
+        else:
+            rows = execute(the_plan, executor, args.fresh, _progress(total), run_unless_stopped)
     df = table(rows)
     the_plan.folder.mkdir(parents=True, exist_ok=True)
     path = write_table(df, the_plan.folder, TABLE, "parquet")
@@ -79,7 +90,8 @@ def _executor(args, the_plan):
     if address is None:
         from ..sweeps.points.pool import host_pool
 
-        with host_pool(min(args.workers, max(1, len(the_plan.unique)))) as pool:
+        points = the_plan.sweep.n if the_plan.sweep.method == "optuna" else len(the_plan.unique)
+        with host_pool(min(args.workers, max(1, points or 0))) as pool:
             yield pool
         return
     from ..sweeps.points.ray_cluster import ClusterError, connect, ray_tasks

@@ -29,7 +29,9 @@ _NOT_SEEN = ("its task ended done, but {folder}/{marker} is not visible here: th
 class Plan:
     sweep: SweepFile
     folder: Path  # <output>/<sweep name>/: the table and points/
-    points: Tuple[Union[Point, Refused], ...]  # in the grid's order
+    points: Tuple[Union[Point, Refused], ...]  # in the grid's order; optuna: drawn as it goes
+    sets: Tuple[str, ...] = ()
+    front_by: str = "device"
 
     @property
     def refused(self) -> List[Refused]:
@@ -49,6 +51,9 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
         base = load_workload(sweep.base, sets)
     except WorkloadError as e:
         raise SweepError(f"{sweep.path}: base: {e}") from None
+    folder = Path(base.values["output"]) / sweep.name
+    if sweep.method == "optuna":  # its points are drawn as the search goes (optuna_search.py)
+        return Plan(sweep, folder, (), sets, front_by)
     where = compile_where(sweep.where, sweep.axes) if sweep.where else None
     try:
         combos = kept(grid(sweep.axes, sweep.zips), where)
@@ -57,9 +62,8 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
     if sweep.method == "random":
         assert sweep.n is not None  # load_sweep: random takes n
         combos = sample(combos, sweep.n, sweep.seed)
-    folder = Path(base.values["output"]) / sweep.name
     points = tuple(resolve(sweep.base, sweep.mode, c, sets, folder, front_by) for c in combos)
-    return Plan(sweep, folder, points)
+    return Plan(sweep, folder, points, sets, front_by)
 
 
 def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
