@@ -206,7 +206,7 @@ OPTUNA = GRID.replace("where:", "search: {method: optuna, n: 3, seed: 1, objecti
 def test_optuna_draws_n_points_stores_its_study_and_resumes_without_running_one_again(
         tmp_path):
     pytest.importorskip("optuna", reason="Optuna is not installed: the optuna extra")
-    from harness.sweeps.points.optuna_search import STUDY, search
+    from harness.sweeps.points.optuna_search import STUDY, SearchError, search
 
     path = sweep_file(tmp_path, OPTUNA)
     the_plan = plan(path, (f"output={tmp_path / 'out'}",))
@@ -223,6 +223,11 @@ def test_optuna_draws_n_points_stores_its_study_and_resumes_without_running_one_
                 (f"output={tmp_path / 'out'}",))
     grown = search(more, InProcess(), task.run_point)
     assert _same(grown[:len(rows)], resumed) and len(grown) > len(rows)
+    other = plan(sweep_file(tmp_path, OPTUNA.replace("[64, 256]", "[256, 64]")),
+                 (f"output={tmp_path / 'out'}",))
+    with pytest.raises(SearchError, match="stored for other axes.*--fresh"):
+        search(other, InProcess(), task.run_point)
+    assert search(other, InProcess(), task.run_point, fresh=True)
 
 
 def _same(rows, others) -> bool:

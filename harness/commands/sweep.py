@@ -66,8 +66,11 @@ def main(args) -> int:
     total = (the_plan.sweep.n or 0) if searched else len(the_plan.unique)
     with _executor(args, the_plan) as executor:
         if searched:
-            rows = search(the_plan, executor, run_unless_stopped, args.fresh,
-                          _progress(total), args.workers)
+            try:
+                rows = search(the_plan, executor, run_unless_stopped, args.fresh,
+                              _progress(total), args.workers)
+            except SearchError as e:
+                raise BadInput(e) from None
         else:
             rows = execute(the_plan, executor, args.fresh, _progress(total), run_unless_stopped)
     df = table(rows)

@@ -7,6 +7,7 @@ Optuna is an optional extra, imported only here."""
 
 from __future__ import annotations
 
+import json
 import math
 from concurrent.futures import Executor
 from dataclasses import replace
@@ -91,27 +92,39 @@ def _study(optuna, the_plan: Plan, fresh: bool):
     if fresh and path.exists():
         path.unlink()
     sweep = the_plan.sweep
-    return optuna.create_study(
-        study_name=sweep.name, storage=f"sqlite:///{path}", load_if_exists=True,
-        direction=sweep.direction, sampler=optuna.samplers.TPESampler(seed=sweep.seed))
+    space = json.dumps(dict(axes=sweep.axes, zip=sweep.zips, objective=sweep.objective,
+                            direction=sweep.direction), default=str)
+    changed = SearchError(f"{path}: the study was stored for other axes or another "
+                          f"objective: run with --fresh to start it again")
+    try:
+        study = optuna.create_study(
+            study_name=sweep.name, storage=f"sqlite:///{path}", load_if_exists=True,
+            direction=sweep.direction, sampler=optuna.samplers.TPESampler(seed=sweep.seed))
+    except ValueError:
+        raise changed from None
+    if study.user_attrs.get("space", space) != space:  # the indices would mean other values
+        raise changed
+    study.set_user_attr("space", space)
+    return study
 
 
 def _suggest(trial, sweep) -> Dict:
-    """The trial's point: one categorical choice per dimension of the grid (an axis, or a
-    zip group), its values' indices, so a value may be any YAML value."""
+    """The trial's axis values: one categorical choice per dimension of the grid (an axis,
+    or a zip group), of its values' indices, so a value may be any YAML value."""
+    for group in dimensions(sweep.axes, sweep.zips):
+        trial.suggest_categorical("+".join(group), list(range(len(sweep.axes[group[0]]))))
+    return _combo(sweep, trial.params)
+
+
+def _combo(sweep, params: Dict) -> Dict:
     combo: Dict = {}
     for group in dimensions(sweep.axes, sweep.zips):
-        i = trial.suggest_categorical("+".join(group), list(range(len(sweep.axes[group[0]]))))
-        combo.update({key: sweep.axes[key][i] for key in group})
+        combo.update({key: sweep.axes[key][params["+".join(group)]] for key in group})
     return {key: combo[key] for key in sweep.axes}
 
 
 def _point(the_plan: Plan, params: Dict):
-    sweep = the_plan.sweep
-    combo: Dict = {}
-    for group in dimensions(sweep.axes, sweep.zips):
-        combo.update({key: sweep.axes[key][params["+".join(group)]] for key in group})
-    return resolve(sweep.base, sweep.mode, {key: combo[key] for key in sweep.axes},
+    return resolve(the_plan.sweep.base, the_plan.sweep.mode, _combo(the_plan.sweep, params),
                    the_plan.sets, the_plan.folder, the_plan.front_by)
 
 
