@@ -109,6 +109,19 @@ def test_the_sweep_files_ray_address_runs_there_and_a_refused_point_stays_refuse
     assert json.loads(done.stdout)["done"] == 6
 
 
+def test_an_optuna_search_through_ray_draws_and_answers_as_the_host_pools(tmp_path, head):
+    pytest.importorskip("optuna", reason="Optuna is not installed: the optuna extra")
+    path = sweep_file(tmp_path, GRID + "search: {method: optuna, n: 5, seed: 2, objective: "
+                                       "tokens_per_s_per_user}\n")
+    found = {}
+    for executor, args in (("ray", ("--ray", head)), ("pool", ())):
+        done = _sweep(path, tmp_path / executor, "--workers", "2", *args)
+        assert done.returncode == 0, done.stderr
+        found[executor] = pq.read_table(tmp_path / executor / "s" / "sweep.parquet")
+    ray_rows, pool_rows = (found[e].drop_columns(HOST_TIMED).to_pandas() for e in found)
+    assert_frame_equal(ray_rows, pool_rows, check_exact=True)
+
+
 def test_a_failed_point_through_ray_exits_1_after_the_others_ran(tmp_path, head):
     from harness.sweeps.points.execute import plan
 
