@@ -153,3 +153,20 @@ def test_a_failed_point_exits_1_after_the_others_ran(tmp_path):
     blocked.folder.unlink()
     again = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout)
     assert (again["done"], again["skipped"], again["failed"]) == (6, 5, 0)
+
+
+def test_an_optuna_search_runs_in_processes_and_resumes_from_its_study(tmp_path):
+    pytest.importorskip("optuna", reason="Optuna is not installed: the optuna extra")
+    path = sweep_file(tmp_path, GRID + "search: {method: optuna, n: 4, objective: "
+                                       "output_tokens_per_device}\n")
+    argv = steptrace("sweep", str(path), "--set", f"output={tmp_path}", "--workers", "2",
+                     "--json")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert 1 <= result["points"] <= 4 and result["done"] == result["points"]
+    assert "sweep: 4 of 4 points" in done.stderr and (tmp_path / "s" / "study.db").is_file()
+    again = json.loads(subprocess.run(argv, capture_output=True, text=True,
+                                      timeout=300).stdout)
+    assert again["skipped"] == again["points"] == result["points"]
+    assert [r["point"] for r in again["rows"]] == [r["point"] for r in result["rows"]]

@@ -4,6 +4,7 @@ again, refused points in the table, the table as declared, capacity mode; and th
 bad input, refused before anything runs."""
 
 import json
+import sys
 from concurrent.futures import Executor, Future
 
 import pyarrow.parquet as pq
@@ -127,7 +128,12 @@ def test_capacity_mode_answers_with_the_capacity_searchs_result(tmp_path):
 @pytest.mark.parametrize("text, args, said", [
     ("base: base.yaml\naxes: {device: [a], engine.num_mtp: [0, 1]}\n"
      "zip: [[device, engine.num_mtp]]\n", [], "s.yaml:3: zip: group 1"),
-    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: ray}\n", [], "not built yet"),
+    ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: optuna, n: 0}\n", [],
+     "s.yaml:3: search.n: expected an integer >= 1, got 0"),
+    ("base: base.yaml\naxes: {device: [a]}\nray: {address: 6379}\n", [],
+     "s.yaml:3: ray.address: expected a Ray cluster's address (host:port), got 6379"),
+    ("base: base.yaml\naxes: {device: [a]}\nray: 127.0.0.1:6379\n", [],
+     "s.yaml:3: ray: expected a mapping with one key, address"),
     ("base: base.yaml\naxes: {engine.num_mtp: [0]}\nwhere: engine.num_mtp < 'a'\n", [],
      "s.yaml: where: \"engine.num_mtp < 'a'\": at {'engine.num_mtp': 0}"),
     ("base: base.yaml\naxes: {device: [a]}\n", ["--set", "engine.num_mtp=-1"],
@@ -151,3 +157,88 @@ def test_set_output_moves_the_sweep_and_random_draws_its_points(tmp_path):
     assert drawn.folder == tmp_path / "elsewhere" / "s" and len(drawn.points) == 2
     assert drawn.points == plan(path, (f"output={tmp_path / 'elsewhere'}",)).points
     assert all(str(p.folder).startswith(str(drawn.folder)) for p in drawn.unique)
+
+
+def test_a_point_done_where_the_driver_cannot_see_its_marker_fails_naming_the_shared_path(
+        grid_plan):
+    elsewhere = lambda point: dict(task.empty_answer(), status="done", reason="")  # noqa: E731
+    rows = execute(grid_plan, InProcess(), task=elsewhere)
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == len(grid_plan.unique)
+    assert all("point.json is not visible here" in r["reason"] and "shared filesystem"
+               in r["reason"] for r in failed)
+
+
+ALL_REFUSED = "base: base.yaml\naxes: {engine.num_kv_blocks: [0]}\n"
+
+
+def test_ray_is_imported_only_for_ray_and_without_it_ray_exits_2_saying_how_to_install(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray: ImportError, as uninstalled
+    path = sweep_file(tmp_path, ALL_REFUSED)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--set", f"output={out}", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'ray'}", "--ray",
+                 "127.0.0.1:6379", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "--ray 127.0.0.1:6379: Ray is not installed" in err
+    assert 'pip install -e ".[ray]"' in err and 'pip install "steptrace[ray]"' in err
+    assert not (tmp_path / "ray").exists()
+
+
+def test_ray_at_an_address_where_nothing_listens_exits_2_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="Ray is not installed: the ray extra")
+    import socket
+
+    with socket.socket() as s:  # bound, not listening: connecting is refused
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        assert main(["sweep", str(sweep_file(tmp_path, ALL_REFUSED)), "--set",
+                     f"output={tmp_path / 'out'}", "--ray", address]) == 2
+    assert f"--ray {address}: nothing answers at {address}" in capsys.readouterr().err
+
+
+OPTUNA = GRID.replace("where:", "search: {method: optuna, n: 3, seed: 1, objective: "
+                      "output_tokens_per_device}\nwhere:")
+
+
+def test_optuna_draws_n_points_stores_its_study_and_resumes_without_running_one_again(
+        tmp_path):
+    pytest.importorskip("optuna", reason="Optuna is not installed: the optuna extra")
+    from harness.sweeps.points.optuna_search import STUDY, SearchError, search
+
+    path = sweep_file(tmp_path, OPTUNA)
+    the_plan = plan(path, (f"output={tmp_path / 'out'}",))
+    first = InProcess()
+    rows = search(the_plan, first, task.run_point, batch=2)
+    assert (the_plan.folder / STUDY).is_file() and 1 <= len(rows) <= 3
+    assert all(r["status"] in ("done", "refused") for r in rows)
+    assert len(first.ran) == len(set(first.ran)) == sum(r["status"] == "done" for r in rows)
+    again = InProcess()
+    resumed = [dict(r, skipped=r["status"] == "done") for r in rows]
+    assert _same(search(the_plan, again, task.run_point), resumed)
+    assert again.ran == []  # the study's points complete: none ran again
+    more = plan(sweep_file(tmp_path, OPTUNA.replace("n: 3", "n: 5")),
+                (f"output={tmp_path / 'out'}",))
+    grown = search(more, InProcess(), task.run_point)
+    assert _same(grown[:len(rows)], resumed) and len(grown) > len(rows)
+    other = plan(sweep_file(tmp_path, OPTUNA.replace("[64, 256]", "[256, 64]")),
+                 (f"output={tmp_path / 'out'}",))
+    with pytest.raises(SearchError, match="stored for other axes.*--fresh"):
+        search(other, InProcess(), task.run_point)
+    assert search(other, InProcess(), task.run_point, fresh=True)
+
+
+def _same(rows, others) -> bool:
+    """Equal rows, NaN equal to NaN (an answer without an SLO has no attainment)."""
+    return json.dumps(rows, sort_keys=True) == json.dumps(others, sort_keys=True)
+
+
+def test_optuna_without_optuna_exits_2_saying_how_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    path = sweep_file(tmp_path, OPTUNA)
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'out'}"]) == 2
+    err = capsys.readouterr().err
+    assert "search.method optuna: Optuna is not installed" in err
+    assert 'pip install -e ".[optuna]"' in err and not (tmp_path / "out").exists()

@@ -1,15 +1,18 @@
 """steptrace sweep SWEEP.yaml: many points, each the base workload with its own overrides,
-run (or searched for its capacity) in processes of this host, into one `sweep` table with
-each front's Pareto points (docs/sweeps.md). Not `run`'s sweep of one workload's runs.
+run (or searched for its capacity) in processes of this host or, with --ray, as tasks of a
+Ray cluster, into one `sweep` table with each front's Pareto points (docs/sweeps.md). Not
+`run`'s sweep of one workload's runs.
 
 Exit 0 when every valid point is done; 1 when a point failed (the others ran, the table is
-written); 2 bad input (the sweep file, its base, --set, --front-by), before anything runs.
+written); 2 bad input (the sweep file, its base, --set, --front-by; --ray without Ray
+installed or no cluster there), before anything runs.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 
 from ..errors import BadInput
 from .common import add_json, add_set, print_json
@@ -21,6 +24,10 @@ def add(p) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="points run at once, each in a process of its own (default: the "
                         "host's cores)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the points as tasks of the Ray cluster at ADDRESS (host:port; "
+                        "overrides the sweep file's ray.address); the output must be a "
+                        "path every node sees (docs/sweeps.md, \"Ray\")")
     p.add_argument("--fresh", action="store_true",
                    help="run every point again, even one whose folder holds a complete "
                         "result (default: resume, skipping those)")
@@ -34,7 +41,7 @@ def add(p) -> None:
 def main(args) -> int:
     from ..record.table_sink import write_table
     from ..sweeps.points.execute import execute, plan
-    from ..sweeps.points.pool import host_pool, run_unless_stopped
+    from ..sweeps.points.pool import run_unless_stopped
     from ..sweeps.points.sweep_file import SweepError, not_a_key
     from ..sweeps.points.table import TABLE, table
 
@@ -49,10 +56,23 @@ def main(args) -> int:
         raise BadInput(e) from None
     for refused in the_plan.refused:
         print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
-    workers = min(args.workers, max(1, len(the_plan.unique)))
-    with host_pool(workers) as pool:
-        rows = execute(the_plan, pool, args.fresh, _progress(len(the_plan.unique)),
-                       run_unless_stopped)
+    searched = the_plan.sweep.method == "optuna"
+    if searched:
+        from ..sweeps.points.optuna_search import SearchError, import_optuna, search
+        try:
+            import_optuna()
+        except SearchError as e:
+            raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
+    total = (the_plan.sweep.n or 0) if searched else len(the_plan.unique)
+    with _executor(args, the_plan) as executor:
+        if searched:
+            try:
+                rows = search(the_plan, executor, run_unless_stopped, args.fresh,
+                              _progress(total), args.workers)
+            except SearchError as e:
+                raise BadInput(e) from None
+        else:
+            rows = execute(the_plan, executor, args.fresh, _progress(total), run_unless_stopped)
     df = table(rows)
     the_plan.folder.mkdir(parents=True, exist_ok=True)
     path = write_table(df, the_plan.folder, TABLE, "parquet")
@@ -64,6 +84,28 @@ def main(args) -> int:
     else:
         print_text(result)
     return 1 if result["failed"] else 0
+
+
+@contextmanager
+def _executor(args, the_plan):
+    """This host's pool, or with --ray (or the file's ray.address) the cluster's tasks."""
+    address = args.ray or the_plan.sweep.ray_address
+    if address is None:
+        from ..sweeps.points.pool import host_pool
+
+        points = the_plan.sweep.n if the_plan.sweep.method == "optuna" else len(the_plan.unique)
+        with host_pool(min(args.workers, max(1, points or 0))) as pool:
+            yield pool
+        return
+    from ..sweeps.points.ray_cluster import ClusterError, connect, ray_tasks
+
+    try:
+        ray = connect(address)
+    except ClusterError as e:
+        where = f"--ray {address}" if args.ray else f"{the_plan.sweep.path}: ray.address"
+        raise BadInput(f"{where}: {e}") from None
+    with ray_tasks(ray) as tasks:
+        yield tasks
 
 
 def _counts(df) -> dict:

@@ -20,13 +20,18 @@ from .where import WhereError, compile_where
 
 Progress = Callable[[Dict[str, int]], None]  # counts: done, skipped, failed, left
 Task = Callable[[Point], Dict]  # a point to its result: run_point, where it runs
+_NOT_SEEN = ("its task ended done, but {folder}/{marker} is not visible here: the sweep's "
+             "output must be a path every node running points sees, a shared filesystem "
+             "(docs/sweeps.md, \"Ray\")")
 
 
 @dataclass(frozen=True)
 class Plan:
     sweep: SweepFile
     folder: Path  # <output>/<sweep name>/: the table and points/
-    points: Tuple[Union[Point, Refused], ...]  # in the grid's order
+    points: Tuple[Union[Point, Refused], ...]  # in the grid's order; optuna: drawn as it goes
+    sets: Tuple[str, ...] = ()
+    front_by: str = "device"
 
     @property
     def refused(self) -> List[Refused]:
@@ -46,6 +51,9 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
         base = load_workload(sweep.base, sets)
     except WorkloadError as e:
         raise SweepError(f"{sweep.path}: base: {e}") from None
+    folder = Path(base.values["output"]) / sweep.name
+    if sweep.method == "optuna":  # its points are drawn as the search goes (optuna_search.py)
+        return Plan(sweep, folder, (), sets, front_by)
     where = compile_where(sweep.where, sweep.axes) if sweep.where else None
     try:
         combos = kept(grid(sweep.axes, sweep.zips), where)
@@ -54,9 +62,8 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
     if sweep.method == "random":
         assert sweep.n is not None  # load_sweep: random takes n
         combos = sample(combos, sweep.n, sweep.seed)
-    folder = Path(base.values["output"]) / sweep.name
     points = tuple(resolve(sweep.base, sweep.mode, c, sets, folder, front_by) for c in combos)
-    return Plan(sweep, folder, points)
+    return Plan(sweep, folder, points, sets, front_by)
 
 
 def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
@@ -91,7 +98,11 @@ def _fan_out(todo: List[Point], executor: Executor, task: Task, results: Dict[st
             except Exception as e:  # noqa: BLE001 - the point's process died (a broken pool)
                 result = dict(empty_answer(), status="failed",
                               reason=f"the point's process ended: {type(e).__name__}: {e}")
-            results[futures[future].key] = result
+            point = futures[future]
+            if result["status"] == "done" and marker.read(point.folder) is None:
+                result = dict(empty_answer(), status="failed", reason=_NOT_SEEN.format(
+                    folder=point.folder, marker=marker.MARKER))
+            results[point.key] = result
             _count(counts, "done" if result["status"] == "done" else "failed", progress)
     finally:  # on a signal: no point not yet started starts
         for future in futures:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .where import Filter
 
@@ -17,18 +17,24 @@ def grid(axes: Mapping[str, Sequence[Any]], zips: Sequence[Sequence[str]] = ()) 
     zip group take their i-th values together (one dimension, placed where the first of
     them is among the axes). The caller has checked a group's axes exist and have equal
     lengths."""
-    group_of = {key: tuple(group) for group in zips for key in group}
-    dimensions: List[List[Values]] = []
-    placed: Set[str] = set()
-    for key in axes:
-        group = group_of.get(key, (key,))
-        if key in placed:
-            continue
-        placed.update(group)
-        dimensions.append([{k: axes[k][i] for k in group} for i in range(len(axes[key]))])
+    values = [[{k: axes[k][i] for k in group} for i in range(len(axes[group[0]]))]
+              for group in dimensions(axes, zips)]
     return [{k: merged[k] for k in axes}
             for merged in ({k: v for d in combo for k, v in d.items()}
-                           for combo in itertools.product(*dimensions))]
+                           for combo in itertools.product(*values))]
+
+
+def dimensions(axes: Mapping[str, Sequence[Any]],
+               zips: Sequence[Sequence[str]] = ()) -> List[Tuple[str, ...]]:
+    """The grid's dimensions in order: each an axis alone, or a zip group's axes."""
+    group_of = {key: tuple(group) for group in zips for key in group}
+    found: List[Tuple[str, ...]] = []
+    placed: Set[str] = set()
+    for key in axes:
+        if key not in placed:
+            found.append(group_of.get(key, (key,)))
+            placed.update(found[-1])
+    return found
 
 
 def kept(points: List[Values], where: Optional[Filter]) -> List[Values]:

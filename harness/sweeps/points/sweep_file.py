@@ -15,9 +15,15 @@ from ...workload.schema import SCHEMA
 from .where import WhereError, compile_where
 
 MODES = ("run", "capacity")
-METHODS = ("grid", "random")
-PLANNED = ("optuna", "ray")  # search methods planned, not built yet
-KEYS = ("name", "base", "mode", "axes", "zip", "where", "search")
+METHODS = ("grid", "random", "optuna")
+# optuna's objective: an answer's column of the sweep table (docs/sweeps.md, "The table")
+OBJECTIVES = ("output_tokens_per_device", "output_tokens_per_s", "tokens_per_s_per_user",
+              "goodput", "attainment", "rate", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+              "tpot_p99_s")
+DIRECTIONS = ("maximize", "minimize")
+SEARCH_KEYS = {"grid": (), "random": ("n", "seed"),
+               "optuna": ("n", "seed", "objective", "direction")}
+KEYS = ("name", "base", "mode", "axes", "zip", "where", "search", "ray")
 PLACED = ("output",)  # set by the sweep for each point: not an axis
 
 
@@ -35,8 +41,11 @@ class SweepFile:
     zips: Tuple[Tuple[str, ...], ...] = ()
     where: Optional[str] = None
     method: str = "grid"
-    n: Optional[int] = None  # random: how many points
+    n: Optional[int] = None  # random, optuna: how many points
     seed: int = 0
+    objective: Optional[str] = None  # optuna: the column it optimizes
+    direction: str = "maximize"
+    ray_address: Optional[str] = None  # ray.address: the points run on that Ray cluster
 
 
 def load_sweep(path) -> SweepFile:
@@ -71,7 +80,7 @@ def load_sweep(path) -> SweepFile:
             fail(("where",), f"{where!r}: {e}")
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail),
                      _choice(data, "mode", MODES, fail), axes, zips, where,
-                     **_search(data.get("search"), fail))
+                     **_search(data.get("search"), fail), ray_address=_ray(data, fail))
 
 
 def _name(data, path: Path, fail) -> str:
@@ -87,6 +96,19 @@ def _base(data, path: Path, fail) -> Path:
         fail(("base",), f"expected the base workload's path (relative to {path.parent}), "
                         f"got {base!r}")
     return (path.parent / base).resolve()
+
+
+def _ray(data, fail) -> Optional[str]:
+    if "ray" not in data:
+        return None
+    ray = data["ray"]
+    if not isinstance(ray, dict) or set(ray) != {"address"}:
+        fail(("ray",), f"expected a mapping with one key, address, got {ray!r}")
+    address = ray["address"]
+    if not isinstance(address, str) or not address:
+        fail(("ray", "address"), f"expected a Ray cluster's address (host:port), got "
+                                 f"{address!r}")
+    return address
 
 
 def _choice(data, key: str, choices, fail) -> str:
@@ -148,12 +170,9 @@ def _search(search, fail) -> dict:
     if not isinstance(search, dict):
         fail(("search",), f"expected a mapping (method: grid), got {search!r}")
     method = search.get("method", "grid")
-    if method in PLANNED:
-        fail(("search", "method"), f"{method} is not built yet (planned, docs/sweeps.md); "
-                                   f"expected one of {', '.join(METHODS)}")
     if method not in METHODS:
         fail(("search", "method"), f"expected one of {', '.join(METHODS)}, got {method!r}")
-    allowed = {"method"} | ({"n", "seed"} if method == "random" else set())
+    allowed = {"method", *SEARCH_KEYS[method]}
     unknown = sorted(set(search) - allowed)
     if unknown:
         fail(("search", unknown[0]), f"unknown key for method {method}; expected "
@@ -164,4 +183,17 @@ def _search(search, fail) -> dict:
     for key, value, low in (("n", n, 1), ("seed", seed, 0)):
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
             fail(("search", key), f"expected an integer >= {low}, got {value!r}")
-    return dict(method=method, n=n, seed=seed)
+    if method == "random":
+        return dict(method=method, n=n, seed=seed)
+    return dict(method=method, n=n, seed=seed, **_objective(search, fail))
+
+
+def _objective(search, fail) -> dict:
+    objective, direction = search.get("objective"), search.get("direction", "maximize")
+    if objective not in OBJECTIVES:
+        fail(("search", "objective"), f"expected a column of the sweep table to optimize, "
+                                      f"one of {', '.join(OBJECTIVES)}; got {objective!r}")
+    if direction not in DIRECTIONS:
+        fail(("search", "direction"), f"expected one of {', '.join(DIRECTIONS)}, got "
+                                      f"{direction!r}")
+    return dict(objective=objective, direction=direction)

@@ -1,5 +1,5 @@
 """A point run: the one function a worker runs, whatever runs the workers (this host's
-process pool now; Ray later). It takes the resolved point and returns its row, and touches
+process pool, or a Ray cluster's tasks). It takes the resolved point and returns its row, and touches
 nothing but the point's own folder."""
 
 from __future__ import annotations
