@@ -7,7 +7,7 @@ import pytest
 from harness.sweeps.points.expand import grid, kept, sample
 from harness.sweeps.points.front import front
 from harness.sweeps.points.point import Point, Refused, point_key, resolve, set_item
-from harness.sweeps.points.sweep_file import SweepError, load_sweep
+from harness.sweeps.points.sweep_file import SweepError, load_sweep, not_a_key
 from harness.sweeps.points.where import WhereError, compile_where
 from harness.workload import load_workload
 
@@ -48,6 +48,16 @@ def test_where_keeps_the_points_it_holds_for():
         {"deployment.moe.ep": 4, "devices": 8, "device": "x"},
         {"deployment.moe.ep": 4, "devices": 16, "device": "x"},
         {"deployment.moe.ep": 8, "devices": 16, "device": "x"}]
+
+
+def test_where_may_name_workload_keys_beside_the_axes():
+    where = compile_where("deployment.devices == deployment.attention.dp",
+                          ["deployment.attention.dp"], not_a_key)
+    assert where.names == {"deployment.devices", "deployment.attention.dp"}
+    with pytest.raises(WhereError, match=r"deployment.device is not an axis \(the axes: "
+                                         r"deployment.attention.dp\) and not a workload key: "
+                                         r"device is not a key of deployment"):
+        compile_where("deployment.device == 8", ["deployment.attention.dp"], not_a_key)
 
 
 @pytest.mark.parametrize("text, value", [
@@ -125,6 +135,10 @@ def test_a_sweep_file_read_whole(tmp_path):
     ("base: base.yaml\naxes: {device: [a]}\nwhere: \"__import__('os')\"\n",
      "s.yaml:3: where: \"__import__('os')\": Call is not allowed"),
     ("base: base.yaml\naxes: {device: [a]}\nmode: fast\n", "mode: expected one of run, capacity"),
+    ("base: base.yaml\naxes: {device: [a]}\nwhere: deployment.devices > 1\nsearch: {method: "
+     "optuna, n: 4, objective: goodput}\n",
+     "s.yaml:3: where: 'deployment.devices > 1': an optuna search filters its draws by axes "
+     "alone, not deployment.devices"),
     ("axes: {device: [a]}\n", "s.yaml: base: expected the base workload's path"),
     ("base: base.yaml\naxes: {device: [a]}\nbases: x\n", "s.yaml:3: bases: unknown key"),
 ])

@@ -48,6 +48,22 @@ def grid_plan(tmp_path):
     return plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",))
 
 
+@pytest.mark.parametrize("devices, kept", [(1, 1), (2, 2)])
+def test_a_where_naming_a_key_beside_the_axes_judges_each_resolved_point(tmp_path, devices,
+                                                                          kept):
+    text = """base: base.yaml
+axes:
+  deployment.attention.dp: [1, 2, 4]
+  engine.max_num_seqs: [8, 16]
+where: deployment.devices == deployment.attention.dp and engine.max_num_seqs > 8
+"""
+    the_plan = plan(sweep_file(tmp_path, text),
+                    (f"output={tmp_path / 'out'}", f"deployment.devices={devices}"))
+    # the others dropped, those that are no valid workload (DP wider than the devices) too
+    assert [p.axes for p in the_plan.points] == [
+        {"deployment.attention.dp": kept, "engine.max_num_seqs": 16}]
+
+
 def test_refused_points_are_listed_before_any_work_and_kept_in_the_table(grid_plan):
     assert len(grid_plan.points) == 6 and len(grid_plan.unique) == 4
     assert [p.axes for p in grid_plan.refused] == [

@@ -12,8 +12,8 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 from ...workload import WorkloadError, load_workload
 from . import marker
 from .expand import grid, kept, sample
-from .point import Point, Refused, resolve
-from .sweep_file import SweepError, SweepFile, load_sweep
+from .point import LateWhere, Point, Refused, resolve
+from .sweep_file import SweepError, SweepFile, load_sweep, not_a_key
 from .table import row
 from .task import empty_answer, run_point
 from .where import WhereError, compile_where
@@ -54,16 +54,26 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
     folder = Path(base.values["output"]) / sweep.name
     if sweep.method == "optuna":  # its points are drawn as the search goes (optuna_search.py)
         return Plan(sweep, folder, (), sets, front_by)
-    where = compile_where(sweep.where, sweep.axes) if sweep.where else None
+    where = compile_where(sweep.where, sweep.axes, not_a_key) if sweep.where else None
+    # a `where` of axes alone filters the grid; one naming other keys each resolved point
+    late = LateWhere(where, base.values) \
+        if where is not None and not where.names <= set(sweep.axes) else None
     try:
-        combos = kept(grid(sweep.axes, sweep.zips), where)
+        combos = kept(grid(sweep.axes, sweep.zips), None if late else where)
+        if sweep.method == "random" and late is None:
+            combos = _sampled(sweep, combos)
+        points = [p for p in (resolve(sweep.base, sweep.mode, c, sets, folder, front_by, late)
+                              for c in combos) if p is not None]
     except WhereError as e:
         raise SweepError(f"{sweep.path}: where: {sweep.where!r}: {e}") from None
-    if sweep.method == "random":
-        assert sweep.n is not None  # load_sweep: random takes n
-        combos = sample(combos, sweep.n, sweep.seed)
-    points = tuple(resolve(sweep.base, sweep.mode, c, sets, folder, front_by) for c in combos)
-    return Plan(sweep, folder, points, sets, front_by)
+    if sweep.method == "random" and late is not None:
+        points = _sampled(sweep, points)
+    return Plan(sweep, folder, tuple(points), sets, front_by)
+
+
+def _sampled(sweep: SweepFile, points: list) -> list:
+    assert sweep.n is not None  # load_sweep: random takes n
+    return sample(points, sweep.n, sweep.seed)
 
 
 def execute(the_plan: Plan, executor: Executor, fresh: bool = False,

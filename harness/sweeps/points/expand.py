@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 from .where import Filter
 
 Values = Dict[str, Any]  # axis key -> the point's value
+T = TypeVar("T")
 
 
 def grid(axes: Mapping[str, Sequence[Any]], zips: Sequence[Sequence[str]] = ()) -> List[Values]:
@@ -41,7 +42,7 @@ def kept(points: List[Values], where: Optional[Filter]) -> List[Values]:
     return points if where is None else [p for p in points if where(p)]
 
 
-def sample(points: List[Values], n: int, seed: int) -> List[Values]:
+def sample(points: List[T], n: int, seed: int) -> List[T]:
     """`n` of the points (all of them if fewer), drawn without replacement by `seed`, in
     the grid's order."""
     if n >= len(points):

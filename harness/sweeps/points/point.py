@@ -15,6 +15,7 @@ from engine.yaml_lines import YamlError, load_value
 from ...workload import Workload, WorkloadError, load_workload
 from ..capacity import CapacityError, check, knob
 from ..gil_protocol import planned
+from .where import Filter, WhereError
 
 POINTS = "points"  # the sweep folder's subfolder of point folders
 KEY_HEX = 12  # the point's key: this many hex digits of the hash
@@ -73,18 +74,21 @@ def _canonical(v):
 
 
 def resolve(base: Path, mode: str, axes: Dict[str, Any], base_sets: Tuple[str, ...],
-            folder: Path, front_by: str) -> Union[Point, Refused]:
+            folder: Path, front_by: str,
+            where: Optional["LateWhere"] = None) -> Union[Point, Refused, None]:
     """The point `axes` of the sweep in `folder`: the base loaded with `base_sets` (less
     those of an axis's key, and output) and the axes' values; Refused where it is not a
-    valid workload or `mode` cannot run it."""
+    valid workload or `mode` cannot run it; None where `where` rejects it."""
     axis_keys = set(axes) | {"output"}
     kept = tuple(s for s in base_sets if s.partition("=")[0] not in axis_keys)
     items = kept + tuple(set_item(k, v) for k, v in axes.items())
     try:
         workload = load_workload(base, items)
-        reason = refusal(workload, mode)
     except WorkloadError as e:
-        reason = str(e)
+        return None if where and not where.keeps(axes) else Refused(axes, str(e))
+    if where is not None and not where.keeps(axes, workload.values):
+        return None
+    reason = refusal(workload, mode)
     if reason:
         return Refused(axes, reason)
     key = point_key(workload.values, mode)
@@ -107,6 +111,23 @@ def refusal(workload: Workload, mode: str) -> Optional[str]:
         return (f"{workload.path}: gil, repeats: a point is one run, but the workload plans "
                 f"{runs} (gil, gil_aa, gil_postprocess, repeats, gil_switch_interval_s)")
     return None
+
+
+@dataclass(frozen=True)
+class LateWhere:
+    """A `where` that names workload keys besides the axes, judged on a point's resolved
+    values; for a point that is no valid workload, on the base's (with the axes')."""
+
+    where: Filter
+    base: Dict[str, Any]  # the base workload's resolved values
+
+    def keeps(self, axes: Dict[str, Any], values: Optional[Dict[str, Any]] = None) -> bool:
+        values = self.base if values is None else values
+        try:
+            return self.where({name: axes[name] if name in axes else lookup(values, name)
+                               for name in self.where.names})
+        except KeyError as e:  # a key path into a section the point leaves out
+            raise WhereError(f"at {axes}: {e.args[0]}") from None
 
 
 def lookup(values: Dict[str, Any], key: str) -> Any:

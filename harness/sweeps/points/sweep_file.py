@@ -70,17 +70,26 @@ def load_sweep(path) -> SweepFile:
         fail((unknown[0],), f"unknown key; expected one of {', '.join(KEYS)}")
     axes = _axes(data.get("axes"), fail)
     zips = _zips(data.get("zip"), axes, fail)
-    where = data.get("where")
-    if where is not None:
-        if not isinstance(where, str):
-            fail(("where",), f"expected an expression as text, got {where!r}")
-        try:
-            compile_where(where, axes)
-        except WhereError as e:
-            fail(("where",), f"{where!r}: {e}")
+    search = _search(data.get("search"), fail)
+    where = _where(data.get("where"), axes, search.get("method", "grid"), fail)
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail),
                      _choice(data, "mode", MODES, fail), axes, zips, where,
-                     **_search(data.get("search"), fail), ray_address=_ray(data, fail))
+                     **search, ray_address=_ray(data, fail))
+
+
+def _where(where, axes, method: str, fail) -> Optional[str]:
+    if where is None:
+        return None
+    if not isinstance(where, str):
+        fail(("where",), f"expected an expression as text, got {where!r}")
+    try:
+        names = compile_where(where, axes, not_a_key).names
+    except WhereError as e:
+        fail(("where",), f"{where!r}: {e}")
+    if method == "optuna" and not names <= set(axes):
+        fail(("where",), f"{where!r}: an optuna search filters its draws by axes alone, "
+                         f"not {', '.join(sorted(names - set(axes)))}")
+    return where
 
 
 def _name(data, path: Path, fail) -> str:

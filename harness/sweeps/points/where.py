@@ -1,9 +1,9 @@
-"""The sweep file's `where`: a filter over a point's axis values in a small grammar, parsed
-with `ast` and walked here, never evaluated as Python (docs/sweeps.md, "where").
+"""The sweep file's `where`: a filter over a point's values in a small grammar, parsed with
+`ast` and walked here, never evaluated as Python (docs/sweeps.md, "where").
 
-Allowed: axis names, dotted ones included (`deployment.moe.ep`); numbers, strings, true and
-false; comparisons (== != < <= > >=, chained); and, or, not; + - * / % and unary minus,
-on numbers only.
+Allowed: axis names and other workload key paths, dotted ones included
+(`deployment.moe.ep`); numbers, strings, true and false; comparisons (== != < <= > >=,
+chained); and, or, not; + - * / % and unary minus, on numbers only.
 Anything else (a call, an attribute of something not a name, a subscript, a lambda) is
 refused before any point runs.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping, Optional, Set
 
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
@@ -25,24 +25,31 @@ class WhereError(ValueError):
     """The expression is not in the grammar, names no axis, or cannot be evaluated."""
 
 
-Filter = Callable[[Mapping[str, Any]], bool]
+class Filter:
+    """A compiled `where`: called with a mapping holding a value for each of its `names`."""
+
+    def __init__(self, tree: ast.AST, names: Set[str]) -> None:
+        self._tree, self.names = tree, frozenset(names)
+
+    def __call__(self, point: Mapping[str, Any]) -> bool:
+        try:
+            return bool(_value(self._tree, point))
+        except (TypeError, ZeroDivisionError) as e:
+            raise WhereError(f"at {dict(point)}: {e}") from None
 
 
-def compile_where(text: str, axes: Collection[str]) -> Filter:
-    """A filter of a point's axis values (key -> value); WhereError for an expression
-    outside the grammar or naming a key that is not an axis."""
+def compile_where(text: str, axes: Collection[str],
+                  not_a_key: Optional[Callable[[str], str]] = None) -> Filter:
+    """A filter of a point's values (key -> value): its axes', and with `not_a_key` (why a
+    name is no workload key path, "" when it is) any workload key's, the point's resolved
+    value; WhereError for an expression outside the grammar or naming neither."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise WhereError(f"not an expression: {e.msg}") from None
-    _check(tree.body, set(axes))
-
-    def keep(point: Mapping[str, Any]) -> bool:
-        try:
-            return bool(_value(tree.body, point))
-        except (TypeError, ZeroDivisionError) as e:
-            raise WhereError(f"at {dict(point)}: {e}") from None
-    return keep
+    names: Set[str] = set()
+    _check(tree.body, set(axes), not_a_key, names)
+    return Filter(tree.body, names)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -55,11 +62,16 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def _check(node: ast.AST, axes: set) -> None:
+def _check(node: ast.AST, axes: set, not_a_key, names: Set[str]) -> None:
     name = _dotted(node)
     if name:
-        if name not in axes and name not in _WORDS:
-            raise WhereError(f"{name} is not an axis (the axes: {', '.join(sorted(axes))})")
+        if name in _WORDS and name not in axes:
+            return
+        why = "" if name in axes else not_a_key(name) if not_a_key else "not a key"
+        if why:
+            raise WhereError(f"{name} is not an axis (the axes: {', '.join(sorted(axes))})"
+                             + (f" and {why}" if not_a_key else ""))
+        names.add(name)
         return
     if isinstance(node, ast.Constant) and type(node.value) in (int, float, str, bool):
         return
@@ -68,7 +80,7 @@ def _check(node: ast.AST, axes: set) -> None:
         raise WhereError(f"{type(node).__name__} is not allowed (names, numbers, strings, "
                          f"comparisons, and/or/not, + - * / %)")
     for child in children:
-        _check(child, axes)
+        _check(child, axes, not_a_key, names)
 
 
 def _children(node: ast.AST):
