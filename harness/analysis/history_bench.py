@@ -16,7 +16,7 @@ import pyarrow as pa
 from ..errors import BadInput
 from ..schema.summary import LOWER, better
 from .bench_ratios import benchmark_entry, read_json
-from .history_store import SCHEMA, Provenance, utc_date
+from .history_store import SCHEMA, Provenance, checked_provenance
 
 WORKLOAD = "pytest-benchmark"  # the `workload` label of every benchmark's series
 STAT = "median"
@@ -54,14 +54,8 @@ def provenance(path: Path, data: dict, commit: Optional[str],
     """--commit and --date, else the file's `commit_info` (`id`, `time`: the commit's);
     BadInput naming what neither gives."""
     info = _part(data, "commit_info")
-    commit = commit or info.get("id")
-    date = date or info.get("time")
-    missing = [what for what, value in (("commit (--commit)", commit),
-                                        ("commit date (--date)", date)) if not value]
-    if missing:
-        raise BadInput(f"{path}: the benchmarked {' and '.join(missing)}: neither given nor "
-                       f"in its commit_info (id, time)")
-    return Provenance(str(commit), utc_date(str(date), f"{path}: commit date"))
+    return checked_provenance(path, commit or info.get("id"), date or info.get("time"),
+                              "benchmarked", "commit_info (id, time)")
 
 
 def rows(path: Path, data: dict, prov: Provenance) -> pa.Table:

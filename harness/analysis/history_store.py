@@ -86,14 +86,20 @@ def utc_date(text: str, where: str) -> str:
 def provenance(run: Run, commit: Optional[str], date: Optional[str]) -> Provenance:
     """--commit and --date, else the manifest's `git_sha` and `git_date`; BadInput naming
     what neither gives."""
-    commit = commit or run.manifest.get("git_sha")
-    date = date or run.manifest.get("git_date")
+    return checked_provenance(run.path, commit or run.manifest.get("git_sha"),
+                              date or run.manifest.get("git_date"), "engine's",
+                              "manifest (git_sha, git_date)")
+
+
+def checked_provenance(path, commit, date, whose: str, source: str) -> Provenance:
+    """The commit and its date (UTC); BadInput naming which neither --commit/--date nor the
+    `source` gave."""
     missing = [what for what, value in (("commit (--commit)", commit),
                                         ("commit date (--date)", date)) if not value]
     if missing:
-        raise BadInput(f"{run.path}: the engine's {' and '.join(missing)}: neither given nor "
-                       f"in its manifest (git_sha, git_date)")
-    return Provenance(str(commit), utc_date(str(date), f"{run.path}: commit date"))
+        raise BadInput(f"{path}: the {whose} {' and '.join(missing)}: neither given nor in "
+                       f"its {source}")
+    return Provenance(str(commit), utc_date(str(date), f"{path}: commit date"))
 
 
 def rows(run: Run, prov: Provenance) -> pa.Table:
