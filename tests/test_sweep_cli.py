@@ -131,7 +131,9 @@ def test_sigterm_stops_the_sweeps_points_and_leaves_none_taken_for_complete(tmp_
     for folder in started:  # a point stopped before its run began has no run folder
         runs = list((folder / "base").glob("*/manifest.json"))
         complete = [json.loads(m.read_text())["complete"] for m in runs]
-        assert (folder / MARKER).exists() == (complete == [True])
+        # a marker only over a complete run; a run that completed as the signal came may
+        # lack its marker: a rerun runs that point again
+        assert complete == [True] or not (folder / MARKER).exists()
 
 
 def test_a_failed_point_exits_1_after_the_others_ran(tmp_path):
