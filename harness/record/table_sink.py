@@ -103,7 +103,9 @@ class TableSink:
                                         if isinstance(value, bool)
                                         else dictionary(np.zeros(n, np.int8), [value]))
         assert self._writer is not None  # made with the first chunk
-        self._writer.write_table(group.cast(self.schema))
+        if not group.schema.equals(self.schema):  # the labels are built in their types
+            group = group.cast(self.schema)
+        self._writer.write_table(group)
 
     def _check(self, names) -> None:
         declared = TABLES[self.name].names
