@@ -4,8 +4,8 @@ front. No point runs here."""
 
 import pytest
 
+from harness.analysis.pareto import front
 from harness.sweeps.points.expand import grid, kept, sample
-from harness.sweeps.points.front import front
 from harness.sweeps.points.point import Point, Refused, point_key, resolve, set_item
 from harness.sweeps.points.sweep_file import SweepError, load_sweep, not_a_key
 from harness.sweeps.points.where import WhereError, compile_where

@@ -33,6 +33,7 @@ RANGES = {name: (1e-6, 1.0) for name in ("compute_efficiency", "memory_efficienc
                                           "network_efficiency")}
 RANGES["scaleup_devices"] = (1, 1 << 16)
 WHOLE = ("scaleup_devices",)
+OPTIONAL = ("source", "layer_floor_us", "idle_w")  # fields a file may leave out
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class DeviceProfile:
     # small kernels, a figure of the software stack (docs/modeling.md, "The latency
     # floor"); None: no floor. A file may leave it out.
     layer_floor_us: Optional[Figure] = None
+    # what the device draws with nothing scheduled, the floor of modeled power
+    # (docs/metrics.md, "Power and cost"); None: unknown. A file may leave it out.
+    idle_w: Optional[Figure] = None
     source: str = ""
 
     def published(self) -> list:
@@ -86,7 +90,7 @@ class DeviceProfile:
 
     def figure(self, name: str) -> float:
         """The value of an optional figure (hbm_gb, hbm_tb_s, interconnect_gb_s, tdp_w,
-        scaleout_gb_s); raises if the figure is unpublished."""
+        idle_w, scaleout_gb_s); raises if the figure is unpublished."""
         figure: Optional[Figure] = getattr(self, name)
         if figure is None:
             raise ValueError(f"{self.name}: no published {name}")
@@ -142,7 +146,7 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
         raise ValueError(f"{where()}: expected a mapping of device fields")
     names = [f.name for f in fields(DeviceProfile)]
     unknown = sorted(set(data) - set(names))
-    missing = [n for n in names if n not in data and n not in ("source", "layer_floor_us")]
+    missing = [n for n in names if n not in data and n not in OPTIONAL]
     if unknown:
         raise ValueError(f"{where(unknown[0])}: unknown field; expected one of "
                          f"{', '.join(names)}")
@@ -171,6 +175,12 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
         values[name] = _figure(where, (name,), data[name], MODEL_KINDS, required=True)
     values["layer_floor_us"] = _figure(where, ("layer_floor_us",), data.get("layer_floor_us"),
                                        MODEL_KINDS)
+    values["idle_w"] = _figure(where, ("idle_w",), data.get("idle_w"),
+                               FIGURE_KINDS + MODEL_KINDS)
+    if values["idle_w"] is not None and values["tdp_w"] is not None \
+            and values["idle_w"].value > values["tdp_w"].value:
+        raise ValueError(f"{where('idle_w', 'value')}: expected at most tdp_w "
+                         f"({values['tdp_w'].value:g} W), got {values['idle_w'].value:g}")
     values["source"] = str(data.get("source") or "")
     return DeviceProfile(**values)
 

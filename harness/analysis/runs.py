@@ -306,9 +306,9 @@ def read_run(path: Path) -> Run:
 
 def find_runs(specs: Iterable[Union[str, Path]]) -> List[Path]:
     """Run folders named by `specs`: a run folder, a glob, a capacity search's folder (its
-    run at capacity), or a folder holding run folders at any depth (a sweep's folder,
-    results/). In the order given, sorted within each spec, each once. BadInput for a spec
-    that names no run."""
+    run at capacity), a `steptrace sweep`'s folder (its points' runs, each at capacity in
+    capacity mode), or a folder holding any of these at any depth (results/). In the order
+    given, sorted within each spec, each once. BadInput for a spec that names no run."""
     out: Dict[Path, None] = {}
     for spec in specs:
         spec = str(spec)
@@ -323,6 +323,8 @@ def find_runs(specs: Iterable[Union[str, Path]]) -> List[Path]:
 
 
 def _runs_under(path: Path) -> List[Path]:
+    """A run folder; a capacity search's folder stands for its run at capacity, a `steptrace
+    sweep`'s for its points' runs (sweep_runs); any other folder for the runs under it."""
     if (path / "manifest.json").is_file():
         return [path]
     if not path.is_dir():
@@ -330,7 +332,31 @@ def _runs_under(path: Path) -> List[Path]:
     table = run_folder.table_file(path, "capacity")
     if table is not None and table.is_file():  # a capacity search's folder
         return [at_capacity(table)]
-    return sorted(p.parent for p in path.rglob("manifest.json"))
+    table = run_folder.table_file(path, "sweep")
+    if table is not None and table.is_file():
+        return sweep_runs(table)
+    return [run for child in sorted(path.iterdir()) if child.is_dir() and not child.is_symlink()
+            for run in _runs_under(child)]
+
+
+def sweep_runs(table_path: Path) -> List[Path]:
+    """The runs a sweep's table answers from, in its order: each done point's run (in
+    capacity mode its run at capacity), found in the point's folder; a point with no answer
+    (a capacity search in which no rate met the target) has none."""
+    columns = ["status", "folder", "output_tokens_per_s"]
+    try:
+        table = pd.read_parquet(table_path, columns=columns)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{table_path}: unreadable ({e})") from None
+    check_values(table_path, "sweep", table)
+    answered = (table["status"] == "done") & table["output_tokens_per_s"].notna()
+    out = []
+    for folder in table["folder"][answered]:
+        if _is_null(folder) or Path(str(folder)).is_absolute() or ".." in Path(str(folder)).parts:
+            raise BadInput(f"{table_path}: folder {folder!r}: expected a point's folder "
+                           f"relative to the sweep's (points/<point>)")
+        out += _runs_under(table_path.parent / str(folder))
+    return out
 
 
 def at_capacity(table_path: Path) -> Path:

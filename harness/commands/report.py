@@ -1,4 +1,5 @@
-"""steptrace report RUN_OR_SWEEP... -o DIR: figures, tables and a page a person can read."""
+"""steptrace report RUN_OR_SWEEP... -o DIR: figures, tables and a page a person can read; of
+one `steptrace sweep`'s folder, its fronts (docs/report.md, "The sweep page")."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ def add(p) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                    help="the report folder: created, or a report this command made "
                    "replaced; anything else is refused")
+    p.add_argument("--front-by", metavar="KEY.PATH",
+                   help="a sweep's page: group its fronts by device or one of its axes "
+                   "(default: the sweep's own --front-by)")
+    p.add_argument("--interactivity", metavar="TOK_S,...",
+                   help="a sweep's page: the tokens/s per user at which the best "
+                   "configurations are compared (default: 20,50,100)")
     p.add_argument("--trace-events", action="store_true",
                    help="also write each run's steps as Chrome/Perfetto trace-event JSON")
     add_json(p)
@@ -32,6 +39,13 @@ def main(args) -> int:
         raise BadInput("report: name runs (RUN_OR_SWEEP) or --history STORE, not both")
     if args.history:
         return _history(args)
+    from ..analysis.report.sweep_page import is_sweep
+
+    if len(args.runs) == 1 and is_sweep(args.runs[0]):
+        return _sweep(args)
+    if args.front_by or args.interactivity:
+        raise BadInput("report: --front-by and --interactivity are for one sweep's folder "
+                       "(one that holds sweep.parquet)")
     started = time.perf_counter()
     try:
         written = build(args.runs, args.output, args.trace_events)
@@ -71,5 +85,28 @@ def _history(args) -> int:
     else:
         print(f"{index}  ({written.runs} run{'s' * (written.runs != 1)}; "
               f"{len(written.figures)} figures)")
+        print(summary)
+    return 0
+
+
+def _sweep(args) -> int:
+    from ..analysis.report.sweep_data import LEVELS, levels_from
+    from ..analysis.report.sweep_page import build_sweep
+    from ..io.atomic import WriteFailed
+
+    if args.trace_events:
+        raise BadInput("report: --trace-events is for runs, not a sweep's page")
+    levels = levels_from(args.interactivity) if args.interactivity else LEVELS
+    try:
+        written = build_sweep(args.runs[0], args.output, args.front_by, levels)
+    except WriteFailed as e:
+        raise RunFailed(e) from e
+    index, summary = written.dir / "index.html", written.dir / "summary.md"
+    if args.json:
+        print_json(dict(dir=str(written.dir), index=str(index), summary=str(summary),
+                        done=written.runs, groups=written.arms, figures=written.figures))
+    else:
+        print(f"{index}  (sweep: {written.runs} done point{'s' * (written.runs != 1)}, "
+              f"fronts of {', '.join(written.arms)}; {len(written.figures)} figures)")
         print(summary)
     return 0

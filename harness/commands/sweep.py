@@ -73,7 +73,7 @@ def main(args) -> int:
                 raise BadInput(e) from None
         else:
             rows = execute(the_plan, executor, args.fresh, _progress(total), run_unless_stopped)
-    df = table(rows)
+    df = table(rows, the_plan.sweep.prices)
     the_plan.folder.mkdir(parents=True, exist_ok=True)
     path = write_table(df, the_plan.folder, TABLE, "parquet")
     result = dict(sweep=str(the_plan.sweep.path), name=the_plan.sweep.name,

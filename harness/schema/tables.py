@@ -278,6 +278,8 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
 ))
 
 SWEEPS_DOC = "sweeps.md#the-table"
+POWER_DOC = "metrics.md#power-and-cost"
+SWEEP_COST_DOC = "sweeps.md#cost-and-energy"
 SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's folder, "
               "<output>/<sweep name>/, beside its `points/` folder)",
               "in the grid's order (the first axis varying slowest)", (
@@ -315,6 +317,19 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
     _col("ttft_p99_s", F64, "s", "the run's summary `ttft p99`"),
     _col("tpot_p50_s", F64, "s", "the run's summary `tpot p50`"),
     _col("tpot_p99_s", F64, "s", "the run's summary `tpot p99`"),
+    _col("power_w", F64, "W", "power per device over the run's measured window: measured "
+         "(NVML energy) where the run recorded it, else modeled from the device profile "
+         "(`idle_w`, `tdp_w`) and `busy`; NaN where neither is known", POWER_DOC),
+    _col("power_source", TEXT, "", "`measured`, `modeled`, or empty where `power_w` is "
+         "unknown", POWER_DOC),
+    _col("busy", F64, "fraction", "modeled power: the share of the measured window the "
+         "devices spent in steps (NaN for measured power)", POWER_DOC),
+    _col("output_tokens_per_kw", F64, "tok/s per kW", "`output_tokens_per_device` over "
+         "`power_w` in kW", POWER_DOC),
+    _col("price_per_hour", F64, "$/h", "the sweep file's `prices` for the point's device: "
+         "dollars per device-hour; NaN without one", SWEEP_COST_DOC),
+    _col("output_tokens_per_dollar_hour", F64, "tok/s per $/h", "`output_tokens_per_device` "
+         "over `price_per_hour` (x 3600: output tokens per dollar)", POWER_DOC),
     _col("pareto", BOOL, "", "on its `front` group's Pareto front of output tokens/s per "
          "device and tokens/s per user", "sweeps.md#the-pareto-front"),
 ), notes="The answer's columns are null or NaN for a refused or failed point.")

@@ -39,3 +39,11 @@ def trend_html(context: dict) -> str:
 
 def trend_markdown(context: dict) -> str:
     return MARKDOWN.get_template("trend.md.j2").render(**context).strip() + "\n"
+
+
+def sweep_html(context: dict) -> str:
+    return HTML.get_template("sweep.html.j2").render(**context).strip() + "\n"
+
+
+def sweep_markdown(context: dict) -> str:
+    return MARKDOWN.get_template("sweep.md.j2").render(**context).strip() + "\n"

@@ -4,7 +4,7 @@ the line and the key."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -23,7 +23,7 @@ OBJECTIVES = ("output_tokens_per_device", "output_tokens_per_s", "tokens_per_s_p
 DIRECTIONS = ("maximize", "minimize")
 SEARCH_KEYS = {"grid": (), "random": ("n", "seed"),
                "optuna": ("n", "seed", "objective", "direction")}
-KEYS = ("name", "base", "mode", "axes", "zip", "where", "search", "ray")
+KEYS = ("name", "base", "mode", "axes", "zip", "where", "search", "ray", "prices")
 PLACED = ("output",)  # set by the sweep for each point: not an axis
 
 
@@ -46,6 +46,8 @@ class SweepFile:
     objective: Optional[str] = None  # optuna: the column it optimizes
     direction: str = "maximize"
     ray_address: Optional[str] = None  # ray.address: the points run on that Ray cluster
+    # a device (as `device` names it) -> dollars per device-hour (docs/sweeps.md, "Cost")
+    prices: Dict[str, float] = field(default_factory=dict)
 
 
 def load_sweep(path) -> SweepFile:
@@ -74,7 +76,7 @@ def load_sweep(path) -> SweepFile:
     where = _where(data.get("where"), axes, search.get("method", "grid"), fail)
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail),
                      _choice(data, "mode", MODES, fail), axes, zips, where,
-                     **search, ray_address=_ray(data, fail))
+                     **search, ray_address=_ray(data, fail), prices=_prices(data, fail))
 
 
 def _where(where, axes, method: str, fail) -> Optional[str]:
@@ -118,6 +120,21 @@ def _ray(data, fail) -> Optional[str]:
         fail(("ray", "address"), f"expected a Ray cluster's address (host:port), got "
                                  f"{address!r}")
     return address
+
+
+def _prices(data, fail) -> Dict[str, float]:
+    prices = data.get("prices", {})
+    if not isinstance(prices, dict):
+        fail(("prices",), f"expected a mapping of devices to dollars per device-hour "
+                          f"(\"modeled:B200\": 5.5), got {prices!r}")
+    for device, price in prices.items():
+        if not (isinstance(device, str) and device):
+            fail(("prices",), f"expected a device as `device` names it, got {device!r}")
+        if isinstance(price, bool) or not isinstance(price, (int, float)) \
+                or not 0 < price < float("inf"):
+            fail(("prices", device), f"expected dollars per device-hour, a number > 0, got "
+                                     f"{price!r}")
+    return {device: float(price) for device, price in prices.items()}
 
 
 def _choice(data, key: str, choices, fail) -> str:

@@ -10,8 +10,9 @@ from typing import Any, Dict, List, Optional
 
 import pandas as pd
 
+from ...analysis.pareto import front
 from ...schema import TABLES
-from .front import front
+from .cost import costs
 from .point import Point, Refused
 from .task import ANSWER, empty_answer
 
@@ -33,8 +34,12 @@ def row(point, result: Optional[Dict], folder: Path, skipped: bool = False) -> D
                 folder=str(point.folder.relative_to(folder)), **answer)
 
 
-def table(rows: List[Dict[str, Any]]) -> pd.DataFrame:
-    """The rows with their `pareto` column, in the declared columns and types."""
+def table(rows: List[Dict[str, Any]], prices: Optional[Dict[str, float]] = None) \
+        -> pd.DataFrame:
+    """The rows with their cost columns (cost.py: per kW, per dollar-hour at `prices`, the
+    sweep file's, by device) and their `pareto` column, in the declared columns and
+    types."""
+    rows = [dict(r, **costs(r, prices or {})) for r in rows]
     pairs = [(_number(r["output_tokens_per_device"]), _number(r["tokens_per_s_per_user"]))
              for r in rows]
     on_front = front([r["front"] for r in rows], pairs, [r["status"] == "done" for r in rows])

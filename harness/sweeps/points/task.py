@@ -23,7 +23,7 @@ SUMMARY_VALUES = {
     "tpot_p99_s": "tpot.p99",
 }
 ANSWER = ("run_dir", "outcome", "rate", "concurrency", "output_tokens_per_device",
-          "tokens_per_s_per_user", *SUMMARY_VALUES)
+          "tokens_per_s_per_user", *SUMMARY_VALUES, "power_w", "power_source", "busy")
 
 
 def run_point(point: Point) -> Dict:
@@ -72,12 +72,17 @@ def _read(run_dir):
 
 
 def _measured(run_dir) -> Dict:
-    """The answer's summary values of one complete run, per device and per user too."""
+    """The answer's summary values of one complete run, per device and per user too, and
+    its power per device (power.py)."""
+    from .power import run_power
+
     run = _read(run_dir)
     if run.state != "complete":  # stopped by a signal, or failed: not an answer
         raise RuntimeError(f"the run {run_dir} is {run.state}")
     values = {column: run.value(name) for column, name in SUMMARY_VALUES.items()}
     tpot = values["tpot_p50_s"]
-    return dict(values, run_dir=str(run_dir),
+    power = run_power(run)
+    return dict(values, run_dir=str(run_dir), power_w=power.watts,
+                power_source=power.source, busy=power.busy,
                 output_tokens_per_device=values["output_tokens_per_s"] / run.devices,
                 tokens_per_s_per_user=1 / tpot if tpot > 0 else math.nan)

@@ -1,0 +1,72 @@
+"""A sweep's Pareto fronts: one measure (output tokens/s per device, per kW or per $/h)
+against tokens/s per user, one curve per group, each front point labelled with its
+configuration; the other done points hollow; the interactivity levels dashed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sweep_data import MEASURES, USER
+from .canvas import done, drawable, figure, nothing
+
+COLOURS = ("#1f6fb4", "#d4651b", "#2f9a4a", "#b8323a", "#7a55b3", "#8c6a2f", "#c256a0",
+           "#5f6b75", "#9aa51d", "#1aa3b5")
+MAX_LABELS = 40  # front points labelled; beyond, the table below the figure names them
+
+
+def draw(sweep, measure: str):
+    short, axis = MEASURES[measure]
+    fig, axes = figure(width=7.6, height=4.4)
+    ax = axes[0][0]
+    on_front = sweep.fronts(measure)
+    rows = sweep.rows
+    drew, labelled = False, 0
+    for i, group in enumerate(sweep.groups):
+        colour = COLOURS[i % len(COLOURS)]
+        mine = rows[(rows["group"] == group) & (rows["status"] == "done")]
+        x, y = drawable(mine[USER]), drawable(mine[measure])
+        keep = np.isfinite(x) & np.isfinite(y)
+        if not keep.any():
+            continue
+        drew = True
+        ax.plot(x[keep], y[keep], "o", ms=4, color=colour, markerfacecolor="none", alpha=0.6)
+        best = mine[on_front[mine.index].to_numpy(bool)].sort_values(USER)
+        ax.plot(drawable(best[USER]), drawable(best[measure]), "o-", ms=6, color=colour,
+                label=f"{group} ({len(best)} on the front of {int(keep.sum())})")
+        for (x0, y0), labels in _alike(best, measure).items():
+            if labelled < MAX_LABELS:  # equal points (ties) share one label
+                ax.annotate("; ".join(labels), (x0, y0), fontsize=6.5, xytext=(4, 3),
+                            textcoords="offset points", color=colour, annotation_clip=True)
+                labelled += 1
+    if not drew:
+        nothing(ax, f"no done point has both tokens/s per user and {axis}")
+    else:
+        for level in sweep.levels:
+            ax.axvline(level, color="#888", ls="--", lw=0.9)
+        ax.set(xlabel="tokens/s per user (1 / TPOT p50)", ylabel=axis)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # room for the top point's label
+        x = drawable(rows.loc[rows["status"] == "done", USER])
+        x = np.concatenate([x[np.isfinite(x) & (x > 0)], list(sweep.levels)])
+        if x.min() > 0 and x.max() / x.min() > 20:  # levels of 20 beside points of 2,000
+            ax.set_xscale("log")
+        ax.legend(loc="best")
+    return done(fig, f"fronts_{_name(measure)}", f"Pareto fronts: {axis} against tokens/s "
+                f"per user",
+                f"Each group's ({sweep.front_by}) done points (hollow) and its Pareto front "
+                f"(filled, joined): the points no other point of the group beats on both "
+                f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
+                f"values). Dashed: the interactivity levels of the table below. {short}: "
+                f"docs/sweeps.md.")
+
+
+def _alike(best, measure: str) -> dict:
+    """The front's points by position, each position's configurations in order."""
+    out: dict = {}
+    for _, r in best.iterrows():
+        out.setdefault((float(r[USER]), float(r[measure])), []).append(str(r["label"]))
+    return out
+
+
+def _name(measure: str) -> str:
+    return {"output_tokens_per_device": "per_device", "output_tokens_per_kw": "per_kw",
+            "output_tokens_per_dollar_hour": "per_dollar_hour"}[measure]
