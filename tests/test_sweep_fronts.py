@@ -11,13 +11,15 @@ import pytest
 
 from engine.devices.profile import DEVICES_DIR, known_profiles, load_device_profile
 from harness.analysis.report.sweep_data import levels_from, read_sweep
+from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.errors import BadInput
 from harness.record.table_sink import write_table
 from harness.sweeps.points.cost import costs
-from harness.sweeps.points.power import busy_shares
+from harness.sweeps.points.power import busy_shares, run_power
 from harness.sweeps.points.sweep_file import SweepError, load_sweep
 from harness.sweeps.points.table import table
+from tests.helpers import synthetic_run
 
 B200, H200 = "modeled:B200", "modeled:H200"
 # (device, max_num_seqs, tok/s per user, output tok/s per device, W per device)
@@ -186,3 +188,14 @@ def test_front_by_and_interactivity_are_for_one_sweeps_folder(tmp_path, capsys):
     assert main(["report", str(folder), str(folder), "-o", str(tmp_path / "page"),
                  "--interactivity", "20"]) == 2
     assert "are for one sweep's folder" in capsys.readouterr().err
+
+
+def test_measured_energy_gives_the_power_instead_of_the_model(tmp_path):
+    """8 devices, 4,000 output tok/s at 2 J a token: 8,000 W, 1,000 W a device."""
+    run = synthetic_run(tmp_path / "r", {"energy_per_output_token.value": (2.0, "J/token"),
+                                         "throughput.output_tokens": (4000.0, "tok/s")},
+                        values={"deployment": {"devices": 8}})
+    power = run_power(read_run(run))
+    assert (power.watts, power.source) == (1000.0, "measured")
+    without = synthetic_run(tmp_path / "r2", {"throughput.output_tokens": (4000.0, "tok/s")})
+    assert run_power(read_run(without)).source == ""  # measured, no energy: unknown

@@ -307,8 +307,9 @@ def read_run(path: Path) -> Run:
 def find_runs(specs: Iterable[Union[str, Path]]) -> List[Path]:
     """Run folders named by `specs`: a run folder, a glob, a capacity search's folder (its
     run at capacity), a `steptrace sweep`'s folder (its points' runs, each at capacity in
-    capacity mode), or a folder holding any of these at any depth (results/). In the order
-    given, sorted within each spec, each once. BadInput for a spec that names no run."""
+    capacity mode), or a folder holding run folders at any depth (results/, a sweep's
+    points/ folder: every run, a capacity search's every probe). In the order given, sorted
+    within each spec, each once. BadInput for a spec that names no run."""
     out: Dict[Path, None] = {}
     for spec in specs:
         spec = str(spec)
@@ -324,7 +325,7 @@ def find_runs(specs: Iterable[Union[str, Path]]) -> List[Path]:
 
 def _runs_under(path: Path) -> List[Path]:
     """A run folder; a capacity search's folder stands for its run at capacity, a `steptrace
-    sweep`'s for its points' runs (sweep_runs); any other folder for the runs under it."""
+    sweep`'s for its points' runs (sweep_runs); any other folder for every run under it."""
     if (path / "manifest.json").is_file():
         return [path]
     if not path.is_dir():
@@ -335,8 +336,7 @@ def _runs_under(path: Path) -> List[Path]:
     table = run_folder.table_file(path, "sweep")
     if table is not None and table.is_file():
         return sweep_runs(table)
-    return [run for child in sorted(path.iterdir()) if child.is_dir() and not child.is_symlink()
-            for run in _runs_under(child)]
+    return sorted(p.parent for p in path.rglob("manifest.json"))
 
 
 def sweep_runs(table_path: Path) -> List[Path]:
@@ -355,8 +355,15 @@ def sweep_runs(table_path: Path) -> List[Path]:
         if _is_null(folder) or Path(str(folder)).is_absolute() or ".." in Path(str(folder)).parts:
             raise BadInput(f"{table_path}: folder {folder!r}: expected a point's folder "
                            f"relative to the sweep's (points/<point>)")
-        out += _runs_under(table_path.parent / str(folder))
+        out += _point_runs(table_path.parent / str(folder))
     return out
+
+
+def _point_runs(folder: Path) -> List[Path]:
+    """A point's run: in capacity mode the run at capacity of the search in its folder."""
+    searches = sorted({p.parent for p in folder.rglob("capacity.*")})
+    tables = [t for t in (run_folder.table_file(s, "capacity") for s in searches) if t]
+    return [at_capacity(t) for t in tables] if tables else _runs_under(folder)
 
 
 def at_capacity(table_path: Path) -> Path:
