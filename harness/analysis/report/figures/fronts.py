@@ -15,7 +15,7 @@ MAX_LABELS = 40  # front points labelled; beyond, the table below the figure nam
 
 
 def draw(sweep, measure: str):
-    short, axis = MEASURES[measure]
+    axis = MEASURES[measure][1]
     fig, axes = figure(width=7.6, height=4.4)
     ax = axes[0][0]
     on_front = sweep.fronts(measure)
@@ -49,14 +49,15 @@ def draw(sweep, measure: str):
         x = np.concatenate([x[np.isfinite(x) & (x > 0)], list(sweep.levels)])
         if x.min() > 0 and x.max() / x.min() > 20:  # levels of 20 beside points of 2,000
             ax.set_xscale("log")
+            ax.set_xlim(right=x.max() * 4)  # room for the rightmost point's label
         ax.legend(loc="best")
     return done(fig, f"fronts_{_name(measure)}", f"Pareto fronts: {axis} against tokens/s "
                 f"per user",
                 f"Each group's ({sweep.front_by}) done points (hollow) and its Pareto front "
                 f"(filled, joined): the points no other point of the group beats on both "
                 f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
-                f"values). Dashed: the interactivity levels of the table below. {short}: "
-                f"docs/sweeps.md.")
+                f"values). Dashed: the interactivity levels of the table below "
+                f"(docs/sweeps.md, \"Fronts and the report\").")
 
 
 def _alike(best, measure: str) -> dict:
