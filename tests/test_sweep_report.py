@@ -177,3 +177,27 @@ def test_a_sweep_table_of_markup_adds_no_element_and_runs_nothing(tmp_path):
     assert seen["elements"]["scripts"] == 0 and seen["elements"]["figures"] == 3
     assert "<script>alert(1)</script>" in seen["text"] and hostile in seen["text"]
     assert [s for s, r in seen["not_done"] if "<script>alert(1)</script>" in r] == ["failed"]
+
+
+def test_a_pd_points_power_is_each_pools_on_its_own_device(tmp_path):
+    """Prefill on an H800, decode on two H200 instances: each pool at its profile's idle
+    floor and TDP and its own busy share, per device of the three."""
+    base = TINY.replace("device: modeled:B200", "device: modeled:H800") + (
+        "deployment:\n  prefill: {instances: 1}\n  decode: {instances: 2, device: "
+        "modeled:H200}\n  kv_transfer: {link: 1}\n")
+    path = sweep_file(tmp_path, "base: base.yaml\naxes: {engine.max_num_seqs: [8]}\n", base)
+    (result,) = execute(plan(path, (f"output={tmp_path / 'out'}",)), InProcess())
+    assert result["status"] == "done", result["reason"]
+    run = read_run(result["run_dir"])
+    steps = run.table("steps").drop_duplicates(["role", "instance", "step"])
+    steps = steps[~steps["warmup"]]
+    window = steps["t_end_s"].max() - steps["t_start_s"].min()
+    busy = {role: ((part["t_end_s"] - part["t_start_s"]).groupby(part["instance"]).sum()
+                   / window).mean() for role, part in steps.groupby("role", observed=True)}
+    watts = 0.0
+    for role, name, count in (("prefill", "H800", 1), ("decode", "H200", 2)):
+        p = load_device_profile(name)
+        watts += count * (p.idle_w.value + (p.tdp_w.value - p.idle_w.value) * busy[role])
+    assert result["power_source"] == "modeled"
+    assert result["power_w"] == pytest.approx(watts / 3)
+    assert result["busy"] == pytest.approx((busy["prefill"] + 2 * busy["decode"]) / 3)
