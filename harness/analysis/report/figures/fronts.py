@@ -16,6 +16,8 @@ MAX_LABELS = 40  # front points labelled; beyond, the table below the figure nam
 
 def draw(sweep, measure: str):
     axis = MEASURES[measure][1]
+    if measure == "output_tokens_per_kw":  # say whose power: modeled is an estimate
+        axis += f" ({' and '.join(_sources(sweep)) or 'unknown'} power)"
     fig, axes = figure(width=7.6, height=4.4)
     ax = axes[0][0]
     on_front = sweep.fronts(measure)
@@ -58,6 +60,12 @@ def draw(sweep, measure: str):
                 f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
                 f"values). Dashed: the interactivity levels of the table below "
                 f"(docs/sweeps.md, \"Fronts and the report\").")
+
+
+def _sources(sweep) -> list:
+    rows = sweep.rows
+    known = rows.loc[(rows["status"] == "done") & rows["output_tokens_per_kw"].notna()]
+    return sorted({str(s) for s in known.get("power_source", []) if isinstance(s, str) and s})
 
 
 def _alike(best, measure: str) -> dict:
