@@ -17,7 +17,7 @@ have run, the combine: one row back per row received, the weighted sum of its ex
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -112,7 +112,7 @@ class EPGroup:
     def plan(self, experts: torch.Tensor, weights: torch.Tensor) -> DispatchPlan:
         return plan_dispatch(experts, weights, self.to_rank, self.to_slot, self.placement.ep)
 
-    def dispatch(self, x: torch.Tensor, plan: DispatchPlan) -> Tuple[Pending, callable]:
+    def dispatch(self, x: torch.Tensor, plan: DispatchPlan) -> Tuple[Pending, Callable[[], Received]]:
         """Issue the dispatch; returns the exchange in flight and what reads it once done."""
         recv = self.comm.counts(plan.counts)
         data, scale = encode(x[plan.tokens], self.wire["dispatch"])
@@ -132,7 +132,7 @@ class EPGroup:
         return pending, received
 
     def combine(self, y: torch.Tensor, received: Received,
-                plan: DispatchPlan) -> Tuple[Pending, callable]:
+                plan: DispatchPlan) -> Tuple[Pending, Callable[[], torch.Tensor]]:
         """Send each received row's weighted expert sum back to its rank."""
         data, scale = encode(y, self.wire["combine"])
         back = data.new_empty((len(plan.tokens), data.shape[1]))

@@ -113,7 +113,7 @@ class Comm:
         """Add every exchange of the step to the timer's parts."""
         for part, begin, end in self._spans:
             if self.accel is None:  # a future of the completion's perf_counter_ns
-                self.timer.add(part, end.wait() - begin)  # type: ignore[attr-defined,operator]
+                self.timer.add(part, end.wait() - begin)  # type: ignore[attr-defined]
             else:
                 end.synchronize()  # type: ignore[attr-defined]
                 self.timer.add(part, int(begin.elapsed_time(end) * 1e6))  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Generator, List, Optional, Tuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -344,7 +344,7 @@ class DeepSeekModel(nn.Module):
     def _staged(self, batch: ForwardBatch, kv_cache: torch.Tensor):
         x = self.embed(batch.input_ids)
         for layer in self.layers:
-            x = yield from layer.staged(x, batch, kv_cache)
+            x = yield from cast(DecoderLayer, layer).staged(x, batch, kv_cache)
         return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
