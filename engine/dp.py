@@ -7,6 +7,8 @@ joins the collectives; else every rank decodes. With mixed batches there is no v
 rank runs its mixed round, an empty one where it has nothing to do. The same all-reduce tells whether any rank
 still has work, so idle ranks keep stepping (empty steps) until all are done.
 Requests are assigned round robin by request id; every process sees every request.
+With a deployment's `moe.ep` the ranks are also one EP group (engine/ep.py): an empty step
+still runs every MoE layer's all-to-alls, so the vote's empty steps keep the ranks in step.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from . import ep
 from .config import EngineConfig
 from .llm_engine import LLMEngine, StepRecord
 
@@ -34,6 +37,13 @@ class DPEngine:
         # nccl and hccl reduce device tensors; gloo host ones
         device = self.engine.device
         self._vote_device = "cpu" if device.backend == "cpu" else device.torch_device
+
+    def shard_experts(self) -> None:
+        """Expert parallelism over every rank where the deployment asks for it
+        (engine/ep.py); after init_process_group, on every rank."""
+        model = getattr(self.engine.executor, "model", None)
+        if model is not None:
+            ep.attach(model, self.engine.config.deployment, self.rank, self.world_size)
 
     def add_request(self, request_id: int, **kwargs) -> None:
         if request_id % self.world_size == self.rank:
@@ -93,6 +103,7 @@ def _rank_main(rank, world_size, port, config, requests, summarize, queue) -> No
     dp = DPEngine(config, rank, world_size)
     dist.init_process_group(BACKENDS[dp.engine.device.backend], rank=rank, world_size=world_size)
     try:
+        dp.shard_experts()
         for request in requests:
             dp.add_request(**request)
         queue.put((rank, summarize(dp.run())))

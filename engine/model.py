@@ -1,6 +1,8 @@
 """A DeepSeek-V3-style decoder in torch: MLA attention over a paged latent KV cache, MoE
 FFN (routed top-k plus shared experts; the first layers dense), an MTP module, RMSNorm,
-RoPE. Weights are random from a seed: the harness measures compute, not answers.
+RoPE. Weights are random from a seed: the harness measures compute, not answers. With an
+EP group (engine/ep.py) each rank keeps only its routed experts, every rank having built
+the same seeded weights.
 
 The KV cache holds, per layer and token, the normalised latent c_kv (kv_lora_rank) and the
 rotated shared key k_rope (qk_rope_head_dim): [layers, num_blocks, block_size, dim].
@@ -12,12 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generator, List, Optional, Tuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .model_config import ModelConfig
+from .step_parts import PartTimer
+
+if TYPE_CHECKING:
+    from .ep import EPGroup
 
 
 @dataclass
@@ -31,6 +38,22 @@ class ForwardBatch:
     seqlen_k: list  # [B] keys visible to each row's last token
     block_tables: torch.Tensor  # [B, max_blocks] int64, -1 padded
     decode: list  # [B] bool: absorbed (decode) or MHA (prefill) attention
+
+
+def split_rows(batch: ForwardBatch) -> Tuple[ForwardBatch, ForwardBatch]:
+    """Two micro-batches of whole rows, cut where the tokens halve best (either may be
+    empty: it still joins every collective)."""
+    qs, rows = batch.query_start, len(batch.seqlen_k)
+    cut = min(range(rows + 1), key=lambda r: abs(2 * qs[r] - qs[-1]))
+
+    def part(r0: int, r1: int) -> ForwardBatch:
+        t0, t1 = qs[r0], qs[r1]
+        return ForwardBatch(input_ids=batch.input_ids[t0:t1], positions=batch.positions[t0:t1],
+                            slot_mapping=batch.slot_mapping[t0:t1],
+                            query_start=[q - t0 for q in qs[r0:r1 + 1]],
+                            seqlen_k=batch.seqlen_k[r0:r1],
+                            block_tables=batch.block_tables[r0:r1], decode=batch.decode[r0:r1])
+    return part(0, cut), part(cut, rows)
 
 
 class RMSNorm(nn.Module):
@@ -149,51 +172,119 @@ class SwiGLU(nn.Module):
 
 
 class MoE(nn.Module):
-    """Sigmoid-scored top-k routed experts plus always-on shared experts."""
+    """Sigmoid-scored top-k routed experts plus always-on shared experts; with an EP group
+    (engine/ep.py) only this rank's experts, the tokens exchanged by all-to-all."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, timer: PartTimer) -> None:
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.timer = cfg, timer
         self.router = nn.Linear(cfg.hidden_size, cfg.n_routed_experts, bias=False)
         self.experts = nn.ModuleList(SwiGLU(cfg.hidden_size, cfg.moe_intermediate_size)
                                      for _ in range(cfg.n_routed_experts))
         self.shared = SwiGLU(cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts) \
             if cfg.n_shared_experts else None
+        self.ep: Optional[EPGroup] = None
+
+    def shard(self, ep: EPGroup) -> None:
+        """Keep only this rank's experts (one module per slot, in slot order)."""
+        self.ep = ep
+        self.experts = nn.ModuleList(self.experts[e] for e in ep.placement.local_experts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return drive([self.staged(x)])[0]
+
+    def _route(self, x: torch.Tensor):
         scores = torch.sigmoid(self.router(x))
         weights, experts = scores.topk(self.cfg.num_experts_per_tok, dim=-1)
-        weights = weights / weights.sum(-1, keepdim=True) * self.cfg.routed_scaling_factor
-        out = self.shared(x) if self.shared is not None else torch.zeros_like(x)
-        for e in experts.unique().tolist():
-            token, slot = (experts == e).nonzero(as_tuple=True)
-            out.index_add_(0, token, self.experts[e](x[token]) * weights[token, slot, None])
-        return out
+        return weights / weights.sum(-1, keepdim=True) * self.cfg.routed_scaling_factor, experts
+
+    def _shared(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(x) if self.shared is not None else torch.zeros_like(x)
+
+    def staged(self, x: torch.Tensor) -> Generator[None, None, torch.Tensor]:
+        """The layer's output; yields while its dispatch or its combine is in flight."""
+        with self.timer.part("dense"):
+            weights, experts = self._route(x)
+        if self.ep is None:
+            with self.timer.part("dense"):
+                out = self._shared(x)
+            with self.timer.part("experts"):
+                for e in experts.unique().tolist():
+                    token, slot = (experts == e).nonzero(as_tuple=True)
+                    out.index_add_(0, token, self.experts[e](x[token]) * weights[token, slot, None])
+            return out
+        plan = self.ep.plan(experts, weights)
+        pending, received = self.ep.dispatch(x, plan)
+        with self.timer.part("dense"):  # under the dispatch
+            out = self._shared(x)
+        yield
+        pending.wait()
+        got = received()
+        with self.timer.part("experts"):
+            y = self._local(got)
+        pending, returned = self.ep.combine(y, got, plan)
+        yield
+        pending.wait()
+        return out.index_add_(0, plan.tokens, returned())
+
+    def _local(self, got) -> torch.Tensor:
+        """Each received row's weighted sum over this rank's experts among its top-k."""
+        y = torch.zeros_like(got.rows)
+        for j, expert in enumerate(self.experts):
+            row, col = (got.slots == j).nonzero(as_tuple=True)
+            if len(row):
+                y.index_add_(0, row, expert(got.rows[row]) * got.weights[row, col, None])
+        return y
+
+
+def drive(stages: List[Generator[None, None, torch.Tensor]]) -> List[torch.Tensor]:
+    """Run micro-batches' stages in turn, each up to its next collective in flight (where
+    it yields), until every one has returned: with two, one's all-to-all is in flight while
+    the other computes. The order of the collectives is the same on every rank."""
+    results: List[Optional[torch.Tensor]] = [None] * len(stages)
+    live = list(range(len(stages)))
+    while live:
+        for i in list(live):
+            try:
+                next(stages[i])
+            except StopIteration as done:
+                results[i] = done.value
+                live.remove(i)
+    return [r for r in results if r is not None]
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int, cache_layer: int) -> None:
+    def __init__(self, cfg: ModelConfig, layer: int, cache_layer: int, timer: PartTimer) -> None:
         super().__init__()
+        self.timer = timer
         self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.attn = MLAttention(cfg, cache_layer)
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.ffn = SwiGLU(cfg.hidden_size, cfg.dense_intermediate_size) \
-            if layer < cfg.first_k_dense_replace else MoE(cfg)
+            if layer < cfg.first_k_dense_replace else MoE(cfg, timer)
 
     def forward(self, x, batch, kv_cache):
-        x = x + self.attn(self.attn_norm(x), batch, kv_cache)
-        return x + self.ffn(self.ffn_norm(x))
+        return drive([self.staged(x, batch, kv_cache)])[0]
+
+    def staged(self, x, batch, kv_cache) -> Generator[None, None, torch.Tensor]:
+        with self.timer.part("attention"):
+            x = x + self.attn(self.attn_norm(x), batch, kv_cache)
+        h = self.ffn_norm(x)
+        if isinstance(self.ffn, MoE):
+            return x + (yield from self.ffn.staged(h))
+        with self.timer.part("dense"):
+            return x + self.ffn(h)
 
 
 class MTPModule(nn.Module):
     """Predicts the token after next from (hidden at t, embedding of token t + 1)."""
 
-    def __init__(self, cfg: ModelConfig, cache_layer: int) -> None:
+    def __init__(self, cfg: ModelConfig, cache_layer: int, timer: PartTimer) -> None:
         super().__init__()
         self.enorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.hnorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.eh_proj = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
-        self.block = DecoderLayer(cfg, cfg.num_hidden_layers, cache_layer)
+        self.block = DecoderLayer(cfg, cfg.num_hidden_layers, cache_layer, timer)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, hidden, next_embeds, batch, kv_cache):
@@ -208,11 +299,14 @@ class DeepSeekModel(nn.Module):
                              f"blocks, not {cfg.architecture} (use the modeled executor)")
         super().__init__()
         self.cfg = cfg
+        self.timer = PartTimer()  # every layer's parts, per step (engine/step_parts.py)
+        self.ep: Optional[EPGroup] = None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, i, i) for i in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i, i, self.timer)
+                                    for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.mtp = nn.ModuleList(MTPModule(cfg, cfg.num_hidden_layers + i)
+        self.mtp = nn.ModuleList(MTPModule(cfg, cfg.num_hidden_layers + i, self.timer)
                                  for i in range(cfg.num_nextn_predict_layers))
         generator = torch.Generator().manual_seed(seed)
         for name, p in self.named_parameters():
@@ -233,11 +327,24 @@ class DeepSeekModel(nn.Module):
         return self.num_cache_layers * block_size * self.cfg.kv_cache_dim \
             * self.lm_head.weight.element_size()
 
+    def use_ep(self, ep: EPGroup) -> None:
+        """Shard every MoE layer's routed experts over the EP group (engine/ep.py)."""
+        self.ep = ep
+        for module in self.modules():
+            if isinstance(module, MoE):
+                module.shard(ep)
+
     def forward(self, batch: ForwardBatch, kv_cache: torch.Tensor) -> torch.Tensor:
-        """Final hidden states (before the final norm) of every packed token."""
+        """Final hidden states (before the final norm) of every packed token; with an EP
+        group of two micro-batches, the rows split in two that run interleaved (drive())."""
+        if self.ep is None or self.ep.micro_batches == 1:
+            return drive([self._staged(batch, kv_cache)])[0]
+        return torch.cat(drive([self._staged(b, kv_cache) for b in split_rows(batch)]))
+
+    def _staged(self, batch: ForwardBatch, kv_cache: torch.Tensor):
         x = self.embed(batch.input_ids)
         for layer in self.layers:
-            x = layer(x, batch, kv_cache)
+            x = yield from cast(DecoderLayer, layer).staged(x, batch, kv_cache)
         return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

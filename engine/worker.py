@@ -25,6 +25,8 @@ class WorkerOutput:
     accepted: np.ndarray  # drafts accepted per row (0 for prefill rows)
     forward_ns: int
     sample_ns: int
+    # ns of each part of the forward (engine/step_parts.py); None: nothing ran
+    parts: Optional[Dict[str, int]] = None
 
 
 class Worker:
@@ -58,11 +60,31 @@ class Worker:
     def execute(self, batch: BatchContract) -> WorkerOutput:
         """Forward, sample and commit one rank's batch of a plan."""
         rows = len(batch.seq_ids)
-        if rows == 0:
+        if rows == 0 and self.model.ep is None:
             return WorkerOutput(np.zeros(0, dtype=np.int64), 0, 0)
         start = time.perf_counter_ns()
+        self.model.timer.start(self.device)
         with torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext():
-            return self._execute(batch, start)
+            out = self._execute(batch, start) if rows else self._execute_empty(start)
+        out.parts = self._parts()
+        return out
+
+    def _execute_empty(self, start: int) -> WorkerOutput:
+        """A rank of an EP group with nothing scheduled still runs every MoE layer (the MTP
+        module's too), on no tokens: the other ranks' all-to-alls need it."""
+        empty = torch.zeros(0, dtype=torch.long, device=self.device)
+        fb = ForwardBatch(input_ids=empty, positions=empty, slot_mapping=empty, query_start=[0],
+                          seqlen_k=[], block_tables=empty.view(0, 1), decode=[])
+        hidden = self.model(fb, self.kv_cache)
+        if self.num_mtp:
+            self.model.mtp_hidden(hidden, empty, fb, self.kv_cache)
+        self._sync()
+        return WorkerOutput(np.zeros(0, dtype=np.int64), time.perf_counter_ns() - start, 0)
+
+    def _parts(self) -> Dict[str, int]:
+        if self.model.ep is not None:
+            self.model.ep.comm.collect()
+        return self.model.timer.collect()
 
     def _execute(self, batch, start: int) -> WorkerOutput:
         fb, logit_rows = self._forward_batch(batch)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Literal, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Protocol, Union
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,6 +22,9 @@ class ExecutorOutput:
     sample_ns: int  # sampling and draft bookkeeping
     modeled: bool  # True when the durations come from a device model, not a clock
     flops: Optional[RankCosts] = None  # a _core.StepCost per rank, if computed
+    # per DP rank, ns of each measured part of its forward (engine/step_parts.py); None:
+    # not measured (a modeled step's parts are its StepCosts')
+    parts: Optional[List[Dict[str, int]]] = None
 
 
 class LengthsExecutor(Protocol):

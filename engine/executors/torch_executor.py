@@ -14,6 +14,7 @@ from ..kv_pool import size_kv_pool
 from ..model import DeepSeekModel
 from ..model_config import ModelConfig
 from ..plan import PlanContract
+from ..step_parts import PARTS
 from ..worker import Worker
 from .base import ExecutorOutput
 from .spec import Built
@@ -65,4 +66,5 @@ class TorchExecutor:
         outs = [w.execute(b) for w, b in zip(self.workers, plan.batches)]
         return ExecutorOutput(accepted=[o.accepted for o in outs],
                               forward_ns=sum(o.forward_ns for o in outs),
-                              sample_ns=sum(o.sample_ns for o in outs), modeled=False)
+                              sample_ns=sum(o.sample_ns for o in outs), modeled=False,
+                              parts=[o.parts or dict.fromkeys(PARTS, 0) for o in outs])
