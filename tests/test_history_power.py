@@ -67,3 +67,25 @@ def test_the_named_commit_is_the_first_worse_one(metric, better_way):
     values = power.worse(np.full(20, 50.0) + np.tile([0.1, -0.1], 10), better_way, 12, 0.10)
     pushes = power.detect_pushes(power.series_table(values, metric), first=12)
     assert power.found_by_detect(pushes, 12, {}).at == 0
+
+
+@pytest.mark.slow  # three real-clock runs in a process of their own
+def test_the_script_runs_its_runs_and_writes_its_table_and_stores(tmp_path, capsys):
+    pytest.importorskip("otava")
+    assert power.main(["--runs", "3", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("history power: 3 runs of one build")
+    for metric in power.METRICS:
+        (at,) = [i for i, line in enumerate(lines) if line.startswith(metric)]
+        methods = [line[26:50].strip() for line in lines[at + 1:at + 5]]
+        assert methods == ["history detect", "gate 5% vs baseline", "gate 10% vs baseline",
+                           "gate 10% vs predecessor"]
+    from harness.analysis import history_store
+    aa, stepped = history_store.read(tmp_path / "aa"), history_store.read(tmp_path / "stepped")
+    assert sorted(aa["commit"].unique()) == ["c000", "c001", "c002"]
+    key = ["commit", "metric", "stat"]
+    both = aa.merge(stepped, on=key, suffixes=("", "_stepped"))
+    worse = both[(both["commit"] == "c001") & (both["metric"] == "ttft")
+                 & (both["stat"] == "p99")]  # INJECT_AT[1] of 3 commits: from c001 on
+    assert (worse["value_stepped"] == worse["value"] * 1.10).all()
+    assert len(both) == len(aa)
