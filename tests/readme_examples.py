@@ -9,7 +9,9 @@ The check holds every line of a block to the command's output, exactly where the
 the model's (a modeled run's figures, a plan's counts), and in its shape where the host
 times it (its numbers masked: a timing, a CPU share, a busy host's note, a run's time
 stamp); tests/test_readme_examples.py runs it (slow tier, as CI does). The GIL comparison
-(twenty runs, minutes) is a dated measurement, not an example: it is not regenerated.
+(twenty runs, minutes) and the history's `detect` (a hundred real-clock runs, whose noise
+decides how many change points there are, each line naming the host) are dated
+measurements, not examples: they are not regenerated.
 """
 
 from __future__ import annotations
