@@ -278,6 +278,7 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
 ))
 
 SWEEPS_DOC = "sweeps.md#the-table"
+PD_RATIO_DOC = "sweeps.md#the-pd-ratio-search"
 SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's folder, "
               "<output>/<sweep name>/, beside its `points/` folder)",
               "in the grid's order (the first axis varying slowest)", (
@@ -315,6 +316,17 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
     _col("ttft_p99_s", F64, "s", "the run's summary `ttft p99`"),
     _col("tpot_p50_s", F64, "s", "the run's summary `tpot p50`"),
     _col("tpot_p99_s", F64, "s", "the run's summary `tpot p99`"),
+    _col("pd_prefill_rate", F64, "req/s", "`search.method pd_ratio`: the capacity of one "
+         "prefill instance alone (one output token a request, the TTFT limit alone); else "
+         "NaN", PD_RATIO_DOC),
+    _col("pd_decode_rate", F64, "req/s", "`search.method pd_ratio`: the capacity of one "
+         "decode instance alone (prefill instances to spare, the whole SLO); else NaN",
+         PD_RATIO_DOC),
+    _col("pd_balanced_ratio", F64, "", "`pd_decode_rate` / `pd_prefill_rate`: the prefill "
+         "instances per decode instance at which the pools' capacities match", PD_RATIO_DOC),
+    _col("pd_estimated_rate", F64, "req/s", "the point's capacity as the balance estimates "
+         "it, min(x `pd_prefill_rate`, y `pd_decode_rate`) for its x prefill and y decode "
+         "instances", PD_RATIO_DOC),
     _col("pareto", BOOL, "", "on its `front` group's Pareto front of output tokens/s per "
          "device and tokens/s per user", "sweeps.md#the-pareto-front"),
 ), notes="The answer's columns are null or NaN for a refused or failed point.")
