@@ -97,13 +97,17 @@ def test_a_point_without_pools_a_generated_trace_or_a_ttft_limit_is_refused():
 @pytest.mark.slow  # capacity searches of a tiny P/D deployment, in processes
 def test_the_pools_are_measured_alone_and_the_ratios_near_the_balance_searched(
         tmp_path, capsys):
-    from harness.cli import main
+    from harness.commands import main
 
-    # long prompts, short outputs and two sequences a decode rank: both pools saturate
-    base = BASE.replace("requests: 12, rate: 20, prompt: {uniform: [64, 512]}",
-                        "requests: 60, rate: 20, prompt: {uniform: [1024, 2048]}")
+    # the tiny model's prefill step takes about 0.09 ms: a TTFT limit of 0.15 ms, and
+    # `seqs` sequences a decode rank, saturate both pools; arrivals at a constant rate, so
+    # that a queue grows only past a pool's capacity and the searches' length checks pass
+    base = BASE.replace("requests: 12, rate: 20", "requests: 400, rate: 1000, arrival: "
+                        "constant").replace("ttft: 0.05", "ttft: 0.00015").replace(
+        "output: {uniform: [8, 64]}", "output: {fixed: 2}").replace(
+        "link: 0.01", "link: 10000")  # the KV's transfer within the TTFT limit
     (tmp_path / "base.yaml").write_text(base.replace(
-        "decode: {devices: 2,", "decode: {engine: {max_num_seqs: 2}, devices: 2,"))
+        "decode: {devices: 2,", "decode: {engine: {max_num_seqs: 64}, devices: 2,"))
     path = tmp_path / "s.yaml"
     path.write_text("base: base.yaml\nmode: capacity\naxes: {engine.max_num_batched_tokens: "
                     "[1024, nope]}\nsearch: {method: pd_ratio, near: 1}\n")
@@ -129,3 +133,11 @@ def test_the_pools_are_measured_alone_and_the_ratios_near_the_balance_searched(
     again = json.loads(capsys.readouterr().out)
     assert again["skipped"] == len(pairs) and again["rows"] == [
         dict(r, skipped=r["status"] == "done") for r in out["rows"]]
+    # a balance beyond `most` instances of a pool: the point fails, saying so; its pools'
+    # measurements are points of the sweep already complete, not run again
+    path.write_text(path.read_text().replace("near: 1", "near: 0, most: 1"))
+    assert main(argv) == 1
+    failed = json.loads(capsys.readouterr().out)["rows"][0]
+    assert failed["status"] == "failed" and failed["reason"].startswith(
+        f"search.method pd_ratio: the balance, {b.ratio:.4g} prefill instances per decode "
+        f"instance, asks for more than search.most (1) of one pool's")

@@ -109,21 +109,36 @@ def search(the_plan: Plan, executor, task: Task, fresh: bool = False,
     decode = _decode_rates(the_plan, configs, prefill, executor, task, fresh, counter)
     balances = {c.key: Balance(prefill[c.key], decode[c.key]) for c in configs
                 if not isinstance(decode[c.key], str)}
-    sweep = the_plan.sweep
-    pairs = {key: balance.near(sweep.near, sweep.most) for key, balance in balances.items()}
-    for key, balance in balances.items():
-        if not pairs[key]:
-            decode[key] = (f"the balance, {balance.ratio:.4g} prefill instances per decode "
-                           f"instance, asks for more than search.most ({sweep.most}) of one "
-                           f"pool's (prefill {balance.prefill_rate:.4g} req/s an instance, "
-                           f"decode {balance.decode_rate:.4g})")
+    pairs = _pairs(the_plan.sweep, balances, decode)
     todo = [(c.key, x, y, _derived(the_plan, c, {PREFILL: x, DECODE: y}))
             for c in configs if c.key in pairs for x, y in pairs[c.key]]
     ran = _run(the_plan, [p for *_, p in todo], executor, task, fresh, counter)
     searched: Dict[str, List[Dict]] = {}
-    balances = {key: b for key, b in balances.items() if pairs[key]}
     for (key, x, y, _), r in zip(todo, ran):
         searched.setdefault(key, []).append(dict(r, **balances[key].columns(x, y)))
+    counter.finish()
+    return _rows(the_plan, searched, prefill, decode)
+
+
+def _pairs(sweep, balances: Dict[str, Balance], decode: Measured) -> Dict[str, list]:
+    """Each balanced point's instance counts to search; a point whose balance asks for
+    more than `most` instances has none, and the reason in `decode`."""
+    pairs = {}
+    for key, balance in balances.items():
+        pairs[key] = balance.near(sweep.near, sweep.most)
+        if not pairs[key]:
+            del pairs[key]
+            decode[key] = (f"the balance, {balance.ratio:.4g} prefill instances per decode "
+                           f"instance, asks for more than search.most ({sweep.most}) of one "
+                           f"pool's (prefill {balance.prefill_rate:.4g} req/s an instance, "
+                           f"decode {balance.decode_rate:.4g})")
+    return pairs
+
+
+def _rows(the_plan: Plan, searched: Dict[str, List[Dict]], prefill: Measured,
+          decode: Measured) -> List[Dict]:
+    """In the grid's order: a point's searched deployments, or its one failed row (its
+    pools not measured), or its refused row."""
     rows: List[Dict] = []
     for p in the_plan.points:
         if isinstance(p, Point) and p.key in searched:
@@ -135,7 +150,6 @@ def search(the_plan: Plan, executor, task: Task, fresh: bool = False,
                             the_plan.folder))
         else:
             rows.append(row(p, None, the_plan.folder))
-    counter.finish()
     return rows
 
 
