@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 from .files import check_regular
 from .yaml_lines import load_with_lines
@@ -248,7 +248,20 @@ def load_model_config(name_or_path: Union[str, Path]) -> ModelConfig:
         if not path.is_file():
             known = ", ".join(sorted(p.stem for p in MODELS_DIR.glob("*.yaml")))
             raise ValueError(f"unknown model {name_or_path!r}; bundled models: {known}")
-    data, lines = load_with_lines(check_regular(path))
+    stat = check_regular(path).stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = _parse(path)
+    return _PARSED[key]
+
+
+# Each file parsed once a process, while it is unchanged: a workload's load asks for its
+# model several times, and a sweep resolves many workloads of one model (a config is frozen).
+_PARSED: Dict[Tuple[str, int, int], ModelConfig] = {}
+
+
+def _parse(path: Path) -> ModelConfig:
+    data, lines = load_with_lines(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of model fields")
     names = {f.name for f in fields(ModelConfig)}

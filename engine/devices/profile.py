@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Mapping, Optional, Union
+from typing import Dict, Mapping, Optional, Tuple, Union
 
 from ..files import check_regular
 from ..yaml_lines import KeyPath, load_with_lines
@@ -124,8 +124,17 @@ def load_device_profile(name_or_path: Union[str, Path]) -> DeviceProfile:
             raise ValueError(f"unknown device {name_or_path!r}; bundled devices: "
                              f"{', '.join(known_profiles())}")
         path = DEVICES_DIR / f"{stem}.yaml"
-    data, lines = load_with_lines(check_regular(path))
-    return _parse(path, data, _Where(path, lines))
+    stat = check_regular(path).stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        data, lines = load_with_lines(path)
+        _PARSED[key] = _parse(path, data, _Where(path, lines))
+    return _PARSED[key]
+
+
+# Each file parsed once a process, while it is unchanged: a sweep resolves many workloads
+# on a few profiles (a profile is frozen).
+_PARSED: Dict[Tuple[str, int, int], DeviceProfile] = {}
 
 
 class _Where:

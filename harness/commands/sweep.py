@@ -40,22 +40,13 @@ def add(p) -> None:
 
 def main(args) -> int:
     from ..record.table_sink import write_table
-    from ..sweeps.points.execute import execute, plan
+    from ..sweeps.points import pd_ratio as ratio_search
+    from ..sweeps.points.execute import execute
     from ..sweeps.points.pool import run_unless_stopped
-    from ..sweeps.points.sweep_file import SweepError, not_a_key
     from ..sweeps.points.table import TABLE, table
 
-    if args.workers < 1:
-        raise BadInput(f"--workers: expected an integer >= 1, got {args.workers}")
-    reason = not_a_key(args.front_by)
-    if reason:
-        raise BadInput(f"--front-by {args.front_by}: {reason}")
-    try:
-        the_plan = plan(args.sweep, tuple(args.set), args.front_by)
-    except SweepError as e:
-        raise BadInput(e) from None
-    for refused in the_plan.refused:
-        print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
+    the_plan = _plan(args)
+    pd_ratio = the_plan.sweep.method == "pd_ratio"
     searched = the_plan.sweep.method == "optuna"
     if searched:
         from ..sweeps.points.optuna_search import SearchError, import_optuna, search
@@ -63,9 +54,13 @@ def main(args) -> int:
             import_optuna()
         except SearchError as e:
             raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
-    total = (the_plan.sweep.n or 0) if searched else len(the_plan.unique)
-    with _executor(args, the_plan) as executor:
-        if searched:
+    total = (the_plan.sweep.n or 0) if searched else \
+        ratio_search.planned(the_plan) if pd_ratio else len(the_plan.unique)
+    with _executor(args, the_plan, total) as executor:
+        if pd_ratio:
+            rows = ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh,
+                                       _progress(total))
+        elif searched:
             try:
                 rows = search(the_plan, executor, run_unless_stopped, args.fresh,
                               _progress(total), args.workers)
@@ -86,15 +81,36 @@ def main(args) -> int:
     return 1 if result["failed"] else 0
 
 
+def _plan(args):
+    """The sweep's plan, its refused points listed on stderr; BadInput for bad input."""
+    from ..sweeps.points import pd_ratio
+    from ..sweeps.points.execute import plan
+    from ..sweeps.points.sweep_file import SweepError, not_a_key
+
+    if args.workers < 1:
+        raise BadInput(f"--workers: expected an integer >= 1, got {args.workers}")
+    reason = not_a_key(args.front_by)
+    if reason:
+        raise BadInput(f"--front-by {args.front_by}: {reason}")
+    try:
+        the_plan = plan(args.sweep, tuple(args.set), args.front_by)
+    except SweepError as e:
+        raise BadInput(e) from None
+    if the_plan.sweep.method == "pd_ratio":  # points whose pools it cannot measure refused
+        the_plan = pd_ratio.checked(the_plan)
+    for refused in the_plan.refused:
+        print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
+    return the_plan
+
+
 @contextmanager
-def _executor(args, the_plan):
+def _executor(args, the_plan, points: int):
     """This host's pool, or with --ray (or the file's ray.address) the cluster's tasks."""
     address = args.ray or the_plan.sweep.ray_address
     if address is None:
         from ..sweeps.points.pool import host_pool
 
-        points = the_plan.sweep.n if the_plan.sweep.method == "optuna" else len(the_plan.unique)
-        with host_pool(min(args.workers, max(1, points or 0))) as pool:
+        with host_pool(min(args.workers, max(1, points))) as pool:
             yield pool
         return
     from ..sweeps.points.ray_cluster import ClusterError, connect, ray_tasks
@@ -134,15 +150,17 @@ def _progress(total: int):
         bar = tqdm(total=total, unit="point", file=sys.stderr, disable=not total)
 
         def update_bar(counts):
+            bar.total = counts.get("total", total)  # a P/D ratio search's grows
             bar.set_postfix(done=counts["done"], skipped=counts["skipped"],
                             failed=counts["failed"], refresh=False)
-            bar.update(total - counts["left"] - bar.n)
+            bar.update(bar.total - counts["left"] - bar.n)
             if not counts["left"]:
                 bar.close()
         return update_bar
 
     def update(counts):
-        print(f"  sweep: {total - counts['left']} of {total} points: {counts['done']} done, "
+        of = counts.get("total", total)
+        print(f"  sweep: {of - counts['left']} of {of} points: {counts['done']} done, "
               f"{counts['skipped']} skipped (complete), {counts['failed']} failed",
               file=sys.stderr)
     return update

@@ -280,6 +280,7 @@ CAPACITY = Table("capacity", "probe of a capacity search (written in the search'
 SWEEPS_DOC = "sweeps.md#the-table"
 POWER_DOC = "metrics.md#power-and-cost"
 SWEEP_COST_DOC = "sweeps.md#cost-and-energy"
+PD_RATIO_DOC = "sweeps.md#the-pd-ratio-search"
 SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's folder, "
               "<output>/<sweep name>/, beside its `points/` folder)",
               "in the grid's order (the first axis varying slowest)", (
@@ -330,6 +331,17 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
          "dollars per device-hour; NaN without one", SWEEP_COST_DOC),
     _col("output_tokens_per_dollar_hour", F64, "tok/s per $/h", "`output_tokens_per_device` "
          "over `price_per_hour` (x 3600: output tokens per dollar)", POWER_DOC),
+    _col("pd_prefill_rate", F64, "req/s", "`search.method pd_ratio`: the capacity of one "
+         "prefill instance alone (one output token a request, the TTFT limit alone); else "
+         "NaN", PD_RATIO_DOC),
+    _col("pd_decode_rate", F64, "req/s", "`search.method pd_ratio`: the capacity of one "
+         "decode instance alone (prefill instances to spare, the whole SLO); else NaN",
+         PD_RATIO_DOC),
+    _col("pd_balanced_ratio", F64, "", "`pd_decode_rate` / `pd_prefill_rate`: the prefill "
+         "instances per decode instance at which the pools' capacities match", PD_RATIO_DOC),
+    _col("pd_estimated_rate", F64, "req/s", "the point's capacity as the balance estimates "
+         "it, min(x `pd_prefill_rate`, y `pd_decode_rate`) for its x prefill and y decode "
+         "instances", PD_RATIO_DOC),
     _col("pareto", BOOL, "", "on its `front` group's Pareto front of output tokens/s per "
          "device and tokens/s per user", "sweeps.md#the-pareto-front"),
 ), notes="The answer's columns are null or NaN for a refused or failed point.")

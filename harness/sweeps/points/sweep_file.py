@@ -15,14 +15,14 @@ from ...workload.schema import SCHEMA
 from .where import WhereError, compile_where
 
 MODES = ("run", "capacity")
-METHODS = ("grid", "random", "optuna")
+METHODS = ("grid", "random", "optuna", "pd_ratio")
 # optuna's objective: an answer's column of the sweep table (docs/sweeps.md, "The table")
 OBJECTIVES = ("output_tokens_per_device", "output_tokens_per_s", "tokens_per_s_per_user",
               "goodput", "attainment", "rate", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
               "tpot_p99_s")
 DIRECTIONS = ("maximize", "minimize")
 SEARCH_KEYS = {"grid": (), "random": ("n", "seed"),
-               "optuna": ("n", "seed", "objective", "direction")}
+               "optuna": ("n", "seed", "objective", "direction"), "pd_ratio": ("near", "most")}
 KEYS = ("name", "base", "mode", "axes", "zip", "where", "search", "ray", "prices")
 PLACED = ("output",)  # set by the sweep for each point: not an axis
 
@@ -46,6 +46,8 @@ class SweepFile:
     objective: Optional[str] = None  # optuna: the column it optimizes
     direction: str = "maximize"
     ray_address: Optional[str] = None  # ray.address: the points run on that Ray cluster
+    near: int = 1  # pd_ratio: instance counts searched either side of the balance
+    most: int = 8  # pd_ratio: the most instances of one pool searched
     # a device (as `device` names it) -> dollars per device-hour (docs/sweeps.md, "Cost")
     prices: Dict[str, float] = field(default_factory=dict)
 
@@ -74,9 +76,24 @@ def load_sweep(path) -> SweepFile:
     zips = _zips(data.get("zip"), axes, fail)
     search = _search(data.get("search"), fail)
     where = _where(data.get("where"), axes, search.get("method", "grid"), fail)
-    return SweepFile(path, _name(data, path, fail), _base(data, path, fail),
-                     _choice(data, "mode", MODES, fail), axes, zips, where,
-                     **search, ray_address=_ray(data, fail), prices=_prices(data, fail))
+    mode = _choice(data, "mode", MODES, fail)
+    if search.get("method") == "pd_ratio":
+        _pd_ratio(mode, axes, fail)
+    return SweepFile(path, _name(data, path, fail), _base(data, path, fail), mode, axes,
+                     zips, where, **search, ray_address=_ray(data, fail),
+                     prices=_prices(data, fail))
+
+
+def _pd_ratio(mode: str, axes, fail) -> None:
+    from .pd_ratio import INSTANCES
+
+    if mode != "capacity":
+        fail(("search", "method"), f"pd_ratio balances the pools' capacities: expected "
+                                   f"mode: capacity, got mode: {mode}")
+    for key in INSTANCES:
+        if key in axes:
+            fail(("axes", key), "set by search.method pd_ratio (the instance counts near "
+                                "the balance): not an axis beside it")
 
 
 def _where(where, axes, method: str, fail) -> Optional[str]:
@@ -205,6 +222,14 @@ def _search(search, fail) -> dict:
                                      f"{', '.join(sorted(allowed))}")
     if method == "grid":
         return dict(method=method)
+    if method == "pd_ratio":
+        near, most = search.get("near", 1), search.get("most", 8)
+        for key, value, low, what in (("near", near, 0, "instance counts either side of "
+                                       "the balance"), ("most", most, 1, "the most "
+                                                        "instances of one pool")):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+                fail(("search", key), f"expected an integer >= {low} ({what}), got {value!r}")
+        return dict(method=method, near=near, most=most)
     n, seed = search.get("n"), search.get("seed", 0)
     for key, value, low in (("n", n, 1), ("seed", seed, 0)):
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
