@@ -165,10 +165,14 @@ class LLMEngine:
             return added
         if added.status == "waiting":
             vocab = self.model_config.vocab_size
+            # greedy: a request's prompt is its own (seed, id)'s, whichever engine or rank
+            # takes it and in whatever order
+            rng = np.random.default_rng((self.config.seed, request_id)) \
+                if self.config.sampling == "greedy" else self._prompt_rng
             tokens = list(prompt_token_ids) if prompt_token_ids is not None \
-                else self._prompt_rng.integers(0, vocab, prompt_len).tolist()
+                else rng.integers(0, vocab, prompt_len).tolist()
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
-                tokens.append(int(self._prompt_rng.integers(0, vocab)))
+                tokens.append(int(rng.integers(0, vocab)))
             self.executor.add(added.dp_rank, request_id, tokens)
         return added
 

@@ -38,6 +38,7 @@ from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
 from .native import replay_disaggregated_native, replay_native
 from .planned_run import PlannedRun
+from .tokens import tokens_frame
 
 PD_UNCALIBRATED = "off: a P/D deployment's harness cost is not calibrated"
 
@@ -177,6 +178,10 @@ class _Run:
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
+            if self.workload.values["tokens"]:
+                write_table(tokens_frame(self._output_tokens(),
+                                         self.trace.df["max_new_tokens"].to_numpy()),
+                            self.run_dir, "tokens", self.fmt, self.labels)
             summary = self._summary(device)
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
             vllm_result.write(self.run_dir, summary.to_dict("records"), self.manifest)
@@ -194,6 +199,11 @@ class _Run:
         finally:
             if not removed:
                 run_folder.write_manifest(self.manifest, self.run_dir)
+
+    def _output_tokens(self):
+        """Output token ids by request, of every engine."""
+        return {i: t for _, _, engine in self.engines
+                for i, t in engine.executor.output_tokens().items()}
 
     def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
         """The summary table, from what the recorder (and the frontend, if any) kept."""
