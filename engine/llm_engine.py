@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -234,6 +234,13 @@ class LLMEngine:
         if not self.executor.holds_requests:
             raise ValueError(f"the {self.config.executor} executor generates no tokens")
         return self.executor.tokens(self.scheduler.seq(request_id).dp_rank, request_id)
+
+    def output_tokens(self) -> Dict[int, List[int]]:
+        """Output token ids by request: every request's so far, a finished one's kept with
+        config.keep_tokens."""
+        if not self.executor.holds_requests:
+            raise ValueError(f"the {self.config.executor} executor generates no tokens")
+        return self.executor.output_tokens()
 
     def _schedule(self, phase: Optional[str]) -> _Launched:
         start = time.perf_counter_ns()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Literal, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Protocol, Union
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +47,8 @@ class RequestsExecutor(Protocol):
     def drop(self, seq_id: int) -> None: ...
 
     def tokens(self, rank: int, seq_id: int) -> List[int]: ...
+
+    def output_tokens(self) -> Dict[int, List[int]]: ...
 
 
 Executor = Union[LengthsExecutor, RequestsExecutor]  # told apart by holds_requests

@@ -1,0 +1,184 @@
+"""A run over several devices of a real device: one engine process per device (a DP
+attention rank each, harness/replay/rank_process.py), started with torch.multiprocessing's
+spawn on this host; rank r uses local device r mod the host's devices. The process group
+is gloo on the CPU, NCCL on CUDA, HCCL on an NPU, its rendezvous at MASTER_ADDR and
+MASTER_PORT (default: this host, a free port).
+
+The harness's process replays the trace on the real clock and feeds each request to a
+rank's inbox, round robin by request id (arrival order), as the in-process DP dispatch's
+round_robin does; every rank sends its step log's columns back, and the harness's one
+table writer writes them (harness/replay/ranks_recorder.py). A rank that fails or dies
+fails the run: the others are stopped, what ran is written, the run marked failed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import time
+from typing import Dict, List, Optional
+
+import torch.multiprocessing as mp
+
+from engine.devices import detect_device
+from engine.model_config import load_model_config
+
+from .rank_process import END, STOP, RankSetup, rank_main
+
+READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
+POLL_S = 0.05
+
+
+class RankFailed(RuntimeError):
+    """A rank process failed or died; the message names it."""
+
+
+class _Pool:
+    """A rank process's KV pool as rank 0 reported it (the manifest's)."""
+
+    def __init__(self, manifest: dict) -> None:
+        self._manifest = manifest
+        self.num_kv_blocks = manifest.get("num_kv_blocks")
+
+    def manifest(self) -> dict:
+        return self._manifest
+
+
+class RankedEngine:
+    """What the run's manifest, recorder, sampler and summary read of an engine, for
+    engines that live in the rank processes."""
+
+    def __init__(self, config, kv_pool: Optional[dict]) -> None:
+        self.config = config
+        self.model_config = load_model_config(config.model)
+        self.device = detect_device(config.device)
+        self.device_profile = None  # a torch device: its steps are measured
+        self.peak_tflops = None
+        self.kv_pool = _Pool(kv_pool) if kv_pool is not None else None
+
+    def close(self) -> None:
+        """The ranks are closed by their Ranks."""
+
+
+class Ranks:
+    """The rank processes of one run, from their start to their end."""
+
+    def __init__(self, config, world_size: int, values: dict, chunk_steps: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.world_size = world_size
+        self.outbox = ctx.Queue()
+        self.inboxes = [ctx.Queue() for _ in range(world_size)]
+        setup = RankSetup(config, world_size, os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                          int(os.environ.get("MASTER_PORT") or _free_port()),
+                          values["collective_timeout_s"], values["warmup_steps"], chunk_steps)
+        self.processes = [ctx.Process(target=rank_main, args=(r, setup, inbox, self.outbox),
+                                      name=f"steptrace-rank{r}", daemon=True)
+                          for r, inbox in enumerate(self.inboxes)]
+        self.chunks: List[List[tuple]] = [[] for _ in range(world_size)]
+        self.done: Dict[int, tuple] = {}  # by rank: (itl parts, tokens)
+        self.failures: Dict[int, str] = {}
+        self.num_done = 0
+        for p in self.processes:
+            p.start()
+        try:
+            pools = self._ready()
+        except BaseException:
+            self.close()
+            raise
+        self.engine = RankedEngine(config, pools[0])
+
+    @property
+    def pids(self) -> List[Optional[int]]:
+        return [p.pid for p in self.processes]
+
+    def _ready(self) -> Dict[int, Optional[dict]]:
+        """Each rank's KV pool manifest, once every rank is up."""
+        pools: Dict[int, Optional[dict]] = {}
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while len(pools) < self.world_size:
+            message = self._get(POLL_S)
+            if message is not None and message[0] == "ready":
+                pools[message[1]] = message[2]
+            self.check()
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self.world_size)) - set(pools))
+                raise RankFailed(f"ranks {missing} did not start within {READY_TIMEOUT_S:g} s")
+        return pools
+
+    def begin(self, start: float) -> None:
+        """The replay's zero (perf_counter: CLOCK_MONOTONIC, one clock per host) to every
+        rank; they step from now."""
+        for inbox in self.inboxes:
+            inbox.put(start)
+
+    def add(self, request_id: int, **kwargs) -> None:
+        self.inboxes[request_id % self.world_size].put(("add", request_id, kwargs))
+
+    def end(self, stopped: bool) -> None:
+        """No more requests: the ranks finish theirs; or (stopped) stop at once."""
+        for inbox in self.inboxes:
+            inbox.put(STOP if stopped else END)
+
+    def finished(self) -> bool:
+        return len(self.done) == self.world_size
+
+    def poll(self, timeout: float) -> None:
+        """Take the ranks' messages for up to `timeout` s (at least one look); a failed or
+        dead rank raises RankFailed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._get(max(0.0, min(POLL_S, deadline - time.monotonic())))
+            self.check()
+            if message is None and time.monotonic() >= deadline:
+                return
+
+    def _get(self, timeout: float):
+        try:
+            message = self.outbox.get(timeout=timeout) if timeout > 0 \
+                else self.outbox.get_nowait()
+        except queue.Empty:
+            return None
+        kind, rank = message[0], message[1]
+        if kind == "chunk":
+            self.chunks[rank].append(message[2])
+            self.num_done += int(len(message[2][2]["request_id"]))
+        elif kind == "done":
+            self.done[rank] = message[2:]
+        elif kind == "failed":
+            self.failures[rank] = message[2]
+        return message
+
+    def check(self) -> None:
+        """RankFailed naming the first rank that reported a failure or died."""
+        for rank, p in enumerate(self.processes):
+            if rank not in self.failures and p.exitcode not in (None, 0):
+                self._drain()
+            if rank not in self.failures and p.exitcode not in (None, 0):
+                self.failures[rank] = f"exited with code {p.exitcode}" + (
+                    f" (signal {-p.exitcode})" if p.exitcode < 0 else "")
+        if self.failures:
+            rank = min(self.failures)
+            others = "; ".join(f"rank {r}: {m}" for r, m in sorted(self.failures.items())
+                               if r != rank)
+            raise RankFailed(f"rank {rank} of {self.world_size} failed: "
+                             f"{self.failures[rank]}" + (f" ({others})" if others else ""))
+
+    def _drain(self) -> None:
+        """What a dead rank (or another) sent before it went."""
+        while self._get(POLL_S) is not None:
+            pass
+
+    def close(self) -> None:
+        """Every rank process ended: those still running killed (after a failure)."""
+        for p in self.processes:
+            if p.is_alive():
+                p.kill()
+        for p in self.processes:
+            p.join(timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
