@@ -78,9 +78,11 @@ class _Rank:
         import torch.distributed as dist
 
         try:
-            self._loop()
-            self.log.end()
-            self.flush()
+            try:
+                self._loop()
+            finally:  # what ran, also when a collective failed: the harness writes it
+                self.log.end()
+                self.flush()
             engine = self.dp.engine
             self.outbox.put(("done", self.rank, self.log.itl(),
                              engine.output_tokens() if engine.config.keep_tokens else {}))

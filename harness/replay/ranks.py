@@ -28,6 +28,7 @@ from .rank_process import END, STOP, RankSetup, rank_main
 
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
 POLL_S = 0.05
+SETTLE_S = 5.0  # after a failure, the other ranks' time to send what they ran
 
 
 class RankFailed(RuntimeError):
@@ -158,11 +159,34 @@ class Ranks:
                 self.failures[rank] = f"exited with code {p.exitcode}" + (
                     f" (signal {-p.exitcode})" if p.exitcode < 0 else "")
         if self.failures:
-            rank = min(self.failures)
-            others = "; ".join(f"rank {r}: {m}" for r, m in sorted(self.failures.items())
-                               if r != rank)
-            raise RankFailed(f"rank {rank} of {self.world_size} failed: "
-                             f"{self.failures[rank]}" + (f" ({others})" if others else ""))
+            raise RankFailed(self._failure())
+
+    def _failure(self) -> str:
+        """The failure first to name: a rank that failed of itself before one that saw a
+        collective fail (a consequence); the others', and the ranks still running (a rank
+        that hangs), after it."""
+        order = sorted(self.failures, key=lambda r: (
+            self.failures[r].startswith("CollectiveError"), r))
+        rank, others = order[0], [f"rank {r}: {self.failures[r]}" for r in order[1:]]
+        running = [r for r, p in enumerate(self.processes)
+                   if r not in self.failures and r not in self.done and p.is_alive()]
+        if running:
+            others.append(f"still running, not reporting: rank "
+                          f"{', '.join(map(str, running))}")
+        return f"rank {rank} of {self.world_size} failed: {self.failures[rank]}" + (
+            f" ({'; '.join(others)})" if others else "")
+
+    def settle(self, seconds: float) -> None:
+        """After a failure: up to `seconds` for the other ranks to send what they ran (a
+        rank whose collective lost its peer fails at once; a hung one never reports)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and any(
+                p.is_alive() and r not in self.failures and r not in self.done
+                for r, p in enumerate(self.processes)):
+            try:
+                self.poll(POLL_S)
+            except RankFailed:
+                pass
 
     def _drain(self) -> None:
         """What a dead rank (or another) sent before it went."""

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .driver import Requests
-from .ranks import POLL_S, Ranks
+from .ranks import POLL_S, SETTLE_S, RankFailed, Ranks
 
 
 def replay_ranks(ranks: Ranks, requests: Requests, recorder,
@@ -45,6 +45,9 @@ def replay_ranks(ranks: Ranks, requests: Requests, recorder,
             if stop.is_set() and not stopped:  # stopped while the ranks finish
                 stopped = True
                 ranks.end(stopped=True)
+    except RankFailed:
+        ranks.settle(SETTLE_S)
+        raise
     finally:  # what every rank sent, also after a failure
         recorder.take(ranks, final=True)
     if on_step is not None:

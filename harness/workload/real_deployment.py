@@ -50,6 +50,8 @@ def _processes(values, data, n: int, fail) -> None:
     if (data.get("engine") or {}).get("dp_size", 1) != 1:
         fail(("engine", "dp_size"), "with deployment.devices > 1 each device is a process "
                                     "with a DP rank of its own: expected 1")
+    if values["clock"] != "real":
+        fail(("clock",), "rank processes step on the real clock: expected real")
     if values["load"]["mode"] == "concurrency":
         fail(("load", "mode"), "a closed loop over rank processes is not built yet: "
                                "expected trace or offline")
