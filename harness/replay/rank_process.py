@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import time
 from datetime import timedelta
 from typing import NamedTuple
@@ -39,6 +40,8 @@ class RankSetup(NamedTuple):
 
 def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
     """The process's body; a failure is sent to the harness, then exits 1."""
+    # Ctrl-C reaches the terminal's whole process group: the harness stops the ranks
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _Rank(rank, setup, inbox, outbox).run()
     except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)

@@ -19,13 +19,15 @@ import socket
 import time
 from typing import Dict, List, Optional
 
-import torch.multiprocessing as mp
+import numpy as np
 
 from engine.devices import detect_device
 from engine.model_config import load_model_config
 
+from ..schema.tables import REQUESTS
 from .rank_process import END, STOP, RankSetup, rank_main
 
+UNFINISHED = REQUESTS.column("status").code("unfinished")  # a request live at a rank's end
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
 POLL_S = 0.05
 SETTLE_S = 5.0  # after a failure, the other ranks' time to send what they ran
@@ -66,6 +68,8 @@ class Ranks:
     """The rank processes of one run, from their start to their end."""
 
     def __init__(self, config, world_size: int, values: dict, chunk_steps: int) -> None:
+        import torch.multiprocessing as mp  # torch only where ranks run
+
         ctx = mp.get_context("spawn")
         self.world_size = world_size
         self.outbox = ctx.Queue()
@@ -79,7 +83,7 @@ class Ranks:
         self.chunks: List[List[tuple]] = [[] for _ in range(world_size)]
         self.done: Dict[int, tuple] = {}  # by rank: (itl parts, tokens)
         self.failures: Dict[int, str] = {}
-        self.num_done = 0
+        self.num_done = 0  # requests finished or rejected, of the chunks received
         for p in self.processes:
             p.start()
         try:
@@ -143,7 +147,8 @@ class Ranks:
         kind, rank = message[0], message[1]
         if kind == "chunk":
             self.chunks[rank].append(message[2])
-            self.num_done += int(len(message[2][2]["request_id"]))
+            status = np.asarray(message[2][2]["status"])
+            self.num_done += int(np.count_nonzero(status != UNFINISHED))
         elif kind == "done":
             self.done[rank] = message[2:]
         elif kind == "failed":

@@ -40,8 +40,11 @@ def replay_ranks(ranks: Ranks, requests: Requests, recorder,
         ranks.end(stopped=stop.is_set())
         stopped = stop.is_set()
         while not ranks.finished():
+            done = ranks.num_done
             ranks.poll(POLL_S)
             recorder.take(ranks)
+            if on_step is not None and ranks.num_done != done:
+                on_step(ranks.num_done, n)
             if stop.is_set() and not stopped:  # stopped while the ranks finish
                 stopped = True
                 ranks.end(stopped=True)
