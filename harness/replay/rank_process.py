@@ -11,6 +11,7 @@ tokens), ("failed", rank, message).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import queue
 import signal
@@ -59,6 +60,8 @@ class _Rank:
 
         self.rank, self.setup, self.inbox, self.outbox = rank, setup, inbox, outbox
         config = setup.config
+        if config.device in ("auto", "npu") and importlib.util.find_spec("torch_npu"):
+            import torch_npu  # noqa: F401  (registers torch.npu)
         if config.device in ("auto", "cuda") and torch.cuda.is_available():
             torch.cuda.set_device(rank % torch.cuda.device_count())  # local device
         elif config.device in ("auto", "npu") and hasattr(torch, "npu"):
