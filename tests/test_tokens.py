@@ -2,8 +2,10 @@
 how requests are batched."""
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
+from harness.schema import LABELS, arrow_schema
 from harness.sweeps.sweep import run_workload
 from harness.workload import WorkloadError, load_workload
 
@@ -30,6 +32,8 @@ def workload(tmp_path, name, extra="", seqs=8):
 
 def tokens(tmp_path, name, extra="", seqs=8):
     (run_dir,) = run_workload(workload(tmp_path, name, extra, seqs))
+    got = pq.read_schema(run_dir / "tokens.parquet").remove_metadata()
+    assert got == arrow_schema("tokens", LABELS)  # as declared (docs/tables.md)
     return pd.read_parquet(run_dir / "tokens.parquet")
 
 

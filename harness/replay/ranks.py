@@ -22,7 +22,6 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from engine.devices import detect_device
-from engine.model_config import load_model_config
 
 from ..schema.tables import REQUESTS
 from .rank_process import END, STOP, RankSetup, rank_main
@@ -42,7 +41,6 @@ class _Pool:
 
     def __init__(self, manifest: dict) -> None:
         self._manifest = manifest
-        self.num_kv_blocks = manifest.get("num_kv_blocks")
 
     def manifest(self) -> dict:
         return self._manifest
@@ -54,7 +52,6 @@ class RankedEngine:
 
     def __init__(self, config, kv_pool: Optional[dict]) -> None:
         self.config = config
-        self.model_config = load_model_config(config.model)
         self.device = detect_device(config.device)
         self.device_profile = None  # a torch device: its steps are measured
         self.peak_tflops = None
