@@ -204,6 +204,16 @@ class Ranks:
             p.join(timeout=30)
 
 
+def local_devices(backend: str, world_size: int) -> List[int]:
+    """The host's devices the ranks use: rank r's is r mod the host's count."""
+    import torch
+
+    # torch.npu: registered by torch_npu (the engine's device detection imported it)
+    count = torch.cuda.device_count() if backend == "cuda" else \
+        torch.npu.device_count()  # type: ignore[attr-defined]
+    return sorted({r % count for r in range(world_size)})
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

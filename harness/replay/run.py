@@ -38,7 +38,7 @@ from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
 from .native import replay_disaggregated_native, replay_native
 from .planned_run import PlannedRun
-from .ranks import Ranks
+from .ranks import Ranks, local_devices
 from .ranks_recorder import RanksRecorder
 from .ranks_replay import replay_ranks
 from .tokens import tokens_frame
@@ -245,12 +245,14 @@ class _Run:
 
 
 def _sampler(workload, engine, start: float) -> Optional[Sampler]:
-    """The run's telemetry process (host CPU always; the engine's device where it has one)."""
+    """The run's telemetry process (host CPU always; the engine's device where it has one,
+    every rank's over rank processes)."""
     settings = workload.values["telemetry"]
     if not settings["enabled"]:
         return None
     device = engine.device
-    indices = [] if device.backend == "cpu" else [device.torch_device.index or 0]
+    indices = [] if device.backend == "cpu" else [device.torch_device.index or 0] \
+        if workload.ranks == 1 else local_devices(device.backend, workload.ranks)
     sampler = Sampler(device.backend, indices, settings["interval_s"], start, os.getpid())
     sampler.start()
     return sampler
