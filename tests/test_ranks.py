@@ -31,11 +31,11 @@ calibration_requests: 0
 """
 
 
-def sliced(tmp_path, rows=6, outputs=8):
-    """The bundled trace's first rows, their outputs cut to `outputs` tokens (the tiny
-    model on a loaded host)."""
-    df = pd.read_csv(TRACE).head(rows)
-    df["max_new_tokens"] = df["max_new_tokens"].clip(upper=outputs)
+def sliced(tmp_path):
+    """The bundled trace's first 6 rows, their outputs cut to 8 tokens (the tiny model on
+    a loaded host)."""
+    df = pd.read_csv(TRACE).head(6)
+    df["max_new_tokens"] = df["max_new_tokens"].clip(upper=8)
     path = tmp_path / "slice.csv"
     df.to_csv(path, index=False)
     return SLICE.format(trace=path)
@@ -65,11 +65,22 @@ def test_two_ranks_sample_the_tokens_one_process_does(tmp_path):
     assert json.loads((two / "manifest.json").read_text())["complete"] is True
 
 
+# minutes of decoding on any host: a rank is stopped while it runs
+LONG = """trace: {generate: {requests: 8, rate: 100, prompt: {uniform: [4, 40]},
+                  output: {fixed: 4000}}}
+engine: {max_num_batched_tokens: 256, num_kv_blocks: 2200}
+model: tiny
+device: cpu
+deployment: {devices: 2, moe: {ep: 1}}
+telemetry: {enabled: false}
+calibration_requests: 0
+"""
+
+
 def start_run(tmp_path, extra=""):
-    """`steptrace run` of a long slice over 2 ranks, as a user starts it; its rank
+    """`steptrace run` of a long run over 2 ranks, as a user starts it; its rank
     processes' ids once the manifest names them."""
-    body = sliced(tmp_path, rows=8, outputs=2000) + "deployment: {devices: 2, moe: {ep: 1}}\n"
-    path = workload(tmp_path, "long", body + extra)
+    path = workload(tmp_path, "long", LONG + extra)
     run = subprocess.Popen([sys.executable, "-m", "harness.commands", "run", str(path)],
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -32,12 +32,12 @@ def check(values, data, fail) -> None:
                                                 f"got {dp}")
     ep = section["moe"]["ep"] or n
     if ep > 1 or section["micro_batches"] > 1:
-        _expert_parallel(values, ep, section["micro_batches"], fail)
+        _expert_parallel(ep, fail)
     if n > 1:
         _processes(values, data, n, fail)
 
 
-def _expert_parallel(values, ep: int, micro_batches: int, fail) -> None:
+def _expert_parallel(ep: int, fail) -> None:
     if importlib.util.find_spec("engine.ep") is None:
         key = ("moe", "ep") if ep > 1 else ("micro_batches",)
         fail(("deployment",) + key, "expert parallelism on the real engine is not built yet: "
