@@ -127,3 +127,13 @@ def test_a_collective_that_never_completes_is_found_by_the_timeout(tmp_path):
     assert "still running, not reporting: rank 1" in err
     assert "the DP vote's all_reduce" in manifest["error"]
     assert len(steps) > 0
+
+
+def test_the_ranks_end_when_the_harness_is_killed_outright(tmp_path):
+    run, _, pids = start_run(tmp_path)
+    run.kill()
+    run.communicate()
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in pids.values()):
+        assert time.monotonic() < deadline, "a rank outlived the harness"
+        time.sleep(0.1)

@@ -43,15 +43,22 @@ def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
     """The process's body; a failure is sent to the harness, then exits 1."""
     # Ctrl-C reaches the terminal's whole process group: the harness stops the ranks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    harness = os.getppid()
     try:
-        _Rank(rank, setup, inbox, outbox).run()
+        _Rank(rank, setup, inbox, outbox, harness).run()
     except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)
         outbox.put(("failed", rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
+        if os.getppid() != harness:  # nobody reads the outbox: exit without flushing it
+            outbox.cancel_join_thread()
         raise SystemExit(1) from None
 
 
+class HarnessGone(RuntimeError):
+    """The harness process was killed outright: its ranks end."""
+
+
 class _Rank:
-    def __init__(self, rank: int, setup: RankSetup, inbox, outbox) -> None:
+    def __init__(self, rank: int, setup: RankSetup, inbox, outbox, harness: int) -> None:
         import torch
         import torch.distributed as dist
 
@@ -59,6 +66,7 @@ class _Rank:
         from engine.dp import BACKENDS, DPEngine
 
         self.rank, self.setup, self.inbox, self.outbox = rank, setup, inbox, outbox
+        self.harness = harness
         config = setup.config
         if config.device in ("auto", "npu") and importlib.util.find_spec("torch_npu"):
             import torch_npu  # noqa: F401  (registers torch.npu)
@@ -77,7 +85,7 @@ class _Rank:
         pool = self.dp.engine.kv_pool
         outbox.put(("ready", rank, pool.manifest() if pool is not None else None))
         # perf_counter() of the replay's zero: CLOCK_MONOTONIC, one clock on a host
-        self.start: float = inbox.get()
+        self.start: float = self._first_message()
         self.ended = self.stopped = False
 
     def run(self) -> None:
@@ -109,6 +117,7 @@ class _Rank:
                 self.log.record(record, t0, self._now())
             if not busy:
                 return
+            self._check_harness()
             if self.dp.idle:
                 self._receive(block=True)
 
@@ -129,6 +138,17 @@ class _Rank:
                 _, request_id, kwargs = message
                 added = self.dp.engine.add_request(request_id, **kwargs)
                 self.log.enqueue(added, self._now())
+
+    def _first_message(self):
+        while True:
+            try:
+                return self.inbox.get(timeout=IDLE_POLL_S * 10)
+            except queue.Empty:
+                self._check_harness()
+
+    def _check_harness(self) -> None:
+        if os.getppid() != self.harness:
+            raise HarnessGone("the harness process is gone")
 
     def flush(self) -> None:
         """The step log's columns to the harness, as this rank's."""
