@@ -18,6 +18,10 @@ PREEMPT_ORDERS = choices("preempt_order")
 DP_ASSIGNS = choices("dp_assign")
 DEVICES = ("auto", "cpu", "cuda", "npu")
 DTYPES = ("float32", "bfloat16", "float16")
+# engine: argmax over the forward at `dtype`, MTP drafts accepted by the seeded model;
+# greedy: argmax over a float64 forward, drafts verified, prompts seeded per request, so a
+# request's tokens do not depend on how requests are batched (docs/workloads.md, sampling)
+SAMPLINGS = ("engine", "greedy")
 # The emulated executor's host cost of launching one decoder layer in eager mode, in us:
 # 148 torch ops x 6.8 us a small op's dispatch on the 2-core development host
 # (python -m tests.bench.launch_cost, 2026-12-01; docs/workloads.md).
@@ -55,6 +59,8 @@ class EngineConfig:
     # against it; None: scheduler.num_kv_blocks as given, unchecked
     memory_utilization: Optional[float] = None
     size_kv_blocks: bool = True
+    sampling: str = "engine"  # one of SAMPLINGS
+    keep_tokens: bool = False  # the torch executor keeps finished requests' output tokens
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, SchedulerConfig):
@@ -67,6 +73,9 @@ class EngineConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
         check_int("seed", self.seed, 0)
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}; got "
+                             f"{self.sampling!r}")
         if isinstance(self.launch_us, bool) or not isinstance(self.launch_us, (int, float)) \
                 or not 0.0 <= self.launch_us < float("inf"):
             raise ValueError(f"launch_us must be a finite number >= 0, got {self.launch_us!r}")

@@ -30,6 +30,11 @@ from .llm_engine import LLMEngine, StepRecord
 BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 
 
+class CollectiveError(RuntimeError):
+    """A collective that failed or did not complete within the process group's timeout,
+    named with this rank."""
+
+
 class DPEngine:
     def __init__(self, config: EngineConfig, rank: int, world_size: int) -> None:
         self.rank, self.world_size = rank, world_size
@@ -37,6 +42,8 @@ class DPEngine:
         # nccl and hccl reduce device tensors; gloo host ones
         device = self.engine.device
         self._vote_device = "cpu" if device.backend == "cpu" else device.torch_device
+        self.idle = False  # the last step() ran no step: no rank had work, or one stopped
+        self.steps = 0  # steps run
 
     def shard_experts(self) -> None:
         """Expert parallelism over every rank where the deployment asks for it
@@ -49,18 +56,27 @@ class DPEngine:
         if request_id % self.world_size == self.rank:
             self.engine.add_request(request_id, **kwargs)
 
-    def step(self) -> Tuple[bool, Optional[StepRecord]]:
-        """(any rank still has work, this rank's record); one all-reduce. With mixed
-        batches there is no vote (docs/scheduling.md, 9.15): every rank runs its mixed round,
-        and a plan's phase is its own rank's."""
+    def step(self, more: bool = False,
+             stop: bool = False) -> Tuple[bool, Optional[StepRecord]]:
+        """(any rank still has work or may be given more, this rank's record); one
+        all-reduce. `more`: this rank may still be given requests; `stop`: it was told to
+        stop. No rank steps (`idle`) where none has work or any was told to stop (then all
+        return False). With mixed batches there is no vote (docs/scheduling.md, 9.15): every
+        rank runs its mixed round, and a plan's phase is its own rank's."""
         scheduler = self.engine.scheduler
         mixed = self.engine.config.scheduler.mixed_batches
         vote = torch.tensor([int(not mixed and scheduler.has_prompt_work()),
-                             int(not scheduler.is_finished())],
+                             int(not scheduler.is_finished()), int(more), int(stop)],
                             device=self._vote_device)
-        dist.all_reduce(vote, op=dist.ReduceOp.MAX)
-        if not vote[1]:
-            return False, None
+        try:
+            dist.all_reduce(vote, op=dist.ReduceOp.MAX)
+        except RuntimeError as e:  # a rank gone, or the group's timeout passed
+            raise CollectiveError(f"rank {self.rank}: the DP vote's all_reduce (after step "
+                                  f"{self.steps}) did not complete: {e}") from None
+        self.idle = not vote[1] or bool(vote[3])
+        if self.idle:
+            return bool(vote[2]) and not vote[3], None
+        self.steps += 1
         if mixed:
             return True, self.engine.step(join=True)
         return True, self.engine.step(phase="prompt" if vote[0] else "decode")

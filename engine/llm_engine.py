@@ -168,10 +168,14 @@ class LLMEngine:
             return added
         if added.status == "waiting":
             vocab = self.model_config.vocab_size
+            # greedy: a request's prompt is its own (seed, id)'s, whichever engine or rank
+            # takes it and in whatever order
+            rng = np.random.default_rng((self.config.seed, request_id)) \
+                if self.config.sampling == "greedy" else self._prompt_rng
             tokens = list(prompt_token_ids) if prompt_token_ids is not None \
-                else self._prompt_rng.integers(0, vocab, prompt_len).tolist()
+                else rng.integers(0, vocab, prompt_len).tolist()
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
-                tokens.append(int(self._prompt_rng.integers(0, vocab)))
+                tokens.append(int(rng.integers(0, vocab)))
             self.executor.add(added.dp_rank, request_id, tokens)
         return added
 
@@ -233,6 +237,13 @@ class LLMEngine:
         if not self.executor.holds_requests:
             raise ValueError(f"the {self.config.executor} executor generates no tokens")
         return self.executor.tokens(self.scheduler.seq(request_id).dp_rank, request_id)
+
+    def output_tokens(self) -> Dict[int, List[int]]:
+        """Output token ids by request: every request's so far, a finished one's kept with
+        config.keep_tokens."""
+        if not self.executor.holds_requests:
+            raise ValueError(f"the {self.config.executor} executor generates no tokens")
+        return self.executor.output_tokens()
 
     def _schedule(self, phase: Optional[str]) -> _Launched:
         start = time.perf_counter_ns()

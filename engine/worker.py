@@ -31,7 +31,8 @@ class WorkerOutput:
 
 class Worker:
     def __init__(self, model: DeepSeekModel, num_kv_blocks: int, block_size: int, num_mtp: int,
-                 mtp_acceptance: Optional[float], seed: int, device: torch.device) -> None:
+                 mtp_acceptance: Optional[float], seed: int, device: torch.device,
+                 keep_outputs: bool = False) -> None:
         if num_mtp > model.cfg.num_nextn_predict_layers:
             raise ValueError(f"num_mtp {num_mtp} needs {num_mtp} MTP modules; model "
                              f"{model.cfg.name} has {model.cfg.num_nextn_predict_layers}")
@@ -46,15 +47,28 @@ class Worker:
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.tokens: Dict[int, List[int]] = {}
         self.drafts: Dict[int, List[int]] = {}
+        # with keep_outputs, each dropped sequence's output token ids (after its prompt)
+        self.outputs: Optional[Dict[int, List[int]]] = {} if keep_outputs else None
+        self._prompt_len: Dict[int, int] = {}
         self._rng = np.random.default_rng(seed)
 
     def add(self, seq_id: int, prompt_token_ids: List[int]) -> None:
         self.tokens[seq_id] = list(prompt_token_ids)
         self.drafts[seq_id] = []
+        self._prompt_len[seq_id] = len(prompt_token_ids)
 
     def drop(self, seq_id: int) -> None:
-        self.tokens.pop(seq_id, None)
+        tokens = self.tokens.pop(seq_id, None)
         self.drafts.pop(seq_id, None)
+        prompt_len = self._prompt_len.pop(seq_id, 0)
+        if self.outputs is not None and tokens is not None:
+            self.outputs[seq_id] = tokens[prompt_len:]
+
+    def output_tokens(self) -> Dict[int, List[int]]:
+        """Every sequence's output token ids so far: the dropped ones' (keep_outputs) and
+        the live ones'."""
+        live = {s: t[self._prompt_len[s]:] for s, t in self.tokens.items()}
+        return {**(self.outputs or {}), **live}
 
     @torch.inference_mode()
     def execute(self, batch: BatchContract) -> WorkerOutput:

@@ -51,5 +51,7 @@ class RequestsExecutor(Protocol):
 
     def tokens(self, rank: int, seq_id: int) -> List[int]: ...
 
+    def output_tokens(self) -> Dict[int, List[int]]: ...
+
 
 Executor = Union[LengthsExecutor, RequestsExecutor]  # told apart by holds_requests

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Final
+from typing import Dict, Final, List
 
 import torch
 
@@ -19,12 +19,18 @@ from ..worker import Worker
 from .base import ExecutorOutput
 from .spec import Built
 
-DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+DTYPE_BYTES = {"float64": 8.0, "float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+
+
+def forward_dtype(config: EngineConfig) -> str:
+    """The forward's dtype: float64 for greedy sampling (its argmax then does not flip with
+    the summation order a batch's shape picks), else the configured one."""
+    return "float64" if config.sampling == "greedy" else config.dtype
 
 
 def build(config: EngineConfig, spec, model_config: ModelConfig) -> Built:
     """The model on config.device; weights and KV at the run's dtype."""
-    element = DTYPE_BYTES[config.dtype]
+    element = DTYPE_BYTES[forward_dtype(config)]
     flops = FlopsEstimator(model_config, weight_bytes=element, kv_bytes=element)
     device = detect_device(config.device)
     executor = TorchExecutor(config, model_config, device.torch_device)
@@ -38,12 +44,14 @@ class TorchExecutor:
         sched = config.scheduler
         self.device = device
         self.model = DeepSeekModel(model_config, seed=config.seed).to(
-            device=device, dtype=getattr(torch, config.dtype)).eval()
+            device=device, dtype=getattr(torch, forward_dtype(config))).eval()
         # sized with the weights resident, before any Worker holds a cache
         self.kv_pool = size_kv_pool(self.model, device, config)
+        # greedy: drafts verified against the model, never accepted by the seeded model
+        acceptance = None if config.sampling == "greedy" else config.mtp_acceptance
         self.workers = [Worker(self.model, self.kv_pool.num_kv_blocks, sched.block_size,
-                               sched.num_mtp, config.mtp_acceptance, seed=config.seed + rank,
-                               device=device)
+                               sched.num_mtp, acceptance, seed=config.seed + rank,
+                               device=device, keep_outputs=config.keep_tokens)
                         for rank in range(sched.dp_size)]
         # Each request's rank, from add() to drop(): dropping a request needs nothing from
         # the scheduler, which may have released it already.
@@ -61,6 +69,10 @@ class TorchExecutor:
 
     def tokens(self, rank: int, seq_id: int):
         return self.workers[rank].tokens[seq_id]
+
+    def output_tokens(self) -> Dict[int, List[int]]:
+        """Output token ids by request, of every rank (docs/tables.md, tokens)."""
+        return {s: t for w in self.workers for s, t in w.output_tokens().items()}
 
     def execute(self, plan: PlanContract) -> ExecutorOutput:
         outs = [w.execute(b) for w, b in zip(self.workers, plan.batches)]

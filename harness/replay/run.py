@@ -38,8 +38,14 @@ from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
 from .native import replay_disaggregated_native, replay_native
 from .planned_run import PlannedRun
+from .ranks import Ranks, local_devices
+from .ranks_recorder import RanksRecorder
+from .ranks_replay import replay_ranks
+from .tokens import tokens_frame
 
 PD_UNCALIBRATED = "off: a P/D deployment's harness cost is not calibrated"
+RANKS_UNCALIBRATED = "off: the harness's cost over rank processes is not calibrated"
+CHUNK_STEPS = 1024  # a rank's steps per chunk of columns sent to the harness
 
 
 class Written(NamedTuple):
@@ -61,6 +67,11 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
                    for pool in service.pools for k in range(pool.instances)]
         return _Run(workload, trace, run, engines, dict(off=PD_UNCALIBRATED), stop,
                     into).replay(progress)
+    if workload.ranks > 1:  # an engine process per device; the harness's cost not calibrated
+        ranks = Ranks(workload.engine_config(run.arm), workload.ranks, workload.values,
+                      CHUNK_STEPS)
+        return _Run(workload, trace, run, [("colocated", 0, ranks.engine)],
+                    dict(off=RANKS_UNCALIBRATED), stop, into, ranks).replay(progress)
     # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
     engine = LLMEngine(workload.engine_config(run.arm))
     requests, off = planned_calibration(workload.values, len(trace.df))
@@ -76,10 +87,11 @@ class _Run:
     """A run from its folder's making to its last manifest."""
 
     def __init__(self, workload, trace, run: PlannedRun, engines, calibration, stop: Stop,
-                 into: Optional[Path]) -> None:
+                 into: Optional[Path], ranks: Optional[Ranks] = None) -> None:
         """`engines`: (role, index, engine) of each instance; one `colocated` one, or a P/D
-        deployment's. `calibration`: the calibration's figures, or why it is `off`."""
-        self.workload, self.trace, self.stop = workload, trace, stop
+        deployment's. `calibration`: the calibration's figures, or why it is `off`.
+        `ranks`: the engine's processes, one per device (its engine then theirs)."""
+        self.workload, self.trace, self.stop, self.ranks = workload, trace, stop, ranks
         self.engines = engines
         self.engine = engine = engines[0][2]  # the manifest's, the sampler's
         self.calibration = calibration
@@ -87,6 +99,8 @@ class _Run:
         self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
         if workload.disaggregation is not None:
             self.manifest["pools"] = _pools(workload.disaggregation, engines)
+        if ranks is not None:
+            self.manifest["ranks"] = [dict(rank=r, pid=pid) for r, pid in enumerate(ranks.pids)]
         self.manifest.update(block=run.block, order=run.order, calibration=calibration)
         interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
         self.run_dir = run_folder.new_run_dir(into or Path(v["output"]) / workload.name,
@@ -100,7 +114,8 @@ class _Run:
         slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
         recorded = [(role, k) for role, k, _ in engines] if workload.disaggregation else engine
         try:
-            self.recorder = Recorder(recorded, v["warmup_steps"], self.run_dir, self.fmt,
+            self.recorder = (Recorder if ranks is None else RanksRecorder)(
+                recorded, v["warmup_steps"], self.run_dir, self.fmt,
                                      self.labels, trace=trace.df, frontend=self.frontend,
                                      slo=slo)
             if workload.clock == "real":  # its start-up would take the CPU from the first steps
@@ -152,6 +167,9 @@ class _Run:
             assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
             return replay_disaggregated(service, instances, requests, self.engine.model_config,
                                         recorder.join.transfers, arrived, progress, self.stop)
+        if self.ranks is not None:
+            assert isinstance(self.recorder, RanksRecorder), "rank processes' chunks"
+            return replay_ranks(self.ranks, requests, self.recorder, progress, start, self.stop)
         if self.workload.values["replay_loop"] == "cpp":
             return replay_native(self.engine, requests, self.recorder, progress, self.stop)
         return replay(self.engine, requests,
@@ -161,6 +179,8 @@ class _Run:
     def _close_engines(self) -> None:
         for _, _, engine in self.engines:
             engine.close()
+        if self.ranks is not None:
+            self.ranks.close()
 
     def _finish(self, failure: Optional[BaseException]) -> pd.DataFrame:
         """Telemetry stopped, the tables, the summary and its result.json written, the
@@ -177,6 +197,10 @@ class _Run:
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
+            if self.workload.values["tokens"]:
+                write_table(tokens_frame(self._output_tokens(),
+                                         self.trace.df["max_new_tokens"].to_numpy()),
+                            self.run_dir, "tokens", self.fmt, self.labels)
             summary = self._summary(device)
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
             vllm_result.write(self.run_dir, summary.to_dict("records"), self.manifest)
@@ -194,6 +218,13 @@ class _Run:
         finally:
             if not removed:
                 run_folder.write_manifest(self.manifest, self.run_dir)
+
+    def _output_tokens(self):
+        """Output token ids by request, of every engine (of every rank process)."""
+        if self.ranks is not None:
+            return {i: t for _, tokens in self.ranks.done.values() for i, t in tokens.items()}
+        return {i: t for _, _, engine in self.engines
+                for i, t in engine.output_tokens().items()}
 
     def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
         """The summary table, from what the recorder (and the frontend, if any) kept."""
@@ -214,12 +245,14 @@ class _Run:
 
 
 def _sampler(workload, engine, start: float) -> Optional[Sampler]:
-    """The run's telemetry process (host CPU always; the engine's device where it has one)."""
+    """The run's telemetry process (host CPU always; the engine's device where it has one,
+    every rank's over rank processes)."""
     settings = workload.values["telemetry"]
     if not settings["enabled"]:
         return None
     device = engine.device
-    indices = [] if device.backend == "cpu" else [device.torch_device.index or 0]
+    indices = [] if device.backend == "cpu" else [device.torch_device.index or 0] \
+        if workload.ranks == 1 else local_devices(device.backend, workload.ranks)
     sampler = Sampler(device.backend, indices, settings["interval_s"], start, os.getpid())
     sampler.start()
     return sampler

@@ -205,6 +205,16 @@ _DEVICE_VALUES = (
     ("host_mem_used_bytes", "bytes", "the host's memory in use"),
 )
 
+TOKENS_DOC = "workloads.md#tokens-and-sampling"
+TOKENS = Table("tokens", "output token of a request (written with workload key `tokens: true`)",
+               "by request_id, then position", (
+    _col("request_id", I64, "", "the trace request (the requests table's `request_id`)"),
+    _col("position", I64, "", "the output token's index, from 0 (the first token after the "
+         "prompt)"),
+    _col("token_id", I64, "", "the token the engine sampled there", TOKENS_DOC),
+), "Written on a torch device only (a modeled one samples no tokens). A request has at most "
+   "its `max_new_tokens` rows; one stopped early has the tokens it committed.")
+
 DEVICE = Table("device", "sample of one source on one device (the host is device -1)",
                "as sampled: about t_s across sources and devices (sort by t_s)", (
     _col("t_s", F64, "s", "time of the reading, from the replay's start on the wall clock",
@@ -346,6 +356,6 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
          "device and tokens/s per user", "sweeps.md#the-pareto-front"),
 ), notes="The answer's columns are null or NaN for a refused or failed point.")
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, DEVICE, SUMMARY, GIL, CAPACITY,
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, TOKENS, DEVICE, SUMMARY, GIL, CAPACITY,
                               SWEEP)}
 SWEEP_TABLES = ("gil", "capacity", "sweep")  # one per sweep or search, beside its run folders

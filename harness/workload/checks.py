@@ -15,6 +15,7 @@ from engine.files import not_regular
 
 from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
+from . import real_deployment
 from .schema import MAX_SPAN_S, SCHEMA, executor_spec
 
 SCHEMA_DEFAULTS = {name: key.default for name, key in SCHEMA["engine"].items()}
@@ -86,7 +87,10 @@ def deployment_fits(values, data, spec, fail) -> None:
     given = data.get("engine") or {}
     if disaggregated(values, data, spec, fail):
         return
-    if not (spec and spec.profile):
+    if spec is None:  # a torch device: its devices are engine processes
+        real_deployment.check(values, data, fail)
+        return
+    if not spec.profile:
         modeled = sorted(set(data.get("deployment") or {}) - {"memory_utilization"})
         if modeled:
             fail(("deployment",), f"a deployment is modeled: expected device "
@@ -269,6 +273,19 @@ def derived(values, data, spec, path: Path, fail) -> None:
     elif frontend["mode"] == "thread" and values["clock"] == "virtual":
         fail(("frontend", "mode"), "a frontend thread runs on the real clock: expected "
                                    "inline with clock: virtual")
+
+
+def tokens(values, spec, fail) -> None:
+    """The tokens table and greedy sampling need an engine that samples tokens: a torch
+    device's, co-located."""
+    for key, value, default in (("tokens", values["tokens"], False),
+                                ("sampling", values["sampling"], "engine")):
+        if value != default and spec is not None:
+            fail((key,), f"a {values['device']} device samples no tokens: expected a torch "
+                         f"device (cpu, cuda, npu, auto) or {key}: {default}")
+        if value != default and values["deployment"]["prefill"] is not None:
+            fail((key,), f"a P/D deployment is not built for it yet: expected {key}: "
+                         f"{default}")
 
 
 def replay_loop(values, spec, fail) -> None:

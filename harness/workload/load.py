@@ -77,6 +77,15 @@ class Workload:
             return None
         return disaggregation.from_values(v["deployment"], v["device"], v["precision"])
 
+    @property
+    def ranks(self) -> int:
+        """Engine processes of a run on a torch device: its deployment's devices
+        (harness/replay/ranks.py); 1 elsewhere (the engine in the harness's process)."""
+        v = self.values
+        if executor_spec(v["device"]) is not None or self.disaggregation is not None:
+            return 1
+        return v["deployment"]["devices"]
+
     def engine_config(self, arm: str, pool: Optional[Pool] = None) -> EngineConfig:
         """The engine of one arm (harness/workload/arms.py: released, held, ...); of one
         instance of `pool` in a P/D deployment."""
@@ -100,6 +109,7 @@ class Workload:
                             executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
                             mtp_acceptance=v["mtp_acceptance"],
+                            sampling=v["sampling"], keep_tokens=v["tokens"],
                             release_gil=ARMS[arm].schedule_released,
                             release_gil_postprocess=ARMS[arm].postprocess_released,
                             launch_us=v["emulated"]["launch_us"])
@@ -142,6 +152,7 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
         checks.generator(values["trace"]["generate"], fail)
     checks.model(values["model"], fail)
     checks.deployment_fits(values, data, spec, fail)
+    checks.tokens(values, spec, fail)
     checks.replay_loop(values, spec, fail)
     checks.output(values, fail)
     trace_file = values["trace"]["file"]

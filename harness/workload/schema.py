@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
-from engine.config import DEVICES, DTYPES, LAUNCH_US, SchedulerConfig
+from engine.config import DEVICES, DTYPES, LAUNCH_US, SAMPLINGS, SchedulerConfig
 from engine.deployment import Deployment, Setting
 from engine.devices.profile import PRECISIONS
 from engine.disaggregation import DECODE_ROUTERS, LINKS, PREFILL_ROUTERS
@@ -248,6 +248,12 @@ SCHEMA: Dict[str, Any] = {
     "dtype": Key(one_of(*DTYPES), "float32"),
     "precision": Key(one_of(*PRECISIONS), "bf16", "peak used for MFU and modeled devices"),
     "mtp_acceptance": Key(number(0, 1, allow_none=True), 0.8),
+    "sampling": Key(one_of(*SAMPLINGS), "engine", "greedy: tokens independent of batching "
+                    "(a float64 forward, MTP drafts verified, prompts seeded per request)"),
+    "tokens": Key(boolean, False, "write the tokens table: every output token of every "
+                  "request (a torch device)"),
+    "collective_timeout_s": Key(number(0, strict=True), 300.0, "rank processes: a "
+                                "collective not completed within it fails the run"),
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
     "replay_loop": Key(one_of("auto", "cpp", "python"), "auto",
                        "auto: the C++ loop wherever it can replay the workload, else Python"),

@@ -1,0 +1,168 @@
+"""One engine process of a run over several devices (harness/replay/ranks.py starts them):
+a DP rank (engine/dp.py's DPEngine: its scheduler, block pool and Worker) stepping in
+lockstep with the others, fed requests by the harness through its inbox, recording its
+steps in a step log of its own and sending each chunk of columns, then its tokens, to the
+harness through the outbox.
+
+Messages in: ("add", request_id, add_request keywords), END (no more requests), STOP.
+Out: ("ready", rank, kv pool manifest), ("chunk", rank, columns), ("done", rank, itl,
+tokens), ("failed", rank, message).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import signal
+import time
+from datetime import timedelta
+from typing import NamedTuple
+
+import numpy as np
+
+from engine.config import EngineConfig
+
+END, STOP = "end", "stop"
+IDLE_POLL_S = 0.01  # an idle rank's wait for a request before it votes again
+
+
+class RankSetup(NamedTuple):
+    """What every rank process is started with."""
+
+    config: EngineConfig
+    world_size: int
+    master_addr: str
+    master_port: int
+    timeout_s: float  # the process group's: a collective not completed by then fails
+    warmup_steps: int
+    chunk_steps: int
+
+
+def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
+    """The process's body; a failure is sent to the harness, then exits 1."""
+    # Ctrl-C reaches the terminal's whole process group: the harness stops the ranks
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    harness = os.getppid()
+    try:
+        _Rank(rank, setup, inbox, outbox, harness).run()
+    except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)
+        outbox.put(("failed", rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
+        if os.getppid() != harness:  # nobody reads the outbox: exit without flushing it
+            outbox.cancel_join_thread()
+        raise SystemExit(1) from None
+
+
+class HarnessGone(RuntimeError):
+    """The harness process was killed outright: its ranks end."""
+
+
+class _Rank:
+    def __init__(self, rank: int, setup: RankSetup, inbox, outbox, harness: int) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from engine import _core
+        from engine.dp import BACKENDS, DPEngine
+
+        self.rank, self.setup, self.inbox, self.outbox = rank, setup, inbox, outbox
+        self.harness = harness
+        config = setup.config
+        if config.device in ("auto", "npu") and importlib.util.find_spec("torch_npu"):
+            import torch_npu  # noqa: F401  (registers torch.npu)
+        if config.device in ("auto", "cuda") and torch.cuda.is_available():
+            torch.cuda.set_device(rank % torch.cuda.device_count())  # local device
+        elif config.device in ("auto", "npu") and hasattr(torch, "npu"):
+            torch.npu.set_device(rank % torch.npu.device_count())
+        else:  # the ranks share the host's cores: one intra-op pool each would oversubscribe
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // setup.world_size))
+        self.dp = DPEngine(config, rank, setup.world_size)
+        os.environ.update(MASTER_ADDR=setup.master_addr, MASTER_PORT=str(setup.master_port))
+        dist.init_process_group(BACKENDS[self.dp.engine.device.backend], rank=rank,
+                                world_size=setup.world_size,
+                                timeout=timedelta(seconds=setup.timeout_s))
+        self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush)
+        pool = self.dp.engine.kv_pool
+        outbox.put(("ready", rank, pool.manifest() if pool is not None else None))
+        # perf_counter() of the replay's zero: CLOCK_MONOTONIC, one clock on a host
+        self.start: float = self._first_message()
+        self.ended = self.stopped = False
+
+    def run(self) -> None:
+        import torch.distributed as dist
+
+        try:
+            try:
+                self._loop()
+            finally:  # what ran, also when a collective failed: the harness writes it
+                self.log.end()
+                self.flush()
+            engine = self.dp.engine
+            self.outbox.put(("done", self.rank, self.log.itl(),
+                             engine.output_tokens() if engine.config.keep_tokens else {}))
+        finally:
+            self.dp.engine.close()
+            dist.destroy_process_group()
+
+    def _loop(self) -> None:
+        """Steps in lockstep until every rank is done and was told no more requests come,
+        or one was told to stop."""
+        while True:
+            self._receive(block=False)
+            t0 = self._now()
+            busy, record = self.dp.step(more=not self.ended, stop=self.stopped)
+            if self.dp.idle:  # with overlap, the plan still in flight
+                record = self.dp.engine.drain()
+            if record is not None:
+                self.log.record(record, t0, self._now())
+            if not busy:
+                return
+            self._check_harness()
+            if self.dp.idle:
+                self._receive(block=True)
+
+    def _receive(self, block: bool) -> None:
+        """Add the requests in the inbox (waiting IDLE_POLL_S for one if `block`)."""
+        while True:
+            try:
+                message = self.inbox.get(timeout=IDLE_POLL_S) if block \
+                    else self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            if message == END:
+                self.ended = True
+            elif message == STOP:
+                self.stopped = True
+            else:
+                _, request_id, kwargs = message
+                added = self.dp.engine.add_request(request_id, **kwargs)
+                self.log.enqueue(added, self._now())
+
+    def _first_message(self):
+        while True:
+            try:
+                return self.inbox.get(timeout=IDLE_POLL_S * 10)
+            except queue.Empty:
+                self._check_harness()
+
+    def _check_harness(self) -> None:
+        if os.getppid() != self.harness:
+            raise HarnessGone("the harness process is gone")
+
+    def flush(self) -> None:
+        """The step log's columns to the harness, as this rank's."""
+        chunk = tuple(_as_rank(self.rank, columns) for columns in (
+            self.log.take_steps(), self.log.take_batches(), self.log.take_requests()))
+        self.outbox.put(("chunk", self.rank, chunk))
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def _as_rank(rank: int, columns: dict) -> dict:
+    """A rank process's scheduler is a one-rank one: its rows are this rank's."""
+    if "dp_rank" in columns:  # -1: a request never scheduled
+        ranks = np.asarray(columns["dp_rank"])
+        columns["dp_rank"] = np.where(ranks < 0, ranks, rank).astype(ranks.dtype)
+    return columns

@@ -1,0 +1,60 @@
+"""The recorder of a run over rank processes: each rank keeps its own step log
+(harness/replay/rank_process.py) and sends its columns; here one chunk of every rank is
+merged into the run's rows (by step, then dp_rank) and handed to the one table writer, as
+an in-process run's chunks are (harness/record/recorder.py)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from ..record.recorder import Recorder
+
+
+class RanksRecorder(Recorder):
+    """A Recorder fed by take() with the ranks' chunks; its own step log stays empty."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._itl: List[tuple] = []
+        self._num_done = 0
+
+    def take(self, ranks, final: bool = False) -> None:
+        """Hand over every round of chunks all ranks have sent (`final`: also what only
+        some sent: a failed run's last rows); at the end, the ranks' gaps."""
+        while all(ranks.chunks) or (final and any(ranks.chunks)):
+            self._sender.check()
+            parts = [chunks.pop(0) for chunks in ranks.chunks if chunks]
+            self._sender.put(([merge(parts)], 0))
+        self._num_done = ranks.num_done
+        if final:
+            self._itl = [done[0] for _, done in sorted(ranks.done.items())]
+
+    @property
+    def num_done(self) -> int:
+        return self._num_done
+
+    def itl(self):
+        """(gap values, counts) of measured, completed requests, over every rank."""
+        parts = self._itl or [self.log.itl()]
+        return tuple(np.concatenate(column) for column in zip(*parts))
+
+
+def merge(parts: Sequence[tuple]) -> tuple:
+    """One (steps, batches, requests) of the ranks' columns: steps and batches by step,
+    then dp_rank, each rank's rows in their order."""
+    steps, batches, requests = (_concat([p[i] for p in parts]) for i in range(3))
+    for table in (steps, batches):
+        order = np.lexsort((table["dp_rank"], table["step"]))  # stable
+        for name, column in table.items():
+            table[name] = [column[i] for i in order] if isinstance(column, list) \
+                else column[order]
+    return steps, batches, requests
+
+
+def _concat(tables: Sequence[Dict]) -> Dict:
+    if len(tables) == 1:
+        return dict(tables[0])
+    return {name: sum((list(t[name]) for t in tables), []) if isinstance(tables[0][name], list)
+            else np.concatenate([t[name] for t in tables]) for name in tables[0]}

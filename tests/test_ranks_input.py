@@ -1,0 +1,87 @@
+"""A deployment on a real device: what the engine processes cannot run, or this host cannot
+start, refused by key before anything runs (exit 2, nothing written)."""
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+from harness.commands import main
+from harness.workload import WorkloadError, load_workload
+from harness.workload.real_deployment import CPU_RANKS_PER_CORE
+
+BASE = "trace: {generate: {requests: 2}}\nmodel: tiny\ntelemetry: {enabled: false}\n"
+
+
+def refused(tmp_path, body):
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + body)
+    with pytest.raises(WorkloadError) as e:
+        load_workload(path)
+    return str(e.value)
+
+
+def test_a_deployment_of_two_cpu_ranks_loads(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + "device: cpu\ndeployment: {devices: 2, moe: {ep: 1}}\n")
+    w = load_workload(path)
+    assert w.ranks == 2 and w.values["frontend"]["mode"] == "inline"
+
+
+def test_expert_parallelism_is_refused_until_built(tmp_path):
+    # moe.ep's default is devices / moe.tp: 2 here
+    message = refused(tmp_path, "device: cpu\ndeployment: {devices: 2}\n")
+    assert "deployment.moe.ep: expert parallelism on the real engine is not built yet" in message
+
+
+def test_more_cpu_ranks_than_the_cores_allow(tmp_path):
+    cores = os.cpu_count()
+    n = cores * CPU_RANKS_PER_CORE + 1
+    message = refused(tmp_path, f"device: cpu\ndeployment: {{devices: {n}, moe: {{ep: 1}}}}\n")
+    assert f"deployment.devices: {n} rank processes on a host of {cores} cores: expected at " \
+           f"most {n - 1}" in message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this host has CUDA")
+def test_nccl_without_cuda(tmp_path):
+    message = refused(tmp_path, "device: cuda\ndeployment: {devices: 2, moe: {ep: 1}}\n")
+    assert "deployment.devices: 2 devices on cuda need NCCL, and this torch build has no " \
+           "CUDA" in message
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch_npu") is not None,
+                    reason="torch_npu is installed")
+def test_hccl_without_torch_npu(tmp_path):
+    message = refused(tmp_path, "device: npu\ndeployment: {devices: 2, moe: {ep: 1}}\n")
+    assert "deployment.devices: 2 devices on npu need HCCL, and torch_npu is not installed" \
+           in message
+
+
+@pytest.mark.parametrize("body, where", [
+    ("deployment: {devices: 2, attention: {dp: 1}, moe: {ep: 1}}\n",
+     "deployment.attention.dp: on a real device every device is a DP attention rank"),
+    ("deployment: {devices: 2, attention: {tp: 2}, moe: {ep: 1}}\n",
+     "deployment.attention.tp: TP on the real engine is not built yet"),
+    ("deployment: {devices: 2, moe: {ep: 1}, expert_imbalance: 1.0}\n",
+     "deployment.expert_imbalance: modeled devices only"),
+    ("deployment: {micro_batches: 2}\n",
+     "deployment.micro_batches: expert parallelism on the real engine is not built yet"),
+    ("deployment: {devices: 2, moe: {ep: 1}}\nclock: virtual\n",
+     "clock: rank processes step on the real clock"),
+    ("deployment: {devices: 2, moe: {ep: 1}}\nload: {mode: concurrency, concurrency: 2}\n",
+     "load.mode: a closed loop over rank processes is not built yet"),
+    ("deployment: {devices: 2, moe: {ep: 1}}\nengine: {dp_size: 2}\n",
+     "engine.dp_size: with deployment.devices > 1 each device is a process"),
+])
+def test_what_the_real_engine_does_not_run_is_refused_by_key(tmp_path, body, where):
+    assert where in refused(tmp_path, "device: cpu\n" + body)
+
+
+def test_the_command_exits_2_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + f"output: {tmp_path / 'out'}\ndevice: cpu\n"
+                    f"deployment: {{devices: 2}}\n")
+    assert main(["run", str(path)]) == 2
+    assert "expert parallelism on the real engine is not built yet" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
