@@ -118,7 +118,8 @@ class StepCost:
     model_flops: float
     executed_flops: float
     bytes: float
-    # a deployment's modeled parts on this rank, in seconds (DeploymentModel; 0 elsewhere)
+    # a deployment's parts on this rank, in seconds: modeled (DeploymentModel), measured
+    # on a torch device (engine/step_parts.py, with_parts); 0 elsewhere
     attention_s: float
     dense_s: float
     experts_s: float
@@ -129,6 +130,9 @@ class StepCost:
     rank_s: float
     def __init__(self, model_flops: float, executed_flops: float, bytes: float,
                  rank_s: float = 0.0) -> None: ...
+    def with_parts(self, attention_s: float, dense_s: float, experts_s: float,
+                   dispatch_s: float, combine_s: float) -> StepCost:
+        """A copy with the parts' seconds measured on a real device."""
 
 class CostModel:
     """FlopsEstimator.calc_flops's totals, in C++ (FlopsEstimator.cost_model())."""

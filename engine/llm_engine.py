@@ -265,6 +265,9 @@ class LLMEngine:
             else:  # the forward in flight may still hold (discarded) work of these sequences
                 self._thread.submit(self._drop, done)
         flops = out.flops if out.flops is not None else self._flops(plan, out.accepted)
+        if out.parts is not None and not out.modeled:  # measured: the steps table's parts
+            flops = [c.with_parts(**{f"{k}_s": ns * 1e-9 for k, ns in p.items()})
+                     for c, p in zip(flops, out.parts)]
         times = _core.StepTimes.of(start_ns, sched_call_ns, out.forward_ns, out.sample_ns,
                                 postprocess_ns, time.perf_counter_ns() - start_ns)
         return StepRecord(plan=plan, post=post, accepted=out.accepted, times=times, flops=flops,

@@ -47,10 +47,14 @@ def workload(tmp_path, name, body):
     return path
 
 
-def test_two_ranks_sample_the_tokens_one_process_does(tmp_path):
+@pytest.mark.parametrize("deployment", [
+    "{devices: 2, moe: {ep: 1}}",  # DP alone: every expert on every rank
+    "{devices: 2, micro_batches: 2}",  # EP2 (the default ep), two micro-batches
+])
+def test_two_ranks_sample_the_tokens_one_process_does(tmp_path, deployment):
     body = sliced(tmp_path)
     (one,) = run_workload(load_workload(workload(tmp_path, "one", body)))
-    two_ranks = body + "deployment: {devices: 2, moe: {ep: 1}}\n"
+    two_ranks = body + f"deployment: {deployment}\n"
     (two,) = run_workload(load_workload(workload(tmp_path, "two", two_ranks)))
     columns = ["request_id", "position", "token_id"]
     tokens = [pd.read_parquet(d / "tokens.parquet")[columns] for d in (one, two)]
@@ -63,6 +67,11 @@ def test_two_ranks_sample_the_tokens_one_process_does(tmp_path):
     requests = read_requests(two / "requests.parquet")
     assert (requests["dp_rank"] == requests["request_id"] % 2).all()  # round robin
     assert json.loads((two / "manifest.json").read_text())["complete"] is True
+    # measured around the real calls, on each rank; the all-to-alls with EP alone
+    parts = steps.groupby("dp_rank")[["attention_s", "experts_s", "dispatch_s", "combine_s"]]
+    assert (parts.sum()[["attention_s", "experts_s"]] > 0).all().all()
+    ep = "micro" in deployment
+    assert ((parts.sum()[["dispatch_s", "combine_s"]] > 0) == ep).all().all()
 
 
 # minutes of decoding on any host: a rank is stopped while it runs

@@ -29,10 +29,23 @@ def test_a_deployment_of_two_cpu_ranks_loads(tmp_path):
     assert w.ranks == 2 and w.values["frontend"]["mode"] == "inline"
 
 
-def test_expert_parallelism_is_refused_until_built(tmp_path):
-    # moe.ep's default is devices / moe.tp: 2 here
-    message = refused(tmp_path, "device: cpu\ndeployment: {devices: 2}\n")
-    assert "deployment.moe.ep: expert parallelism on the real engine is not built yet" in message
+def test_expert_parallelism_over_every_rank_loads(tmp_path):
+    # moe.ep's default is devices / moe.tp: 2 here, the tiny model's 8 experts over 2 ranks
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + "device: cpu\ndeployment: {devices: 2, micro_batches: 2}\n")
+    assert load_workload(path).values["deployment"]["micro_batches"] == 2
+
+
+def test_ep_over_some_ranks_is_refused(tmp_path):
+    message = refused(tmp_path, "device: cpu\ndeployment: {devices: 4, moe: {ep: 2}}\n")
+    assert "deployment.moe.ep: the real engine runs EP over all its 4 ranks; expected 1 or 4" \
+        in message
+
+
+def test_two_micro_batches_without_ep_are_refused(tmp_path):
+    message = refused(tmp_path, "device: cpu\ndeployment: {devices: 2, moe: {ep: 1}, "
+                                "micro_batches: 2}\n")
+    assert "deployment.micro_batches: two micro-batches overlap one's all-to-all" in message
 
 
 def test_more_cpu_ranks_than_the_cores_allow(tmp_path):
@@ -66,7 +79,7 @@ def test_hccl_without_torch_npu(tmp_path):
     ("deployment: {devices: 2, moe: {ep: 1}, expert_imbalance: 1.0}\n",
      "deployment.expert_imbalance: modeled devices only"),
     ("deployment: {micro_batches: 2}\n",
-     "deployment.micro_batches: expert parallelism on the real engine is not built yet"),
+     "deployment.micro_batches: two micro-batches overlap one's all-to-all"),
     ("deployment: {devices: 2, moe: {ep: 1}}\nclock: virtual\n",
      "clock: rank processes step on the real clock"),
     ("deployment: {devices: 2, moe: {ep: 1}}\nload: {mode: concurrency, concurrency: 2}\n",
@@ -81,7 +94,8 @@ def test_what_the_real_engine_does_not_run_is_refused_by_key(tmp_path, body, whe
 def test_the_command_exits_2_and_writes_nothing(tmp_path, capsys):
     path = tmp_path / "w.yaml"
     path.write_text(BASE + f"output: {tmp_path / 'out'}\ndevice: cpu\n"
-                    f"deployment: {{devices: 2}}\n")
+                    f"deployment: {{devices: 4, moe: {{ep: 2}}}}\n")
     assert main(["run", str(path)]) == 2
-    assert "expert parallelism on the real engine is not built yet" in capsys.readouterr().err
+    assert "deployment.moe.ep: the real engine runs EP over all its 4 ranks" \
+        in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

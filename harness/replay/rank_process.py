@@ -81,6 +81,7 @@ class _Rank:
         dist.init_process_group(BACKENDS[self.dp.engine.device.backend], rank=rank,
                                 world_size=setup.world_size,
                                 timeout=timedelta(seconds=setup.timeout_s))
+        self.dp.shard_experts()  # the EP group: collective, every rank before its first step
         self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush)
         pool = self.dp.engine.kv_pool
         outbox.put(("ready", rank, pool.manifest() if pool is not None else None))

@@ -92,15 +92,16 @@ STEPS = Table("steps", "engine step and DP rank of an instance",
     _col("executed_flops", F64, "FLOP", "the work the step ran: padding, rejected drafts, "
          "re-up-projection and the MTP module included", WORK),
     _col("bytes", F64, "bytes", "what the executed step moves through device memory", WORK),
-    _col("attention_s", F64, "s", "modeled deployment: the attention layers on one device of "
-         "the rank (0 without a deployment)", STEP_PARTS),
-    _col("dense_s", F64, "s", "modeled deployment: dense FFN, shared experts, router and LM "
-         "head on one device of the rank", STEP_PARTS),
-    _col("experts_s", F64, "s", "modeled deployment: the routed experts of the hottest device",
+    _col("attention_s", F64, "s", "the attention layers on one device of the rank: modeled "
+         "(a deployment), or measured on a torch device; 0 elsewhere", STEP_PARTS),
+    _col("dense_s", F64, "s", "dense FFN, shared experts, router (and LM head, modeled) on "
+         "one device of the rank: modeled, or measured on a torch device", STEP_PARTS),
+    _col("experts_s", F64, "s", "the routed experts: modeled, of the hottest device; measured, the "
+         "rank's own",
          STEP_PARTS),
-    _col("dispatch_s", F64, "s", "modeled deployment: the rank's dispatch all-to-alls",
+    _col("dispatch_s", F64, "s", "the rank's dispatch all-to-alls, modeled or measured",
          STEP_PARTS),
-    _col("combine_s", F64, "s", "modeled deployment: the rank's combine all-to-alls",
+    _col("combine_s", F64, "s", "the rank's combine all-to-alls, modeled or measured",
          STEP_PARTS),
     _col("allreduce_s", F64, "s", "modeled deployment: the rank's TP all-reduces", STEP_PARTS),
     _col("rank_s", F64, "s", "modeled: the rank's own step (its parts, overlapped as its "

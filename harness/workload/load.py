@@ -91,9 +91,10 @@ class Workload:
         instance of `pool` in a P/D deployment."""
         v = self.values
         spec = executor_spec(pool.device if pool else v["device"])
+        # a torch device's deployment: its rank processes' EP (engine/ep.py)
         deployment = pool.deployment if pool else \
             Deployment.from_values(v["deployment"], v["precision"]) \
-            if spec and spec.profile else None
+            if spec is None or spec.profile else None
         engine = pool.engine if pool else v["engine"]
         # `auto` left to a torch device: the executor sizes it with the model resident (and
         # checks a given one there)

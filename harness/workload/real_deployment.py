@@ -10,7 +10,8 @@ import os
 from typing import Optional
 
 # keys a real device's deployment takes; any other given is the modeled engine's alone
-REAL_KEYS = ("devices", "attention", "moe", "memory_utilization", "micro_batches")
+REAL_KEYS = ("devices", "attention", "moe", "memory_utilization", "micro_batches",
+             "redundant_experts", "precision")
 CPU_RANKS_PER_CORE = 4  # on the CPU the ranks are processes: more than this per core thrash
 
 
@@ -30,18 +31,35 @@ def check(values, data, fail) -> None:
         fail(("deployment", "attention", "dp"), f"on a real device every device is a DP "
                                                 f"attention rank: expected {n} (devices), "
                                                 f"got {dp}")
-    ep = section["moe"]["ep"] or n
-    if ep > 1 or section["micro_batches"] > 1:
-        _expert_parallel(ep, fail)
+    _expert_parallel(values, n, fail)
     if n > 1:
         _processes(values, data, n, fail)
 
 
-def _expert_parallel(ep: int, fail) -> None:
-    if importlib.util.find_spec("engine.ep") is None:
-        key = ("moe", "ep") if ep > 1 else ("micro_batches",)
-        fail(("deployment",) + key, "expert parallelism on the real engine is not built yet: "
-             "expected moe.ep: 1 (its default is devices / moe.tp) and micro_batches: 1")
+def _expert_parallel(values, n: int, fail) -> None:
+    """EP over every rank (engine/ep.py), its experts placed evenly; two micro-batches
+    overlap one's all-to-all with the other's compute, so they need EP."""
+    from engine.deployment import Deployment, DeploymentError
+    from engine.ep import check_real
+    from engine.model_config import load_model_config
+
+    section = values["deployment"]
+    ep = section["moe"]["ep"] or n
+    if ep == 1:
+        if section["micro_batches"] > 1:
+            fail(("deployment", "micro_batches"), "two micro-batches overlap one's all-to-all "
+                 "with the other's compute: expected moe.ep > 1, or micro_batches: 1")
+        return
+    import torch
+
+    on_cpu = values["device"] == "cpu" or values["device"] == "auto" and not (
+        torch.cuda.is_available() or importlib.util.find_spec("torch_npu"))
+    try:  # the payloads' precisions matter off the CPU alone
+        check_real(Deployment.from_values(section, values["precision"]),
+                   load_model_config(values["model"]), n,
+                   torch.device("cpu" if on_cpu else "cuda"))
+    except DeploymentError as e:
+        fail(("deployment",) + tuple(e.key), str(e.message))
 
 
 def _processes(values, data, n: int, fail) -> None:
