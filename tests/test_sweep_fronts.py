@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from engine.devices.profile import DEVICES_DIR, known_profiles, load_device_profile
-from harness.analysis.report.sweep_data import levels_from, read_sweep
+from harness.analysis.report.sweep_data import label, levels_from, read_sweep
 from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.errors import BadInput
@@ -199,3 +199,15 @@ def test_measured_energy_gives_the_power_instead_of_the_model(tmp_path):
     assert (power.watts, power.source) == (1000.0, "measured")
     without = synthetic_run(tmp_path / "r2", {"throughput.output_tokens": (4000.0, "tok/s")})
     assert run_power(read_run(without)).source == ""  # measured, no energy: unknown
+
+
+def test_a_deployment_axis_is_labelled_by_its_shape():
+    pool = {"devices": 8, "attention": {"dp": 8}, "moe": {"ep": 8}, "micro_batches": 2}
+    pd_axes = {"device": "modeled:B200", "engine.num_mtp": 1,
+               "deployment": {"prefill": pool, "decode": {**pool, "instances": 2},
+                              "kv_transfer": {"link": "scaleout"}}}
+    assert label(pd_axes, "device") == "num_mtp=1 1P2D 8+8 kv=scaleout"
+    colocated = {"deployment": {"devices": 72, "attention": {"dp": 72}, "moe": {"ep": 72},
+                                "redundant_experts": 32}}
+    assert label(colocated, "device") == "72 devices (+32 experts)"
+    assert label({"deployment": {"devices": 8, "attention": {"dp": 4}}}, "x") == "8 devices DP4"

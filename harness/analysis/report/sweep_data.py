@@ -141,9 +141,32 @@ def _axes(path: Path, row: int, text) -> dict:
 
 
 def label(axes: dict, group_key: str) -> str:
-    """A point's configuration: its axis values, less the key its group is named by."""
-    parts = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in axes.items() if k != group_key]
+    """A point's configuration: its axis values, less the key its group is named by; a
+    deployment section as its shape (`8 DP8 EP8`, `1P1D 8+8`), not its every key."""
+    parts = [_deployment(v) if k == "deployment" and isinstance(v, dict)
+             else f"{k.rsplit('.', 1)[-1]}={v}" for k, v in axes.items() if k != group_key]
     return " ".join(parts) or "(the base)"
+
+
+def _deployment(section: dict) -> str:
+    """`1P1D 8+8 kv=scaleout` for P/D pools (instances, then each instance's devices);
+    `8 devices` co-located; DP and EP named where they are not every device."""
+    if "prefill" in section and "decode" in section:
+        p, d = section["prefill"] or {}, section["decode"] or {}
+        link = (section.get("kv_transfer") or {}).get("link")
+        return (f"{p.get('instances', 1)}P{d.get('instances', 1)}D "
+                f"{_shape(p)}+{_shape(d)}" + (f" kv={link}" if link else ""))
+    return _shape(section, " devices")
+
+
+def _shape(section: dict, unit: str = "") -> str:
+    devices = section.get("devices", 1)
+    dp = (section.get("attention") or {}).get("dp") or devices
+    ep = (section.get("moe") or {}).get("ep") or devices
+    extra = section.get("redundant_experts")
+    return "".join([f"{devices}{unit}"] + ([f" DP{dp}"] if dp != devices else [])
+                   + ([f" EP{ep}"] if ep != devices else [])
+                   + ([f" (+{extra} experts)"] if extra else []))
 
 
 def levels_from(text: str) -> List[float]:

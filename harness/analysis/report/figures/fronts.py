@@ -23,6 +23,7 @@ def draw(sweep, measure: str):
     on_front = sweep.fronts(measure)
     rows = sweep.rows
     drew, labelled = False, 0
+    notes: list = []  # (text, point, colour): placed once the axes' limits are known
     for i, group in enumerate(sweep.groups):
         colour = COLOURS[i % len(COLOURS)]
         mine = rows[(rows["group"] == group) & (rows["status"] == "done")]
@@ -37,8 +38,7 @@ def draw(sweep, measure: str):
                 label=f"{group} ({len(best)} on the front of {int(keep.sum())})")
         for (x0, y0), labels in _alike(best, measure).items():
             if labelled < MAX_LABELS:  # equal points (ties) share one label
-                ax.annotate("; ".join(labels), (x0, y0), fontsize=6.5, xytext=(4, 3),
-                            textcoords="offset points", color=colour, annotation_clip=True)
+                notes.append(("; ".join(labels), (x0, y0), colour))
                 labelled += 1
     if not drew:
         nothing(ax, f"no done point has both tokens/s per user and {axis}")
@@ -52,6 +52,7 @@ def draw(sweep, measure: str):
         if x.min() > 0 and x.max() / x.min() > 20:  # levels of 20 beside points of 2,000
             ax.set_xscale("log")
             ax.set_xlim(right=x.max() * 4)  # room for the rightmost point's label
+        _annotate(ax, notes)
         ax.legend(loc="best")
     return done(fig, f"fronts_{_name(measure)}", f"Pareto fronts: {axis} against tokens/s "
                 f"per user",
@@ -79,3 +80,14 @@ def _alike(best, measure: str) -> dict:
 def _name(measure: str) -> str:
     return {"output_tokens_per_device": "per_device", "output_tokens_per_kw": "per_kw",
             "output_tokens_per_dollar_hour": "per_dollar_hour"}[measure]
+
+
+def _annotate(ax, notes) -> None:
+    """Each label beside its point, on the side with room: left of a point in the right
+    half of the axes, so no label runs off the figure."""
+    to_axes = ax.transAxes.inverted()
+    for text, (x0, y0), colour in notes:
+        right = to_axes.transform(ax.transData.transform((x0, y0)))[0] > 0.5
+        ax.annotate(text, (x0, y0), fontsize=6.5, xytext=(-4 if right else 4, 3),
+                    ha="right" if right else "left", textcoords="offset points",
+                    color=colour, annotation_clip=True)
