@@ -175,9 +175,8 @@ def test_an_explicit_pool_larger_than_memory_allows_is_refused(tmp_path):
     (["deployment.expert_imbalance=0.9"],
      "deployment.expert_imbalance: expected a finite number >= 1, got 0.9"),
     (["deployment.precision.kv=fp4"], "deployment.precision.kv: expected one of bf16, fp8"),
-    # a real device runs a deployment as processes (tests/test_ranks_input.py); EP not yet
-    (["device=cpu", "deployment.devices=8"],
-     "deployment.moe.ep: expert parallelism on the real engine is not built yet"),
+    # a real device runs a deployment as processes (tests/test_ranks_input.py), EP over them
+    (["device=cpu", "deployment.devices=3"], "deployment.moe.ep: must divide"),
 ])
 def test_what_no_engine_could_run_is_refused_by_key(tmp_path, overrides, message):
     assert message in refused(tmp_path, *overrides)

@@ -39,10 +39,6 @@ def check(values, data, fail) -> None:
 def _expert_parallel(values, n: int, fail) -> None:
     """EP over every rank (engine/ep.py), its experts placed evenly; two micro-batches
     overlap one's all-to-all with the other's compute, so they need EP."""
-    from engine.deployment import Deployment, DeploymentError
-    from engine.ep import check_real
-    from engine.model_config import load_model_config
-
     section = values["deployment"]
     ep = section["moe"]["ep"] or n
     if ep == 1:
@@ -51,6 +47,10 @@ def _expert_parallel(values, n: int, fail) -> None:
                  "with the other's compute: expected moe.ep > 1, or micro_batches: 1")
         return
     import torch
+
+    from engine.deployment import Deployment, DeploymentError
+    from engine.ep import check_real
+    from engine.model_config import load_model_config
 
     on_cpu = values["device"] == "cpu" or values["device"] == "auto" and not (
         torch.cuda.is_available() or importlib.util.find_spec("torch_npu"))
