@@ -122,8 +122,8 @@ void bind_costs(py::module_& m) {
       .def_readonly("rank_s", &StepCost::rank_s)
       .def(
           "with_parts",
-          [](StepCost c, double attention_s, double dense_s, double experts_s,
-             double dispatch_s, double combine_s) {
+          [](StepCost c, double attention_s, double dense_s, double experts_s, double dispatch_s,
+             double combine_s) {
             c.attention_s = attention_s;
             c.dense_s = dense_s;
             c.experts_s = experts_s;
@@ -132,8 +132,8 @@ void bind_costs(py::module_& m) {
             return c;
           },
           "A copy with the parts' seconds measured on a real device (engine/step_parts.py)",
-          py::arg("attention_s"), py::arg("dense_s"), py::arg("experts_s"),
-          py::arg("dispatch_s"), py::arg("combine_s"))
+          py::arg("attention_s"), py::arg("dense_s"), py::arg("experts_s"), py::arg("dispatch_s"),
+          py::arg("combine_s"))
       .def("__repr__", [](const StepCost& c) {
         return "<StepCost model_flops=" + std::to_string(c.model_flops) +
                " executed_flops=" + std::to_string(c.executed_flops) +
