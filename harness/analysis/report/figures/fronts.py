@@ -22,7 +22,7 @@ def draw(sweep, measure: str):
     ax = axes[0][0]
     on_front = sweep.fronts(measure)
     rows = sweep.rows
-    drew, labelled = False, 0
+    drew = False
     notes: list = []  # (text, point, colour): placed once the axes' limits are known
     for i, group in enumerate(sweep.groups):
         colour = COLOURS[i % len(COLOURS)]
@@ -37,9 +37,8 @@ def draw(sweep, measure: str):
         ax.plot(drawable(best[USER]), drawable(best[measure]), "o-", ms=6, color=colour,
                 label=f"{group} ({len(best)} on the front of {int(keep.sum())})")
         for (x0, y0), labels in _alike(best, measure).items():
-            if labelled < MAX_LABELS:  # equal points (ties) share one label
+            if len(notes) < MAX_LABELS:  # equal points (ties) share one label
                 notes.append(("; ".join(labels), (x0, y0), colour))
-                labelled += 1
     if not drew:
         nothing(ax, f"no done point has both tokens/s per user and {axis}")
     else:
