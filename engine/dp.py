@@ -28,6 +28,7 @@ from .config import EngineConfig
 from .llm_engine import LLMEngine, StepRecord
 
 BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+ONE_ROUND = {"prompt": "prompt", "completion": "decode"}  # by engine_type
 
 
 class CollectiveError(RuntimeError):
@@ -36,8 +37,12 @@ class CollectiveError(RuntimeError):
 
 
 class DPEngine:
-    def __init__(self, config: EngineConfig, rank: int, world_size: int) -> None:
-        self.rank, self.world_size = rank, world_size
+    def __init__(self, config: EngineConfig, rank: int, world_size: int,
+                 group: Optional[dist.ProcessGroup] = None) -> None:
+        """Rank `rank` of `world_size` DP ranks: the process group's (`group`: a group of
+        them, say one P/D instance's, set once the process group is up; None: every
+        process)."""
+        self.rank, self.world_size, self.group = rank, world_size, group
         self.engine = LLMEngine(replace(config, scheduler=replace(config.scheduler, dp_size=1)))
         # nccl and hccl reduce device tensors; gloo host ones
         device = self.engine.device
@@ -50,7 +55,8 @@ class DPEngine:
         (engine/ep.py); after init_process_group, on every rank."""
         model = getattr(self.engine.executor, "model", None)
         if model is not None:
-            ep.attach(model, self.engine.config.deployment, self.rank, self.world_size)
+            ep.attach(model, self.engine.config.deployment, self.rank, self.world_size,
+                      self.group)
 
     def add_request(self, request_id: int, **kwargs) -> None:
         if request_id % self.world_size == self.rank:
@@ -69,7 +75,7 @@ class DPEngine:
                              int(not scheduler.is_finished()), int(more), int(stop)],
                             device=self._vote_device)
         try:
-            dist.all_reduce(vote, op=dist.ReduceOp.MAX)
+            dist.all_reduce(vote, op=dist.ReduceOp.MAX, group=self.group)
         except RuntimeError as e:  # a rank gone, or the group's timeout passed
             raise CollectiveError(f"rank {self.rank}: the DP vote's all_reduce (after step "
                                   f"{self.steps}) did not complete: {e}") from None
@@ -79,7 +85,10 @@ class DPEngine:
         self.steps += 1
         if mixed:
             return True, self.engine.step(join=True)
-        return True, self.engine.step(phase="prompt" if vote[0] else "decode")
+        # a P/D instance's engine runs its one kind of round
+        phase = ONE_ROUND.get(self.engine.config.scheduler.engine_type) or \
+            ("prompt" if vote[0] else "decode")
+        return True, self.engine.step(phase=phase)
 
     def run(self) -> List[StepRecord]:
         records: List[StepRecord] = []

@@ -182,15 +182,18 @@ def payload(precision: str, device: torch.device,
     return wire if wire.itemsize < activations.itemsize else None
 
 
-def attach(model, deployment: Optional[Deployment], rank: int, world_size: int) -> None:
-    """Shard `model` (a DeepSeekModel) over an EP group of every rank where the deployment
-    asks for EP; every rank calls it, after init_process_group (new_group is collective)."""
+def attach(model, deployment: Optional[Deployment], rank: int, world_size: int,
+           group: Optional[dist.ProcessGroup] = None) -> None:
+    """Shard `model` (a DeepSeekModel) over an EP group of every rank of `group` (None: a
+    new group of every process; new_group is collective: every process calls it) where the
+    deployment asks for EP; after init_process_group. `rank`: this one's in the group."""
     if deployment is None or deployment.moe_ep == 1:
         return
     device = model.lm_head.weight.device
     dtype = model.lm_head.weight.dtype
     check_real(deployment, model.cfg, world_size, device)
-    group = dist.new_group(list(range(world_size)))
+    if group is None:
+        group = dist.new_group(list(range(world_size)))
     placement = ExpertPlacement(model.cfg.n_routed_experts, deployment.redundant_experts,
                                 deployment.moe_ep, rank)
     model.use_ep(EPGroup(group, placement, device, model.timer, deployment.micro_batches,

@@ -144,11 +144,14 @@ class LLMEngine:
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
                     arrival_time: float = 0.0, hash_ids=None,
                     hash_block_size: Optional[int] = None,
-                    kv_transfer: bool = False) -> _core.SeqRecord:
+                    kv_transfer: bool = False,
+                    first_token: Optional[int] = None) -> _core.SeqRecord:
         """Queue a request; prompt ids are synthesised (seeded) when only a length is given.
         kv_transfer (completion engine): its KV is still in transfer; it decodes once
-        kv_arrived(request_id) is called (docs/scheduling.md, "KV in transfer"). Returns the
-        scheduler's record of it as added (waiting, finished or rejected)."""
+        kv_arrived(request_id) is called (docs/scheduling.md, "KV in transfer").
+        first_token (completion engine): the token its prefill sampled (else a seeded
+        draw). Returns the scheduler's record of it as added (waiting, finished or
+        rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
@@ -175,7 +178,8 @@ class LLMEngine:
             tokens = list(prompt_token_ids) if prompt_token_ids is not None \
                 else rng.integers(0, vocab, prompt_len).tolist()
             if self.config.scheduler.engine_type == "completion":  # arrives with its first token
-                tokens.append(int(rng.integers(0, vocab)))
+                tokens.append(int(rng.integers(0, vocab)) if first_token is None
+                              else first_token)
             self.executor.add(added.dp_rank, request_id, tokens)
         return added
 

@@ -227,13 +227,28 @@ def test_a_bad_pd_deployment_names_its_key(tmp_path, deployment, key, message):
     assert not (tmp_path / "results").exists()
 
 
-def test_a_pd_deployment_needs_a_modeled_device(tmp_path):
+def test_a_pd_deployment_is_modeled_or_real(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("trace: {generate: {requests: 2}}\ndevice: cpu\n"
+    path.write_text("trace: {generate: {requests: 2}}\ndevice: emulated:B200\n"
                     "deployment: {prefill: {}, decode: {}}\n")
-    with pytest.raises(WorkloadError, match=r"device: a P/D deployment is replayed on the "
-                                            r"virtual clock: expected modeled:<profile>"):
+    with pytest.raises(WorkloadError, match=r"device: a P/D deployment is modeled or runs on "
+                                            r"a torch device: expected modeled:<profile>, cpu"):
         load_workload(path)
+
+
+def test_a_decode_row_before_its_prefill_row_waits_for_it():
+    """P/D instances as processes send their chunks independently: a request's decode row
+    may come first; it is joined when its prefill row comes, or written as it is at the end
+    if that never comes."""
+    join = PDJoin(3)
+    assert [len(r["request_id"]) for r in join.rows(
+        [("decode", step_log_rows([0, 2], [0, 0], [0.25, 0.5]))])] == [0]
+    prefill_only, joined = join.rows([("prefill", step_log_rows([0, 1], [0, 0], [5.0, 5.0]))])
+    assert joined["request_id"].tolist() == [0]
+    assert joined["decode_stall_s"].tolist() == [0.25]
+    held, stranded = join.unjoined()
+    assert held["request_id"].tolist() == [2]  # its prefill process never sent it
+    assert stranded["request_id"].tolist() == [1]  # handed off, never decoded
 
 
 def test_a_colocated_runs_rows_name_their_one_instance(tmp_path):

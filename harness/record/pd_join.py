@@ -48,6 +48,9 @@ class PDJoin:
         self._kept = {name: np.zeros(n, t) for name, t in _KEPT.items()}
         self._handed = np.zeros(n, bool)
         self._joined = np.zeros(n, bool)
+        # decode rows that came before their prefill rows (P/D instances as processes send
+        # their chunks independently); in one process a prefill row always comes first
+        self._held: List[Mapping[str, np.ndarray]] = []
 
     def rows(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
             -> List[Dict[str, np.ndarray]]:
@@ -66,8 +69,20 @@ class PDJoin:
                 self._handed[ids] = True
                 out.append(_prefill_only(_select(rows, ~handed), transfers))
             else:
-                out.append(self._joined_rows(rows, transfers))
+                self._held.append(rows)
+        held, self._held = self._held, []
+        for rows in held:  # a decode row whose prefill row has not come waits for it
+            ready = self._handed[np.asarray(rows["request_id"])]
+            out.append(self._joined_rows(_select(rows, ready), transfers))
+            if not ready.all():
+                self._held.append(_select(rows, ~ready))
         return out
+
+    def unjoined(self) -> List[Dict[str, np.ndarray]]:
+        """At the run's end: the decode rows whose prefill rows never came (a failed
+        prefill process), as they are; then the stranded() rows."""
+        held, self._held = self._held, []
+        return [self._joined_rows(rows, self.transfers) for rows in held] + [self.stranded()]
 
     def stranded(self) -> Dict[str, np.ndarray]:
         """Rows of the requests handed off that no decode instance took in before the run

@@ -116,9 +116,8 @@ class Recorder:
             self.flush()
             self._sender.close()
             if self._trace is not None:
-                if self.join is not None:  # between the pools when the run ended
-                    self._tables.write(dict(requests=self._requests_columns(
-                        self.join.stranded())))
+                for rows in self.join.unjoined() if self.join is not None else ():
+                    self._tables.write(dict(requests=self._requests_columns(rows)))
                 self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
             self._tables.close()
@@ -151,7 +150,10 @@ class Recorder:
         if self._frontend is not None:  # the chunk's requests delivered all they committed
             self._frontend.wait(published)
         steps, batches, requests = [], [], []
-        for (role, index), (s, b, r) in zip(self.instances, parts):
+        for (role, index), part in zip(self.instances, parts):
+            if part is None:  # an instance of rank processes that sent no chunk yet
+                continue
+            s, b, r = part
             for flag in ("empty", "warmup"):
                 s[flag] = s[flag].view(np.bool_)
             s["phase"] = s.pop("prompt_phase").view(np.int8)

@@ -17,7 +17,7 @@ import queue
 import signal
 import time
 from datetime import timedelta
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
 
@@ -30,7 +30,11 @@ IDLE_POLL_S = 0.01  # an idle rank's wait for a request before it votes again
 class RankSetup(NamedTuple):
     """What every rank process is started with."""
 
-    config: EngineConfig
+    configs: Tuple[EngineConfig, ...]  # rank r's engine: configs[r]
+    roles: Tuple[str, ...]  # rank r's: colocated (a DP rank), or a P/D instance's role
+    # each instance's ranks, its DP ranks in order: one of every rank (co-located), or a
+    # P/D deployment's instances
+    groups: Tuple[Tuple[int, ...], ...]
     world_size: int
     master_addr: str
     master_port: int
@@ -45,7 +49,12 @@ def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     harness = os.getppid()
     try:
-        _Rank(rank, setup, inbox, outbox, harness).run()
+        if setup.roles[rank] == "colocated":
+            _Rank(rank, setup, inbox, outbox, harness).run()
+        else:
+            from .pd_rank_process import PDRank
+
+            PDRank(rank, setup, inbox, outbox, harness).run()
     except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)
         outbox.put(("failed", rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
         if os.getppid() != harness:  # nobody reads the outbox: exit without flushing it
@@ -58,6 +67,8 @@ class HarnessGone(RuntimeError):
 
 
 class _Rank:
+    """A DP rank of a co-located deployment (PDRank: a P/D instance's only rank)."""
+
     def __init__(self, rank: int, setup: RankSetup, inbox, outbox, harness: int) -> None:
         import torch
         import torch.distributed as dist
@@ -67,7 +78,7 @@ class _Rank:
 
         self.rank, self.setup, self.inbox, self.outbox = rank, setup, inbox, outbox
         self.harness = harness
-        config = setup.config
+        config = setup.configs[rank]
         if config.device in ("auto", "npu") and importlib.util.find_spec("torch_npu"):
             import torch_npu  # noqa: F401  (registers torch.npu)
         if config.device in ("auto", "cuda") and torch.cuda.is_available():
@@ -76,11 +87,15 @@ class _Rank:
             torch.npu.set_device(rank % torch.npu.device_count())
         else:  # the ranks share the host's cores: one intra-op pool each would oversubscribe
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // setup.world_size))
-        self.dp = DPEngine(config, rank, setup.world_size)
+        ranks = next(g for g in setup.groups if rank in g)  # this one's instance
+        self.dp = DPEngine(config, ranks.index(rank), len(ranks))
         os.environ.update(MASTER_ADDR=setup.master_addr, MASTER_PORT=str(setup.master_port))
         dist.init_process_group(BACKENDS[self.dp.engine.device.backend], rank=rank,
                                 world_size=setup.world_size,
                                 timeout=timedelta(seconds=setup.timeout_s))
+        if len(setup.groups) > 1:  # each instance a group (every process makes every one)
+            groups = [dist.new_group(list(g)) for g in setup.groups]
+            self.dp.group = groups[setup.groups.index(ranks)]
         self.dp.shard_experts()  # the EP group: collective, every rank before its first step
         self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush)
         pool = self.dp.engine.kv_pool
@@ -122,11 +137,11 @@ class _Rank:
             if self.dp.idle:
                 self._receive(block=True)
 
-    def _receive(self, block: bool) -> None:
-        """Add the requests in the inbox (waiting IDLE_POLL_S for one if `block`)."""
+    def _receive(self, block: bool, timeout: float = IDLE_POLL_S) -> None:
+        """Take the messages in the inbox (waiting up to `timeout` for one if `block`)."""
         while True:
             try:
-                message = self.inbox.get(timeout=IDLE_POLL_S) if block \
+                message = self.inbox.get(timeout=timeout) if block \
                     else self.inbox.get_nowait()
             except queue.Empty:
                 return
@@ -136,9 +151,12 @@ class _Rank:
             elif message == STOP:
                 self.stopped = True
             else:
-                _, request_id, kwargs = message
-                added = self.dp.engine.add_request(request_id, **kwargs)
-                self.log.enqueue(added, self._now())
+                self._take(message)
+
+    def _take(self, message) -> None:
+        _, request_id, kwargs = message
+        added = self.dp.engine.add_request(request_id, **kwargs)
+        self.log.enqueue(added, self._now())
 
     def _first_message(self):
         while True:
@@ -153,7 +171,7 @@ class _Rank:
 
     def flush(self) -> None:
         """The step log's columns to the harness, as this rank's."""
-        chunk = tuple(_as_rank(self.rank, columns) for columns in (
+        chunk = tuple(_as_rank(self.dp.rank, columns) for columns in (
             self.log.take_steps(), self.log.take_batches(), self.log.take_requests()))
         self.outbox.put(("chunk", self.rank, chunk))
 

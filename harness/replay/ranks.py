@@ -17,7 +17,7 @@ import os
 import queue
 import socket
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -26,7 +26,8 @@ from engine.devices import detect_device
 from ..schema.tables import REQUESTS
 from .rank_process import END, STOP, RankSetup, rank_main
 
-UNFINISHED = REQUESTS.column("status").code("unfinished")  # a request live at a rank's end
+# a request live at a rank's end, and one a prefill instance handed to the decode
+NOT_DONE = [REQUESTS.column("status").code(s) for s in ("unfinished", "handed_off")]
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
 POLL_S = 0.05
 SETTLE_S = 5.0  # after a failure, the other ranks' time to send what they ran
@@ -64,14 +65,22 @@ class RankedEngine:
 class Ranks:
     """The rank processes of one run, from their start to their end."""
 
-    def __init__(self, config, world_size: int, values: dict, chunk_steps: int) -> None:
+    def __init__(self, configs: Sequence, roles: Sequence[str],
+                 groups: Sequence[Sequence[int]], values: dict, chunk_steps: int) -> None:
+        """Rank r runs configs[r] as roles[r]: `colocated` (a DP rank of one engine over
+        every rank), or `prefill` / `decode` (a DP rank of a P/D instance); `groups`: each
+        instance's ranks."""
         import torch.multiprocessing as mp  # torch only where ranks run
 
         ctx = mp.get_context("spawn")
-        self.world_size = world_size
+        self.world_size = world_size = len(configs)
         self.outbox = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(world_size)]
-        setup = RankSetup(config, world_size, os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        # the ranks' other messages (a P/D hand-off's), in their order, for the replay
+        self.events: List[tuple] = []
+        self.groups = tuple(tuple(g) for g in groups)
+        setup = RankSetup(tuple(configs), tuple(roles), self.groups, world_size,
+                          os.environ.get("MASTER_ADDR", "127.0.0.1"),
                           int(os.environ.get("MASTER_PORT") or _free_port()),
                           values["collective_timeout_s"], values["warmup_steps"], chunk_steps)
         self.processes = [ctx.Process(target=rank_main, args=(r, setup, inbox, self.outbox),
@@ -88,7 +97,8 @@ class Ranks:
         except BaseException:
             self.close()
             raise
-        self.engine = RankedEngine(config, pools[0])
+        self.engines = [RankedEngine(c, pools[r]) for r, c in enumerate(configs)]
+        self.engine = self.engines[0]
 
     @property
     def pids(self) -> List[Optional[int]]:
@@ -117,22 +127,27 @@ class Ranks:
     def add(self, request_id: int, **kwargs) -> None:
         self.inboxes[request_id % self.world_size].put(("add", request_id, kwargs))
 
-    def end(self, stopped: bool) -> None:
-        """No more requests: the ranks finish theirs; or (stopped) stop at once."""
-        for inbox in self.inboxes:
-            inbox.put(STOP if stopped else END)
+    def send(self, rank: int, message) -> None:
+        self.inboxes[rank].put(message)
+
+    def end(self, stopped: bool, ranks: Optional[Sequence[int]] = None) -> None:
+        """No more requests: the ranks (all, or those named) finish theirs; or (stopped)
+        stop at once."""
+        for rank in range(self.world_size) if ranks is None else ranks:
+            self.inboxes[rank].put(STOP if stopped else END)
 
     def finished(self) -> bool:
         return len(self.done) == self.world_size
 
     def poll(self, timeout: float) -> None:
-        """Take the ranks' messages for up to `timeout` s (at least one look); a failed or
-        dead rank raises RankFailed."""
+        """Take the ranks' messages for up to `timeout` s (at least one look), or until an
+        event (a P/D hand-off's) is there to act on; a failed or dead rank raises
+        RankFailed."""
         deadline = time.monotonic() + timeout
         while True:
             message = self._get(max(0.0, min(POLL_S, deadline - time.monotonic())))
             self.check()
-            if message is None and time.monotonic() >= deadline:
+            if self.events or message is None and time.monotonic() >= deadline:
                 return
 
     def _get(self, timeout: float):
@@ -145,11 +160,13 @@ class Ranks:
         if kind == "chunk":
             self.chunks[rank].append(message[2])
             status = np.asarray(message[2][2]["status"])
-            self.num_done += int(np.count_nonzero(status != UNFINISHED))
+            self.num_done += int(np.count_nonzero(~np.isin(status, NOT_DONE)))
         elif kind == "done":
             self.done[rank] = message[2:]
         elif kind == "failed":
             self.failures[rank] = message[2]
+        elif kind != "ready":
+            self.events.append(message)
         return message
 
     def check(self) -> None:

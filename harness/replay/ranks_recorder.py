@@ -1,7 +1,9 @@
 """The recorder of a run over rank processes: each rank keeps its own step log
-(harness/replay/rank_process.py) and sends its columns; here one chunk of every rank is
-merged into the run's rows (by step, then dp_rank) and handed to the one table writer, as
-an in-process run's chunks are (harness/record/recorder.py)."""
+(harness/replay/rank_process.py) and sends its columns; here one chunk of every rank of an
+instance is merged into the instance's rows (by step, then dp_rank) and handed to the one
+table writer, as an in-process run's chunks are (harness/record/recorder.py). A co-located
+run is one instance of every rank; each instance of a P/D deployment hands its chunks over
+as they come."""
 
 from __future__ import annotations
 
@@ -21,12 +23,18 @@ class RanksRecorder(Recorder):
         self._num_done = 0
 
     def take(self, ranks, final: bool = False) -> None:
-        """Hand over every round of chunks all ranks have sent (`final`: also what only
-        some sent: a failed run's last rows); at the end, the ranks' gaps."""
-        while all(ranks.chunks) or (final and any(ranks.chunks)):
+        """Hand over every round of chunks all ranks of an instance have sent (`final`:
+        also what only some sent: a failed run's last rows); at the end, the ranks'
+        gaps."""
+        groups = ranks.groups
+        while True:
+            ready = [all(ranks.chunks[r] for r in g) or (final and any(ranks.chunks[r] for r in g))
+                     for g in groups]
+            if not any(ready):
+                break
             self._sender.check()
-            parts = [chunks.pop(0) for chunks in ranks.chunks if chunks]
-            self._sender.put(([merge(parts)], 0))
+            self._sender.put(([merge([ranks.chunks[r].pop(0) for r in g if ranks.chunks[r]])
+                               if go else None for g, go in zip(groups, ready)], 0))
         self._num_done = ranks.num_done
         if final:
             self._itl = [done[0] for _, done in sorted(ranks.done.items())]

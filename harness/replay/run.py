@@ -37,6 +37,7 @@ from .frontend import Frontend
 from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
 from .native import replay_disaggregated_native, replay_native
+from .pd_ranks_replay import replay_pd_ranks
 from .planned_run import PlannedRun
 from .ranks import Ranks, local_devices
 from .ranks_recorder import RanksRecorder
@@ -62,16 +63,15 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
     service = workload.disaggregation
-    if service is not None:  # one engine per instance; its harness cost is not calibrated
+    if service is not None and workload.ranks == 1:  # modeled: one engine per instance
         engines = [(pool.role, k, LLMEngine(workload.engine_config(run.arm, pool)))
                    for pool in service.pools for k in range(pool.instances)]
         return _Run(workload, trace, run, engines, dict(off=PD_UNCALIBRATED), stop,
                     into).replay(progress)
     if workload.ranks > 1:  # an engine process per device; the harness's cost not calibrated
-        ranks = Ranks(workload.engine_config(run.arm), workload.ranks, workload.values,
-                      CHUNK_STEPS)
-        return _Run(workload, trace, run, [("colocated", 0, ranks.engine)],
-                    dict(off=RANKS_UNCALIBRATED), stop, into, ranks).replay(progress)
+        ranks, engines = _rank_processes(workload, run.arm)
+        return _Run(workload, trace, run, engines, dict(off=RANKS_UNCALIBRATED), stop, into,
+                    ranks).replay(progress)
     # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
     engine = LLMEngine(workload.engine_config(run.arm))
     requests, off = planned_calibration(workload.values, len(trace.df))
@@ -81,6 +81,24 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
         return None
     return _Run(workload, trace, run, [("colocated", 0, engine)], calibration, stop,
                 into).replay(progress)
+
+
+def _rank_processes(workload, arm: str):
+    """The engine processes of a run on a torch device, and its instances (role, index,
+    engine) as the recorder and manifest take them: one co-located instance over every
+    rank, or a P/D deployment's instances, each over its devices' ranks."""
+    service = workload.disaggregation
+    instances = [(pool.role, k, pool.deployment.devices, workload.engine_config(arm, pool))
+                 for pool in service.pools for k in range(pool.instances)] \
+        if service is not None else \
+        [("colocated", 0, workload.ranks, workload.engine_config(arm))]
+    firsts = np.cumsum([0] + [n for _, _, n, _ in instances])
+    ranks = Ranks([c for _, _, n, c in instances for _ in range(n)],
+                  [role for role, _, n, _ in instances for _ in range(n)],
+                  [range(a, b) for a, b in zip(firsts[:-1], firsts[1:])],
+                  workload.values, CHUNK_STEPS)
+    return ranks, [(role, k, ranks.engines[a])
+                   for (role, k, _, _), a in zip(instances, firsts[:-1])]
 
 
 class _Run:
@@ -100,7 +118,9 @@ class _Run:
         if workload.disaggregation is not None:
             self.manifest["pools"] = _pools(workload.disaggregation, engines)
         if ranks is not None:
-            self.manifest["ranks"] = [dict(rank=r, pid=pid) for r, pid in enumerate(ranks.pids)]
+            self.manifest["ranks"] = [
+                dict(rank=r, pid=ranks.pids[r], role=role, instance=k, dp_rank=g.index(r))
+                for (role, k, _), g in zip(engines, ranks.groups) for r in g]
         self.manifest.update(block=run.block, order=run.order, calibration=calibration)
         interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
         self.run_dir = run_folder.new_run_dir(into or Path(v["output"]) / workload.name,
@@ -155,6 +175,9 @@ class _Run:
         load = self.workload.values["load"]
         requests = Requests.of(self.trace.df, self.trace.hash_block_size, load["concurrency"])
         service = self.workload.disaggregation
+        if service is not None and self.ranks is not None:
+            return replay_pd_ranks(service, self.ranks, requests, self.recorder, progress,
+                                   start, self.stop)
         if service is not None:
             recorder = self.recorder
             instances = [Instance(role, k, engine, log)
@@ -221,8 +244,12 @@ class _Run:
 
     def _output_tokens(self):
         """Output token ids by request, of every engine (of every rank process)."""
-        if self.ranks is not None:
-            return {i: t for _, tokens in self.ranks.done.values() for i, t in tokens.items()}
+        if self.ranks is not None:  # a P/D request's: its prefill's first, then its decode's
+            outputs: dict = {}
+            for _, tokens in (self.ranks.done[r] for r in sorted(self.ranks.done)):
+                for i, t in tokens.items():
+                    outputs.setdefault(i, []).extend(t)
+            return outputs
         return {i: t for _, _, engine in self.engines
                 for i, t in engine.output_tokens().items()}
 
@@ -260,13 +287,17 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
 
 def _pools(service, engines) -> dict:
     """A P/D deployment's pools as the manifest records them: each pool's instances,
-    devices and the profile its steps were modeled on."""
+    devices and the profile its steps were modeled on (none on a real device)."""
     first = {role: engine for role, _, engine in reversed(engines)}
-    return {pool.role: dict(instances=pool.instances, devices=pool.deployment.devices,
-                            modeled_device=first[pool.role].device_profile.name,
-                            device_profile=profile_record(first[pool.role].device_profile),
-                            num_kv_blocks=first[pool.role].config.scheduler.num_kv_blocks)
-            for pool in service.pools}
+    pools = {}
+    for pool in service.pools:
+        engine = first[pool.role]
+        pools[pool.role] = dict(instances=pool.instances, devices=pool.deployment.devices,
+                                num_kv_blocks=engine.config.scheduler.num_kv_blocks)
+        if engine.device_profile is not None:
+            pools[pool.role].update(modeled_device=engine.device_profile.name,
+                                    device_profile=profile_record(engine.device_profile))
+    return pools
 
 
 def _chips_per_rank(engine) -> int:

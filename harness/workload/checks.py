@@ -156,9 +156,12 @@ def disaggregated(values, data, spec, fail) -> bool:
     section = values["deployment"]
     if not _pd_given(section, data.get("deployment") or {}, fail):
         return False
-    if not (spec and spec.modeled):
-        fail(("device",), f"a P/D deployment is replayed on the virtual clock: expected "
-                          f"modeled:<profile>, got {values['device']}")
+    if spec is None:  # a torch device: every instance an engine process
+        real_deployment.check_pd(values, data, fail)
+        return True
+    if not spec.modeled:
+        fail(("device",), f"a P/D deployment is modeled or runs on a torch device: expected "
+                          f"modeled:<profile>, cpu, cuda, npu or auto, got {values['device']}")
     given = data.get("engine") or {}
     for name, why in (("engine_type", "each pool sets its own (prompt, completion)"),
                       ("overlap", "each instance steps on its own virtual clock, one step "
@@ -277,15 +280,12 @@ def derived(values, data, spec, path: Path, fail) -> None:
 
 def tokens(values, spec, fail) -> None:
     """The tokens table and greedy sampling need an engine that samples tokens: a torch
-    device's, co-located."""
+    device's."""
     for key, value, default in (("tokens", values["tokens"], False),
                                 ("sampling", values["sampling"], "engine")):
         if value != default and spec is not None:
             fail((key,), f"a {values['device']} device samples no tokens: expected a torch "
                          f"device (cpu, cuda, npu, auto) or {key}: {default}")
-        if value != default and values["deployment"]["prefill"] is not None:
-            fail((key,), f"a P/D deployment is not built for it yet: expected {key}: "
-                         f"{default}")
 
 
 def replay_loop(values, spec, fail) -> None:
@@ -317,6 +317,8 @@ def decode_room(pool, read: Optional[TraceResult], values, fail) -> None:
     longest = int(read.df["prompt_len"].max()) if read is not None \
         else longest_length(values["trace"]["generate"]["prompt"])
     if longest is None:  # a lognormal without a bound
+        return
+    if pool.engine["num_kv_blocks"] == "auto":  # a torch device's, sized on the device
         return
     engine = SchedulerConfig(**pool.engine)
     tokens = longest + max(1, engine.lookahead)

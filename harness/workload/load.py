@@ -79,12 +79,14 @@ class Workload:
 
     @property
     def ranks(self) -> int:
-        """Engine processes of a run on a torch device: its deployment's devices
-        (harness/replay/ranks.py); 1 elsewhere (the engine in the harness's process)."""
+        """Engine processes of a run on a torch device: its deployment's devices, or its
+        P/D instances' (harness/replay/ranks.py); 1 elsewhere (the engine, or a modeled
+        P/D deployment's engines, in the harness's process)."""
         v = self.values
-        if executor_spec(v["device"]) is not None or self.disaggregation is not None:
+        if executor_spec(v["device"]) is not None:
             return 1
-        return v["deployment"]["devices"]
+        service = self.disaggregation
+        return service.devices if service is not None else v["deployment"]["devices"]
 
     def engine_config(self, arm: str, pool: Optional[Pool] = None) -> EngineConfig:
         """The engine of one arm (harness/workload/arms.py: released, held, ...); of one
@@ -110,7 +112,10 @@ class Workload:
                             executor=str(spec or "torch"), dtype=v["dtype"],
                             precision=v["precision"], seed=v["seeds"]["engine"],
                             mtp_acceptance=v["mtp_acceptance"],
-                            sampling=v["sampling"], keep_tokens=v["tokens"],
+                            sampling=v["sampling"],
+                            # a prefill process hands each first token to the decode's
+                            keep_tokens=v["tokens"] or bool(pool and pool.role == "prefill"
+                                                            and spec is None),
                             release_gil=ARMS[arm].schedule_released,
                             release_gil_postprocess=ARMS[arm].postprocess_released,
                             launch_us=v["emulated"]["launch_us"])

@@ -1,5 +1,6 @@
 """A `deployment:` on a torch device (cpu, cuda, npu, auto): its devices are engine
-processes, one DP attention rank each (harness/replay/ranks.py). What the real engine does
+processes, one DP attention rank each (harness/replay/ranks.py), or a P/D deployment's
+instances, a process each (harness/replay/pd_ranks_replay.py). What the real engine does
 not run yet is refused by key; so are more devices than the host has and a process-group
 backend the torch build lacks. docs/workloads.md, "A deployment on a real device"."""
 
@@ -18,33 +19,38 @@ CPU_RANKS_PER_CORE = 4  # on the CPU the ranks are processes: more than this per
 def check(values, data, fail) -> None:
     """The deployment's keys a real device honours, checked: its `devices` are the engine
     processes (1: the engine in the harness's process)."""
-    section, given = values["deployment"], data.get("deployment") or {}
-    for key in sorted(set(given) - set(REAL_KEYS)):
-        fail(("deployment", key), f"modeled devices only: a torch device runs at `dtype` with "
-                                  f"its own memory; expected the keys {', '.join(REAL_KEYS)}")
+    section = values["deployment"]
+    _layout(values, section, data.get("deployment") or {}, ("deployment",), fail)
+    if section["devices"] > 1:
+        _processes(values, data, section["devices"], fail)
+
+
+def _layout(values, section, given, key, fail) -> None:
+    """One engine's layout over its processes (`section` at `key`: the deployment, or a
+    P/D pool's): DP attention on every device, EP over every rank or none, no TP."""
+    for name in sorted(set(given) - set(REAL_KEYS)):
+        fail(key + (name,), f"modeled devices only: a torch device runs at `dtype` with "
+                            f"its own memory; expected the keys {', '.join(REAL_KEYS)}")
     n = section["devices"]
     if section["attention"]["tp"] != 1 or section["moe"]["tp"] != 1:
-        key = "attention" if section["attention"]["tp"] != 1 else "moe"
-        fail(("deployment", key, "tp"), "TP on the real engine is not built yet: expected 1")
+        part = "attention" if section["attention"]["tp"] != 1 else "moe"
+        fail(key + (part, "tp"), "TP on the real engine is not built yet: expected 1")
     dp = section["attention"]["dp"]
     if dp is not None and dp != n:
-        fail(("deployment", "attention", "dp"), f"on a real device every device is a DP "
-                                                f"attention rank: expected {n} (devices), "
-                                                f"got {dp}")
-    _expert_parallel(values, n, fail)
-    if n > 1:
-        _processes(values, data, n, fail)
+        fail(key + ("attention", "dp"), f"on a real device every device is a DP attention "
+                                        f"rank: expected {n} (devices), got {dp}")
+    _expert_parallel(values, section, key, fail)
 
 
-def _expert_parallel(values, n: int, fail) -> None:
+def _expert_parallel(values, section, key, fail) -> None:
     """EP over every rank (engine/ep.py), its experts placed evenly; two micro-batches
     overlap one's all-to-all with the other's compute, so they need EP."""
-    section = values["deployment"]
+    n = section["devices"]
     ep = section["moe"]["ep"] or n
     if ep == 1:
         if section["micro_batches"] > 1:
-            fail(("deployment", "micro_batches"), "two micro-batches overlap one's all-to-all "
-                 "with the other's compute: expected moe.ep > 1, or micro_batches: 1")
+            fail(key + ("micro_batches",), "two micro-batches overlap one's all-to-all with "
+                 "the other's compute: expected moe.ep > 1, or micro_batches: 1")
         return
     import torch
 
@@ -59,7 +65,41 @@ def _expert_parallel(values, n: int, fail) -> None:
                    load_model_config(values["model"]), n,
                    torch.device("cpu" if on_cpu else "cuda"))
     except DeploymentError as e:
-        fail(("deployment",) + tuple(e.key), str(e.message))
+        fail(key + tuple(e.key), str(e.message))
+
+
+def check_pd(values, data, fail) -> None:
+    """A P/D deployment on a torch device: each instance its devices' processes on the
+    workload's device, laid out as a co-located deployment on a real device is; the
+    modeled link refused by key; each pool's `engine` the whole engine its instances run
+    (as a modeled pool's)."""
+    from engine.disaggregation import ENGINE_TYPES, ROLES
+
+    section, given = values["deployment"], data.get("deployment") or {}
+    engine = data.get("engine") or {}
+    for name in ("engine_type", "overlap"):
+        if engine.get(name):
+            fail(("engine", name), "a P/D deployment: each pool sets its own engine type, "
+                                   "and each instance steps one step at a time")
+    for name in sorted(given.get("kv_transfer") or {}):
+        fail(("deployment", "kv_transfer", name), "a modeled link's: on a torch device the "
+                                                  "KV moves over the process group's "
+                                                  "backend (gloo, NCCL, HCCL) in the time "
+                                                  "it takes")
+    for role in ROLES:
+        pool, key = section[role], ("deployment", role)
+        if pool["device"] is not None:
+            fail(key + ("device",), f"on a torch device both pools run on `device` "
+                                    f"({values['device']}): expected it unset")
+        layout = {k: v for k, v in given[role].items() if k not in ("instances", "engine")}
+        _layout(values, pool, layout, key, fail)
+        if pool["engine"].get("overlap"):
+            fail(key + ("engine", "overlap"), "each instance steps one step at a time: "
+                                              "expected false")
+        pool["engine"] = {**values["engine"], **pool["engine"],
+                          "engine_type": ENGINE_TYPES[role]}
+    _processes(values, data, sum(section[role]["instances"] * section[role]["devices"]
+                                 for role in ROLES), fail)
 
 
 def _processes(values, data, n: int, fail) -> None:
@@ -79,7 +119,8 @@ def _processes(values, data, n: int, fail) -> None:
     values["frontend"]["mode"] = "inline"
     why = host_refusal(values["device"], n)
     if why:
-        fail(("deployment", "devices"), why)
+        fail(("deployment", "devices") if values["deployment"]["prefill"] is None
+             else ("deployment", "decode", "instances"), why)
 
 
 def host_refusal(device: str, n: int) -> Optional[str]:

@@ -1,0 +1,180 @@
+"""A P/D instance as an engine process (harness/replay/pd_ranks_replay.py starts and feeds
+them): a prefill instance's `prompt` engine or a decode instance's `completion` engine,
+stepping on its own, never in lockstep with another instance. The KV of each prefilled
+sequence moves from the prefill process to the decode process over the process group's
+point-to-point send and receive (gloo, NCCL, HCCL; engine/kv_transfer.py gathers and
+scatters it).
+
+The hand-off: the prefill reports the sequence with its first token ("prefilled"); the
+harness's decode router picks a decode instance, tells it to add the sequence with its KV
+in transfer, and tells the prefill where to send. The decode's scheduler reserves the
+sequence's blocks when it admits it (backpressure: later, when it has no room); only then
+does the decode post the receive, so the send completes once the blocks are reserved. The
+KV lands in those blocks and the sequence decodes from the next step; the decode reports
+when its transfer started and ended ("kv").
+
+Receives from one prefill are posted in the order its sequences were added, sends in the
+order they were prefilled: the one order NCCL and HCCL, which match point-to-point
+messages by order alone, need. A sequence the decode rejects (or that needs no decode:
+one output token) has no blocks: its KV is received and dropped, or never sent.
+
+Messages in, beyond rank_process's: ("add", id, kwargs, source rank) to a decode with the
+prefill's `first_token`; ("send", id, decode rank) to a prefill. Out: ("prefilled", rank,
+id, first token or None when rejected, KV bytes, time), ("kv", rank, id, start, end),
+("free", rank, free KV blocks) from a decode when they changed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Deque, Dict, Optional
+
+from .p2p_waits import P2PWaits
+from .rank_process import _Rank
+
+if TYPE_CHECKING:
+    import torch
+
+IN_TRANSFER_POLL_S = 0.001  # an idle decode's wait while a receive is in flight
+
+
+class PDRank(_Rank):
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.role = self.setup.roles[self.rank]
+        self.engine = self.dp.engine
+        # prefill: KV waiting for the router's choice
+        self.outgoing: Dict[int, torch.Tensor] = {}
+        # decode: sequences added with their KV in transfer, by source rank, in order
+        self.expected: Dict[int, Deque[int]] = {}
+        # sends (their tensor kept alive), or receives (seq_id, buffer, reserved, start)
+        self.transfers = P2PWaits()
+        # decode: (prompt_len, the scheduler's record as added) of each KV expected
+        self.incoming: Dict[int, tuple] = {}
+        self.max_new_tokens: Dict[int, int] = {}
+        self.free = -1  # decode: free KV blocks last reported
+
+    def _take(self, message) -> None:
+        if message[0] == "send":
+            self._send(message[1], message[2])
+            return
+        _, request_id, kwargs = message[:3]
+        added = self.engine.add_request(request_id, **kwargs)
+        if self.role == "prefill":
+            self.log.enqueue(added, self._now())
+            self.max_new_tokens[request_id] = kwargs["max_new_tokens"]
+            if added.status == "rejected":
+                self._report(request_id, None)
+            return
+        if added.status != "waiting":  # rejected, or done: its one token is the prefill's
+            self.log.enqueue(added, self._now())
+        if kwargs["max_new_tokens"] > 1:  # the prefill sends its KV
+            self.incoming[request_id] = (kwargs["prompt_len"], added)
+            self.expected.setdefault(message[3], deque()).append(request_id)
+
+    def _loop(self) -> None:
+        """Steps in lockstep with the instance's other ranks (a DP vote over its group)
+        until they are all done, told no more requests come and every transfer is over,
+        or one was told to stop."""
+        while True:
+            self._receive(block=False)
+            t0 = self._now()
+            in_transfer = bool(self.outgoing or self.transfers.in_flight
+                               or any(self.expected.values()))
+            busy, record = self.dp.step(more=not self.ended or in_transfer, stop=self.stopped)
+            ran = record is not None and self._stepped(record, t0, self._now())
+            self._progress()
+            if not busy:
+                return
+            self._check_harness()
+            if self.dp.idle:
+                self._receive(block=True)
+            elif not ran and self.transfers.in_flight:  # its sequences wait for their KV
+                # (the instance's other ranks wait for this one at the next vote)
+                self._receive(block=True, timeout=IN_TRANSFER_POLL_S)
+
+    def _stepped(self, record, t0: float, t1: float) -> bool:
+        """A step recorded unless it only admitted reservations (it ran no row: no time of
+        the engine's); the prefill's hand-offs reported. True if recorded."""
+        from engine.kv_transfer import handed_off
+
+        ran = bool(len(record.post.output_len) or len(record.preempted)
+                   or len(record.rejected) or len(record.post.finished))
+        if ran:
+            self.log.record(record, t0, t1)
+        if self.role == "decode":
+            self._free_blocks()
+            return ran
+        for seq_id in record.rejected.tolist():
+            self._report(seq_id, None)
+        for seq_id, h in handed_off(self.engine, record).items():
+            if self.max_new_tokens[seq_id] > 1:
+                self.outgoing[seq_id] = h.kv
+            self._report(seq_id, h.first_token, h.kv.nbytes, t1)
+        return ran
+
+    def _free_blocks(self) -> None:
+        """The decode's free KV blocks, when they changed (the least_kv router's)."""
+        free = self.engine.scheduler.num_free_blocks(0)
+        if free != self.free:
+            self.free = free
+            self.outbox.put(("free", self.rank, free))
+
+    def _report(self, seq_id: int, first_token: Optional[int], nbytes: int = 0,
+                t: Optional[float] = None) -> None:
+        self.outbox.put(("prefilled", self.rank, seq_id, first_token, nbytes,
+                         self._now() if t is None else t))
+        self.max_new_tokens.pop(seq_id, None)
+
+    def _send(self, seq_id: int, dst: int) -> None:
+        import torch.distributed as dist
+
+        kv = self.outgoing.pop(seq_id)
+        self.transfers.add(dst, dist.isend(kv, dst), kv)
+
+    def _progress(self) -> None:
+        """Sends completed let go; receives posted for admitted sequences (each source's
+        in order); completed ones put into their blocks and reported."""
+        if self.role == "prefill":
+            self.transfers.completed()
+            return
+        self._post_receives()
+        for seq_id, buffer, reserved, start in self.transfers.completed():
+            self._land(seq_id, buffer, reserved, start)
+
+    def _post_receives(self) -> None:
+        import torch.distributed as dist
+
+        from engine.kv_transfer import receive_buffer
+
+        for src, queue in self.expected.items():
+            while queue:
+                seq_id = queue[0]
+                status = self._status(seq_id)
+                if status == "waiting":  # not admitted: no blocks reserved yet
+                    break
+                queue.popleft()
+                buffer = receive_buffer(self.engine, self.incoming[seq_id][0])
+                self.transfers.add(src, dist.irecv(buffer, src),
+                                   (seq_id, buffer, status == "running", self._now()))
+
+    def _status(self, seq_id: int) -> str:
+        """The decode scheduler's status of a sequence added with its KV in transfer
+        (running: admitted, its blocks reserved; gone: it left, rejected)."""
+        from engine import _core
+
+        try:
+            return self.engine.scheduler.seq(seq_id).status
+        except _core.SequenceLeft:
+            return "gone"
+
+    def _land(self, seq_id: int, buffer, reserved: bool, start: float) -> None:
+        from engine.kv_transfer import receive
+
+        _, added = self.incoming.pop(seq_id)
+        if reserved:  # else rejected: the KV is dropped
+            receive(self.engine, seq_id, buffer)
+            end = self._now()
+            # enqueued as the user sees it: its first token is out once its KV has arrived
+            self.log.enqueue(added, end)
+            self.outbox.put(("kv", self.rank, seq_id, start, end))
