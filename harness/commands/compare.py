@@ -1,7 +1,8 @@
 """steptrace compare A... -- B... | --by KEY RUNS...: two arms of runs, metric by metric,
 with bootstrap intervals over runs and a verdict (docs/comparing.md); the text leads with
 the headline metrics of the runs' kind, `--all` adds the rest. `--by KEY` with more than
-two values compares each value's arm against the baseline's."""
+two values compares each value's arm against the baseline's. A measured arm and a modeled
+one of one workload also have their step parts compared, bucket by bucket."""
 
 from __future__ import annotations
 
@@ -140,8 +141,9 @@ def print_parts(parts) -> None:
           "in power-of-two buckets; warm-up steps left out")
     print("  error = modeled / measured median - 1 (beyond 10x either way: the factor "
           "modeled/measured); 95% interval: the measured steps resampled")
-    print(f"{'part':11}{'phase':9}{'tokens':>11}{'measured s':>12}{'steps':>7}"
-          f"{'modeled s':>12}{'steps':>7}{'error':>10}{'95% interval':>24}")
+    if parts.parts:
+        print(f"{'part':11}{'phase':9}{'tokens':>11}{'measured s':>12}{'steps':>7}"
+              f"{'modeled s':>12}{'steps':>7}{'error':>10}{'95% interval':>24}")
     for part in parts.parts:
         for b in part.buckets:
             ci = "" if math.isnan(b.low) else f"{_error(b.low)} .. {_error(b.high)}"
