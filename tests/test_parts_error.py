@@ -175,3 +175,15 @@ def test_a_factor_beyond_ten_prints_as_the_factor(tmp_path, capsys):
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("attention  decode"))
     assert "x2e-06" in row.split() and not np.isnan(float(row.split()[3]))
+
+
+def test_the_runs_of_an_arm_pool_their_steps(pair, tmp_path):
+    halves = [make_run(tmp_path / f"half{i}", MEASURED[i::2]) for i in (0, 1)]
+    pooled = compare(arm(*halves), arm(pair[1]), parts=True).step_parts
+    whole = compare(arm(pair[0]), arm(pair[1]), parts=True).step_parts
+    def figures(parts):  # the interval resamples the rows in their order: not compared
+        return [(p.part, p.error, p.steps_compared, p.steps_measured,
+                 [(b.phase, b.tokens_from, b.steps_measured, b.steps_modeled, b.measured_s,
+                   b.modeled_s, b.error) for b in p.buckets]) for p in parts.parts]
+
+    assert repr(figures(pooled)) == repr(figures(whole))  # medians of the same rows; NaN too
