@@ -19,6 +19,7 @@ from ..errors import BadInput
 from ..schema.summary import COMPARISON_HEADLINE, TEXT_STATS
 from ..schema.values import GIL_ARMS
 from . import interval
+from .parts_error import PartsComparison, compare_parts
 from .runs import Run
 
 # workload keys that differ between any two runs and say nothing about what was compared
@@ -128,6 +129,7 @@ class Comparison:
     differing_keys: Dict[str, Tuple[list, list]] = field(default_factory=dict)
     metrics: List[MetricResult] = field(default_factory=list)
     kind: str = "measured"  # a key of COMPARISON_HEADLINE
+    step_parts: Optional[PartsComparison] = None  # a measured arm against a modeled one
 
     def headline(self) -> List[MetricResult]:
         """The metrics that matter for the runs' kind, in the catalogue's order."""
@@ -150,12 +152,16 @@ class Comparison:
         raise KeyError(name)
 
     def to_dict(self) -> dict:
-        return dict(arm_a=self.arm_a, arm_b=self.arm_b, runs_a=self.runs_a,
-                    runs_b=self.runs_b, left_out=self.left_out, busy_host=self.busy_host,
-                    differing_keys={k: dict(a=a, b=b) for k, (a, b) in
-                                    self.differing_keys.items()},
-                    kind=self.kind, headline=[m.metric for m in self.headline()],
-                    metrics=[dict(asdict(m), says=m.says(self.arm_b)) for m in self.metrics])
+        """What --json prints; `step_parts` only where a measured arm meets a modeled one."""
+        out = dict(arm_a=self.arm_a, arm_b=self.arm_b, runs_a=self.runs_a,
+                   runs_b=self.runs_b, left_out=self.left_out, busy_host=self.busy_host,
+                   differing_keys={k: dict(a=a, b=b) for k, (a, b) in
+                                   self.differing_keys.items()},
+                   kind=self.kind, headline=[m.metric for m in self.headline()],
+                   metrics=[dict(asdict(m), says=m.says(self.arm_b)) for m in self.metrics])
+        if self.step_parts is not None:
+            out["step_parts"] = self.step_parts.to_dict()
+        return out
 
 
 def arms_by(runs: Sequence[Run], key: str, baseline: Optional[str] = None) -> List[Arm]:
@@ -202,11 +208,13 @@ def gil_arms(runs: Sequence[Run]) -> List[Arm]:
 
 
 def compare(a: Arm, b: Arm, *, allow_different: bool = False,
-            include_incomplete: bool = False, drop_busy: bool = False) -> Comparison:
+            include_incomplete: bool = False, drop_busy: bool = False,
+            parts: bool = False) -> Comparison:
     """Compare arm B against arm A. Runs of different traces are BadInput unless
     `allow_different`; incomplete runs are left out unless `include_incomplete`; runs on a
     busy host (where the host timed their figures: Run.busy_host) are flagged, and left out
-    with `drop_busy`."""
+    with `drop_busy`. With `parts`, a measured arm and a modeled one also have their step
+    parts compared (parts_error; their steps tables are read)."""
     _check_traces(a.runs + b.runs, allow_different)
     left_out: Dict[str, str] = {}
     busy = {str(run.path): run.busy_host for run in a.runs + b.runs if run.busy_host}
@@ -230,7 +238,8 @@ def compare(a: Arm, b: Arm, *, allow_different: bool = False,
     names = arm_names(runs_a, runs_b, differing)
     return Comparison(a.name or names[0], b.name or names[1], [str(r.path) for r in runs_a],
                       [str(r.path) for r in runs_b], left_out, busy, differing,
-                      _metrics(runs_a, runs_b, busy), kind(runs_a + runs_b, differing))
+                      _metrics(runs_a, runs_b, busy), kind(runs_a + runs_b, differing),
+                      compare_parts(runs_a, runs_b, differing) if parts else None)
 
 
 def kind(runs: Sequence[Run], differing: Dict[str, Tuple[list, list]]) -> str:

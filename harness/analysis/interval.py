@@ -60,11 +60,13 @@ def _median_ratio(a, b, axis=-1):
     return np.median(b, axis=axis) / np.median(a, axis=axis)
 
 
-def ratio(a: ArrayLike, b: ArrayLike, min_runs: int = MIN_RUNS) -> Ratio:
+def ratio(a: ArrayLike, b: ArrayLike, min_runs: int = MIN_RUNS,
+          batch: Optional[int] = None) -> Ratio:
     """The ratio of medians, with its 95 % percentile-bootstrap interval (scipy's
     stats.bootstrap, the two arms resampled independently) when each arm has at least
     `min_runs` values. NaN values are left out; a zero median in `a`, or a median or
-    ratio past the largest double, gives NaN; an interval with an end past it, none."""
+    ratio past the largest double, gives NaN; an interval with an end past it, none.
+    `batch`: resamples drawn at once (None: all), to bound the memory of long samples."""
     a, b = _finite(a), _finite(b)
     if not len(a) or not len(b):
         return Ratio(math.nan)
@@ -84,7 +86,8 @@ def ratio(a: ArrayLike, b: ArrayLike, min_runs: int = MIN_RUNS) -> Ratio:
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # a zero median in a resample
         result = stats.bootstrap((a, b), _median_ratio, vectorized=True, paired=False,
                                  confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
-                                 method="percentile", rng=np.random.default_rng(SEED))
+                                 batch=batch, method="percentile",
+                                 rng=np.random.default_rng(SEED))
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):  # a resample's median 0 or past a double
         return Ratio(point)

@@ -1,7 +1,8 @@
 """steptrace compare A... -- B... | --by KEY RUNS...: two arms of runs, metric by metric,
 with bootstrap intervals over runs and a verdict (docs/comparing.md); the text leads with
 the headline metrics of the runs' kind, `--all` adds the rest. `--by KEY` with more than
-two values compares each value's arm against the baseline's."""
+two values compares each value's arm against the baseline's. A measured arm and a modeled
+one of one workload also have their step parts compared, bucket by bucket."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def main(args) -> int:
 
     baseline, *others = _arms(args)
     results = [compare(baseline, other, allow_different=args.allow_different,
-                       include_incomplete=args.include_incomplete, drop_busy=args.drop_busy)
+                       include_incomplete=args.include_incomplete, drop_busy=args.drop_busy,
+                       parts=True)
                for other in others]
     if args.json:  # one comparison as before; several under the baseline's name
         print_json(results[0].to_dict() if len(results) == 1 else dict(
@@ -121,6 +123,52 @@ def print_text(result, every: bool = False) -> None:
     elif others:
         print(f"(the headline metrics of {result.kind} runs; --all adds {len(others)} more, "
               f"--json and --csv carry every statistic)")
+    if result.step_parts is not None:
+        print_parts(result.step_parts)
+
+
+def print_parts(parts) -> None:
+    """The step parts of a measured arm against a modeled one (analysis/parts_error.py):
+    what is modeled, how steps were matched, a row per bucket and one per part overall."""
+    print()
+    print(f"step parts, modeled vs measured: arm {parts.modeled_arm} is MODELED (the "
+          f"{parts.profile} profile's device model), arm {parts.measured_arm} measured on "
+          f"{parts.measured_device}")
+    if parts.not_compared:
+        print(f"  not compared: {parts.not_compared}")
+        return
+    print("  steps matched by the rank's batch: its phase and its scheduled tokens (tokens_q) "
+          "in power-of-two buckets; warm-up steps left out")
+    print("  error = modeled / measured median - 1 (beyond 10x either way: the factor "
+          "modeled/measured); 95% interval: the measured steps resampled")
+    if parts.parts:
+        print(f"{'part':11}{'phase':9}{'tokens':>11}{'measured s':>12}{'steps':>7}"
+              f"{'modeled s':>12}{'steps':>7}{'error':>10}{'95% interval':>24}")
+    for part in parts.parts:
+        for b in part.buckets:
+            ci = "" if math.isnan(b.low) else f"{_error(b.low)} .. {_error(b.high)}"
+            print(f"{part.part:11}{b.phase:9}{_tokens(b):>11}"
+                  f"{b.measured_s:>12.4g}{b.steps_measured:>7}{b.modeled_s:>12.4g}"
+                  f"{b.steps_modeled:>7}{_error(b.error):>10}{ci:>24}")
+        print(f"{part.part:11}{'overall, weighted by measured steps':52}"
+              f"{_error(part.error):>10}  ({part.steps_compared} of {part.steps_measured} "
+              f"measured steps in buckets both arms have)")
+    for name, why in parts.left_out.items():
+        print(f"  left out: {name}: {why}")
+
+
+def _tokens(bucket) -> str:
+    low, high = bucket.tokens_from, bucket.tokens_to
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _error(error: float) -> str:
+    """modeled / measured - 1 as a percentage; beyond 10x either way the factor ("x3.1e-06"),
+    which a percentage would round to -100.0%; "-" for none."""
+    if math.isnan(error):
+        return "-"
+    ratio = error + 1
+    return f"{error:+.1%}" if 0.1 <= ratio <= 10 else f"x{ratio:.3g}"
 
 
 def _print_row(m, b: str, width: int) -> None:
