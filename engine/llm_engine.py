@@ -32,11 +32,10 @@ class StepRecord:
     # MTP drafts accepted per row, an array per DP rank; None: none
     accepted: Optional[List[np.ndarray]]
     times: _core.StepTimes  # what the engine measured around the step, read by the C++ log
-    flops: RankCosts  # per DP rank: a StepCost (model_flops, executed_flops, bytes)
+    # per DP rank: a StepCost (model_flops, executed_flops, bytes; a measured forward's
+    # parts, engine/step_parts.py)
+    flops: RankCosts
     modeled: bool  # forward and sample durations come from a device model
-    # per DP rank, ns of each part of its measured forward (attention, dense, experts,
-    # dispatch, combine: engine/step_parts.py), beside the C++ StepTimes; None: modeled
-    parts: Optional[List[Dict[str, int]]] = None
 
     @property
     def start_ns(self) -> int:  # perf_counter_ns when the step's schedule() was called
@@ -275,7 +274,7 @@ class LLMEngine:
         times = _core.StepTimes.of(start_ns, sched_call_ns, out.forward_ns, out.sample_ns,
                                 postprocess_ns, time.perf_counter_ns() - start_ns)
         return StepRecord(plan=plan, post=post, accepted=out.accepted, times=times, flops=flops,
-                          modeled=out.modeled, parts=out.parts)
+                          modeled=out.modeled)
 
     def _drop(self, done) -> None:
         assert self.executor.holds_requests, "called only for an executor that holds requests"
