@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 import numpy as np
 
 from engine import _core
-from engine.block_hashes import block_hashes
 from engine.device_memory import kv_bytes_per_token
 from engine.disaggregation import Disaggregation
 
@@ -109,7 +108,6 @@ class _Service:
         self.instances = instances
         p, d = service.prefill, service.decode
         pe = self.prefill[0].engine.config.scheduler
-        self.block_size = pe.block_size
         self.prefill_router = PrefillRouter(service.prefill_router, p.instances,
                                             pe.dp_size * pe.num_kv_blocks, pe.block_size)
         self.decode_router = DecodeRouter(service.decode_router, d.instances)
@@ -176,10 +174,8 @@ class _Service:
         r = self.requests
         prompt_len = int(self.prompt_len[i])
         ids = None if r.hash_ids is None else r.hash_ids[i]
-        hashes = block_hashes(ids, r.hash_block_size or self.block_size, self.block_size,
-                              prompt_len) \
-            if ids is not None and self.service.prefill_router == "cache_aware" else ()
-        instance = self.prefill[self.prefill_router.route(prompt_len, hashes)]
+        instance = self.prefill[self.prefill_router.route(prompt_len, self.prefill_router.hashes(
+            ids, r.hash_block_size, prompt_len))]
         self.transfers["prefill_instance"][i] = instance.index
         added = instance.engine.add_request(
             i, prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),

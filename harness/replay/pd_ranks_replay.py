@@ -1,6 +1,6 @@
 """The harness's side of a P/D deployment on a real device: every instance engine
 processes, one per device (harness/replay/pd_rank_process.py), the prefill instances'
-ranks first. The harness replays the trace on the real clock through the
+ranks first. The harness replays the trace on the real clock (ranks_replay.py) through the
 prefill router, routes each prefilled sequence through the decode router (telling the
 decode instance to take it and the prefill where to send its KV), records each hand-off
 and transfer in the requests table's P/D columns, and hands the ranks' chunks to the
@@ -10,21 +10,20 @@ instance has finished and reported its last hand-off."""
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
-from engine.block_hashes import block_hashes
-
 from ..record.pd_join import Transfers
 from .driver import Requests
-from .ranks import POLL_S, SETTLE_S, RankFailed, Ranks
+from .ranks import Ranks
 from .routers import DecodeRouter, PrefillRouter
 
 
-class _Service:
+class PDFeeder:
+    """A P/D deployment's routers in front of its instances' ranks (a Feeder of
+    harness/replay/ranks_replay.py)."""
+
     def __init__(self, service, ranks: Ranks, requests: Requests, transfers: Transfers):
         self.service, self.ranks, self.requests = service, ranks, requests
         self.transfers = transfers
@@ -33,13 +32,13 @@ class _Service:
         self.instance = {r: k for k, g in enumerate(self.groups) for r in g}
         self._next = [0] * len(self.groups)  # each instance's next DP rank
         prefill = ranks.engines[0].config.scheduler
-        self.block_size = prefill.block_size
         self.prefill_router = PrefillRouter(service.prefill_router, self.p,
                                             len(self.groups[0]) * prefill.num_kv_blocks,
                                             prefill.block_size)
         self.decode_router = DecodeRouter(service.decode_router, service.decode.instances)
         self.free = {r: e.kv_pool.manifest()["num_kv_blocks"] if e.kv_pool is not None
                      else e.config.scheduler.num_kv_blocks for r, e in enumerate(ranks.engines)}
+        self.prefill_ended = self.decode_told = False
         self.prompt_len = np.asarray(requests.prompt_len, np.int64)
         self.max_new_tokens = np.asarray(requests.max_new_tokens, np.int64)
 
@@ -47,17 +46,31 @@ class _Service:
         r = self.requests
         prompt_len = int(self.prompt_len[i])
         ids = None if r.hash_ids is None else r.hash_ids[i]
-        hashes = block_hashes(ids, r.hash_block_size or self.block_size, self.block_size,
-                              prompt_len) \
-            if ids is not None and self.service.prefill_router == "cache_aware" else ()
-        k = self.prefill_router.route(prompt_len, hashes)
+        k = self.prefill_router.route(prompt_len, self.prefill_router.hashes(
+            ids, r.hash_block_size, prompt_len))
         self.transfers["prefill_instance"][i] = k
         self.ranks.send(self._dp_rank(k), ("add", i, dict(
             prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),
             arrival_time=arrival_s, hash_ids=ids, hash_block_size=r.hash_block_size)))
 
     def events(self) -> None:
-        """The ranks' hand-offs, transfers and free blocks, in the order they came."""
+        """The ranks' hand-offs, transfers and free blocks, in the order they came; the
+        decode instances told no more requests come once the prefill ranks are done (a
+        prefill reports its last hand-off before it is done)."""
+        self._take_events()
+        if not self.decode_told and self.prefill_ended and self.prefill_done():
+            self._take_events()
+            self.ranks.end(stopped=False, ranks=self.decode_ranks)
+            self.decode_told = True
+
+    def end(self, stopped: bool) -> None:
+        """The prefill ranks finish theirs (the decode ranks theirs after them), or all
+        stop."""
+        self.prefill_ended = True
+        self.ranks.end(stopped, ranks=None if stopped else self.prefill_ranks)
+        self.decode_told = stopped
+
+    def _take_events(self) -> None:
         events, self.ranks.events = self.ranks.events, []
         for kind, rank, *rest in events:
             if kind == "prefilled":
@@ -105,61 +118,3 @@ class _Service:
 
     def prefill_done(self) -> bool:
         return all(r in self.ranks.done for r in self.prefill_ranks)
-
-
-def replay_pd_ranks(service, ranks: Ranks, requests: Requests, recorder,
-                    on_step: Optional[Callable[[int, int], None]], start: float,
-                    stop: threading.Event) -> bool:
-    """Replay to completion, or until `stop` is set (every instance then stops); True if
-    completed. A rank that fails raises RankFailed, what the others sent recorded."""
-    assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
-    run = _Service(service, ranks, requests, recorder.join.transfers)
-    ranks.begin(start)
-    arrivals = np.asarray(requests.arrival_s, np.float64)
-    n = len(arrivals)
-
-    def poll(timeout: float) -> None:
-        ranks.poll(timeout)
-        run.events()
-        recorder.take(ranks)
-
-    try:
-        for i in range(n):
-            while not stop.is_set() and time.perf_counter() - start < arrivals[i]:
-                poll(min(POLL_S, max(arrivals[i] - (time.perf_counter() - start), 0.0)))
-            if stop.is_set():
-                break
-            run.arrive(i, float(arrivals[i]))
-            if on_step is not None and i % 64 == 0:
-                on_step(ranks.num_done, n)
-        _drain(run, ranks, poll, on_step, n, stop)
-    except RankFailed:
-        ranks.settle(SETTLE_S)
-        raise
-    finally:  # what every rank sent, also after a failure
-        recorder.take(ranks, final=True)
-    if on_step is not None:
-        on_step(ranks.num_done, n)
-    return not stop.is_set()
-
-
-def _drain(run: _Service, ranks: Ranks, poll, on_step, n: int, stop) -> None:
-    """No more arrivals: the prefill instances finish theirs, then the decode instances
-    (every hand-off routed: a prefill reports its last before it is done)."""
-    prefill, decode = run.prefill_ranks, run.decode_ranks
-    ranks.end(stopped=stop.is_set(), ranks=prefill)
-    decode_told = stopped = stop.is_set()
-    if stopped:
-        ranks.end(stopped=True, ranks=decode)
-    while not ranks.finished():
-        done = ranks.num_done
-        poll(POLL_S)
-        if not decode_told and run.prefill_done():
-            run.events()  # the last hand-offs, before the decode hears there are no more
-            ranks.end(stopped=False, ranks=decode)
-            decode_told = True
-        if on_step is not None and ranks.num_done != done:
-            on_step(ranks.num_done, n)
-        if stop.is_set() and not stopped:
-            stopped = decode_told = True
-            ranks.end(stopped=True)

@@ -21,7 +21,9 @@ what it sent where and what came back, never an instance's scheduler.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import List, Sequence
+from typing import List, Optional, Sequence
+
+from engine.block_hashes import block_hashes
 
 BALANCE_ABS, BALANCE_REL, CACHE_THRESHOLD = 64, 1.5, 0.3
 
@@ -49,6 +51,14 @@ class PrefillRouter:
         self.load[i] += 1
         self.tokens[i] += prompt_len
         return i
+
+    def hashes(self, hash_ids, hash_block_size: Optional[int], prompt_len: int) -> Sequence[int]:
+        """A request's chained block hashes, as cache_aware routes by them (no other
+        policy reads them: none)."""
+        if hash_ids is None or self.policy != "cache_aware":
+            return ()
+        return block_hashes(hash_ids, hash_block_size or self.block_size, self.block_size,
+                            prompt_len)
 
     def prefilled(self, instance: int, prompt_len: int) -> None:
         """A request routed to `instance` left it (handed off or rejected)."""

@@ -37,11 +37,11 @@ from .frontend import Frontend
 from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
 from .native import replay_disaggregated_native, replay_native
-from .pd_ranks_replay import replay_pd_ranks
+from .pd_ranks_replay import PDFeeder
 from .planned_run import PlannedRun
 from .ranks import Ranks, local_devices
 from .ranks_recorder import RanksRecorder
-from .ranks_replay import replay_ranks
+from .ranks_replay import Colocated, Feeder, replay_ranks
 from .tokens import tokens_frame
 
 PD_UNCALIBRATED = "off: a P/D deployment's harness cost is not calibrated"
@@ -175,9 +175,15 @@ class _Run:
         load = self.workload.values["load"]
         requests = Requests.of(self.trace.df, self.trace.hash_block_size, load["concurrency"])
         service = self.workload.disaggregation
-        if service is not None and self.ranks is not None:
-            return replay_pd_ranks(service, self.ranks, requests, self.recorder, progress,
-                                   start, self.stop)
+        if self.ranks is not None:
+            recorder = self.recorder
+            assert isinstance(recorder, RanksRecorder), "rank processes' chunks"
+            feeder: Feeder = Colocated(self.ranks, requests)
+            if service is not None:
+                assert recorder.join is not None, "a P/D deployment's recorder joins"
+                feeder = PDFeeder(service, self.ranks, requests, recorder.join.transfers)
+            return replay_ranks(self.ranks, feeder, requests, recorder, progress, start,
+                                self.stop)
         if service is not None:
             recorder = self.recorder
             instances = [Instance(role, k, engine, log)
@@ -190,9 +196,6 @@ class _Run:
             assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
             return replay_disaggregated(service, instances, requests, self.engine.model_config,
                                         recorder.join.transfers, arrived, progress, self.stop)
-        if self.ranks is not None:
-            assert isinstance(self.recorder, RanksRecorder), "rank processes' chunks"
-            return replay_ranks(self.ranks, requests, self.recorder, progress, start, self.stop)
         if self.workload.values["replay_loop"] == "cpp":
             return replay_native(self.engine, requests, self.recorder, progress, self.stop)
         return replay(self.engine, requests,
