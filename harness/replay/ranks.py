@@ -38,7 +38,7 @@ class RankFailed(RuntimeError):
 
 
 class _Pool:
-    """A rank process's KV pool as rank 0 reported it (the manifest's)."""
+    """A rank process's KV pool as it reported it (the manifest's)."""
 
     def __init__(self, manifest: dict) -> None:
         self._manifest = manifest
