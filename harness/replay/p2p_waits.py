@@ -16,7 +16,6 @@ from typing import Any, Dict, List
 class P2PWaits:
     def __init__(self) -> None:
         self._peers: Dict[int, queue.SimpleQueue] = {}
-        self._threads: List[threading.Thread] = []
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         self.in_flight = 0
 
@@ -24,38 +23,28 @@ class P2PWaits:
         """Wait for `work` (a transfer with `peer`); `payload` comes back from completed()."""
         if peer not in self._peers:
             self._peers[peer] = q = queue.SimpleQueue[Any]()
-            thread = threading.Thread(target=self._wait, args=(q,), daemon=True,
-                                      name=f"p2p-peer{peer}")
-            thread.start()
-            self._threads.append(thread)
+            threading.Thread(target=self._wait, args=(q,), daemon=True,
+                             name=f"p2p-peer{peer}").start()
         self.in_flight += 1
         self._peers[peer].put((work, payload))
 
-    def completed(self, timeout: float = 0.0) -> List[Any]:
-        """The payloads of the transfers completed since the last call (waiting up to
-        `timeout` for one); a failed transfer's error raised here."""
-        out = []
-        try:
-            item = self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()
-            while True:
-                self.in_flight -= 1
-                if isinstance(item, BaseException):
-                    raise item
-                out.append(item)
+    def completed(self) -> List[Any]:
+        """The payloads of the transfers completed since the last call; a failed
+        transfer's error raised here."""
+        out: List[Any] = []
+        while True:
+            try:
                 item = self._done.get_nowait()
-        except queue.Empty:
-            return out
-
-    def close(self) -> None:
-        for q in self._peers.values():
-            q.put(None)
+            except queue.Empty:
+                return out
+            self.in_flight -= 1
+            if isinstance(item, BaseException):
+                raise item
+            out.append(item)
 
     def _wait(self, q: queue.SimpleQueue) -> None:
-        while True:
-            item = q.get()
-            if item is None:
-                return
-            work, payload = item
+        while True:  # a daemon thread: it ends with its process
+            work, payload = q.get()
             try:
                 work.wait()
             except BaseException as e:  # noqa: BLE001  (the engine's thread raises it)
