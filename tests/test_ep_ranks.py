@@ -1,6 +1,6 @@
 """Expert parallelism over processes (gloo on the CPU): the sharded MoE layer against the
 unsharded one, an empty rank in the collectives, and the tiny model's greedy tokens as DP
-ranks with EP against one process."""
+ranks with EP against one process. The 2-rank cases share one pair of rank processes."""
 
 import copy
 import os
@@ -91,14 +91,35 @@ def layer_errors(rank, world, redundant, tokens, dtype):
             model.timer.ns["dispatch"])
 
 
+def each(rank, world, calls):
+    """Several rank functions in turn, in one process group: name -> result."""
+    return {name: fn(rank, world, *args) for name, (fn, args) in calls.items()}
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    """What the tests below ask of 2 ranks, run in turn by one pair of rank processes
+    (starting them is most of each test's time): per rank, name -> result."""
+    calls = {("layer", r, t): (moe_errors, (r, t)) for r, t in ((0, (9, 5)), (2, (6, 0)))}
+    calls["fp8"] = (fp8_error, ())
+    for m in (1, 2):
+        calls["tokens", m] = (dp_tokens, (Deployment(devices=2, attention_dp=2, moe_ep=2,
+                                                     micro_batches=m),))
+    return spawn(each, 2, calls)
+
+
 @pytest.mark.parametrize("world, redundant, tokens", [
     (2, 0, (9, 5)), (2, 2, (6, 0)),  # the second: rank 1 has no tokens, and joins
     (4, 4, (7, 0, 3, 12))])
-def test_ep_layer_equals_the_unsharded_layer(world, redundant, tokens):
+def test_ep_layer_equals_the_unsharded_layer(world, redundant, tokens, request):
     # A sharded layer sums a token's experts in another order (per rank, then over
     # ranks): float64 checks the arithmetic; in float32 the rounding stays below 1e-5.
-    for (one64, two64, dispatch_ns), (one32, two32, _) in spawn(moe_errors, world, redundant,
-                                                                tokens):
+    if world == 2:
+        results = [rank["layer", redundant, tokens]
+                   for rank in request.getfixturevalue("two_ranks")]
+    else:
+        results = spawn(moe_errors, world, redundant, tokens)
+    for (one64, two64, dispatch_ns), (one32, two32, _) in results:
         assert one64 < 1e-12 and two64 < 1e-12
         assert one32 < 1e-5 and two32 < 1e-5
         assert dispatch_ns > 0  # every rank exchanged, the empty one too
@@ -118,8 +139,8 @@ def fp8_error(rank, world):
         return ((moe(x) - expected).norm() / expected.norm()).item()
 
 
-def test_quantised_payloads_travel_with_their_scales():
-    errors = spawn(fp8_error, 2)
+def test_quantised_payloads_travel_with_their_scales(two_ranks):
+    errors = [rank["fp8"] for rank in two_ranks]
     assert all(0 < e < 0.1 for e in errors), errors  # E4M3 keeps 3 mantissa bits
 
 
@@ -160,15 +181,14 @@ def dp_tokens(rank, world, deployment):
 
 
 @pytest.mark.parametrize("micro_batches", [1, 2])
-def test_greedy_tokens_as_dp_ranks_with_ep_equal_one_process(micro_batches):
+def test_greedy_tokens_as_dp_ranks_with_ep_equal_one_process(two_ranks, micro_batches):
     engine = LLMEngine(config())
     alone = keep_tokens(engine)
     for r in requests():
         engine.add_request(**r)
     engine.run()
     assert sorted(alone) == list(range(5))
-    d = Deployment(devices=2, attention_dp=2, moe_ep=2, micro_batches=micro_batches)
-    (kept0, steps0), (kept1, steps1) = spawn(dp_tokens, 2, d)
+    (kept0, steps0), (kept1, steps1) = (rank["tokens", micro_batches] for rank in two_ranks)
     assert sorted(kept0) == [0, 2, 4] and sorted(kept1) == [1, 3]
     assert {**kept0, **kept1} == alone  # float32: no near-tie flipped
     assert len(steps0) == len(steps1)  # every step on both ranks, empty ones included

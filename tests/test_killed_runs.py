@@ -76,7 +76,8 @@ def wait_marked_killed(run_dir: Path, timeout=60) -> dict:
     raise AssertionError("the table writer never marked the run killed")
 
 
-@pytest.mark.parametrize("delay_s", sorted(KILL_AT.uniform(0.2, 2.5) for _ in range(3)))
+# two kill points, early and late (a third at 1.70 s took the path 1.82 s does)
+@pytest.mark.parametrize("delay_s", sorted(KILL_AT.uniform(0.2, 2.5) for _ in range(2)))
 def test_a_run_killed_at_any_point_keeps_every_chunk(tmp_path, delay_s):
     workload = tmp_path / "long.yaml"
     workload.write_text(LONG + f"output: {tmp_path / 'out'}\n")

@@ -1,5 +1,6 @@
 """`steptrace run` over engine processes, one per device (gloo on the CPU): the same tokens
-as one process, a rank killed mid-run, a collective that never completes."""
+as one process (2 ranks, DP alone and with EP; 4 ranks with EP over 4), a rank killed
+mid-run, a collective that never completes."""
 
 import json
 import os
@@ -47,31 +48,69 @@ def workload(tmp_path, name, body):
     return path
 
 
+TOKENS = ["request_id", "position", "token_id"]
+
+
+def tokens(run_dir):
+    return pd.read_parquet(run_dir / "tokens.parquet")[TOKENS]
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """The slice's workload and the tokens one process samples for it: the reference every
+    rank count below is held to."""
+    tmp_path = tmp_path_factory.mktemp("one")
+    body = sliced(tmp_path)
+    (one,) = run_workload(load_workload(workload(tmp_path, "one", body)))
+    expected = tokens(one)
+    assert len(expected) > 0
+    return body, expected
+
+
+def ranks_run(tmp_path, body, deployment):
+    """The slice run over rank processes, to completion: its folder."""
+    (run_dir,) = run_workload(load_workload(workload(
+        tmp_path, "ranks", body + f"deployment: {deployment}\n")))
+    assert json.loads((run_dir / "manifest.json").read_text())["complete"] is True
+    return run_dir
+
+
 @pytest.mark.parametrize("deployment", [
     "{devices: 2, moe: {ep: 1}}",  # DP alone: every expert on every rank
     "{devices: 2, micro_batches: 2}",  # EP2 (the default ep), two micro-batches
 ])
-def test_two_ranks_sample_the_tokens_one_process_does(tmp_path, deployment):
-    body = sliced(tmp_path)
-    (one,) = run_workload(load_workload(workload(tmp_path, "one", body)))
-    two_ranks = body + f"deployment: {deployment}\n"
-    (two,) = run_workload(load_workload(workload(tmp_path, "two", two_ranks)))
-    columns = ["request_id", "position", "token_id"]
-    tokens = [pd.read_parquet(d / "tokens.parquet")[columns] for d in (one, two)]
-    assert len(tokens[0]) > 0
-    pd.testing.assert_frame_equal(*tokens)
+def test_two_ranks_sample_the_tokens_one_process_does(tmp_path, one_process, deployment):
+    body, expected = one_process
+    two = ranks_run(tmp_path, body, deployment)
+    pd.testing.assert_frame_equal(tokens(two), expected)
     steps = pd.read_parquet(two / "steps.parquet")
     assert sorted(steps["dp_rank"].unique()) == [0, 1]
     per_rank = steps.groupby("dp_rank")["step"].apply(list)
     assert per_rank[0] == per_rank[1]  # one row per step and rank: the ranks in lockstep
     requests = read_requests(two / "requests.parquet")
     assert (requests["dp_rank"] == requests["request_id"] % 2).all()  # round robin
-    assert json.loads((two / "manifest.json").read_text())["complete"] is True
     # measured around the real calls, on each rank; the all-to-alls with EP alone
     parts = steps.groupby("dp_rank")[["attention_s", "experts_s", "dispatch_s", "combine_s"]]
     assert (parts.sum()[["attention_s", "experts_s"]] > 0).all().all()
     ep = "micro" in deployment
     assert ((parts.sum()[["dispatch_s", "combine_s"]] > 0) == ep).all().all()
+
+
+def test_four_ranks_with_ep_over_four_sample_the_tokens_one_process_does(tmp_path,
+                                                                        one_process):
+    """EP4: each rank holds 2 of the tiny model's 8 experts; its tokens go to the other
+    three ranks and back in every MoE layer."""
+    body, expected = one_process
+    four = ranks_run(tmp_path, body, "{devices: 4, moe: {ep: 4}}")
+    pd.testing.assert_frame_equal(tokens(four), expected)
+    steps = pd.read_parquet(four / "steps.parquet")
+    per_rank = steps.groupby("dp_rank")["step"].apply(list)
+    assert list(per_rank.index) == [0, 1, 2, 3]
+    assert all(steps_of == per_rank[0] for steps_of in per_rank)  # in lockstep
+    requests = read_requests(four / "requests.parquet")
+    assert (requests["dp_rank"] == requests["request_id"] % 4).all()  # round robin
+    exchanged = steps.groupby("dp_rank")[["dispatch_s", "combine_s"]].sum()
+    assert (exchanged > 0).all().all()  # every rank exchanged its tokens
 
 
 # minutes of decoding on any host: a rank is stopped while it runs

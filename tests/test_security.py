@@ -267,6 +267,15 @@ def plain_runs(tmp_path_factory):
     return dict(h200=h200, b200=b200)
 
 
+@pytest.fixture(scope="module")
+def made_report(plain_runs, tmp_path_factory) -> Path:
+    """A report of the H200 run, drawn once: a test that needs an earlier report copies it
+    (its marker lists the files it holds, so the copy is a report as made)."""
+    out = tmp_path_factory.mktemp("made") / "r"
+    assert main(["report", str(plain_runs["h200"]), "-o", str(out)]) == 0
+    return out
+
+
 def crafted(run: Path, into: Path, **changes) -> Path:
     """A copy of `run` whose manifest has `changes` (a None value deletes the key)."""
     copy = into / run.name
@@ -455,12 +464,11 @@ def snapshot(root: Path) -> dict:
     return out
 
 
-def destination(kind: str, root: Path, run: Path) -> tuple:
+def destination(kind: str, root: Path, run: Path, made: Path) -> tuple:
     """(the -o given, what the refusal says) for a folder a report may not replace, made
-    under `root`; `run` is the run folder the report reads."""
+    under `root`; `run` is the run folder the report reads, `made` a report of it."""
     def earlier(name="r1"):
-        assert main(["report", str(run), "-o", str(root / name)]) == 0
-        return root / name
+        return shutil.copytree(made, root / name)
 
     root.mkdir()
     if kind == "a site":
@@ -512,13 +520,14 @@ def destination(kind: str, root: Path, run: Path) -> tuple:
                                   "notes added to a report", "a folder added to its figures",
                                   "a link to a report", "a marker listing a file of its own",
                                   "another run folder", "a baseline"])
-def test_a_report_replaces_only_a_report_it_made(plain_runs, tmp_path, capsys, kind):
+def test_a_report_replaces_only_a_report_it_made(plain_runs, made_report, tmp_path, capsys,
+                                                 kind):
     """A folder holding an index.html is not thereby a report: only one holding the marker
     a report writes and nothing but the files it lists is replaced. Anything else is
     refused, exit 2, one line naming what it holds, and every file and link stays as it
     was (a link to a report is not swapped for a folder, and no `.old` is left)."""
     run = shutil.copytree(plain_runs["h200"], tmp_path / "runs" / plain_runs["h200"].name)
-    out, says = destination(kind, tmp_path / "here", run)
+    out, says = destination(kind, tmp_path / "here", run, made_report)
     before = snapshot(tmp_path)
     capsys.readouterr()
     assert main(["report", str(run), "-o", str(out)]) == 2
@@ -542,13 +551,12 @@ def test_a_report_is_never_written_into_a_run_it_reads(plain_runs, tmp_path, cap
     assert snapshot(tmp_path) == before
 
 
-def test_a_file_put_in_the_report_while_it_is_drawn_is_kept(plain_runs, tmp_path, capsys,
-                                                            monkeypatch):
+def test_a_file_put_in_the_report_while_it_is_drawn_is_kept(plain_runs, made_report, tmp_path,
+                                                            capsys, monkeypatch):
     """The destination is checked again just before the swap: notes saved into an earlier
     report while the new one was drawn are not deleted with it."""
     build = importlib.import_module("harness.analysis.report.build")
-    out = tmp_path / "r"
-    assert main(["report", str(plain_runs["h200"]), "-o", str(out)]) == 0
+    out = shutil.copytree(made_report, tmp_path / "r")
     earlier = snapshot(out)
     write = build._write
 
