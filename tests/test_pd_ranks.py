@@ -17,21 +17,11 @@ import pytest
 
 from engine.model_config import load_model_config
 from harness.record.run_folder import read_requests
-from harness.sweeps.sweep import run_workload
-from harness.workload import load_workload
-from tests.test_ranks import ROOT, sliced, workload
+from tests.test_ranks import ROOT, one_process, ranks_run, tokens, workload
+
+__all__ = ["one_process"]  # the reference run, a fixture of this module's too
 
 pytestmark = [pytest.mark.slow, pytest.mark.core]
-
-TOKENS = ["request_id", "position", "token_id"]
-
-
-@pytest.fixture(scope="module")
-def one_process(tmp_path_factory):
-    """The slice's tokens from one co-located engine in the harness's process."""
-    tmp_path = tmp_path_factory.mktemp("one")
-    (run_dir,) = run_workload(load_workload(workload(tmp_path, "one", sliced(tmp_path))))
-    return pd.read_parquet(run_dir / "tokens.parquet")[TOKENS]
 
 
 @pytest.mark.parametrize("pools", [
@@ -42,12 +32,10 @@ def one_process(tmp_path_factory):
     "prefill: {instances: 2}, decode: {instances: 1, devices: 2, micro_batches: 2}",
 ])
 def test_a_pd_deployment_samples_the_tokens_one_process_does(tmp_path, one_process, pools):
-    body = sliced(tmp_path) + f"deployment: {{{pools}}}\n"
-    (run_dir,) = run_workload(load_workload(workload(tmp_path, "pd", body)))
-    pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "tokens.parquet")[TOKENS],
-                                  one_process)
+    body, expected = one_process
+    run_dir = ranks_run(tmp_path, body, f"{{{pools}}}")
+    pd.testing.assert_frame_equal(tokens(run_dir), expected)
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["complete"] is True
     roles = [r["role"] for r in manifest["ranks"]]
     assert roles[0] == "prefill" and roles[-1] == "decode"
     requests = read_requests(run_dir / "requests.parquet").set_index("request_id")
