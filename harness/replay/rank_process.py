@@ -6,7 +6,7 @@ harness through the outbox.
 
 Messages in: ("add", request_id, add_request keywords), END (no more requests), STOP.
 Out: ("ready", rank, kv pool manifest), ("chunk", rank, columns), ("done", rank, itl,
-tokens), ("failed", rank, message).
+tokens), ("failed", rank, message); a P/D instance's rank more (pd_rank_process.py).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class HarnessGone(RuntimeError):
 
 
 class _Rank:
-    """A DP rank of a co-located deployment (PDRank: a P/D instance's only rank)."""
+    """A DP rank of a co-located deployment (PDRank: a DP rank of a P/D instance)."""
 
     def __init__(self, rank: int, setup: RankSetup, inbox, outbox, harness: int) -> None:
         import torch
