@@ -40,7 +40,9 @@ def gather(kv_cache: torch.Tensor, blocks, num_tokens: int) -> torch.Tensor:
     [layers, num_tokens, dim], contiguous (a copy)."""
     layers, _, block_size, dim = kv_cache.shape
     slots = _block_slots(blocks, num_tokens, block_size).to(kv_cache.device)
-    return kv_cache.view(layers, -1, dim).index_select(1, slots).contiguous()
+    kv = kv_cache.view(layers, -1, dim).index_select(1, slots).contiguous()
+    _settle(kv.device)
+    return kv
 
 
 def scatter(kv_cache: torch.Tensor, blocks, kv: torch.Tensor) -> None:
@@ -51,6 +53,14 @@ def scatter(kv_cache: torch.Tensor, blocks, kv: torch.Tensor) -> None:
                          f"layers of width {dim}")
     slots = _block_slots(blocks, kv.shape[1], block_size).to(kv_cache.device)
     kv_cache.view(layers, -1, dim).index_copy_(1, slots, kv.to(kv_cache.dtype))
+    _settle(kv_cache.device)
+
+
+def _settle(device: torch.device) -> None:
+    """On a device, the copy done before anything else runs: the send (on the process
+    group's stream) and the next forward (on the Worker's) do not wait for this stream."""
+    if device.type != "cpu":
+        getattr(torch, device.type).synchronize(device)
 
 
 def kv_shape(kv_cache: torch.Tensor, num_tokens: int) -> Tuple[int, int, int]:

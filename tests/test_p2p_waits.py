@@ -53,3 +53,20 @@ def test_a_failed_transfer_is_raised_on_the_engines_thread():
     work.finish.set()
     with pytest.raises(RuntimeError, match="peer 3 closed"):
         collect(waits, 1)
+
+
+def test_nccl_and_hccl_works_are_polled():
+    class Polled:
+        def __init__(self):
+            self.done = False
+
+        def is_completed(self):
+            return self.done
+
+    waits = P2PWaits(polled=True)
+    first, second = Polled(), Polled()
+    waits.add(1, first, "a")
+    waits.add(1, second, "b")
+    assert waits.completed() == [] and waits.in_flight == 2
+    second.done = True
+    assert waits.completed() == ["b"] and waits.in_flight == 1

@@ -17,7 +17,7 @@ import pytest
 
 from engine.model_config import load_model_config
 from harness.record.run_folder import read_requests
-from tests.test_ranks import ROOT, one_process, ranks_run, tokens, workload
+from tests.test_ranks import ROOT, SLICE, TRACE, one_process, ranks_run, tokens, workload
 
 __all__ = ["one_process"]  # the reference run, a fixture of this module's too
 
@@ -53,6 +53,26 @@ def test_a_pd_deployment_samples_the_tokens_one_process_does(tmp_path, one_proce
     steps = pd.read_parquet(run_dir / "steps.parquet")
     ran = set(zip(steps["role"], steps["instance"], steps["dp_rank"]))
     assert ran == {(r["role"], r["instance"], r["dp_rank"]) for r in manifest["ranks"]}
+
+
+def test_a_request_the_prefill_rejects_and_a_one_token_one_move_no_kv(tmp_path):
+    """The prefill's pool (16 blocks of 16) cannot hold request 1's prompt: rejected there,
+    with its reason; request 2 wants one output token, the prefill's: nothing is sent."""
+    df = pd.read_csv(TRACE).head(4)
+    df["max_new_tokens"] = df["max_new_tokens"].clip(upper=8)
+    df.loc[1, "prompt_len"], df.loc[2, "max_new_tokens"] = 300, 1
+    trace = tmp_path / "trace.csv"
+    df.to_csv(trace, index=False)
+    body = SLICE.format(trace=trace)
+    run_dir = ranks_run(tmp_path, body, "{prefill: {instances: 1, engine: {num_kv_blocks: 16}},"
+                                        " decode: {instances: 1}}")
+    requests = read_requests(run_dir / "requests.parquet").set_index("request_id")
+    assert requests.loc[1, "status"] == "rejected"
+    assert "needs 19 KV blocks for 300 tokens" in requests.loc[1, "reason"]
+    assert requests.loc[2, "status"] == "finished" and requests.loc[2, "output_tokens"] == 1
+    assert requests.loc[2, "kv_bytes"] == 0 and np.isnan(requests.loc[2, "transfer_end_s"])
+    assert (requests.loc[[0, 3], "status"] == "finished").all()
+    assert (requests.loc[[0, 3], "kv_bytes"] > 0).all()
 
 
 LONG_PD = """trace: {generate: {requests: 8, rate: 100, prompt: {uniform: [4, 40]},

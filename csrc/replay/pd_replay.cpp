@@ -96,11 +96,7 @@ void PdReplay::arrive(int64_t i, double t) {
   columns_.prefill_instance[i] = static_cast<int32_t>(instance.index);
   const SeqRecord added = instance.scheduler->add_sequence(
       i, prompt_len, requests_.max_new_tokens[i], t, ids_, requests_.hash_block_size);
-  instance.log->enqueue(added, t);
-  if (added.status == SeqStatus::kRejected) {
-    prefill_router_.prefilled(instance.index, prompt_len);
-    ++done_;
-  }
+  instance.log->enqueue(added, t);  // rejected here: the next step's plan says so
   wake(instance, t);
 }
 

@@ -82,7 +82,9 @@ class PDJoin:
         """At the run's end: the decode rows whose prefill rows never came (a failed
         prefill process), as they are; then the stranded() rows."""
         held, self._held = self._held, []
-        return [self._joined_rows(rows, self.transfers) for rows in held] + [self.stranded()]
+        return [{**rows, **self.transfers.at(np.asarray(rows["request_id"])),
+                 "decode_dp_rank": np.asarray(rows["dp_rank"], np.int32)} for rows in held] \
+            + [self.stranded()]
 
     def stranded(self) -> Dict[str, np.ndarray]:
         """Rows of the requests handed off that no decode instance took in before the run

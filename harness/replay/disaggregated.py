@@ -180,10 +180,7 @@ class _Service:
         added = instance.engine.add_request(
             i, prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),
             arrival_time=t, hash_ids=ids, hash_block_size=r.hash_block_size)
-        instance.log.enqueue(added, t)
-        if added.status == "rejected":
-            self.prefill_router.prefilled(instance.index, prompt_len)
-            self.done += 1
+        instance.log.enqueue(added, t)  # rejected here: the next step's plan says so
         instance.wake(t)
 
     def _step(self, instance: Instance) -> None:

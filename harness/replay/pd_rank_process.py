@@ -48,7 +48,7 @@ class PDRank(_Rank):
         # decode: sequences added with their KV in transfer, by source rank, in order
         self.expected: Dict[int, Deque[int]] = {}
         # sends (their tensor kept alive), or receives (seq_id, buffer, reserved, start)
-        self.transfers = P2PWaits()
+        self.transfers = P2PWaits(polled=self.engine.device.backend != "cpu")
         # decode: (prompt_len, the scheduler's record as added) of each KV expected
         self.incoming: Dict[int, tuple] = {}
         self.max_new_tokens: Dict[int, int] = {}
@@ -60,11 +60,9 @@ class PDRank(_Rank):
             return
         _, request_id, kwargs = message[:3]
         added = self.engine.add_request(request_id, **kwargs)
-        if self.role == "prefill":
+        if self.role == "prefill":  # one rejected here is in the next step's plan too
             self.log.enqueue(added, self._now())
             self.max_new_tokens[request_id] = kwargs["max_new_tokens"]
-            if added.status == "rejected":
-                self._report(request_id, None)
             return
         if added.status != "waiting":  # rejected, or done: its one token is the prefill's
             self.log.enqueue(added, self._now())
@@ -83,7 +81,8 @@ class PDRank(_Rank):
                                or any(self.expected.values()))
             busy, record = self.dp.step(more=not self.ended or in_transfer, stop=self.stopped)
             ran = record is not None and self._stepped(record, t0, self._now())
-            self._progress()
+            if not self.stopped:  # a stopped peer's transfers fail: no failure of this run's
+                self._progress()
             if not busy:
                 return
             self._check_harness()
@@ -94,13 +93,15 @@ class PDRank(_Rank):
                 self._receive(block=True, timeout=IN_TRANSFER_POLL_S)
 
     def _stepped(self, record, t0: float, t1: float) -> bool:
-        """A step recorded unless it only admitted reservations (it ran no row: no time of
-        the engine's); the prefill's hand-offs reported. True if recorded."""
+        """The step recorded, unless this instance is one rank and the step ran no row (it
+        only admitted reservations: the engine's time is not in it; an instance of several
+        ranks records every lockstep step, as a co-located one does); the prefill's
+        hand-offs reported. True if it ran a row."""
         from engine.kv_transfer import handed_off
 
         ran = bool(len(record.post.output_len) or len(record.preempted)
                    or len(record.rejected) or len(record.post.finished))
-        if ran:
+        if ran or self.dp.world_size > 1:
             self.log.record(record, t0, t1)
         if self.role == "decode":
             self._free_blocks()
@@ -108,9 +109,10 @@ class PDRank(_Rank):
         for seq_id in record.rejected.tolist():
             self._report(seq_id, None)
         for seq_id, h in handed_off(self.engine, record).items():
-            if self.max_new_tokens[seq_id] > 1:
+            moves = self.max_new_tokens[seq_id] > 1  # else its one token is the prefill's
+            if moves:
                 self.outgoing[seq_id] = h.kv
-            self._report(seq_id, h.first_token, h.kv.nbytes, t1)
+            self._report(seq_id, h.first_token, h.kv.nbytes if moves else 0, t1)
         return ran
 
     def _free_blocks(self) -> None:

@@ -31,13 +31,13 @@ class PDFeeder:
         self.groups = ranks.groups  # each instance's ranks, prefill instances first
         self.instance = {r: k for k, g in enumerate(self.groups) for r in g}
         self._next = [0] * len(self.groups)  # each instance's next DP rank
-        prefill = ranks.engines[0].config.scheduler
-        self.prefill_router = PrefillRouter(service.prefill_router, self.p,
-                                            len(self.groups[0]) * prefill.num_kv_blocks,
-                                            prefill.block_size)
-        self.decode_router = DecodeRouter(service.decode_router, service.decode.instances)
+        # each rank's pool as it sized it (`auto` on a device), then its free blocks
         self.free = {r: e.kv_pool.manifest()["num_kv_blocks"] if e.kv_pool is not None
                      else e.config.scheduler.num_kv_blocks for r, e in enumerate(ranks.engines)}
+        self.prefill_router = PrefillRouter(service.prefill_router, self.p,
+                                            sum(self.free[r] for r in self.groups[0]),
+                                            ranks.engines[0].config.scheduler.block_size)
+        self.decode_router = DecodeRouter(service.decode_router, service.decode.instances)
         self.prefill_ended = self.decode_told = False
         self.prompt_len = np.asarray(requests.prompt_len, np.int64)
         self.max_new_tokens = np.asarray(requests.max_new_tokens, np.int64)
@@ -59,7 +59,6 @@ class PDFeeder:
         prefill reports its last hand-off before it is done)."""
         self._take_events()
         if not self.decode_told and self.prefill_ended and self.prefill_done():
-            self._take_events()
             self.ranks.end(stopped=False, ranks=self.decode_ranks)
             self.decode_told = True
 

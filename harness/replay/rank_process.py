@@ -48,18 +48,24 @@ def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
     # Ctrl-C reaches the terminal's whole process group: the harness stops the ranks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     harness = os.getppid()
+    process = None
     try:
         if setup.roles[rank] == "colocated":
-            _Rank(rank, setup, inbox, outbox, harness).run()
+            process = _Rank(rank, setup, inbox, outbox, harness)
         else:
             from .pd_rank_process import PDRank
 
-            PDRank(rank, setup, inbox, outbox, harness).run()
+            process = PDRank(rank, setup, inbox, outbox, harness)
+        process.run()
     except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)
+        # reported before the clean-up: a group torn down with work pending may block
         outbox.put(("failed", rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
         if os.getppid() != harness:  # nobody reads the outbox: exit without flushing it
             outbox.cancel_join_thread()
         raise SystemExit(1) from None
+    finally:
+        if process is not None:
+            process.close()
 
 
 class HarnessGone(RuntimeError):
@@ -105,20 +111,20 @@ class _Rank:
         self.ended = self.stopped = False
 
     def run(self) -> None:
+        try:
+            self._loop()
+        finally:  # what ran, also when a collective failed: the harness writes it
+            self.log.end()
+            self.flush()
+        engine = self.dp.engine
+        self.outbox.put(("done", self.rank, self.log.itl(),
+                         engine.output_tokens() if engine.config.keep_tokens else {}))
+
+    def close(self) -> None:
         import torch.distributed as dist
 
-        try:
-            try:
-                self._loop()
-            finally:  # what ran, also when a collective failed: the harness writes it
-                self.log.end()
-                self.flush()
-            engine = self.dp.engine
-            self.outbox.put(("done", self.rank, self.log.itl(),
-                             engine.output_tokens() if engine.config.keep_tokens else {}))
-        finally:
-            self.dp.engine.close()
-            dist.destroy_process_group()
+        self.dp.engine.close()
+        dist.destroy_process_group()
 
     def _loop(self) -> None:
         """Steps in lockstep until every rank is done and was told no more requests come,

@@ -26,8 +26,7 @@ from engine.devices import detect_device
 from ..schema.tables import REQUESTS
 from .rank_process import END, STOP, RankSetup, rank_main
 
-# a request live at a rank's end, and one a prefill instance handed to the decode
-NOT_DONE = [REQUESTS.column("status").code(s) for s in ("unfinished", "handed_off")]
+UNFINISHED, REJECTED = (REQUESTS.column("status").code(s) for s in ("unfinished", "rejected"))
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
 POLL_S = 0.05
 SETTLE_S = 5.0  # after a failure, the other ranks' time to send what they ran
@@ -79,7 +78,8 @@ class Ranks:
         # the ranks' other messages (a P/D hand-off's), in their order, for the replay
         self.events: List[tuple] = []
         self.groups = tuple(tuple(g) for g in groups)
-        setup = RankSetup(tuple(configs), tuple(roles), self.groups, world_size,
+        self.roles = tuple(roles)
+        setup = RankSetup(tuple(configs), self.roles, self.groups, world_size,
                           os.environ.get("MASTER_ADDR", "127.0.0.1"),
                           int(os.environ.get("MASTER_PORT") or _free_port()),
                           values["collective_timeout_s"], values["warmup_steps"], chunk_steps)
@@ -160,7 +160,9 @@ class Ranks:
         if kind == "chunk":
             self.chunks[rank].append(message[2])
             status = np.asarray(message[2][2]["status"])
-            self.num_done += int(np.count_nonzero(~np.isin(status, NOT_DONE)))
+            # a prefill's handed-off rows (the code `finished` has) are the decode's to end
+            done = status == REJECTED if self.roles[rank] == "prefill" else status != UNFINISHED
+            self.num_done += int(np.count_nonzero(done))
         elif kind == "done":
             self.done[rank] = message[2:]
         elif kind == "failed":

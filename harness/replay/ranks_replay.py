@@ -80,9 +80,10 @@ def replay_ranks(ranks: Ranks, feeder: Feeder, requests: Requests, recorder,
             poll()
             if stop.is_set() and not stopped:  # stopped while the ranks finish
                 stopped = True
-                ranks.end(stopped=True)
+                feeder.end(stopped=True)
     except RankFailed:
         ranks.settle(SETTLE_S)
+        feeder.events()  # what the others reported before they ended
         raise
     finally:  # what every rank sent, also after a failure
         recorder.take(ranks, final=True)
