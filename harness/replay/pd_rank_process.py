@@ -1,6 +1,6 @@
-"""A P/D instance as an engine process (harness/replay/pd_ranks_replay.py starts and feeds
-them): a prefill instance's `prompt` engine or a decode instance's `completion` engine,
-stepping on its own, never in lockstep with another instance. The KV of each prefilled
+"""A DP rank of a P/D instance as an engine process, one per device of the instance
+(harness/replay/pd_ranks_replay.py feeds them): a prefill instance's `prompt` engine or a
+decode instance's `completion` engine, in lockstep with its instance's other ranks alone. The KV of each prefilled
 sequence moves from the prefill process to the decode process over the process group's
 point-to-point send and receive (gloo, NCCL, HCCL; engine/kv_transfer.py gathers and
 scatters it).
