@@ -30,6 +30,10 @@ def test_each_instance_is_a_process_per_device(tmp_path):
     assert prefill.keep_tokens and not decode.keep_tokens  # the first tokens handed over
 
 
+def test_the_engine_type_the_pools_set_may_be_given_as_its_default(tmp_path):
+    load(tmp_path, "deployment: {prefill: {}, decode: {}}\nengine: {engine_type: normal}\n")
+
+
 @pytest.mark.parametrize("body, key, message", [
     ("deployment: {prefill: {devices: 4, moe: {ep: 2}}, decode: {}}",
      "deployment.prefill.moe.ep", "expected 1 or 4"),
@@ -48,6 +52,8 @@ def test_each_instance_is_a_process_per_device(tmp_path):
      "load.mode", "a closed loop over rank processes is not built yet"),
     ("deployment: {prefill: {engine: {overlap: true}}, decode: {}}",
      "deployment.prefill.engine.overlap", "one step at a time"),
+    ("deployment: {prefill: {}, decode: {}}\nengine: {overlap: true}", "engine.overlap",
+     "a P/D deployment: each instance steps on its own clock"),
     (f"deployment: {{prefill: {{instances: {MORE_THAN_THE_HOST}}}, "
      f"decode: {{instances: {MORE_THAN_THE_HOST}}}}}",
      "deployment.decode.instances", "rank processes on a host of"),

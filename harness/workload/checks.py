@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from engine.block_hashes import block_size_mismatch
 from engine.deployment import Deployment
@@ -144,49 +144,63 @@ def fit_layout(values, section, engine, given, spec, key, fail):
     return deployment, profile
 
 
+ONE_STEP = "each instance steps on its own clock, one step at a time"
+
+
 def disaggregated(values, data, spec, fail) -> bool:
-    """A P/D deployment (`deployment.prefill` and `.decode`), checked: modeled devices, no
-    co-located layout beside the pools, each pool's layout and memory, the link on both
-    pools' devices. Each pool's `engine` becomes the whole engine its instances run: the
-    workload's, the pool's keys over it, engine_type and dp_size set. False (and the P/D
-    keys None) for a co-located deployment."""
+    """A P/D deployment (`deployment.prefill` and `.decode`), checked: a modeled or a torch
+    device (real_deployment.check_pd: instances as processes), no co-located layout beside
+    the pools, each pool's layout and memory, the link on both pools' devices. Each pool's
+    `engine` becomes the whole engine its instances run: the workload's, the pool's keys
+    over it, engine_type and dp_size set. False (and the P/D keys None) for a co-located
+    deployment."""
     from engine.deployment import DeploymentError
-    from engine.disaggregation import ENGINE_TYPES, ROLES, Disaggregation, from_values
+    from engine.disaggregation import ROLES, Disaggregation, from_values
 
     section = values["deployment"]
     if not _pd_given(section, data.get("deployment") or {}, fail):
         return False
+    if spec is not None and not spec.modeled:
+        fail(("device",), f"a P/D deployment is modeled or runs on a torch device: expected "
+                          f"modeled:<profile>, cpu, cuda, npu or auto, got {values['device']}")
+    own = _pool_engines(values, data, fail)
     if spec is None:  # a torch device: every instance an engine process
         real_deployment.check_pd(values, data, fail)
         return True
-    if not spec.modeled:
-        fail(("device",), f"a P/D deployment is modeled or runs on a torch device: expected "
-                          f"modeled:<profile>, cpu, cuda, npu or auto, got {values['device']}")
-    given = data.get("engine") or {}
-    for name, why in (("engine_type", "each pool sets its own (prompt, completion)"),
-                      ("overlap", "each instance steps on its own virtual clock, one step "
-                                  "at a time")):
-        if name in given and given[name] != SCHEMA_DEFAULTS[name]:
-            fail(("engine", name), f"a P/D deployment: {why}")
     profiles = {}
     for role in ROLES:
         pool, key = section[role], ("deployment", role)
         pool_spec = executor_spec(pool["device"]) if pool["device"] else spec
         if not (pool_spec and pool_spec.modeled):
             fail(key + ("device",), f"expected modeled:<profile>, got {pool['device']}")
-        if pool["engine"].get("overlap"):
-            fail(key + ("engine", "overlap"), "each instance steps on its own virtual "
-                                              "clock, one step at a time: expected false")
-        merged = {**values["engine"], **pool["engine"], "engine_type": ENGINE_TYPES[role]}
-        _, profiles[role] = fit_layout(values, pool, merged, pool["engine"], pool_spec, key,
+        _, profiles[role] = fit_layout(values, pool, pool["engine"], own[role], pool_spec, key,
                                        fail)
-        pool["engine"] = merged
     try:
         Disaggregation.check(from_values(section, values["device"], values["precision"]),
                              profiles)
     except DeploymentError as e:
         fail(("deployment",) + e.key, e.message)
     return True
+
+
+def _pool_engines(values, data, fail) -> Dict[str, Dict[str, Any]]:
+    """Each pool's `engine` made the whole engine its instances run (the pool's own keys
+    returned, by role); what a P/D deployment sets itself, or cannot run, refused."""
+    from engine.disaggregation import ENGINE_TYPES, ROLES
+
+    given = data.get("engine") or {}
+    for name, why in (("engine_type", "each pool sets its own (prompt, completion)"),
+                      ("overlap", ONE_STEP)):
+        if name in given and given[name] != SCHEMA_DEFAULTS[name]:
+            fail(("engine", name), f"a P/D deployment: {why}")
+    own = {}
+    for role in ROLES:
+        pool = values["deployment"][role]
+        if pool["engine"].get("overlap"):
+            fail(("deployment", role, "engine", "overlap"), f"{ONE_STEP}: expected false")
+        own[role] = pool["engine"]
+        pool["engine"] = {**values["engine"], **own[role], "engine_type": ENGINE_TYPES[role]}
+    return own
 
 
 def _pd_given(section, written, fail) -> bool:

@@ -69,18 +69,12 @@ def _expert_parallel(values, section, key, fail) -> None:
 
 
 def check_pd(values, data, fail) -> None:
-    """A P/D deployment on a torch device: each instance its devices' processes on the
-    workload's device, laid out as a co-located deployment on a real device is; the
-    modeled link refused by key; each pool's `engine` the whole engine its instances run
-    (as a modeled pool's)."""
-    from engine.disaggregation import ENGINE_TYPES, ROLES
+    """A P/D deployment on a torch device (its pools' engines checked as a modeled one's):
+    each instance its devices' processes on the workload's device, laid out as a
+    co-located deployment on a real device is; the modeled link refused by key."""
+    from engine.disaggregation import ROLES
 
     section, given = values["deployment"], data.get("deployment") or {}
-    engine = data.get("engine") or {}
-    for name in ("engine_type", "overlap"):
-        if engine.get(name):
-            fail(("engine", name), "a P/D deployment: each pool sets its own engine type, "
-                                   "and each instance steps one step at a time")
     for name in sorted(given.get("kv_transfer") or {}):
         fail(("deployment", "kv_transfer", name), "a modeled link's: on a torch device the "
                                                   "KV moves over the process group's "
@@ -93,11 +87,6 @@ def check_pd(values, data, fail) -> None:
                                     f"({values['device']}): expected it unset")
         layout = {k: v for k, v in given[role].items() if k not in ("instances", "engine")}
         _layout(values, pool, layout, key, fail)
-        if pool["engine"].get("overlap"):
-            fail(key + ("engine", "overlap"), "each instance steps one step at a time: "
-                                              "expected false")
-        pool["engine"] = {**values["engine"], **pool["engine"],
-                          "engine_type": ENGINE_TYPES[role]}
     _processes(values, data, sum(section[role]["instances"] * section[role]["devices"]
                                  for role in ROLES), fail)
 
