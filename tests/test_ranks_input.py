@@ -99,3 +99,15 @@ def test_the_command_exits_2_and_writes_nothing(tmp_path, capsys):
     assert "deployment.moe.ep: the real engine runs EP over all its 4 ranks" \
         in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rank_process_engine_has_its_pool_as_the_rank_sized_it():
+    """`num_kv_blocks: auto` is sized in the rank on its device: the harness's view of the
+    engine (the manifest's pools, the P/D routers' free blocks) takes that size."""
+    from engine.config import EngineConfig
+    from harness.replay.ranks import RankedEngine
+
+    sized = RankedEngine(EngineConfig(model="tiny", device="cpu"),
+                         {"num_kv_blocks": 77, "sized": "device memory"})
+    assert sized.config.scheduler.num_kv_blocks == 77
+    assert sized.kv_pool.manifest()["sized"] == "device memory"

@@ -31,9 +31,8 @@ class PDFeeder:
         self.groups = ranks.groups  # each instance's ranks, prefill instances first
         self.instance = {r: k for k, g in enumerate(self.groups) for r in g}
         self._next = [0] * len(self.groups)  # each instance's next DP rank
-        # each rank's pool as it sized it (`auto` on a device), then its free blocks
-        self.free = {r: e.kv_pool.manifest()["num_kv_blocks"] if e.kv_pool is not None
-                     else e.config.scheduler.num_kv_blocks for r, e in enumerate(ranks.engines)}
+        # each rank's free KV blocks: its whole pool, then as it reports them
+        self.free = {r: e.config.scheduler.num_kv_blocks for r, e in enumerate(ranks.engines)}
         self.prefill_router = PrefillRouter(service.prefill_router, self.p,
                                             sum(self.free[r] for r in self.groups[0]),
                                             ranks.engines[0].config.scheduler.block_size)

@@ -17,6 +17,7 @@ import os
 import queue
 import socket
 import time
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -51,7 +52,9 @@ class RankedEngine:
     engines that live in the rank processes."""
 
     def __init__(self, config, kv_pool: Optional[dict]) -> None:
-        self.config = config
+        # its pool as the rank sized it (`auto` on a device), as LLMEngine's config has it
+        self.config = config if kv_pool is None else replace(config, scheduler=replace(
+            config.scheduler, num_kv_blocks=kv_pool["num_kv_blocks"]))
         self.device = detect_device(config.device)
         self.device_profile = None  # a torch device: its steps are measured
         self.peak_tflops = None
