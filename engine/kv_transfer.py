@@ -12,7 +12,7 @@ pinned instead, and send from them).
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -22,7 +22,8 @@ class HandedOff(NamedTuple):
     """What the decode side needs of a sequence the prefill handed off."""
 
     first_token: int
-    kv: torch.Tensor  # [cache layers, prompt tokens, kv_cache_dim]
+    # [cache layers, prompt tokens, kv_cache_dim]; None: not moved (one output token)
+    kv: Optional[torch.Tensor]
 
 
 def _block_slots(blocks, num_tokens: int, block_size: int) -> torch.Tensor:
@@ -74,19 +75,20 @@ def receive_buffer(engine, num_tokens: int) -> torch.Tensor:
     return torch.empty(kv_shape(cache, num_tokens), dtype=cache.dtype, device=cache.device)
 
 
-def handed_off(engine, record) -> Dict[int, HandedOff]:
+def handed_off(engine, record, moves: Callable[[int], bool]) -> Dict[int, HandedOff]:
     """Of a prompt engine's step (no overlap: its record is this step's), every sequence
-    it handed off with its first token and its prompt's KV. The Worker keeps finished
-    outputs (keep_tokens), so the first token is there after the step dropped it."""
+    it handed off with its first token, and its prompt's KV where `moves(seq_id)`. The
+    Worker keeps finished outputs (keep_tokens), so the first token is there after the
+    step dropped it."""
     worker = engine.executor.workers[0]
     batch = record.plan.batches[0]
     rows = {int(s): b for b, s in enumerate(batch.seq_ids.tolist())}
     out = {}
     for seq_id in record.post.finished.tolist():
         b = rows[seq_id]
-        out[seq_id] = HandedOff(worker.outputs[seq_id][0],
-                                gather(worker.kv_cache, batch.block_tables[b],
-                                       int(batch.seqlen_k[b])))
+        kv = gather(worker.kv_cache, batch.block_tables[b], int(batch.seqlen_k[b])) \
+            if moves(seq_id) else None
+        out[seq_id] = HandedOff(worker.outputs[seq_id][0], kv)
     return out
 
 

@@ -42,9 +42,9 @@ def disaggregated(num_mtp):
     moved = {}
     while prefill.has_unfinished():
         record = prefill.step()
-        for seq_id, h in handed_off(prefill, record).items():
-            assert h.kv.shape == kv_shape(prefill.executor.workers[0].kv_cache,
-                                          PROMPTS[seq_id])
+        for seq_id, h in handed_off(prefill, record, lambda s: True).items():
+            assert h.kv is not None and h.kv.shape == kv_shape(
+                prefill.executor.workers[0].kv_cache, PROMPTS[seq_id])
             decode.add_request(seq_id, prompt_len=PROMPTS[seq_id], max_new_tokens=NEW,
                                kv_transfer=True, first_token=h.first_token)
             moved[seq_id] = h.kv

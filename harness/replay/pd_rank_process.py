@@ -108,12 +108,15 @@ class PDRank(_Rank):
             return ran
         for seq_id in record.rejected.tolist():
             self._report(seq_id, None)
-        for seq_id, h in handed_off(self.engine, record).items():
-            moves = self.max_new_tokens[seq_id] > 1  # else its one token is the prefill's
-            if moves:
+        for seq_id, h in handed_off(self.engine, record, self._moves).items():
+            if h.kv is not None:
                 self.outgoing[seq_id] = h.kv
-            self._report(seq_id, h.first_token, h.kv.nbytes if moves else 0, t1)
+            self._report(seq_id, h.first_token, 0 if h.kv is None else h.kv.nbytes, t1)
         return ran
+
+    def _moves(self, seq_id: int) -> bool:
+        """Whether a handed-off sequence's KV moves: one output token is the prefill's."""
+        return self.max_new_tokens[seq_id] > 1
 
     def _free_blocks(self) -> None:
         """The decode's free KV blocks, when they changed (the least_kv router's)."""
