@@ -55,7 +55,7 @@ def test_a_pd_deployment_samples_the_tokens_one_process_does(tmp_path, one_proce
     assert ran == {(r["role"], r["instance"], r["dp_rank"]) for r in manifest["ranks"]}
 
 
-def test_a_request_the_prefill_rejects_and_a_one_token_one_move_no_kv(tmp_path):
+def test_a_prefill_rejection_and_a_one_token_request_move_no_kv(tmp_path):
     """The prefill's pool (16 blocks of 16) cannot hold request 1's prompt: rejected there,
     with its reason; request 2 wants one output token, the prefill's: nothing is sent."""
     df = pd.read_csv(TRACE).head(4)
