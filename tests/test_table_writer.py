@@ -92,6 +92,19 @@ def test_a_pipe_cut_mid_message_keeps_every_whole_message(tmp_path):
     assert "killed" in manifest and not manifest["complete"]
 
 
+def test_a_harness_killed_before_the_writer_warmed_up_is_marked_killed(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps(dict(complete=False)))
+    process = table_writer._WriterProcess()  # a new one: it warms up pyarrow first
+    process.open(dict(kind="open", run_dir=str(tmp_path), format="parquet", labels={},
+                      names=["batches"], dictionaries=KINDS))
+    process.popen.stdout.close()  # the harness dies: nobody reads `ready`
+    process.popen.stdin.close()
+    assert process.popen.wait(timeout=60) == 0
+    assert os.listdir(tmp_path) == ["manifest.json"]  # no chunk came: no table
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert "killed" in manifest and not manifest["complete"]
+
+
 def test_a_chunk_the_table_refuses_fails_close_naming_the_table(tmp_path):
     writer = TableWriter(tmp_path, "parquet", ["batches"], None, KINDS)
     bad = batches(0)

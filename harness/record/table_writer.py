@@ -486,18 +486,24 @@ def main() -> int:
                 warm.add(opening[1])
         except Exception as error:  # noqa: BLE001 - the harness hears why: not started
             why = " ".join(f"{type(error).__name__}: {error}".split())  # one line
-            sys.stdout.write(f"not started: {why}\n")
-            sys.stdout.flush()
+            _answer(f"not started: {why}")
             return 2
-        sys.stdout.write("ready\n")
-        sys.stdout.flush()
+        _answer("ready")
         if not _serve(stdin, tables):
             _mark_killed(tables.run_dir)
             return 0
-        sys.stdout.write(json.dumps(dict(errors=tables.errors)) + "\n")
-        sys.stdout.flush()
+        _answer(json.dumps(dict(errors=tables.errors)))
         if tables.errors:  # the run failed: this writer serves no other
             return 0
+
+
+def _answer(line: str) -> None:
+    """One line to the harness. One that is gone (killed before the writer warmed up)
+    reads nothing: the writer goes on, closes the run at the pipe's end and marks it."""
+    try:
+        os.write(sys.stdout.fileno(), (line + "\n").encode())
+    except OSError:
+        pass
 
 
 def _serve(stdin, tables: _Tables) -> bool:
