@@ -54,6 +54,24 @@ class PDRank(_Rank):
         self.max_new_tokens: Dict[int, int] = {}
         self.free = -1  # decode: free KV blocks last reported
 
+    def _connect_peers(self) -> None:
+        """Every prefill rank and decode rank exchange one element before the run, pair
+        after pair in one order on every rank (so none waits on a pair another has not
+        reached). NCCL and HCCL make a pair's communicator at its first send or receive, a
+        blocking exchange: made mid-run, a prefill's first send would wait for a decode
+        held up by backpressure, and that decode perhaps for another pair."""
+        import torch
+        import torch.distributed as dist
+
+        roles = self.setup.roles
+        one = torch.zeros(1, device=self.dp.engine.device.torch_device)
+        for p in (r for r, role in enumerate(roles) if role == "prefill"):
+            for d in (r for r, role in enumerate(roles) if role == "decode"):
+                if self.rank == p:
+                    dist.send(one, d)
+                elif self.rank == d:
+                    dist.recv(one, p)
+
     def _take(self, message) -> None:
         if message[0] == "send":
             self._send(message[1], message[2])

@@ -103,12 +103,16 @@ class _Rank:
             groups = [dist.new_group(list(g)) for g in setup.groups]
             self.dp.group = groups[setup.groups.index(ranks)]
         self.dp.shard_experts()  # the EP group: collective, every rank before its first step
+        self._connect_peers()
         self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush)
         pool = self.dp.engine.kv_pool
         outbox.put(("ready", rank, pool.manifest() if pool is not None else None))
         # perf_counter() of the replay's zero: CLOCK_MONOTONIC, one clock on a host
         self.start: float = self._first_message()
         self.ended = self.stopped = False
+
+    def _connect_peers(self) -> None:
+        """Nothing: a co-located rank meets its peers in collectives alone."""
 
     def run(self) -> None:
         try:
