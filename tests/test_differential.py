@@ -15,6 +15,7 @@ from tests.test_properties import draw_accepted
 pytestmark = pytest.mark.core
 
 NUM_SCENARIOS = 1000
+QUICK_SCENARIOS = 250  # the quick tier's; the slow tier runs the rest
 PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
                 "empty", "kv_blocks_free", "num_waiting", "num_running", "num_hit_tokens",
@@ -166,7 +167,8 @@ class Lockstep:
             self.postprocess_oldest(step)
 
 
-@pytest.mark.parametrize("seed", range(NUM_SCENARIOS))
+@pytest.mark.parametrize("seed", [*range(QUICK_SCENARIOS), *(
+    pytest.param(seed, marks=pytest.mark.slow) for seed in range(QUICK_SCENARIOS, NUM_SCENARIOS))])
 def test_cpp_matches_reference(seed):
     Lockstep(seed).run()
 
