@@ -132,6 +132,17 @@ def test_least_kv_sends_a_sequence_where_more_blocks_are_free(tmp_path):
     assert list(r.decode_instance) == [0, 1, 1]
 
 
+@pytest.mark.parametrize("loop", ["cpp", "python"])
+def test_least_kv_counts_the_blocks_routed_and_not_yet_admitted(tmp_path, loop):
+    # four prompts prefilled in one step are handed off at one time: each routed before
+    # any is admitted, so free blocks alone would send all four to instance 0
+    rows = [(0.0, 100, 8)] * 4
+    r = run_pd(pd_workload(tmp_path, rows, decode={"instances": 2},
+                           router={"decode": "least_kv"}, extra=f"replay_loop: {loop}\n")
+               )["requests"]
+    assert r.sort_values("request_id").decode_instance.tolist() == [0, 1, 0, 1]
+
+
 def test_a_seed_gives_identical_tables(tmp_path):
     rng = np.random.default_rng(3)
     rows = [(t, int(p), int(o)) for t, p, o in zip(np.cumsum(rng.exponential(0.05, 40)),

@@ -166,10 +166,14 @@ void PdReplay::route_decode(int64_t seq_id, double t) {
   free_.clear();
   if (decode_router_.wants_free_blocks())
     for (PdInstance* d : decode_) {
-      int64_t free = 0;
+      // free blocks, less the prompt blocks of the sequences not yet admitted
+      const int64_t block_size = d->scheduler->config().block_size;
+      int64_t room = 0;
       for (int64_t r = 0; r < d->scheduler->config().dp_size; ++r)
-        free += d->scheduler->num_free_blocks(r);
-      free_.push_back(free);
+        room += d->scheduler->num_free_blocks(r);
+      for (int64_t id : d->pending)
+        room -= (requests_.prompt_len[id] + block_size - 1) / block_size;
+      free_.push_back(room);
     }
   PdInstance& instance = *decode_[decode_router_.route(free_)];
   columns_.decode_instance[seq_id] = static_cast<int32_t>(instance.index);

@@ -33,7 +33,7 @@ from engine.disaggregation import Disaggregation
 from ..record.pd_join import Transfers
 from .driver import PROGRESS_EVERY, Requests, engine_step_seconds
 from .kv_links import Links
-from .routers import DecodeRouter, PrefillRouter
+from .routers import DecodeRouter, PrefillRouter, awaited_blocks
 
 if TYPE_CHECKING:
     from engine.llm_engine import LLMEngine
@@ -220,9 +220,16 @@ class _Service:
         self._push(asked, HANDOFF, Handoff(left.seq_id, (instance.index, left.dp_rank), nbytes,
                                            asked, t1))
 
+    def _room(self, decode: Instance) -> int:
+        """A decode instance's free KV blocks, less those its sequences not yet admitted
+        will take (least_kv's measure)."""
+        config = decode.engine.config.scheduler
+        free = sum(decode.engine.scheduler.num_free_blocks(r) for r in range(config.dp_size))
+        return free - awaited_blocks((self.prompt_len[s] for s in decode.pending),
+                                     config.block_size)
+
     def _route_decode(self, h: Handoff, t: float) -> None:
-        free = [sum(i.engine.scheduler.num_free_blocks(r)
-                    for r in range(i.engine.config.scheduler.dp_size)) for i in self.decode] \
+        free = [self._room(i) for i in self.decode] \
             if self.service.decode_router == "least_kv" else ()
         instance = self.decode[self.decode_router.route(free)]
         self.transfers["decode_instance"][h.seq_id] = instance.index

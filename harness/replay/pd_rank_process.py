@@ -21,7 +21,7 @@ one output token) has no blocks: its KV is received and dropped, or never sent.
 Messages in, beyond rank_process's: ("add", id, kwargs, source rank) to a decode with the
 prefill's `first_token`; ("send", id, decode rank) to a prefill. Out: ("prefilled", rank,
 id, first token or None when rejected, KV bytes, time), ("kv", rank, id, start, end),
-("free", rank, free KV blocks) from a decode when they changed.
+("free", rank, KV blocks to spare, sequences added) from a decode when they changed.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Deque, Dict, Optional
 
 from .p2p_waits import P2PWaits
 from .rank_process import _Rank
+from .routers import awaited_blocks
 
 if TYPE_CHECKING:
     import torch
@@ -52,7 +53,8 @@ class PDRank(_Rank):
         # decode: (prompt_len, the scheduler's record as added) of each KV expected
         self.incoming: Dict[int, tuple] = {}
         self.max_new_tokens: Dict[int, int] = {}
-        self.free = -1  # decode: free KV blocks last reported
+        self.adds = 0  # decode: the sequences the harness added here
+        self.room: tuple = ()  # decode: (KV blocks to spare, adds) last reported
 
     def _connect_peers(self) -> None:
         """Every prefill rank and decode rank exchange one element before the run, pair
@@ -82,6 +84,7 @@ class PDRank(_Rank):
             self.log.enqueue(added, self._now())
             self.max_new_tokens[request_id] = kwargs["max_new_tokens"]
             return
+        self.adds += 1
         if added.status != "waiting":  # rejected, or done: its one token is the prefill's
             self.log.enqueue(added, self._now())
         if kwargs["max_new_tokens"] > 1:  # the prefill sends its KV
@@ -137,11 +140,16 @@ class PDRank(_Rank):
         return self.max_new_tokens[seq_id] > 1
 
     def _free_blocks(self) -> None:
-        """The decode's free KV blocks, when they changed (the least_kv router's)."""
-        free = self.engine.scheduler.num_free_blocks(0)
-        if free != self.free:
-            self.free = free
-            self.outbox.put(("free", self.rank, free))
+        """The decode's KV blocks to spare (free, less the prompt blocks of the sequences
+        added and not yet admitted) and how many sequences it was added, when they changed
+        (the least_kv router's)."""
+        waiting = (self.incoming[s][0] for queue in self.expected.values() for s in queue
+                   if self._status(s) == "waiting")
+        room = (self.engine.scheduler.num_free_blocks(0)
+                - awaited_blocks(waiting, self.engine.config.scheduler.block_size), self.adds)
+        if room != self.room:
+            self.room = room
+            self.outbox.put(("free", self.rank, *room))
 
     def _report(self, seq_id: int, first_token: Optional[int], nbytes: int = 0,
                 t: Optional[float] = None) -> None:

@@ -10,14 +10,15 @@ instance has finished and reported its last hand-off."""
 
 from __future__ import annotations
 
-from typing import Optional
+from collections import deque
+from typing import Deque, Dict, Optional, Tuple
 
 import numpy as np
 
 from ..record.pd_join import Transfers
 from .driver import Requests
 from .ranks import Ranks
-from .routers import DecodeRouter, PrefillRouter
+from .routers import DecodeRouter, PrefillRouter, awaited_blocks
 
 
 class PDFeeder:
@@ -31,8 +32,13 @@ class PDFeeder:
         self.groups = ranks.groups  # each instance's ranks, prefill instances first
         self.instance = {r: k for k, g in enumerate(self.groups) for r in g}
         self._next = [0] * len(self.groups)  # each instance's next DP rank
-        # each rank's free KV blocks: its whole pool, then as it reports them
+        # each rank's KV blocks to spare: its whole pool, then as it reports them
         self.free = {r: e.config.scheduler.num_kv_blocks for r, e in enumerate(ranks.engines)}
+        # each decode rank's sequences added, and (add's index, prompt blocks) of those it
+        # had not counted in its last report
+        self.adds = {r: 0 for r in self.decode_ranks}
+        self.unreported: Dict[int, Deque[Tuple[int, int]]] = {
+            r: deque() for r in self.decode_ranks}
         self.prefill_router = PrefillRouter(service.prefill_router, self.p,
                                             sum(self.free[r] for r in self.groups[0]),
                                             ranks.engines[0].config.scheduler.block_size)
@@ -79,7 +85,10 @@ class PDFeeder:
                 t["transfer_start_s"][seq_id], t["transfer_end_s"][seq_id] = start, end
                 t["decode_wait_s"][seq_id] = start - t["handoff_s"][seq_id]
             elif kind == "free":
-                self.free[rank] = rest[0]
+                self.free[rank], counted = rest
+                unreported = self.unreported[rank]
+                while unreported and unreported[0][0] < counted:
+                    unreported.popleft()
 
     def _dp_rank(self, instance: int) -> int:
         """The rank of `instance` that takes its next request."""
@@ -95,16 +104,25 @@ class PDFeeder:
             return
         self.transfers["kv_bytes"][seq_id] = nbytes
         self.transfers["handoff_s"][seq_id] = t
-        j = self.decode_router.route([sum(self.free[r] for r in g)
+        j = self.decode_router.route([sum(self._room(r) for r in g)
                                       for g in self.groups[self.p:]])
         self.transfers["decode_instance"][seq_id] = j
         decode = self._dp_rank(self.p + j)
         max_new_tokens = int(self.max_new_tokens[seq_id])
+        if max_new_tokens > 1:  # its KV moves: blocks are reserved for it there
+            self.unreported[decode].append((self.adds[decode], awaited_blocks(
+                (self.prompt_len[seq_id],), self.ranks.engines[decode].config.scheduler.block_size)))
+        self.adds[decode] += 1
         self.ranks.send(decode, ("add", seq_id, dict(
             prompt_len=int(self.prompt_len[seq_id]), max_new_tokens=max_new_tokens,
             arrival_time=t, kv_transfer=True, first_token=first_token), rank))
         if max_new_tokens > 1:  # one output token: the prefill's, nothing to decode
             self.ranks.send(rank, ("send", seq_id, decode))
+
+    def _room(self, rank: int) -> int:
+        """A decode rank's KV blocks to spare: as it last reported them, less the prompt
+        blocks of the sequences added since."""
+        return self.free[rank] - sum(blocks for _, blocks in self.unreported[rank])
 
     @property
     def prefill_ranks(self) -> list:

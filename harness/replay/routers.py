@@ -14,14 +14,16 @@ what it sent where and what came back, never an instance's scheduler.
   instance's record of routed blocks is an approximate prefix tree (SGLang's too), here a
   set of chained block hashes, least recently routed evicted beyond the instance's KV
   blocks.
-- least_kv (decode): the most free KV blocks over the instance's DP ranks, as the
-  instances last reported them (ties to the lower instance).
+- least_kv (decode): the most KV blocks to spare over the instance's DP ranks: the free
+  blocks the instances last reported, less the prompt blocks of the sequences routed there
+  and not yet admitted (admission reserves them; a burst of hand-offs routed before the
+  next report would otherwise all go to one instance); ties to the lower instance.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 from engine.block_hashes import block_hashes
 
@@ -92,13 +94,20 @@ class PrefillRouter:
             blocks.popitem(last=False)
 
 
+def awaited_blocks(prompt_lens: Iterable[int], block_size: int) -> int:
+    """The KV blocks the prompts of sequences routed to a decode and not yet admitted
+    will take there."""
+    return sum(-(-int(p) // block_size) for p in prompt_lens)
+
+
 class DecodeRouter:
     def __init__(self, policy: str, instances: int) -> None:
         self.policy, self.n = policy, instances
         self._next = 0
 
     def route(self, free_blocks: Sequence[int]) -> int:
-        """The instance a prefilled sequence goes to; `free_blocks` per instance."""
+        """The instance a prefilled sequence goes to; `free_blocks` per instance, less
+        those awaited there."""
         if self.policy == "round_robin":
             i, self._next = self._next, (self._next + 1) % self.n
             return i
