@@ -41,6 +41,7 @@ class RankSetup(NamedTuple):
     timeout_s: float  # the process group's: a collective not completed by then fails
     warmup_steps: int
     chunk_steps: int
+    tokens: bool  # the run writes its tokens table: each rank sends its tokens at its end
 
 
 def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
@@ -120,9 +121,8 @@ class _Rank:
         finally:  # what ran, also when a collective failed: the harness writes it
             self.log.end()
             self.flush()
-        engine = self.dp.engine
         self.outbox.put(("done", self.rank, self.log.itl(),
-                         engine.output_tokens() if engine.config.keep_tokens else {}))
+                         self.dp.engine.output_tokens() if self.setup.tokens else {}))
 
     def close(self) -> None:
         import torch.distributed as dist

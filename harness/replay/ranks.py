@@ -85,7 +85,8 @@ class Ranks:
         setup = RankSetup(tuple(configs), self.roles, self.groups, world_size,
                           os.environ.get("MASTER_ADDR", "127.0.0.1"),
                           int(os.environ.get("MASTER_PORT") or _free_port()),
-                          values["collective_timeout_s"], values["warmup_steps"], chunk_steps)
+                          values["collective_timeout_s"], values["warmup_steps"], chunk_steps,
+                          values["tokens"])
         self.processes = [ctx.Process(target=rank_main, args=(r, setup, inbox, self.outbox),
                                       name=f"steptrace-rank{r}", daemon=True)
                           for r, inbox in enumerate(self.inboxes)]
