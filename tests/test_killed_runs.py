@@ -29,7 +29,7 @@ KILL_AT = random.Random(14)  # seconds into the replay: fixed, so a failure repr
 LONG = """name: long
 trace:
   generate:
-    requests: 20000
+    requests: 200000
     rate: 5.5556
     prompt: {lognormal: {median: 512, sigma: 1.0, min: 16, max: 16384}}
     output: {lognormal: {median: 104, sigma: 0.8, min: 8, max: 4096}}
@@ -75,7 +75,10 @@ def test_a_run_killed_at_any_point_keeps_every_chunk(tmp_path, delay_s):
     run_dir = started_run(tmp_path / "out")
     time.sleep(delay_s)
     proc.kill()
-    _, err = proc.communicate()  # ends when the table writer does: it holds this stderr
+    try:  # ends when the table writer does: it holds this stderr
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired as hung:
+        raise AssertionError(f"the table writer never ended:\n{hung.stderr}") from None
     assert proc.returncode == -signal.SIGKILL
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert "killed" in manifest, f"the table writer never marked the run killed:\n{err}"

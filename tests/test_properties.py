@@ -175,17 +175,37 @@ def check_run(impl, scenario, seed):
     event(f"kv_transfer={any(engine.kv_transfer)}")
 
 
-def _property(pressure: bool, max_examples: int):
-    @pytest.mark.parametrize("impl", IMPLS)
-    @settings(max_examples=max_examples, deadline=None)
-    @given(scenario=scenarios(pressure=pressure), seed=st.integers(0, 2**32 - 1))
-    def test(impl, scenario, seed):
-        check_run(impl, scenario, seed)
-    return test
+SEEDS = st.integers(0, 2**32 - 1)
+QUICK, DEEP = settings(max_examples=100, deadline=None), settings(max_examples=300, deadline=None)
 
 
-# the quick tier draws 100 scenarios of each; the slow tier 300 more
-test_every_sequence_ends_once = _property(pressure=False, max_examples=100)
-test_every_sequence_ends_once_under_kv_pressure = _property(pressure=True, max_examples=100)
-test_every_sequence_ends_once_deep = pytest.mark.slow(_property(False, 300))
-test_every_sequence_ends_once_under_kv_pressure_deep = pytest.mark.slow(_property(True, 300))
+# Each its own function: hypothesis keys its example database by the test's source. The
+# quick tier draws 100 engines of each property; the slow tier 300 more.
+@pytest.mark.parametrize("impl", IMPLS)
+@QUICK
+@given(scenario=scenarios(), seed=SEEDS)
+def test_every_sequence_ends_once(impl, scenario, seed):
+    check_run(impl, scenario, seed)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@QUICK
+@given(scenario=scenarios(pressure=True), seed=SEEDS)
+def test_every_sequence_ends_once_under_kv_pressure(impl, scenario, seed):
+    check_run(impl, scenario, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("impl", IMPLS)
+@DEEP
+@given(scenario=scenarios(), seed=SEEDS)
+def test_every_sequence_ends_once_deep(impl, scenario, seed):
+    check_run(impl, scenario, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("impl", IMPLS)
+@DEEP
+@given(scenario=scenarios(pressure=True), seed=SEEDS)
+def test_every_sequence_ends_once_under_kv_pressure_deep(impl, scenario, seed):
+    check_run(impl, scenario, seed)

@@ -94,10 +94,10 @@ def test_a_pipe_cut_mid_message_keeps_every_whole_message(tmp_path):
 
 def test_a_harness_killed_before_the_writer_warmed_up_is_marked_killed(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(dict(complete=False)))
-    process = table_writer._WriterProcess()  # a new one: it warms up pyarrow first
+    process = table_writer._WriterProcess()
+    process.popen.stdout.close()  # the harness dies before the writer answers `ready`
     process.open(dict(kind="open", run_dir=str(tmp_path), format="parquet", labels={},
                       names=["batches"], dictionaries=KINDS))
-    process.popen.stdout.close()  # the harness dies: nobody reads `ready`
     process.popen.stdin.close()
     assert process.popen.wait(timeout=60) == 0
     assert os.listdir(tmp_path) == ["manifest.json"]  # no chunk came: no table

@@ -500,8 +500,10 @@ def main() -> int:
 def _answer(line: str) -> None:
     """One line to the harness. One that is gone (killed before the writer warmed up)
     reads nothing: the writer goes on, closes the run at the pipe's end and marks it."""
+    data = memoryview((line + "\n").encode())
     try:
-        os.write(sys.stdout.fileno(), (line + "\n").encode())
+        while data:
+            data = data[os.write(sys.stdout.fileno(), data):]
     except OSError:
         pass
 
