@@ -65,6 +65,9 @@ def sweep_file(tmp_path, text):
      "set by search.method pd_ratio"),
     ("mode: capacity\naxes: {engine.max_num_seqs: [2]}\nsearch: {method: pd_ratio, near: -1}\n",
      "s.yaml:4: search.near", "expected an integer >= 0"),
+    ("mode: capacity\naxes: {engine.max_num_seqs: [2]}\nsearch: {method: pd_ratio, near: 17}\n",
+     "s.yaml:4: search.near", "expected an integer <= 16 (instance counts either side of the "
+                              "balance), the most a sweep takes, got 17"),
     ("mode: capacity\naxes: {engine.max_num_seqs: [2]}\nsearch: {method: pd_ratio, most: 0}\n",
      "s.yaml:4: search.most", "expected an integer >= 1"),
     ("mode: capacity\naxes: {engine.max_num_seqs: [2]}\nsearch: {method: pd_ratio, n: 3}\n",

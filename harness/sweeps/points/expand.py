@@ -1,9 +1,11 @@
 """A sweep's points from its axes: the grid (every combination; a `zip` group's axes move
-together, one dimension), filtered by `where`, and optionally a seeded random sample."""
+together, one dimension), filtered by `where`, and optionally a seeded random sample. The
+grid is counted before it is expanded: a sweep plans at most MAX_POINTS."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
@@ -11,6 +13,11 @@ from .where import Filter
 
 Values = Dict[str, Any]  # axis key -> the point's value
 T = TypeVar("T")
+# The most points a sweep plans: the grid's combinations before `where` (each resolved and
+# checked before any runs, about 2 ms each), an optuna or random search's `n`, a P/D ratio
+# search's capacity searches. Beyond it a sweep would run for days (or, at 10**8, not fit
+# in memory): narrow the axes, or let an optuna search draw from them.
+MAX_POINTS = 10_000
 
 
 def grid(axes: Mapping[str, Sequence[Any]], zips: Sequence[Sequence[str]] = ()) -> List[Values]:
@@ -23,6 +30,11 @@ def grid(axes: Mapping[str, Sequence[Any]], zips: Sequence[Sequence[str]] = ()) 
     return [{k: merged[k] for k in axes}
             for merged in ({k: v for d in combo for k, v in d.items()}
                            for combo in itertools.product(*values))]
+
+
+def count(axes: Mapping[str, Sequence[Any]], zips: Sequence[Sequence[str]] = ()) -> int:
+    """How many combinations grid() would make, without making them."""
+    return math.prod(len(axes[group[0]]) for group in dimensions(axes, zips))
 
 
 def dimensions(axes: Mapping[str, Sequence[Any]],

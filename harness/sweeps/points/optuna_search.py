@@ -2,7 +2,8 @@
 axes' values instead of the whole grid, `--workers` at a time, each point run by the same
 execute() and task as a grid's, its objective told to the study. The study is stored in
 SQLite beside the sweep (`<output>/<name>/study.db`), so a search resumes: its points
-already drawn run again only where incomplete, and it draws until it holds `n`.
+already drawn run again only where incomplete, and it draws until it holds `n`, or until
+every point of the space has been drawn (TPE draws a small space's points again and again).
 Optuna is an optional extra, imported only here."""
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ import json
 import math
 from concurrent.futures import Executor
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from engine.files import not_regular
 
 from .execute import Plan, Progress, Task, execute
-from .expand import dimensions, kept
+from .expand import count, dimensions, kept
 from .point import resolve
-from .where import compile_where
+from .where import WhereError, compile_where, shown
 
 INSTALL = 'pip install -e ".[optuna]" in a checkout, or pip install "steptrace[optuna]"'
 STUDY = "study.db"
@@ -24,7 +28,8 @@ DRAWS_PER_POINT = 100  # draws `where` rejects, at most, per point wanted
 
 
 class SearchError(RuntimeError):
-    """Optuna is missing, or `where` rejects nearly every draw (bad input: exit 2)."""
+    """Optuna is missing, `where` rejects nearly every draw or fails on one, or the study
+    cannot be opened (bad input: exit 2)."""
 
 
 def import_optuna():
@@ -46,15 +51,19 @@ def search(the_plan: Plan, executor: Executor, task: Task, fresh: bool = False,
     sweep, total = the_plan.sweep, the_plan.sweep.n or 0
     ended = dict(done=0, skipped=0, failed=0, refused=0)
     states = optuna.trial.TrialState
-    earlier = [t for t in study.trials if t.state != states.PRUNED]
-    for trial in earlier:
+    for trial in study.trials:
         if trial.state == states.RUNNING:  # its sweep was stopped: the point is incomplete
             study.tell(trial.number, state=states.FAIL)
+    drawn_whole = [t for t in study.trials if _whole(t.params, sweep)]
+    tried = {_combination(t.params) for t in drawn_whole}  # kept by `where` or not
+    earlier = [t for t in drawn_whole if t.state != states.PRUNED]
     rows = _run(the_plan, [_point(the_plan, t.params) for t in earlier], executor, task,
                 fresh, _adding(ended, total, progress))
     _settle(ended, rows, total, progress)
-    while len(rows) < total:
-        asked = _draw(study, the_plan, min(batch, total - len(rows)), states.PRUNED)
+    space = count(sweep.axes, sweep.zips)
+    while len(rows) < total and len(tried) < space:
+        asked = _draw(study, the_plan, min(batch, total - len(rows)), states.PRUNED, tried,
+                      space)
         drawn = _run(the_plan, [p for _, p in asked], executor, task, fresh,
                      _adding(ended, total, progress))
         for (trial, _), row in zip(asked, drawn):
@@ -65,30 +74,45 @@ def search(the_plan: Plan, executor: Executor, task: Task, fresh: bool = False,
                 study.tell(trial, value)
         rows += drawn
         _settle(ended, rows, total, progress)
+    if not rows:
+        raise SearchError(f"{sweep.path}: where: {shown(sweep.where)} rejected every one of "
+                          f"the {space:,} points of the axes")
+    if len(rows) < total and progress is not None:  # the space ran out before n draws
+        progress(dict(ended, left=0, total=len(rows)))
     return _once(rows)
 
 
-def _draw(study, the_plan: Plan, want: int, pruned) -> List[Tuple[Any, Any]]:
-    """`want` trials asked of the study and their points; those `where` rejects are told
-    pruned (not points of the sweep)."""
+def _draw(study, the_plan: Plan, want: int, pruned, tried: Set[Tuple],
+          space: int) -> List[Tuple[Any, Any]]:
+    """`want` trials asked of the study and their points, fewer where the draws have met
+    every one of the `space` points (`tried`, the combinations drawn, grows); those `where`
+    rejects are told pruned (not points of the sweep)."""
     sweep = the_plan.sweep
     where = compile_where(sweep.where, sweep.axes) if sweep.where else None
     asked: List[Tuple[Any, Any]] = []
     for _ in range(DRAWS_PER_POINT * want):
         trial = study.ask()
-        if kept([_suggest(trial, sweep)], where):
+        try:
+            keep = kept([_suggest(trial, sweep)], where)
+        except WhereError as e:
+            study.tell(trial, state=pruned)
+            raise SearchError(f"{sweep.path}: where: {shown(sweep.where)}: {e}") from None
+        tried.add(_combination(trial.params))
+        if keep:
             asked.append((trial, _point(the_plan, trial.params)))
-            if len(asked) == want:
-                return asked
         else:
             study.tell(trial, state=pruned)
-    raise SearchError(f"{sweep.path}: where: {sweep.where!r} rejected nearly all of "
+        if len(asked) == want or len(tried) == space:
+            return asked
+    raise SearchError(f"{sweep.path}: where: {shown(sweep.where)} rejected nearly all of "
                       f"{DRAWS_PER_POINT * want} draws of the study")
 
 
 def _study(optuna, the_plan: Plan, fresh: bool):
+    from sqlalchemy.exc import SQLAlchemyError
+
     the_plan.folder.mkdir(parents=True, exist_ok=True)
-    path = the_plan.folder / STUDY
+    path = _checked(the_plan.folder / STUDY)
     if fresh and path.exists():
         path.unlink()
     sweep = the_plan.sweep
@@ -98,14 +122,41 @@ def _study(optuna, the_plan: Plan, fresh: bool):
                           f"objective: run with --fresh to start it again")
     try:
         study = optuna.create_study(
-            study_name=sweep.name, storage=f"sqlite:///{path}", load_if_exists=True,
+            study_name=sweep.name, storage=storage_url(path), load_if_exists=True,
             direction=sweep.direction, sampler=optuna.samplers.TPESampler(seed=sweep.seed))
     except ValueError:
         raise changed from None
+    # not a database, a damaged one, another program's, or another Optuna version's schema
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError) as e:
+        why = shown(str(getattr(e, "orig", None) or e).split("\n")[0], quote=False)
+        raise SearchError(f"{path}: cannot read the search's study there ({why}): run with "
+                          f"--fresh to start the search again (it deletes the file)") from None
     if study.user_attrs.get("space", space) != space:  # the indices would mean other values
         raise changed
     study.set_user_attr("space", space)
     return study
+
+
+def storage_url(path: Path) -> str:
+    """The SQLite URL of the file at `path`, whatever its name holds: built from the path,
+    so that `?`, `#`, `%20` or `{x}` in it are the file's name, never a query, a fragment,
+    an escape or a template (Optuna formats the URL it is given)."""
+    from sqlalchemy.engine import URL
+
+    return URL.create("sqlite", database=str(path.absolute())).render_as_string(
+        hide_password=False)
+
+
+def _checked(path: Path) -> Path:
+    """The study's path where it is absent or a regular file; SearchError naming what it
+    is otherwise (a FIFO would block its opening for ever; a folder or a link is not the
+    study this sweep stored, and --fresh deletes only that)."""
+    what = "is a symbolic link" if path.is_symlink() else \
+        not_regular(path) if path.exists() else None
+    if what is not None:
+        raise SearchError(f"{path}: the search's study {what}: expected the SQLite file the "
+                          f"sweep stores there; move it away")
+    return path
 
 
 def _suggest(trial, sweep) -> Dict:
@@ -121,6 +172,16 @@ def _combo(sweep, params: Dict) -> Dict:
     for group in dimensions(sweep.axes, sweep.zips):
         combo.update({key: sweep.axes[key][params["+".join(group)]] for key in group})
     return {key: combo[key] for key in sweep.axes}
+
+
+def _whole(params: Dict, sweep) -> bool:
+    """Whether a trial chose every dimension (a sweep killed between asking a trial and
+    its choices leaves one that did not)."""
+    return all("+".join(group) in params for group in dimensions(sweep.axes, sweep.zips))
+
+
+def _combination(params: Dict) -> Tuple:
+    return tuple(sorted(params.items()))
 
 
 def _point(the_plan: Plan, params: Dict):

@@ -23,6 +23,9 @@ INSTANCES = (PREFILL, DECODE)  # set by the search: not axes
 FIRST_PREFILL = 4  # prefill instances in front of the decode pool's first measurement
 LIGHT = 0.5  # of its own capacity, the most a prefill instance there may carry
 ROUNDS = 3  # decode measurements, each with more prefill instances, at most
+# `near`, at most: 33 deployments searched a point; wider is a grid of instance counts (the
+# sweep's axes), and a million planned two million capacity searches
+MAX_NEAR = 16
 # The one outcome whose rate is a capacity to balance: `at_least` (the target met up to the
 # search's highest rate) is a bound, the others no answer.
 ANSWERED = "capacity"
@@ -89,8 +92,9 @@ def checked(the_plan: Plan) -> Plan:
 
 def planned(the_plan: Plan) -> int:
     """Points the search runs if no decode measurement is run again: the measurements and
-    the ratios searched (the progress bar's total)."""
-    return len(the_plan.unique) * (2 + 2 * the_plan.sweep.near + 1)
+    the ratios searched, no more than `most` (the progress bar's total)."""
+    sweep = the_plan.sweep
+    return len(the_plan.unique) * (2 + min(2 * sweep.near + 1, sweep.most))
 
 
 Measured = Dict[str, Any]  # a configuration's key -> its rate (req/s), or why there is none

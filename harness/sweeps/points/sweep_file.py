@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from engine.files import NotAFile, check_regular
-from engine.yaml_lines import KeyPath, load_with_lines
+from engine.yaml_lines import KeyPath, YamlError, load_with_lines
 
 from ...workload.schema import SCHEMA
-from .where import WhereError, compile_where
+from .expand import MAX_POINTS, count, dimensions
+from .where import WhereError, compile_where, shown
 
 MODES = ("run", "capacity")
 METHODS = ("grid", "random", "optuna", "pd_ratio")
@@ -57,8 +58,10 @@ def load_sweep(path) -> SweepFile:
     path = Path(path)
     try:
         data, lines = load_with_lines(check_regular(path))
-    except (NotAFile, ValueError) as e:
+    except (NotAFile, YamlError) as e:
         raise SweepError(str(e)) from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise SweepError(f"{path}: {e}") from None
     except OSError as e:
         raise SweepError(f"{path}: {e.strerror}") from None
 
@@ -79,6 +82,7 @@ def load_sweep(path) -> SweepFile:
     mode = _choice(data, "mode", MODES, fail)
     if search.get("method") == "pd_ratio":
         _pd_ratio(mode, axes, fail)
+    _planned(axes, zips, search, fail)
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail), mode, axes,
                      zips, where, **search, ray_address=_ray(data, fail),
                      prices=_prices(data, fail))
@@ -96,25 +100,55 @@ def _pd_ratio(mode: str, axes, fail) -> None:
                                 "the balance): not an axis beside it")
 
 
+def _planned(axes, zips, search: dict, fail) -> None:
+    """The grid counted before it is expanded (an optuna search draws from it, never
+    expanding it): at most MAX_POINTS combinations, or P/D ratio searches."""
+    method = search.get("method", "grid")
+    if method == "optuna":
+        return
+    combinations = count(axes, zips)
+    if method == "pd_ratio":
+        searches = combinations * (2 + min(2 * search["near"] + 1, search["most"]))
+        if searches > MAX_POINTS:
+            fail(("search", "near"), f"the search plans {_many(searches)} capacity searches "
+                                     f"({combinations:,} points x (2 pools + the instance "
+                                     f"counts searched)), more than a sweep plans "
+                                     f"({MAX_POINTS:,}): narrow the axes, near or most")
+        return
+    if combinations > MAX_POINTS:
+        sizes = " x ".join(str(len(axes[g[0]])) for g in dimensions(axes, zips))
+        fail(("axes",), f"the grid holds {_many(combinations)} points "
+                        f"({shown(sizes, quote=False)}), more than a sweep plans "
+                        f"({MAX_POINTS:,}): narrow the axes, or let "
+                        f"`search: {{method: optuna, n: N}}` draw from them")
+
+
+def _many(n: int) -> str:
+    return f"{n:,}" if n < 10**15 else f"about 10^{len(str(n)) - 1}"
+
+
 def _where(where, axes, method: str, fail) -> Optional[str]:
     if where is None:
         return None
     if not isinstance(where, str):
-        fail(("where",), f"expected an expression as text, got {where!r}")
+        fail(("where",), f"expected an expression as text, got {shown(where)}")
     try:
         names = compile_where(where, axes, not_a_key).names
     except WhereError as e:
-        fail(("where",), f"{where!r}: {e}")
+        fail(("where",), f"{shown(where)}: {e}")
     if method == "optuna" and not names <= set(axes):
-        fail(("where",), f"{where!r}: an optuna search filters its draws by axes alone, "
+        fail(("where",), f"{shown(where)}: an optuna search filters its draws by axes alone, "
                          f"not {', '.join(sorted(names - set(axes)))}")
     return where
 
 
 def _name(data, path: Path, fail) -> str:
     name = data.get("name", path.stem)
-    if not (isinstance(name, str) and name and "/" not in name and name not in (".", "..")):
-        fail(("name",), f"expected a folder name, got {name!r}")
+    if not isinstance(name, str):  # `name: on` is true, `name: 12` a number
+        fail(("name",), f"expected a folder name, a string, got {shown(name)} (YAML reads "
+                        f"it as a {type(name).__name__}: quote it, name: \"...\")")
+    if not name or "/" in name or name in (".", ".."):
+        fail(("name",), f"expected a folder name, got {shown(name)}")
     return name
 
 
@@ -223,20 +257,28 @@ def _search(search, fail) -> dict:
     if method == "grid":
         return dict(method=method)
     if method == "pd_ratio":
+        from .pd_ratio import MAX_NEAR
+
         near, most = search.get("near", 1), search.get("most", 8)
-        for key, value, low, what in (("near", near, 0, "instance counts either side of "
-                                       "the balance"), ("most", most, 1, "the most "
-                                                        "instances of one pool")):
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
-                fail(("search", key), f"expected an integer >= {low} ({what}), got {value!r}")
+        for key, value, low, high, what in (
+                ("near", near, 0, MAX_NEAR, " (instance counts either side of the balance)"),
+                ("most", most, 1, None, " (the most instances of one pool)")):
+            _integer(value, low, high, what, ("search", key), fail)
         return dict(method=method, near=near, most=most)
     n, seed = search.get("n"), search.get("seed", 0)
-    for key, value, low in (("n", n, 1), ("seed", seed, 0)):
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
-            fail(("search", key), f"expected an integer >= {low}, got {value!r}")
+    _integer(n, 1, MAX_POINTS, "", ("search", "n"), fail)
+    _integer(seed, 0, None, "", ("search", "seed"), fail)
     if method == "random":
         return dict(method=method, n=n, seed=seed)
     return dict(method=method, n=n, seed=seed, **_objective(search, fail))
+
+
+def _integer(value, low: int, high: Optional[int], what: str, key: KeyPath, fail) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+        fail(key, f"expected an integer >= {low}{what}, got {shown(value)}")
+    if high is not None and value > high:
+        fail(key, f"expected an integer <= {high:,}{what}, the most a sweep takes, got "
+                  f"{_many(value)}")
 
 
 def _objective(search, fail) -> dict:

@@ -5,13 +5,18 @@ Allowed: axis names and other workload key paths, dotted ones included
 (`deployment.moe.ep`); numbers, strings, true and false; comparisons (== != < <= > >=,
 chained); and, or, not; + - * / % and unary minus, on numbers only.
 Anything else (a call, an attribute of something not a name, a subscript, a lambda) is
-refused before any point runs.
+refused before any point runs, and so is an expression longer than MAX_LENGTH or nested
+deeper than MAX_DEPTH (the parser and the walk recurse). Arithmetic whose result no double
+holds, and a comparison of a mapping or a list (a section's value) with anything else, are
+refused on the point that meets them.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
+import sys
 from typing import Any, Callable, Collection, Mapping, Optional, Set
 
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
@@ -19,6 +24,8 @@ _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
                ast.Div: operator.truediv, ast.Mod: operator.mod}
 _WORDS = {"true": True, "false": False, "True": True, "False": False}
+MAX_LENGTH = 10_000  # characters: far beyond a filter a person writes
+MAX_DEPTH = 100  # operators nested in one another (a + b + c is two deep)
 
 
 class WhereError(ValueError):
@@ -34,8 +41,8 @@ class Filter:
     def __call__(self, point: Mapping[str, Any]) -> bool:
         try:
             return bool(_value(self._tree, point))
-        except (TypeError, ZeroDivisionError) as e:
-            raise WhereError(f"at {dict(point)}: {e}") from None
+        except (TypeError, ZeroDivisionError, OverflowError) as e:
+            raise WhereError(f"at {shown(dict(point))}: {e}") from None
 
 
 def compile_where(text: str, axes: Collection[str],
@@ -43,10 +50,15 @@ def compile_where(text: str, axes: Collection[str],
     """A filter of a point's values (key -> value): its axes', and with `not_a_key` (why a
     name is no workload key path, "" when it is) any workload key's, the point's resolved
     value; WhereError for an expression outside the grammar or naming neither."""
+    if len(text) > MAX_LENGTH:
+        raise WhereError(f"expected an expression of at most {MAX_LENGTH:,} characters, got "
+                         f"{len(text):,}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise WhereError(f"not an expression: {e.msg}") from None
+    except (RecursionError, MemoryError):  # the parser's own limits on nesting
+        raise WhereError(f"nested deeper than {MAX_DEPTH} levels") from None
     names: Set[str] = set()
     _check(tree.body, set(axes), not_a_key, names)
     return Filter(tree.body, names)
@@ -62,7 +74,9 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def _check(node: ast.AST, axes: set, not_a_key, names: Set[str]) -> None:
+def _check(node: ast.AST, axes: set, not_a_key, names: Set[str], depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise WhereError(f"nested deeper than {MAX_DEPTH} levels")
     name = _dotted(node)
     if name:
         if name in _WORDS and name not in axes:
@@ -80,7 +94,7 @@ def _check(node: ast.AST, axes: set, not_a_key, names: Set[str]) -> None:
         raise WhereError(f"{type(node).__name__} is not allowed (names, numbers, strings, "
                          f"comparisons, and/or/not, + - * / %)")
     for child in children:
-        _check(child, axes, not_a_key, names)
+        _check(child, axes, not_a_key, names, depth + 1)
 
 
 def _children(node: ast.AST):
@@ -112,13 +126,48 @@ def _value(node: ast.AST, point: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.BinOp):
         left, right = _value(node.left, point), _value(node.right, point)
         if not all(isinstance(v, (int, float)) for v in (left, right)):  # 'x' * 10000000000
-            raise TypeError(f"arithmetic takes numbers, got {left!r} and {right!r}")
-        return _ARITHMETIC[type(node.op)](left, right)
+            raise TypeError(f"arithmetic takes numbers, got {shown(left)} and "
+                            f"{shown(right)}")
+        return _arithmetic(node, left, right)
     assert isinstance(node, ast.Compare)  # _check allowed nothing else
-    left = _value(node.left, point)
+    left_node, left = node.left, _value(node.left, point)
     for op, right_node in zip(node.ops, node.comparators):
         right = _value(right_node, point)
+        _comparable(left_node, left, right)
+        _comparable(right_node, right, left)
         if not _COMPARE[type(op)](left, right):
             return False
-        left = right
+        left_node, left = right_node, right
     return True
+
+
+def _arithmetic(node: ast.BinOp, left, right):
+    """The result where a double holds it: a larger integer or an infinity is compared as
+    no point's value is, and Python's integers grow without end (a product of products of
+    large values takes hours)."""
+    try:
+        result = _ARITHMETIC[type(node.op)](left, right)
+    except OverflowError:  # a large integer divided, or meeting a float
+        result = math.inf
+    if isinstance(result, int) and abs(result) <= sys.float_info.max or \
+            isinstance(result, float) and math.isfinite(result):
+        return result
+    raise OverflowError(f"{shown(ast.unparse(node), quote=False)} overflows: expected "
+                        f"arithmetic whose result is a finite number of at most "
+                        f"{sys.float_info.max:.4g}")
+
+
+def _comparable(node: ast.AST, value, other) -> None:
+    """TypeError where a mapping or a list (a section's value) meets anything but its own
+    kind: `engine == 1` would be false for every point, silently."""
+    if isinstance(value, (dict, list)) and type(other) is not type(value):
+        name = shown(ast.unparse(node), quote=False)
+        what = f"a mapping (a section: compare one of its keys, {name}.KEY)" \
+            if isinstance(value, dict) else "a list"
+        raise TypeError(f"{name} is {what}, not comparable with {shown(other)}")
+
+
+def shown(value, quote: bool = True) -> str:
+    """A value as a message quotes it, a long one cut short with its length."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
