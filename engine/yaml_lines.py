@@ -7,8 +7,10 @@ PyYAML's SafeLoader with YAML 1.2's number rules (YAML 1.1's, PyYAML's own, read
 - aliases (`*name`, and so `<<: *name` merges), while composing, at the first one and
   before anything is expanded: a few hundred bytes of nested aliases ("billion laughs")
   expand to billions of values;
-- nesting deeper than MAX_DEPTH, and tags on mappings or sequences (`!!map`, `!!omap`,
-  `!!set`, `!custom`), also while composing (the composer recurses);
+- nesting deeper than MAX_DEPTH, and tags, on mappings, sequences and scalars alike
+  (`!!map`, `!!omap`, `!!set`, `!!binary`, `!!timestamp`, `!!str`, `!custom`), also while
+  composing (the composer recurses; a scalar's tag would make it bytes, a date or an
+  object);
 - then, while the nodes (now a tree as long as the text) become values: a mapping that
   names a key twice (two `engine:` blocks; YAML keeps the last silently), merge keys, keys
   that are not plain scalars.
@@ -58,8 +60,10 @@ class _Loader(yaml.SafeLoader):
             raise _Refused(problem=f"alias *{event.anchor}: aliases are not allowed; "
                                    f"write the value out", problem_mark=event.start_mark)
         event = self.peek_event()
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)) and event.tag:
-            raise _Refused(problem=f"the tag {event.tag} is not allowed",
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent,
+                              yaml.ScalarEvent)) and event.tag:
+            raise _Refused(problem=f"the tag {_written(event.tag)} is not allowed: a value is "
+                                   f"plain data; write it without the tag",
                            problem_mark=event.start_mark)
         self._depth += 1
         try:
@@ -69,6 +73,12 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+def _written(tag: str) -> str:
+    """A tag as it was written: `!!binary`, not `tag:yaml.org,2002:binary`."""
+    prefix = "tag:yaml.org,2002:"
+    return "!!" + tag[len(prefix):] if tag.startswith(prefix) else tag
 
 
 _Loader.yaml_implicit_resolvers = {

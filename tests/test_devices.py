@@ -1,10 +1,13 @@
 """Device profiles: the doc's figures, their labels, and the loader's errors."""
 
+import os
+
 import pytest
 import yaml
 
 from engine.devices import PRECISIONS, known_profiles, load_device_profile
 from engine.devices.profile import DEVICES_DIR
+from tests.helpers import within
 
 # docs/design/hardware_and_models.md §1: bf16, fp8, fp4, int8 TFLOP/s; HBM GB, TB/s;
 # interconnect GB/s; TDP W
@@ -124,7 +127,11 @@ def test_bad_profile_names_the_file_line_and_field(tmp_path, change, match):
 @pytest.mark.parametrize("text, match", [
     ("name: H200\nname: H100\n", r"dev.yaml:2: name: duplicate key \(first at line 1"),
     ("name: [H200\n", r"dev.yaml:2: not valid YAML"),
-    ("name: !!python/object:os.system echo\n", r"dev.yaml:1: not valid YAML: .*python/object"),
+    ("name: !!python/object:os.system echo\n",
+     r"dev.yaml:1: the tag !!python/object:os.system is not allowed"),
+    ("name: !!binary SDIwMA==\n", r"dev.yaml:1: the tag !!binary is not allowed"),
+    ("name: H200\nvendor: !!timestamp 2001-12-14\n", r"dev.yaml:2: the tag !!timestamp is not"),
+    ("name: !!str H200\n", r"dev.yaml:1: the tag !!str is not allowed"),
     ("name: &n H200\nvendor: *n\n", r"dev.yaml:2: alias \*n: aliases are not allowed"),
     ("- H200\n", r"dev.yaml: expected a mapping of device fields"),
 ])
@@ -152,3 +159,27 @@ def test_a_workload_with_a_bad_profile_file_is_refused_at_validation(tmp_path, c
     err = capsys.readouterr().err
     assert f"w.yaml:3: device: {path}:" in err and ": peak_tflops: expected each of" in err
     assert "internal error" not in err
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
+    (lambda p: None, "no such file"),
+    (lambda p: p.mkdir(), "is a directory, not a regular file"),
+])
+@pytest.mark.parametrize("name", ["dev.yaml", "dev"])
+def test_a_profile_path_that_is_not_a_file_is_said_as_what_it_is(tmp_path, capsys, make, what,
+                                                                name):
+    """Not "an unknown profile": a FIFO, a missing path or a folder, named, never opened."""
+    from harness.commands import main
+
+    make(tmp_path / name)
+    workload = tmp_path / "w.yaml"
+    workload.write_text(f"trace: {{generate: {{requests: 2, rate: 1, prompt: {{fixed: 8}}, "
+                        f"output: {{fixed: 2}}}}}}\nmodel: tiny\n"
+                        f"device: modeled:{tmp_path / name}\n")
+    with within(30):
+        assert main(["validate", str(workload)]) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert "w.yaml:3: device: " in err and f"{tmp_path / name}: {what}" in err
+    if name == "dev":
+        assert "a profile file's name ends in .yaml or .yml" in err

@@ -214,7 +214,7 @@ def test_a_joined_row_takes_the_decode_instances_decode_stall():
     ({"prefill": {}, "decode": {}, "router": {"prefill": "least_kv"}},
      "deployment.router.prefill", "one of round_robin, least_tokens, cache_aware"),
     ({"prefill": {"engine": {"engine_type": "normal"}}, "decode": {}},
-     "deployment.prefill.engine", "engine keys other than engine_type and dp_size"),
+     "deployment.prefill.engine.engine_type", "the pool sets engine_type itself"),
     ({"prefill": {}, "decode": {"engine": {"overlap": True}}},
      "deployment.decode.engine.overlap", "one step at a time"),
     ({"prefill": {}, "decode": {"engine": {"num_kv_blocks": 4}}}, "deployment.decode",

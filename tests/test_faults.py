@@ -426,6 +426,43 @@ def test_a_signalled_report_leaves_no_half_written_folder(tmp_path, signum):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no report, no temporary
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_ctrl_c_after_the_result_never_kills_the_process(tmp_path, unbuffered):
+    """SIGINT from the moment `report` printed its result to the process's end (the
+    interpreter's teardown, about 0.3 s here): Python restores its own handler as it ends,
+    and the process used to die of the signal (status -2) with a traceback. With stdout a
+    pipe the result is seen only as the interpreter ends (its buffer flushed then): every
+    signal lands after the command's exit status is set, and is ignored; unbuffered, one
+    may land before, and stops the command as Ctrl-C does (130, one line)."""
+    from tests.helpers import modeled_runs
+
+    (run,) = modeled_runs(tmp_path / "runs")
+    out = tmp_path / "report"
+    flags = ["-u"] if unbuffered else []
+    proc = subprocess.Popen([sys.executable, *flags, "-m", "harness.commands", "report",
+                             str(run), "-o", str(out)], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = proc.stdout.readline()
+        sent = 0
+        while proc.poll() is None:  # Ctrl-C, again and again, until the process is gone
+            proc.send_signal(signal.SIGINT)
+            sent += 1
+            time.sleep(0.002)
+        rest, err = proc.stdout.read(), proc.stderr.read()  # readline() may hold the rest
+    finally:
+        proc.kill()
+    assert first.startswith(str(out / "index.html")), first + err
+    assert sent > 0 and "Traceback" not in err
+    if proc.returncode == 130:  # the signal came before the command's end
+        assert err == "steptrace: interrupted by SIGINT (Ctrl-C)\n"
+    else:
+        assert (proc.returncode, err) == (0, ""), (proc.returncode, err)
+        assert rest.strip() == str(out / "summary.md") and (out / "index.html").is_file()
+    assert not unbuffered or proc.returncode in (0, 130)
+
+
 def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch):
     from harness.sweeps.sweep import run_workload
 

@@ -62,8 +62,10 @@ def test_a_one_line_scheduling_change_is_caught(tmp_path, monkeypatch, capsys):
     assert steps["broken"] and "steps: first difference at step " in steps["detail"]
     assert steps["baseline"].startswith("tokens_q=") and steps["candidate"] == "tokens_q=1024"
     assert "tokens_q" in steps["detail"]  # the budget caps a prompt step's tokens
+    assert data["verdict"] == "changed" and steps["moved"] == "changed"  # no rule: no worse
     assert main(["gate", changed, "--baseline", BASELINE]) == 1
-    assert "REGRESSION" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ": CHANGED" in out and "REGRESSION" not in out
 
 
 def test_update_stores_a_small_baseline_the_gate_then_passes(candidate, tmp_path, capsys):

@@ -111,3 +111,40 @@ def test_a_rank_process_engine_has_its_pool_as_the_rank_sized_it():
                          {"num_kv_blocks": 77, "sized": "device memory"})
     assert sized.config.scheduler.num_kv_blocks == 77
     assert sized.kv_pool.manifest()["sized"] == "device memory"
+
+
+@pytest.mark.parametrize("timeout", ["1e-9", "0.5", "86401", "1e308"])
+def test_a_collective_timeout_out_of_its_range_is_refused(tmp_path, timeout):
+    """1e-9 s used to end in a 20-line c10d stack from the ranks, 1e308 in the bug line."""
+    message = refused(tmp_path, f"device: cpu\ndeployment: {{devices: 2, moe: {{ep: 1}}}}\n"
+                                f"collective_timeout_s: {timeout}\n")
+    assert "w.yaml:6: collective_timeout_s: expected a finite number in 1.0..86400.0, got " \
+        in message
+
+
+@pytest.mark.parametrize("variable, value, words", [
+    ("MASTER_PORT", "abc", "MASTER_PORT is 'abc': expected a port number in 1..65535"),
+    ("MASTER_PORT", "99999", "MASTER_PORT is '99999': expected a port number in 1..65535"),
+    ("MASTER_PORT", "0", "MASTER_PORT is '0'"),
+    ("MASTER_PORT", "-1", "MASTER_PORT is '-1'"),
+    ("MASTER_ADDR", "", "MASTER_ADDR is empty"),
+])
+def test_a_rendezvous_torch_cannot_use_is_named_before_any_rank_starts(
+        tmp_path, monkeypatch, capsys, variable, value, words):
+    monkeypatch.setenv(variable, value)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + "device: cpu\ndeployment: {devices: 2, moe: {ep: 1}}\n")
+    assert main(["run", str(path)]) == 2  # validation, before any rank process
+    (err,) = capsys.readouterr().err.splitlines()
+    assert "w.yaml:5: deployment.devices: 2 rank processes meet at MASTER_ADDR:MASTER_PORT" \
+        in err and words in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_empty_master_port_is_a_free_port(tmp_path, monkeypatch):
+    monkeypatch.setenv("MASTER_PORT", "")
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE + "device: cpu\ndeployment: {devices: 2, moe: {ep: 1}}\n"
+                    "collective_timeout_s: 1\n")
+    assert load_workload(path).ranks == 2

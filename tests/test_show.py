@@ -59,3 +59,95 @@ def test_a_colocated_runs_headline_has_no_pd_rows(tmp_path, capsys):
     assert not any(k.startswith(("per_device", "kv_transfer", "decode_wait", "prefill_",
                                  "decode_")) for k in rows if k != "decode_stall share")
     assert "mfu model" in rows and {end for _, _, end in rows.values()} == {44}  # as before
+
+
+# ---------------------------------------------------------------- a sweep's folders
+
+
+def a_sweep(tmp_path, extra=()):
+    """A sweep's folder holding its table (tests/test_sweep_fronts.py's eight points)."""
+    from harness.record.table_sink import write_table
+    from harness.sweeps.points.table import table
+    from tests.test_sweep_fronts import POINTS, row
+
+    folder = tmp_path / "my-sweep"
+    folder.mkdir()
+    write_table(table([row(*p) for p in POINTS] + list(extra)), folder, "sweep", "parquet")
+    return folder
+
+
+def test_show_prints_a_sweeps_table_as_the_sweep_printed_it(tmp_path, capsys):
+    from harness.commands.sweep import print_text
+    from tests.test_sweep_fronts import H200, row
+
+    failed = row(H200, 8, 500, 9000, 400, status="failed", reason="RuntimeError: boom")
+    folder = a_sweep(tmp_path, [failed])
+    assert main(["show", str(folder), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["name"], document["mode"], document["front_by"]) == \
+        ("my-sweep", "run", "device")
+    assert (document["points"], document["done"], document["failed"]) == (9, 8, 1)
+    assert document["table"] == str(folder / "sweep.parquet")
+    assert main(["show", str(folder)]) == 0
+    out = capsys.readouterr().out
+    print_text(document)  # what `steptrace sweep` prints of the same document
+    assert out == capsys.readouterr().out
+    assert out.startswith("steptrace sweep: my-sweep (run mode): 9 points, 8 done")
+    assert "RuntimeError: boom" in out
+
+
+def test_a_sweep_folder_whose_table_is_not_one_is_bad_input(tmp_path, capsys):
+    folder = tmp_path / "sw"
+    folder.mkdir()
+    (folder / "sweep.parquet").write_text("not parquet")
+    assert main(["show", str(folder)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"{folder / 'sweep.parquet'}: unreadable" in err[0]
+
+
+def test_a_folder_that_is_none_of_these_names_what_was_expected(tmp_path, capsys):
+    assert main(["show", str(tmp_path)]) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert f"{tmp_path}: not a run directory (no manifest.json)" in err
+    assert "capacity.json" in err and "sweep.parquet" in err
+
+
+def test_a_searchs_folder_holds_its_answer_for_show(tmp_path, capsys):
+    """find() writes the answer beside its table, so a sweep's point's search (which the
+    command does not write) reads back as the command printed it."""
+    from harness.commands import capacity as command
+    from harness.commands.common import json_text
+    from harness.sweeps.capacity import Options, find
+    from harness.workload import load_workload
+    from tests.test_sweep_points import TINY
+
+    (tmp_path / "w.yaml").write_text(TINY + f"slo: {{ttft: 0.002}}\noutput: {tmp_path}\n")
+    found = find(load_workload(tmp_path / "w.yaml"), (),
+                 Options(max_probes=3, length_check=False))
+    assert main(["show", str(found.folder), "--json"]) == 0
+    assert capsys.readouterr().out == json_text(found.document) + "\n"
+    assert main(["show", str(found.folder)]) == 0
+    out = capsys.readouterr().out
+    command.print_text(found.document)
+    assert out == capsys.readouterr().out and out.startswith("steptrace capacity: w on B200")
+
+
+@pytest.mark.slow
+def test_show_reads_a_capacity_sweeps_point_folder(tmp_path, capsys):
+    from harness.record.table_sink import write_table
+    from harness.sweeps.points.execute import execute, plan
+    from harness.sweeps.points.table import table
+    from tests.test_sweep_points import TINY, sweep_file
+    from tests.test_sweep_run import InProcess
+
+    path = sweep_file(tmp_path, "base: base.yaml\nmode: capacity\naxes: {device: "
+                                "[modeled:B200]}\n", TINY + "slo: {ttft: 0.002}\n")
+    the_plan = plan(path, (f"output={tmp_path / 'out'}",))
+    (point,) = execute(the_plan, InProcess())
+    write_table(table([point]), the_plan.folder, "sweep", "parquet")
+    (search,) = (the_plan.folder / "points").glob("*/base/capacity/*")
+    assert main(["show", str(search), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["outcome"] == point["outcome"] and document["folder"] == str(search)
+    assert main(["show", str(the_plan.folder)]) == 0
+    assert capsys.readouterr().out.startswith("steptrace sweep: s (capacity mode): 1 points")

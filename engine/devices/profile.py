@@ -9,11 +9,12 @@ nobody published is null, never guessed: asking for it raises.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple, Union
 
-from ..files import check_regular
+from ..files import check_regular, not_regular
 from ..yaml_lines import KeyPath, load_with_lines
 
 DEVICES_DIR = Path(__file__).resolve().parent
@@ -114,6 +115,22 @@ def known_profiles() -> list:
     return sorted(p.stem for p in DEVICES_DIR.glob("*.yaml"))
 
 
+def profile_file_problem(name_or_path: Union[str, Path]) -> Optional[str]:
+    """What is wrong with `name_or_path` as a profile file, where it is a path: ends in .yaml
+    or .yml, or holds a path separator; None where it is a readable profile file's path or
+    no path at all (a bundled name, known or not). "dev.yaml: is a FIFO (named pipe), not a
+    regular file", "dev.yaml: no such file", "/etc/x: a profile file's name ends in .yaml".
+    """
+    text = str(name_or_path)
+    suffix = Path(text).suffix in (".yaml", ".yml")
+    if not suffix and os.sep not in text and "/" not in text:
+        return None
+    why = not_regular(text)
+    if suffix:
+        return None if why is None else f"{text}: {why}"
+    return f"{text}: {why or 'a file'}; a profile file's name ends in .yaml or .yml"
+
+
 def load_device_profile(name_or_path: Union[str, Path]) -> DeviceProfile:
     """A bundled profile by name ("H200", "Ascend 950PR", "ascend-950pr") or a YAML path.
     A malformed file is a ValueError naming the file, the line and the field."""
@@ -121,7 +138,9 @@ def load_device_profile(name_or_path: Union[str, Path]) -> DeviceProfile:
     if path.suffix not in (".yaml", ".yml"):
         stem = str(name_or_path).strip().lower().replace(" ", "-").replace("_", "-")
         if stem not in known_profiles():  # a name, never a path into or out of DEVICES_DIR
-            raise ValueError(f"unknown device {name_or_path!r}; bundled devices: "
+            problem = profile_file_problem(name_or_path)
+            raise ValueError(f"unknown device {name_or_path!r}"
+                             f"{f' ({problem})' if problem else ''}; bundled devices: "
                              f"{', '.join(known_profiles())}")
         path = DEVICES_DIR / f"{stem}.yaml"
     stat = check_regular(path).stat()

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from ..devices.profile import DeviceProfile, known_profiles, load_device_profile
+from ..devices.profile import (
+    DeviceProfile,
+    known_profiles,
+    load_device_profile,
+    profile_file_problem,
+)
 
 if TYPE_CHECKING:
     from ..devices.detect import DeviceInfo
@@ -70,8 +75,10 @@ class ExecutorSpec:
         if entry is None or entry.profile != bool(sep):
             raise ExecutorSpecError(key, text, written_forms())
         if entry.profile and not _is_profile(profile):
+            problem = profile_file_problem(profile)  # a path: what it is instead
             raise ExecutorSpecError(key, text, f"{kind}:<profile> with a profile among "
-                                               f"{', '.join(known_profiles())} (or a YAML path)")
+                                               f"{', '.join(known_profiles())} (or a YAML path)"
+                                               f"{f'; {problem}' if problem else ''}")
         return cls(kind, profile or None)
 
     def __str__(self) -> str:

@@ -8,6 +8,10 @@ must equal those of the arm's first baseline run. Rules (harness/analysis/rules.
 summary metrics arm by arm with compare's noise-aware interval: a rule is broken when the
 candidates' median moved past its limit and, with at least 3 runs a side, compare names a
 difference in that direction; with fewer, the medians alone decide.
+
+The verdict: a broken rule is a regression (a figure moved the way its rule calls worse);
+a difference in a modeled table alone is a change, neither better nor worse by itself:
+both fail the gate, and only rules say which way a figure moved.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from .exact import TABLES, first_difference
 from .rules import Rule
 from .runs import Run
 
+EXACT = "equal (modeled)"  # the rule of an exact table check
 
 @dataclass(frozen=True)
 class Check:
@@ -33,9 +38,19 @@ class Check:
     rule: str        # "equal (modeled)" or "max_increase 5%"
     baseline: object
     candidate: object
-    broken: bool
+    broken: bool     # the check fails the gate: a table changed, or a rule's limit passed
     detail: str = ""
     arm: str = ""    # "gil_mode=held" where the runs gated hold more than one arm
+    # which way the figure moved: a table "equal" or "changed"; a rule's metric "better",
+    # "worse" (by the rule's direction: max_increase calls a rise worse) or "unchanged"
+    moved: str = ""
+
+    @property
+    def result(self) -> str:
+        """The check's result in words: ok, CHANGED (a table), BROKEN (a rule)."""
+        if self.rule == EXACT:
+            return "CHANGED" if self.broken else "ok"
+        return f"{'BROKEN' if self.broken else 'ok'}, {self.moved}"
 
 
 @dataclass
@@ -50,8 +65,18 @@ class GateResult:
     def passed(self) -> bool:
         return not any(c.broken for c in self.checks)
 
+    @property
+    def verdict(self) -> str:
+        """pass; regression (a rule broken: a figure worse past its limit); changed (a
+        modeled table differs, no rule broken: neither better nor worse by itself)."""
+        broken = [c for c in self.checks if c.broken]
+        if not broken:
+            return "pass"
+        return "changed" if all(c.rule == EXACT for c in broken) else "regression"
+
     def to_dict(self) -> dict:
-        return dict(passed=self.passed, baseline=self.baseline, candidates=self.candidates,
+        return dict(passed=self.passed, verdict=self.verdict, baseline=self.baseline,
+                    candidates=self.candidates,
                     arms=self.arms, differing_keys={k: dict(baseline=a, candidate=b)
                                     for k, (a, b) in self.differing_keys.items()},
                     checks=[c.__dict__ for c in self.checks])
@@ -139,13 +164,12 @@ def check_comparable(candidates: Sequence[Run], baseline: Sequence[Run]) -> None
 def _exact(baseline: Run, candidate: Run, table: str, arm_name: str) -> Check:
     diff = first_difference(baseline, candidate, table)
     if diff is None:
-        return Check(table, "equal (modeled)", "", "", False, f"{candidate.name}: equal",
-                     arm_name)
+        return Check(table, EXACT, "", "", False, f"{candidate.name}: equal", arm_name,
+                     "equal")
     first = diff.columns[0]
-    return Check(f"{table} @ {diff.key}", "equal (modeled)",
-                 _text({first: diff.baseline.get(first)}),
+    return Check(f"{table} @ {diff.key}", EXACT, _text({first: diff.baseline.get(first)}),
                  _text({first: diff.candidate.get(first)}), True, f"{candidate.name}: {diff}",
-                 arm_name)
+                 arm_name, "changed")
 
 
 def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run],
@@ -166,7 +190,7 @@ def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run],
     broken = moved and m.verdict in (direction, "too few runs")
     detail = f"ratio {m.ratio:.4g}; {m.says()}"
     return Check(rule.metric, str(rule), _text(m.median_a, m.unit), _text(m.median_b, m.unit),
-                 broken, detail, arm_name)
+                 broken, detail, arm_name, rule.moved(m.ratio))
 
 
 def _text(value, unit: Optional[str] = None) -> str:

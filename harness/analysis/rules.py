@@ -41,6 +41,13 @@ class Rule:
         """Candidate / baseline `ratio` goes beyond the limit."""
         return ratio > 1 + self.limit if self.kind == "max_increase" else ratio < 1 - self.limit
 
+    def moved(self, ratio: float) -> str:
+        """Which way candidate / baseline `ratio` moved the metric, as the rule sees it:
+        worse is the way it limits (a rise for max_increase), better the other way."""
+        if ratio == 1:
+            return "unchanged"
+        return "worse" if (ratio > 1) == (self.kind == "max_increase") else "better"
+
 
 def load_rules(path: Path, metrics: Iterable[str]) -> List[Rule]:
     """The rules of a file, each metric checked against `metrics` (the names the

@@ -12,44 +12,66 @@ how to report it, exit 1; `--debug` (before or after the command) adds the trace
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 import threading
 
 from ..errors import Terminated
 from .common import fail  # these two import the standard library's only: cheap
 
 __all__ = ["entry", "main"]
-SIGNAL_EXITS = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
 def entry() -> int:
     """The process's entry point (the console script, `python -m harness.commands`): main,
-    then, after a signal stopped the command, later signals ignored while the interpreter
-    exits (torch's teardown takes a while), so a second Ctrl-C or SIGTERM changes neither
-    the exit status nor what is on the terminal."""
-    code = main()
-    if code in SIGNAL_EXITS:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_IGN)
-    return code
+    holding to the process's end: once the command has its exit status (its result
+    printed, or a signal's line), SIGINT and SIGTERM are ignored while the interpreter
+    exits (its teardown, torch's and pandas', takes a while), so a Ctrl-C or SIGTERM then
+    changes neither the exit status nor what is on the terminal. Python's own SIGINT
+    handler, which the interpreter restores as it ends, would kill it with the signal
+    (status -2) and a traceback; an ignored signal outlives that."""
+    return main(hold=True)
 
 
-def main(argv=None) -> int:
+def main(argv=None, hold: bool = False) -> int:
     """`steptrace ARGS`. Ctrl-C or SIGTERM at any point is one line and exit 130 / 143, also
     while the commands' modules are imported (pandas, torch: seconds) and where no run's
     handler is installed to stop it gently (report, compare, gate --update, ...): the
-    signal unwinds through every clean-up, so nothing half-written is left."""
+    signal unwinds through every clean-up, so nothing half-written is left. `hold` (the
+    process's entry): from the exit status on, both signals ignored (entry())."""
     previous = _raise_on_sigterm()
     try:
         from .cli import main as dispatch
-        return dispatch(argv)
+        code = dispatch(argv)
+        _ignore_signals(hold)
+        return code
     except Terminated:
-        return fail("steptrace: interrupted by SIGTERM", 143)
+        _ignore_signals(hold)
+        return _interrupted(argv, "SIGTERM", 143)
     except KeyboardInterrupt:
-        return fail("steptrace: interrupted by SIGINT (Ctrl-C)", 130)
+        _ignore_signals(hold)
+        return _interrupted(argv, "SIGINT (Ctrl-C)", 130)
     finally:
-        if previous is not None:
+        if previous is not None and not hold:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _ignore_signals(hold: bool) -> None:
+    """With `hold`, SIGINT and SIGTERM ignored from here to the process's end (the main
+    thread's; only it takes signals)."""
+    if hold and threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def _interrupted(argv, name: str, code: int) -> int:
+    """The one line; with --json also the document every failure prints on stdout (cli.py
+    `_Failure`), so that a script reading stdout gets JSON after a signal too."""
+    message = f"interrupted by {name}"
+    if "--json" in (sys.argv[1:] if argv is None else argv):
+        print(json.dumps(dict(error="interrupted", message=message, exit_code=code), indent=1))
+    return fail(f"steptrace: {message}", code)
 
 
 def _raise_on_sigterm():

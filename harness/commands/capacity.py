@@ -13,13 +13,10 @@ table).
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 from ..errors import BadInput, RunFailed
-from .common import add_json, add_set, json_text, print_json
+from .common import add_json, add_set, print_json
 from .validate import load
-
-RESULT_FILE = "capacity.json"  # the --json document, in the search's folder
 
 
 def add(p) -> None:
@@ -48,7 +45,7 @@ def add(p) -> None:
 
 
 def main(args) -> int:
-    from ..io.atomic import WriteFailed, atomic_open
+    from ..io.atomic import WriteFailed
     from ..io.interrupt import Stop, signals_stop
     from ..sweeps.capacity import CapacityError, Options, Stopped, find
 
@@ -75,12 +72,7 @@ def main(args) -> int:
             raise RunFailed(e) from e
         except Exception as e:  # a probe's run failed: report it, with what is on disk
             raise RunFailed(f"{type(e).__name__}: {e}") from e
-    result = _result(capacity, workload)
-    try:  # what `steptrace show FOLDER` prints again
-        with atomic_open(capacity.folder / RESULT_FILE) as f:
-            f.write(json_text(result) + "\n")
-    except WriteFailed as e:
-        raise RunFailed(e) from e
+    result = capacity.document  # written in its folder too: what `steptrace show` reads
     if args.json:
         print_json(result)
     else:
@@ -94,44 +86,6 @@ def _progress(row: dict) -> None:
         f"{_in_flight(row['concurrency'])}, {row['rate']:.4g} req/s"
     print(f"  probe {row['probe']}: {knob}{check}: attainment "
           f"{_percent(row['attainment'])}: {'met' if row['met'] else 'missed'}", file=sys.stderr)
-
-
-def _result(capacity, workload) -> dict:
-    found, at, outcome = capacity.search, capacity.at_capacity, capacity.outcome
-    fmt = workload.values["table_format"]
-    if capacity.closed_loop:  # the knob is the requests in flight; the rate an outcome
-        knob = dict(load_mode="concurrency", workload_concurrency=capacity.knob.concurrency)
-    else:
-        knob = dict(load_mode="trace", rate_key=capacity.knob.key,
-                    workload_rate=capacity.knob.rate)
-    return dict(
-        workload=str(workload.path), name=workload.name, device=capacity.profile, modeled=True,
-        clock="virtual", slo=capacity.slo, attainment_target=capacity.options.target,
-        resolution=capacity.options.resolution, max_probes=capacity.options.max_probes,
-        **knob, requests=capacity.knob.requests, outcome=outcome,
-        capacity=None if at is None else dict(
-            concurrency=at["concurrency"], rate=at["rate"], missed_at=found.high,
-            attainment=at["attainment"],
-            goodput=at["goodput"], output_tokens_per_device=at["output_tokens_per_device"],
-            tpot_p50_s=at["tpot_p50_s"], tpot_p99_s=at["tpot_p99_s"],
-            run_dir=str(capacity.folder / at["run_id"])),
-        length_check=_length_check(capacity),
-        folder=str(capacity.folder), table=str(capacity.folder / f"capacity.{fmt}"),
-        probes=capacity.table().to_dict("records"))
-
-
-def _length_check(capacity) -> Optional[dict]:
-    """--json's length_check: the answer re-checked on a trace twice as long; None when
-    the search found no answer to check."""
-    check = capacity.length_check
-    if check is None:
-        return None
-    row = check.row or {}
-    return dict(status=check.status, requests=check.requests, setting=check.setting,
-                concurrency=row.get("concurrency"), rate=row.get("rate"),
-                attainment=row.get("attainment"),
-                goodput=row.get("goodput"), reason=check.reason or None,
-                run_dir=str(capacity.folder / row["run_id"]) if row else None)
 
 
 def print_text(r: dict) -> None:

@@ -4,6 +4,7 @@ command's failure said in one line and an exit status."""
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib
 import os
 import sys
@@ -32,7 +33,8 @@ COMMANDS = {
                                              "scheduler and the Python reference, side by "
                                              "side"),
     "compare": ("compare", "compare two arms of runs, metric by metric"),
-    "gate": ("gate", "judge candidate runs against a baseline (exit 1 on a regression)"),
+    "gate": ("gate", "judge candidate runs against a baseline (exit 1 on a regression or a "
+                     "change)"),
     "history": ("history", "keep runs' figures across commits and find where they changed "
                            "(exit 1 on a regression)"),
     "report": ("report", "write an HTML report, a Markdown summary and figures for one run, "
@@ -112,7 +114,7 @@ def _dispatch(argv) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 0
     except BadInput as e:
-        return failed("error", _one_line(e), 2)
+        return failed("error", _unexpanded(_one_line(e), argv), 2)
     except RunFailed as e:
         if args.debug and e.__cause__ is not None:
             traceback.print_exception(e.__cause__, file=sys.stderr)
@@ -137,6 +139,20 @@ class _Failure:
         if self.json:
             print_json(dict(error=kind, message=message, exit_code=code))
         return fail(f"steptrace: {kind}: {message}", code)
+
+
+def _unexpanded(message: str, argv) -> str:
+    """`message`, with a word on the first argument it names that is a pattern no path
+    matches: the shell passes such a pattern on as written (`results/x/*`), where it looks
+    like a path that is missing or an argument too many."""
+    sets = {i + 1 for i, a in enumerate(argv) if a == "--set"}  # values, not paths
+    for i, arg in enumerate(argv):
+        if i in sets or arg.startswith("-") or not glob.has_magic(arg) or arg not in message:
+            continue
+        if not glob.glob(arg) and not os.path.lexists(arg):
+            return (f"{message}; {arg} is a pattern the shell did not expand (no path matches "
+                    f"it): check the path, and quote a pattern that steptrace is to expand")
+    return message
 
 
 def _one_line(e: BaseException) -> str:

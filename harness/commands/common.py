@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import sys
 from contextlib import contextmanager
+
+from ..io.json_text import json_text
 
 # What a terminal would act on rather than show: C0 controls but tab, newline and carriage
 # return (a progress bar's), DEL and C1 controls (ESC and CSI start escape sequences that
@@ -56,7 +56,9 @@ def fail(message: str, code: int) -> int:
 
 def add_set(parser, example: str) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help=f"override a value, read as YAML (null is None), e.g. --set {example}")
+                        help=f"override a value, read as YAML (null is None; a value YAML would "
+                             f"read otherwise, as a block `a: b` or with a ` #` comment, is the "
+                             f"text as written), e.g. --set {example}")
 
 
 def add_json(parser) -> None:
@@ -66,26 +68,3 @@ def add_json(parser) -> None:
 
 def print_json(data) -> None:
     print(json_text(data))
-
-
-def json_text(data) -> str:
-    """`data` as --json prints it."""
-    return json.dumps(_plain(data), indent=1, allow_nan=False)
-
-
-def _plain(v):
-    """JSON's own types: numpy scalars and arrays as Python's, NaN and infinities as null,
-    paths as strings."""
-    import numpy as np  # here: the entry point imports this module before any command
-
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [_plain(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    return str(v)

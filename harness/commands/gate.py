@@ -1,5 +1,6 @@
 """steptrace gate CANDIDATE... --baseline BASELINE: the regression gate. Exit 0 pass,
-1 regression, 2 bad input (docs/comparing.md, "The gate")."""
+1 a regression (a rule broken) or a change (a modeled table differs), 2 bad input
+(docs/comparing.md, "The gate")."""
 
 from __future__ import annotations
 
@@ -130,17 +131,20 @@ def _bench(args) -> int:
 
 
 def print_text(result, baseline: str) -> None:
-    verdict = "pass" if result.passed else "REGRESSION"
+    verdict = {"pass": "pass", "changed": "CHANGED", "regression": "REGRESSION"}
     arms = f", arms {'; '.join(result.arms)}" if result.arms else ""
     print(f"gate: {len(result.candidates)} candidate run(s) against {baseline} "
-          f"({len(result.baseline)} run(s){arms}): {verdict}")
+          f"({len(result.baseline)} run(s){arms}): {verdict[result.verdict]}")
     for key, (a, b) in result.differing_keys.items():
         print(f"  differs from the baseline: {key}: {_values(a)} -> {_values(b)}")
     print(f"  {'check':26}{'rule':18}{'baseline':>22} {'candidate':>22}  result")
     for c in result.checks:
-        print(f"  {c.check:26}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  "
-              f"{'BROKEN' if c.broken else 'ok'}")
+        print(f"  {c.check:26}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  {c.result}")
         print(f"      {c.arm + ': ' if c.arm else ''}{c.detail}")
+    if result.verdict == "changed":
+        print("  the modeled tables differ from the baseline's: a change in behaviour, "
+              "neither better nor worse by itself (--rules judge figures); if it is meant, "
+              "store these runs with --update")
 
 
 def _values(values) -> str:

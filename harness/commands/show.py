@@ -1,6 +1,8 @@
 """steptrace show RUN_DIR: a run's state and headline summary rows; with --vllm, its summary
 in the words of vLLM's serving benchmark (harness/record/vllm_result.py); given a capacity
-search's folder, the search's answer and probes as `steptrace capacity` printed them."""
+search's folder (the command's or a sweep's point's), the search's answer and probes as
+`steptrace capacity` printed them; given a sweep's folder, its table as `steptrace sweep`
+printed it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from ..record.run_folder import read, read_manifest
 from ..schema.summary import COUNT_UNITS, headline
 from .common import add_json, print_json
 
+SWEEP_TABLE = "sweep.parquet"  # a `steptrace sweep`'s folder holds it
+
 
 def add(p) -> None:
     p.add_argument("run_dir", type=Path)
@@ -26,21 +30,46 @@ def add(p) -> None:
 
 
 def main(args) -> int:
-    if not (args.run_dir / "manifest.json").exists():  # perhaps a capacity search's folder
-        from . import capacity  # here: `run` imports this module for print_text, not that one
+    folder = args.run_dir
+    if not (folder / "manifest.json").exists():  # perhaps a capacity search's or a sweep's
+        # here: `run` imports this module for print_text, not these
+        from ..sweeps.capacity import RESULT_FILE
 
-        search = args.run_dir / capacity.RESULT_FILE
-        if search.exists():
-            result = _read_search(search)
+        if (folder / RESULT_FILE).exists():
+            from . import capacity
+
+            result = _read_search(folder / RESULT_FILE)
             print_json(result) if args.json else capacity.print_text(result)
             return 0
-    result = read(args.run_dir)  # the --json document: every summary row
+        if (folder / SWEEP_TABLE).exists():
+            return _show_sweep(folder, args.json)
+        if folder.is_dir():
+            raise BadInput(f"{folder}: not a run directory (no manifest.json), nor a capacity "
+                           f"search's folder ({RESULT_FILE}) or a sweep's ({SWEEP_TABLE})")
+    result = read(folder)  # the --json document: every summary row
     if args.vllm:
         print_vllm(result, args.json)
     elif args.json:
         print_json(result)
     else:
         print_text(result)
+    return 0
+
+
+def _show_sweep(folder: Path, as_json: bool) -> int:
+    """A sweep's table as `steptrace sweep` printed it (its --json document, less the sweep
+    file's path, which the table does not hold)."""
+    from ..analysis.report.sweep_data import read_sweep
+    from . import sweep
+
+    table = read_sweep(folder)  # BadInput naming the file for a table that is not a sweep's
+    df = table.rows.drop(columns=["group", "label"])
+    outcomes = set(df["outcome"].dropna())
+    mode = "run" if outcomes == {"run"} else "capacity" if outcomes else "unknown"
+    result = dict(name=folder.name, mode=mode, folder=str(folder),
+                  table=str(folder / SWEEP_TABLE), front_by=table.front_by,
+                  **sweep._counts(df), rows=sweep._rows(df))
+    print_json(result) if as_json else sweep.print_text(result)
     return 0
 
 

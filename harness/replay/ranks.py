@@ -25,6 +25,7 @@ import numpy as np
 from engine.devices import detect_device
 
 from ..schema.tables import REQUESTS
+from ..workload.real_deployment import rendezvous
 from .rank_process import END, STOP, RankSetup, rank_main
 
 UNFINISHED, REJECTED = (REQUESTS.column("status").code(s) for s in ("unfinished", "rejected"))
@@ -82,9 +83,9 @@ class Ranks:
         self.events: List[tuple] = []
         self.groups = tuple(tuple(g) for g in groups)
         self.roles = tuple(roles)
-        setup = RankSetup(tuple(configs), self.roles, self.groups, world_size,
-                          os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                          int(os.environ.get("MASTER_PORT") or _free_port()),
+        addr, port = rendezvous(os.environ)  # checked when the workload loaded
+        setup = RankSetup(tuple(configs), self.roles, self.groups, world_size, addr,
+                          port or _free_port(),
                           values["collective_timeout_s"], values["warmup_steps"], chunk_steps,
                           values["tokens"])
         self.processes = [ctx.Process(target=rank_main, args=(r, setup, inbox, self.outbox),

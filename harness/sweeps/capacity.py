@@ -4,7 +4,8 @@ closed loop (load.mode: concurrency), the highest number of requests in flight.
 
 Each probe is the workload run at one arrival rate, a normal run folder; the probes of one
 search share a folder, <output>/<name>/capacity/<date-time>-<profile>/, which also holds the
-search's `capacity` table once it ends. The rate is trace.generate.rate for a generated
+search's `capacity` table and its answer (RESULT_FILE: `steptrace capacity --json`'s
+document, what `steptrace show` prints again) once it ends. The rate is trace.generate.rate for a generated
 trace; for a trace file it is the file's mean arrival rate, set through trace.time_scale.
 In a closed loop the knob is load.concurrency, searched over whole numbers, and the rate is
 an outcome: each probe's achieved request rate (its summary's throughput requests).
@@ -44,6 +45,7 @@ GENERATED_REQUESTS = "trace.generate.requests"
 TIME_SCALE = "trace.time_scale"
 FILE_LIMIT = "trace.limit"
 CONCURRENCY = "load.concurrency"
+RESULT_FILE = "capacity.json"  # the search's answer, its --json document, in its folder
 
 
 class CapacityError(ValueError):
@@ -121,6 +123,7 @@ class Capacity:
     slo: Dict[str, float]
     profile: str  # the device profile the probes were modeled on
     length_check: Optional[LengthCheck] = None  # None: no answer to check
+    workload: Optional[Workload] = None  # the workload searched
 
     @property
     def closed_loop(self) -> bool:
@@ -151,6 +154,46 @@ class Capacity:
         if check is not None and check.row is not None:
             rows.append(dict(check.row, met=check.status == "passed", at_capacity=False))
         return pd.DataFrame(rows, columns=list(TABLES["capacity"].names))
+
+    @property
+    def document(self) -> dict:
+        """The search and its answer as `steptrace capacity --json` prints it (and
+        RESULT_FILE holds): the workload, the SLO and options, the outcome, the answer, the
+        length check and every probe."""
+        found, at, workload = self.search, self.at_capacity, self.workload
+        assert workload is not None  # find() gives its answer the workload
+        if isinstance(self.knob, ConcurrencyKnob):  # the rate is then an outcome
+            knob = dict(load_mode="concurrency", workload_concurrency=self.knob.concurrency)
+        else:
+            knob = dict(load_mode="trace", rate_key=self.knob.key, workload_rate=self.knob.rate)
+        return dict(
+            workload=str(workload.path), name=workload.name, device=self.profile,
+            modeled=True, clock="virtual", slo=self.slo, attainment_target=self.options.target,
+            resolution=self.options.resolution, max_probes=self.options.max_probes,
+            **knob, requests=self.knob.requests, outcome=self.outcome,
+            capacity=None if at is None else dict(
+                concurrency=at["concurrency"], rate=at["rate"], missed_at=found.high,
+                attainment=at["attainment"],
+                goodput=at["goodput"], output_tokens_per_device=at["output_tokens_per_device"],
+                tpot_p50_s=at["tpot_p50_s"], tpot_p99_s=at["tpot_p99_s"],
+                run_dir=str(self.folder / at["run_id"])),
+            length_check=self._length_check_document(),
+            folder=str(self.folder),
+            table=str(self.folder / f"capacity.{workload.values['table_format']}"),
+            probes=self.table().to_dict("records"))
+
+    def _length_check_document(self) -> Optional[dict]:
+        """The document's length_check: the answer re-checked on a trace twice as long;
+        None when the search found no answer to check."""
+        check = self.length_check
+        if check is None:
+            return None
+        row = check.row or {}
+        return dict(status=check.status, requests=check.requests, setting=check.setting,
+                    concurrency=row.get("concurrency"), rate=row.get("rate"),
+                    attainment=row.get("attainment"),
+                    goodput=row.get("goodput"), reason=check.reason or None,
+                    run_dir=str(self.folder / row["run_id"]) if row else None)
 
 
 def check(workload: Workload) -> Dict[str, float]:
@@ -283,10 +326,13 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
          stop=None, on_probe: Callable[[dict], None] = lambda row: None) -> Capacity:
     """Search the workload (loaded with `overrides`, which every probe keeps) for its
     capacity, starting from its own rate, as `options` say; check the answer on a trace
-    twice as long; write the capacity table; return the answer. Stopped when `stop` is set
+    twice as long; write the capacity table and the answer (RESULT_FILE); return the
+    answer. Stopped when `stop` is set
     during a probe (that probe's run is written whole). CapacityError, before anything is
     written, for an option out of its bounds, named as the command line names it."""
+    from ..io.atomic import atomic_open
     from ..io.interrupt import Stop
+    from ..io.json_text import json_text
     from ..record.run_folder import new_run_dir
     from ..record.table_sink import write_table
 
@@ -309,8 +355,10 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
                        options.resolution, options.lowest, options.highest, options.max_probes)
     answer = None if found.low is None or found.out_of_probes else found.low
     length = None if answer is None else _length_check(prober, rate_knob, answer, options)
-    capacity = Capacity(found, folder, rate_knob, options, slo, spec.profile, length)
+    capacity = Capacity(found, folder, rate_knob, options, slo, spec.profile, length, workload)
     write_table(capacity.table(), folder, "capacity", workload.values["table_format"])
+    with atomic_open(folder / RESULT_FILE) as f:  # a sweep's point's search too
+        f.write(json_text(capacity.document) + "\n")
     return capacity
 
 

@@ -13,10 +13,11 @@ from engine.block_hashes import block_size_mismatch
 from engine.deployment import Deployment
 from engine.files import not_regular
 
+from ..io.path_names import unnamable
 from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
 from . import real_deployment
-from .schema import MAX_SPAN_S, SCHEMA, executor_spec
+from .schema import MAX_SPAN_S, SCHEMA, UNSET, executor_spec
 
 SCHEMA_DEFAULTS = {name: key.default for name, key in SCHEMA["engine"].items()}
 
@@ -196,9 +197,9 @@ def _pool_engines(values, data, fail) -> Dict[str, Dict[str, Any]]:
     own = {}
     for role in ROLES:
         pool = values["deployment"][role]
-        if pool["engine"].get("overlap"):
+        own[role] = {k: v for k, v in pool["engine"].items() if v is not UNSET}  # given
+        if own[role].get("overlap"):
             fail(("deployment", role, "engine", "overlap"), f"{ONE_STEP}: expected false")
-        own[role] = pool["engine"]
         pool["engine"] = {**values["engine"], **own[role], "engine_type": ENGINE_TYPES[role]}
     return own
 
@@ -234,6 +235,9 @@ def output(values, fail) -> None:
     symbolic link (one planted there would take the run's tables wherever it points)."""
     output = Path(values["output"])
     run_folder = output / values["name"]
+    why = unnamable(run_folder)
+    if why:
+        fail(("output",), f"{str(output)!r} cannot hold a run folder: the path {why}")
     if output.is_symlink() and not output.exists():
         fail(("output",), f"{output.absolute()} is a broken symbolic link (to "
                           f"{os.readlink(output)})")

@@ -1,19 +1,21 @@
 """A `deployment:` on a torch device (cpu, cuda, npu, auto): its devices are engine
 processes, one DP attention rank each (harness/replay/ranks.py), or a P/D deployment's
 instances, a process each (harness/replay/pd_ranks_replay.py). What the real engine does
-not run yet is refused by key; so are more devices than the host has and a process-group
-backend the torch build lacks. docs/workloads.md, "A deployment on a real device"."""
+not run yet is refused by key; so are more devices than the host has, a process-group
+backend the torch build lacks and a rendezvous (MASTER_ADDR, MASTER_PORT) torch cannot
+use. docs/workloads.md, "A deployment on a real device"."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
 # keys a real device's deployment takes; any other given is the modeled engine's alone
 REAL_KEYS = ("devices", "attention", "moe", "memory_utilization", "micro_batches",
              "redundant_experts", "precision")
 CPU_RANKS_PER_CORE = 4  # on the CPU the ranks are processes: more than this per core thrash
+MAX_PORT = 65_535
 
 
 def check(values, data, fail) -> None:
@@ -106,10 +108,32 @@ def _processes(values, data, n: int, fail) -> None:
         fail(("frontend", "mode"), "rank processes are fed by the harness's own loop: "
                                    "expected inline")
     values["frontend"]["mode"] = "inline"
+    key = ("deployment", "devices") if values["deployment"]["prefill"] is None \
+        else ("deployment", "decode", "instances")
     why = host_refusal(values["device"], n)
     if why:
-        fail(("deployment", "devices") if values["deployment"]["prefill"] is None
-             else ("deployment", "decode", "instances"), why)
+        fail(key, why)
+    try:
+        rendezvous(os.environ)
+    except ValueError as e:
+        fail(key, f"{n} rank processes meet at MASTER_ADDR:MASTER_PORT, and {e}")
+
+
+def rendezvous(environ) -> Tuple[str, Optional[int]]:
+    """Where the rank processes' process group meets: MASTER_ADDR (default this host) and
+    MASTER_PORT (None: a free port, found when the ranks start); ValueError naming the
+    variable set to what torch could not use."""
+    addr = environ.get("MASTER_ADDR", "127.0.0.1")
+    if not addr.strip():
+        raise ValueError("the environment's MASTER_ADDR is empty: expected a host name or "
+                         "address, or MASTER_ADDR unset (this host)")
+    port = environ.get("MASTER_PORT") or None  # set empty: unset
+    if port is None:
+        return addr, None
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= MAX_PORT):
+        raise ValueError(f"the environment's MASTER_PORT is {port[:40]!r}: expected a port "
+                         f"number in 1..{MAX_PORT}, or MASTER_PORT unset (a free port)")
+    return addr, int(port)
 
 
 def host_refusal(device: str, n: int) -> Optional[str]:

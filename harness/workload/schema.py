@@ -134,26 +134,39 @@ def _pool_keys(role: str) -> Dict[str, Any]:
     return {"instances": Key(integer(1), 1, f"{role} instances, identical"),
             "device": Key(lambda v: None if v is None else device(v), None,
                           "modeled:<profile>; null: the workload's device"),
-            "engine": Key(_engine_overrides, {}, f"engine keys for the {role} instances, "
-                          f"over the workload's `engine:`"),
+            "engine": PoolEngine(),
             **_deployment_keys()}
 
 
-def _engine_overrides(v) -> None:
-    """A pool's `engine:`: scheduler keys, each checked as under `engine:`; the pool sets
-    engine_type and dp_size itself."""
-    if not isinstance(v, dict):
-        raise ValueError("a mapping of engine keys")
-    keys = SCHEMA["engine"]
-    for name, value in v.items():
-        if name in ("engine_type", "dp_size") or name not in keys:
-            allowed = ", ".join(k for k in keys if k not in ("engine_type", "dp_size"))
-            raise ValueError(f"engine keys other than engine_type and dp_size (the pool "
-                             f"sets those), one of {allowed}; {name!r} is not")
-        try:
-            keys[name].check(value)
-        except ValueError as e:
-            raise ValueError(f"engine.{name}: {e}, got {value!r}") from None
+class _Unset:
+    def __repr__(self) -> str:
+        return "unset"
+
+
+UNSET = _Unset()  # a pool's engine key not given: the workload's `engine:` value stands
+
+
+class PoolEngine(dict):
+    """A P/D pool's `engine:` section: the workload's engine keys, each checked as under
+    `engine:`, over the workload's for the pool's instances, so that `--set` and a sweep's
+    axes set them one by one (deployment.decode.engine.max_num_seqs). A key not given is
+    UNSET (checks.py's _pool_engines keeps the given ones); engine_type and dp_size are
+    the pool's to set."""
+
+    def __init__(self) -> None:
+        super().__init__({name: Key(_pools_own(name) if name in POOL_SETS else key.check,
+                                    UNSET, key.doc)
+                          for name, key in _scheduler_keys().items()})
+
+
+POOL_SETS = {"engine_type": "prompt for prefill, completion for decode",
+             "dp_size": "its DP width is attention.dp"}
+
+
+def _pools_own(name: str) -> Callable[[Any], None]:
+    def check(v):
+        raise ValueError(f"it left out: the pool sets {name} itself ({POOL_SETS[name]})")
+    return check
 
 
 def _link(v) -> None:
@@ -193,6 +206,10 @@ def _setting_check(s: Setting) -> Callable[[Any], None]:
     return integer(int(s.low), allow_none=s.null)
 
 
+# A collective's timeout, s: under a second a rank's first collectives (the group joined,
+# the model built on the others) fail before they can complete; past a day it is no
+# timeout (and past about 3e12 s the process group's timedelta overflows).
+COLLECTIVE_TIMEOUT_S = (1.0, 86_400.0)
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 LOAD_MODES = ("trace", "concurrency", "offline")
 # 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
@@ -252,8 +269,8 @@ SCHEMA: Dict[str, Any] = {
                     "(a float64 forward, MTP drafts verified, prompts seeded per request)"),
     "tokens": Key(boolean, False, "write the tokens table: every output token of every "
                   "request (a torch device)"),
-    "collective_timeout_s": Key(number(0, strict=True), 300.0, "rank processes: a "
-                                "collective not completed within it fails the run"),
+    "collective_timeout_s": Key(number(*COLLECTIVE_TIMEOUT_S), 300.0, "rank processes: "
+                                "a collective not completed within it fails the run"),
     "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
     "replay_loop": Key(one_of("auto", "cpp", "python"), "auto",
                        "auto: the C++ loop wherever it can replay the workload, else Python"),
