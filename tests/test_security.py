@@ -694,3 +694,51 @@ def test_the_harness_root_stays_on_the_path_when_it_is_the_working_directory(mon
     monkeypatch.setattr(sys, "path", [p for p in sys.path
                                       if os.path.realpath(p) != child_process.HARNESS_ROOT])
     assert child_process.import_path()[0] == child_process.HARNESS_ROOT  # found by a hook
+
+
+# --- a sweep writes, and resumes (deletes), only in folders of its own -------------------
+
+@pytest.mark.parametrize("at", ["<output>/<name>", "points", "points/<key>"])
+def test_a_symbolic_link_in_a_sweeps_folder_is_refused_and_nothing_is_deleted(tmp_path,
+                                                                              capsys, at):
+    """Resume removes a point folder without point.json: through a link planted at the
+    sweep's folder, its points/ or a point's folder it would delete files elsewhere."""
+    from harness.sweeps.points.execute import plan
+    from tests.test_sweep_points import sweep_file
+
+    path = sweep_file(tmp_path, "base: base.yaml\naxes: {device: [modeled:B200]}\n")
+    out = tmp_path / "out"
+    (key,) = [p.key for p in plan(path, (f"output={out}",)).unique]
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / key).mkdir(parents=True)  # what a resume would take for a partial point
+    (elsewhere / key / "keep").write_text("the user's")
+    (elsewhere / "points").symlink_to(elsewhere)
+    link = {"<output>/<name>": out / "s", "points": out / "s" / "points",
+            "points/<key>": out / "s" / "points" / key}[at]
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere / key if at == "points/<key>" else elsewhere)
+    assert main(["sweep", str(path), "--set", f"output={out}", "--json"]) == 2
+    out_text, err = capsys.readouterr()
+    assert err.count("\n") == 1 and f"{link} is a symbolic link (to " in err
+    assert json.loads(out_text)["exit_code"] == 2
+    assert (elsewhere / key / "keep").read_text() == "the user's"
+    assert sorted(p.name for p in (elsewhere / key).iterdir()) == ["keep"]
+
+
+def test_a_point_never_removes_an_attempt_through_a_link(tmp_path):
+    """The points an optuna or P/D ratio search draws as it goes: their folder, or its
+    points/, a link refused where the point starts."""
+    from harness.sweeps.points import marker
+    from harness.sweeps.points.owner import LinkRefused
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "k").mkdir(parents=True)
+    (elsewhere / "k" / "keep").write_text("the user's")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "points").symlink_to(elsewhere)
+    (tmp_path / "t" / "points").mkdir(parents=True)
+    (tmp_path / "t" / "points" / "k").symlink_to(elsewhere / "k")
+    for folder in (tmp_path / "s" / "points" / "k", tmp_path / "t" / "points" / "k"):
+        with pytest.raises(LinkRefused, match="is a symbolic link"):
+            marker.fresh(folder)
+    assert (elsewhere / "k" / "keep").read_text() == "the user's"

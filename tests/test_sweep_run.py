@@ -186,15 +186,17 @@ def test_a_point_done_where_the_driver_cannot_see_its_marker_fails_naming_the_sh
 
 
 ALL_REFUSED = "base: base.yaml\naxes: {engine.num_kv_blocks: [0]}\n"
+ONE_POINT = "base: base.yaml\naxes: {device: [modeled:B200]}\n"
 
 
 def test_ray_is_imported_only_for_ray_and_without_it_ray_exits_2_saying_how_to_install(
         tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray: ImportError, as uninstalled
-    path = sweep_file(tmp_path, ALL_REFUSED)
     out = tmp_path / "out"
-    assert main(["sweep", str(path), "--set", f"output={out}", "--json"]) == 0
-    capsys.readouterr()
+    assert main(["sweep", str(sweep_file(tmp_path, ALL_REFUSED)), "--set", f"output={out}",
+                 "--json"]) == 2  # nothing to run, said before Ray could be imported
+    assert "nothing to run" in capsys.readouterr().err
+    path = sweep_file(tmp_path, ONE_POINT)  # Ray is needed before the point runs
     assert main(["sweep", str(path), "--set", f"output={tmp_path / 'ray'}", "--ray",
                  "127.0.0.1:6379", "--json"]) == 2
     err = capsys.readouterr().err
@@ -210,7 +212,7 @@ def test_ray_at_an_address_where_nothing_listens_exits_2_at_once(tmp_path, capsy
     with socket.socket() as s:  # bound, not listening: connecting is refused
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
-        assert main(["sweep", str(sweep_file(tmp_path, ALL_REFUSED)), "--set",
+        assert main(["sweep", str(sweep_file(tmp_path, ONE_POINT)), "--set",
                      f"output={tmp_path / 'out'}", "--ray", address]) == 2
     assert f"--ray {address}: nothing answers at {address}" in capsys.readouterr().err
 

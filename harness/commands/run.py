@@ -65,15 +65,18 @@ def print_busy(results) -> None:
               f"host-timed figures may be inflated (compare --drop-busy leaves them out)")
 
 
-def sweep(workload, stop):
-    """Every run the workload plans, run (harness/sweeps/sweep.py); their folders."""
+def sweep(workload, stop, progress=None, ran=None):
+    """Every run the workload plans, run (harness/sweeps/sweep.py); their folders.
+    `progress` hears each run's requests (default: the lines or bar of `_progress`), `ran`
+    each run written (run_workload)."""
     from engine.device_memory import DoesNotFit
 
     from ..sweeps.sweep import run_workload
     from ..traces.of_workload import TraceLoadError
     from ..workload import WorkloadError
     try:
-        return run_workload(workload, _progress(), stop)
+        return run_workload(workload, _progress() if progress is None else progress, stop,
+                            ran=ran)
     except BadInput:  # a run folder that cannot be made where the workload says
         raise
     except (WorkloadError, TraceLoadError) as e:
@@ -105,17 +108,17 @@ def _progress():
         tenth = done * 10 // max(total, 1)
         if tenth > last[0]:
             last[0] = tenth
-            print(f"  {done}/{total} requests done{_pace(done, total, start)}", file=sys.stderr)
+            print(f"  {done}/{total} requests done{pace(done, total, start)}", file=sys.stderr)
     return update
 
 
-def _pace(done: int, total: int, start: list) -> str:
+def pace(done: int, total: int, start: list, unit: str = "req") -> str:
     """", 4.2 req/s, about 40 s left": the pace since the first report (`start` keeps its
-    time and count), and the time left at it; "" at the first report."""
+    time and count, or is given them), and the time left at it; "" at the first report."""
     now = time.perf_counter()
     if not start:
         start += [now, done]
         return ""
     rate = (done - start[1]) / (now - start[0]) if now > start[0] else 0.0
     left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
-    return f", {rate:.1f} req/s{left}"
+    return f", {rate:.1f} {unit}/s{left}" if rate >= 1 else f", {rate:.2g} {unit}/s{left}"

@@ -4,17 +4,23 @@ Ray cluster, into one `sweep` table with each front's Pareto points (docs/sweeps
 `run`'s sweep of one workload's runs.
 
 Exit 0 when every valid point is done; 1 when a point failed (the others ran, the table is
-written); 2 bad input (the sweep file, its base, --set, --front-by; --ray without Ray
-installed or no cluster there), before anything runs.
+written) or the table could not be written (the points kept); 2 bad input (the sweep file,
+its base, --set, --front-by; --ray without Ray installed or no cluster there; nothing to
+run; a folder another sweep owns or this one cannot: harness/sweeps/points/owner.py),
+before anything runs; 130 / 143 when a signal stopped it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, List
 
-from ..errors import BadInput
+from ..errors import BadInput, RunFailed
+from ..schema.capacity_outcomes import NOT_A_CAPACITY
 from .common import add_json, add_set, print_json
 
 
@@ -39,11 +45,25 @@ def add(p) -> None:
 
 
 def main(args) -> int:
-    from ..record.table_sink import write_table
+    """The sweep run and its table written. Ctrl-C or SIGTERM stops it (harness/sweeps/
+    points/pool.py): once the sweep holds its folder, one line saying what it keeps there,
+    with --json one document too, exit 130 / 143 (before, the entry point's line)."""
+    seen: Dict[str, Any] = {}  # the sweep's folder and its counts so far, for that line
+    try:
+        return _sweep(args, seen)
+    except KeyboardInterrupt as e:
+        if "folder" not in seen:
+            raise
+        return _interrupted(args, e, seen)
+
+
+def _sweep(args, seen: Dict[str, Any]) -> int:
     from ..sweeps.points import pd_ratio as ratio_search
     from ..sweeps.points.execute import execute
+    from ..sweeps.points.owner import owned
     from ..sweeps.points.pool import run_unless_stopped
-    from ..sweeps.points.table import TABLE, table
+    from ..sweeps.points.table import table
+    from ..sweeps.points.workers import workers
 
     the_plan = _plan(args)
     pd_ratio = the_plan.sweep.method == "pd_ratio"
@@ -56,21 +76,29 @@ def main(args) -> int:
             raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
     total = (the_plan.sweep.n or 0) if searched else \
         ratio_search.planned(the_plan) if pd_ratio else len(the_plan.unique)
-    with _executor(args, the_plan, total) as executor:
-        if pd_ratio:
-            rows = ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh,
-                                       _progress(total))
-        elif searched:
-            try:
-                rows = search(the_plan, executor, run_unless_stopped, args.fresh,
-                              _progress(total), args.workers)
-            except SearchError as e:
-                raise BadInput(e) from None
-        else:
-            rows = execute(the_plan, executor, args.fresh, _progress(total), run_unless_stopped)
-    df = table(rows, the_plan.sweep.prices)
-    the_plan.folder.mkdir(parents=True, exist_ok=True)
-    path = write_table(df, the_plan.folder, TABLE, "parquet")
+    args.workers = workers(args.workers, total, not (args.ray or the_plan.sweep.ray_address))
+    progress = _progress(total, seen)
+    with _executor(args, the_plan, total) as executor:  # a Ray cluster reached first
+        # the folder is this sweep's from before any point runs until its table is written
+        with owned(the_plan.folder, [p.folder for p in the_plan.unique]):
+            seen["folder"] = the_plan.folder
+            if not args.fresh:
+                _said_incomplete(the_plan.unique)
+            if pd_ratio:
+                rows = ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh,
+                                           progress)
+            elif searched:
+                try:
+                    rows = search(the_plan, executor, run_unless_stopped, args.fresh,
+                                  progress, args.workers)
+                except SearchError as e:
+                    raise BadInput(e) from None
+            else:
+                rows = execute(the_plan, executor, args.fresh, progress, run_unless_stopped)
+            if all(r["status"] == "refused" for r in rows):  # an optuna search's draws
+                raise _nothing_to_run(the_plan.sweep, [r["reason"] for r in rows])
+            df = table(rows, the_plan.sweep.prices)
+            path = _write(df, the_plan.folder)
     result = dict(sweep=str(the_plan.sweep.path), name=the_plan.sweep.name,
                   mode=the_plan.sweep.mode, folder=str(the_plan.folder), table=str(path),
                   front_by=args.front_by, **_counts(df), rows=_rows(df))
@@ -79,6 +107,60 @@ def main(args) -> int:
     else:
         print_text(result)
     return 1 if result["failed"] else 0
+
+
+def _write(df, folder: Path) -> Path:
+    """The sweep's table in its folder; RunFailed naming it where it cannot be written (a
+    full disk, a file-size limit): the points' folders stay, and the sweep run again
+    resumes them all and writes it."""
+    from ..record.table_sink import write_table
+    from ..sweeps.points.point import POINTS
+    from ..sweeps.points.table import TABLE
+
+    try:
+        return write_table(df, folder, TABLE, "parquet")
+    except OSError as e:  # pyarrow's words wrap the OS's: said in the OS's
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        raise RunFailed(f"cannot write {folder / TABLE}.parquet: {reason}; the points are "
+                        f"kept in {folder / POINTS}: run the sweep again to write the "
+                        f"table") from e
+
+
+def _interrupted(args, signal: KeyboardInterrupt, seen: Dict[str, Any]) -> int:
+    """The entry point's line for a signal (harness/commands/__init__.py), with what the
+    sweep keeps; with --json the failure's document too."""
+    from ..errors import Terminated
+    from ..sweeps.points.point import POINTS
+
+    name, code = ("SIGTERM", 143) if isinstance(signal, Terminated) else \
+        ("SIGINT (Ctrl-C)", 130)
+    counts = seen.get("counts", dict(done=0, skipped=0))
+    message = (f"interrupted by {name}: the table is not written; the "
+               f"{counts['done'] + counts['skipped']} of {counts.get('total', seen['total'])} "
+               f"points complete so far are kept in {seen['folder'] / POINTS}: run the sweep "
+               f"again to resume")
+    if args.json:
+        print_json(dict(error="interrupted", message=message, exit_code=code))
+    print(f"steptrace: {message}", file=sys.stderr)
+    return code
+
+
+def _said_incomplete(points) -> None:
+    """One line for the points whose point.json is not a complete row: they run again."""
+    from ..sweeps.points import marker
+
+    bad = [why for why in (marker.problem(p.folder) for p in points) if why]
+    if bad:
+        print(f"steptrace: note: {len(bad)} point(s) hold a {marker.MARKER} that is not a "
+              f"complete point's row, and run again (the first: {bad[0]})", file=sys.stderr)
+
+
+def _nothing_to_run(sweep, refused: List[str]) -> BadInput:
+    """Bad input: the sweep file plans no point that can run."""
+    if refused:
+        return BadInput(f"{sweep.path}: nothing to run: every point is refused ({len(refused)}; "
+                        f"the first: {refused[0]})")
+    return BadInput(f"{sweep.path}: nothing to run: where: {sweep.where!r} holds for no point")
 
 
 def _plan(args):
@@ -100,6 +182,8 @@ def _plan(args):
         the_plan = pd_ratio.checked(the_plan)
     for refused in the_plan.refused:
         print(f"steptrace: refused: {_axes(refused.axes)}: {refused.reason}", file=sys.stderr)
+    if the_plan.sweep.method != "optuna" and not the_plan.unique:  # before anything runs
+        raise _nothing_to_run(the_plan.sweep, [p.reason for p in the_plan.refused])
     return the_plan
 
 
@@ -143,13 +227,19 @@ def _axes(axes: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in axes.items())
 
 
-def _progress(total: int):
-    """One bar for the sweep on a terminal; a line a point when not a TTY, as in CI."""
+def _progress(total: int, seen: Dict[str, Any]):
+    """One bar for the sweep on a terminal; a line a point when not a TTY, as in CI, with
+    the pace of the points run (those complete before take no time) and the time left.
+    Each count kept in `seen`."""
+    from .run import pace
+
+    seen["total"] = total
     if sys.stderr.isatty():
         from tqdm import tqdm
         bar = tqdm(total=total, unit="point", file=sys.stderr, disable=not total)
 
         def update_bar(counts):
+            seen["counts"] = counts
             bar.total = counts.get("total", total)  # a P/D ratio search's grows
             bar.set_postfix(done=counts["done"], skipped=counts["skipped"],
                             failed=counts["failed"], refresh=False)
@@ -157,30 +247,42 @@ def _progress(total: int):
             if not counts["left"]:
                 bar.close()
         return update_bar
+    start = [time.perf_counter(), 0]  # the pace from the sweep's start
 
     def update(counts):
+        seen["counts"] = counts
         of = counts.get("total", total)
+        ran = counts["done"] + counts["failed"]
         print(f"  sweep: {of - counts['left']} of {of} points: {counts['done']} done, "
-              f"{counts['skipped']} skipped (complete), {counts['failed']} failed",
-              file=sys.stderr)
+              f"{counts['skipped']} skipped (complete), {counts['failed']} failed"
+              f"{pace(ran, ran + counts['left'], start, 'points')}", file=sys.stderr)
     return update
 
 
 def print_text(r: dict) -> None:
+    short = [row for row in r["rows"] if _shown(row) in NOT_A_CAPACITY]
+    without = f", {len(short)} without a capacity" if short else ""
     print(f"steptrace sweep: {r['name']} ({r['mode']} mode): {r['points']} points, "
-          f"{r['done']} done ({r['skipped']} skipped, complete before), {r['failed']} "
-          f"failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
-    print(f"{'point':<12} {'status':<8} {'out tok/s/device':>17} {'tok/s/user':>11} "
+          f"{r['done']} done ({r['skipped']} skipped, complete before{without}), "
+          f"{r['failed']} failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
+    print(f"{'point':<12} {'status':<15} {'out tok/s/device':>17} {'tok/s/user':>11} "
           f"{'ttft p99 s':>11} {'tpot p50 s':>11} {'pareto':>6}  axes")
     for row in r["rows"]:
         figures = "".join(f" {_figure(row[k], w)}" for k, w in (
             ("output_tokens_per_device", 17), ("tokens_per_s_per_user", 11),
             ("ttft_p99_s", 11), ("tpot_p50_s", 11)))
-        print(f"{row['point'] or '-':<12} {row['status']:<8}{figures} "
+        print(f"{row['point'] or '-':<12} {_shown(row):<15}{figures} "
               f"{'*' if row['pareto'] else '':>6}  {_axes(row['axes'])}")
-        if row["reason"]:
-            print(f"{'':<12} {row['reason']}")
+        reason = row["reason"] or NOT_A_CAPACITY.get(_shown(row))
+        if reason:
+            print(f"{'':<12} {reason}")
     print(f"  table: {r['table']}")
+
+
+def _shown(row: dict) -> str:
+    """The row's status, or for a done capacity point without a capacity its outcome."""
+    return row["outcome"] if row["status"] == "done" and row["outcome"] in NOT_A_CAPACITY \
+        else row["status"]
 
 
 def _figure(v, width: int) -> str:

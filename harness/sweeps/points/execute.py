@@ -87,7 +87,7 @@ def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
     todo = []
     for point in the_plan.unique:
         done = None if fresh else marker.read(point.folder)
-        if done is not None and done.get("status") == "done":
+        if done is not None:
             results[point.key] = done
             skipped.add(point.key)
             _count(counts, "skipped", progress)

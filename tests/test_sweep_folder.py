@@ -1,0 +1,195 @@
+"""A sweep's folder and its life (docs/sweeps.md, "The sweep's folder"): one owner at a
+time, checked before any point runs (its name, a file in its place, a read-only file
+system), a malformed point.json run again, a sweep that plans nothing refused, the table
+that cannot be written at the end (exit 1, the points kept), no-capacity points shown as
+what they are, and the progress line's pace. Points run in this process (quick)."""
+
+import errno
+import json
+import os
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+
+import pytest
+
+from harness.commands import main
+from harness.sweeps.points import marker, owner, pool
+from harness.sweeps.points.execute import plan
+from tests.helpers import ENOSPC
+from tests.test_sweep_points import sweep_file
+
+GRID = "base: base.yaml\naxes:\n  device: [modeled:B200, modeled:H200]\n"
+
+
+class InProcess(Executor):
+    def submit(self, fn, *args, **kwargs):
+        future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+@pytest.fixture(autouse=True)
+def in_process(monkeypatch):
+    """The host's pool replaced by this process: each point runs as it is submitted."""
+    @contextmanager
+    def here(workers):
+        yield InProcess()
+    monkeypatch.setattr(pool, "host_pool", here)
+
+
+def sweep(tmp_path, *args, text=GRID):
+    return main(["sweep", str(sweep_file(tmp_path, text)), "--set",
+                 f"output={tmp_path / 'out'}", *args])
+
+
+def test_a_second_sweep_into_a_folder_in_use_is_refused_naming_the_owner(tmp_path, capsys):
+    folder = tmp_path / "out" / "s"
+    with owner.owned(folder):  # as a running sweep holds it
+        assert sweep(tmp_path, "--json") == 2
+        out, err = capsys.readouterr()
+        assert err.count("\n") == 1
+        assert f"{folder} is in use by another sweep (pid {os.getpid()} on " in err
+        assert json.loads(out)["exit_code"] == 2
+        assert not (folder / "points").exists()  # nothing ran, nothing removed
+    assert sweep(tmp_path) == 0  # the owner gone, its lock is no obstacle
+    assert (folder / "sweep.parquet").is_file()
+
+
+def test_a_lock_left_by_a_dead_sweep_does_not_block_its_resume(tmp_path):
+    folder = tmp_path / "out" / "s"
+    folder.mkdir(parents=True)
+    (folder / owner.LOCK).write_text("pid 999999999 on elsewhere\n")  # no process holds it
+    assert sweep(tmp_path) == 0
+
+
+@pytest.mark.parametrize("content, why", [
+    ('{"status": "done"}', "no 'reason' key"),
+    ("[1, 2]", "a JSON list, not an object"),
+    (None, "rate: expected a number or null, got 'fast'"),
+    ('{"status": "do', "not JSON"),
+])
+def test_a_malformed_point_json_is_an_incomplete_point_and_runs_again(tmp_path, capsys,
+                                                                      content, why):
+    assert sweep(tmp_path) == 0
+    point = plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",)).unique[0]
+    path = point.folder / marker.MARKER
+    row = json.loads(path.read_text())
+    path.write_text(content or json.dumps(dict(row, rate="fast")))
+    capsys.readouterr()
+    assert sweep(tmp_path, "--json") == 0
+    out, err = capsys.readouterr()
+    assert err.count(f"{path}: {why}") == 1 and err.count("steptrace: note:") == 1
+    result = json.loads(out)
+    assert (result["done"], result["skipped"]) == (2, 1)
+    assert marker.read(point.folder) is not None  # ran again: its row whole
+    assert len(list((point.folder / "base").iterdir())) == 1
+
+
+def test_a_sweep_whose_where_holds_for_no_point_exits_2_before_anything(tmp_path, capsys):
+    assert sweep(tmp_path, "--json", text=GRID + "where: device == 'modeled:A100'\n") == 2
+    out, err = capsys.readouterr()
+    assert err == ("steptrace: error: " + str(tmp_path / "s.yaml") + ": nothing to run: "
+                   "where: \"device == 'modeled:A100'\" holds for no point\n")
+    assert json.loads(out)["exit_code"] == 2 and not (tmp_path / "out").exists()
+
+
+def test_a_sweep_whose_every_point_is_refused_exits_2_before_anything(tmp_path, capsys):
+    text = "base: base.yaml\naxes: {engine.num_kv_blocks: [0, -1]}\n"
+    assert sweep(tmp_path, text=text) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and err[-1].startswith(
+        f"steptrace: error: {tmp_path / 's.yaml'}: nothing to run: every point is refused "
+        f"(2; the first: --set 'engine.num_kv_blocks=0': engine.num_kv_blocks")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name, said", [
+    ("x" * 300, "has a component of 300 bytes (xxxxxxxxxxxxxxxxxxxxxxxx...), longer than a "
+                "file name can be (255 bytes)"),
+    ('"a\\0b"', "holds a NUL byte"),
+])
+def test_a_sweep_name_no_file_system_holds_exits_2_before_anything(tmp_path, capsys, name,
+                                                                   said):
+    assert sweep(tmp_path, text=f"name: {name}\n" + GRID) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("steptrace: error: the sweep's folder ") and said in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_sweep_folder_that_is_a_file_exits_2_before_anything(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "s").write_text("mine")
+    assert sweep(tmp_path) == 2
+    assert capsys.readouterr().err == (f"steptrace: error: the sweep's folder "
+                                       f"{tmp_path / 'out' / 's'} exists and is not a "
+                                       f"directory\n")
+    assert (tmp_path / "out" / "s").read_text() == "mine"
+
+
+def test_a_sweep_on_a_read_only_file_system_exits_2_before_anything(tmp_path, capsys,
+                                                                     monkeypatch):
+    opened = os.open
+
+    def read_only(path, flags, *args, **kwargs):
+        if str(path).endswith(owner.LOCK):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return opened(path, flags, *args, **kwargs)
+    monkeypatch.setattr(owner.os, "open", read_only)
+    assert sweep(tmp_path) == 2
+    assert capsys.readouterr().err == (f"steptrace: error: cannot write the sweep's folder "
+                                       f"{tmp_path / 'out' / 's'}: {owner.LOCK}: Read-only "
+                                       f"file system\n")
+    assert not (tmp_path / "out" / "s" / "points").exists()
+
+
+def test_a_table_that_cannot_be_written_exits_1_naming_it_and_keeps_the_points(
+        tmp_path, capsys, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from harness.record import table_sink
+
+    class FullDisk(pq.ParquetWriter):  # under the sweep's table: the points' are written
+        def __init__(self, where, *args, **kwargs):
+            super().__init__(where, *args, **kwargs)
+            self.full = str(where).endswith(".sweep.parquet.tmp")
+
+        def write_table(self, *args, **kwargs):
+            if self.full:
+                raise OSError(errno.ENOSPC, f"Error writing bytes to file. Detail: [errno "
+                                            f"28] {ENOSPC}")
+            super().write_table(*args, **kwargs)
+    writer = table_sink.pq.ParquetWriter
+    monkeypatch.setattr(table_sink.pq, "ParquetWriter", FullDisk)
+    folder = tmp_path / "out" / "s"
+    assert sweep(tmp_path, "--json") == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == (
+        f"steptrace: run failed: cannot write {folder / 'sweep.parquet'}: {ENOSPC}; the "
+        f"points are kept in {folder / 'points'}: run the sweep again to write the table")
+    assert json.loads(out)["exit_code"] == 1
+    assert sorted(p.name for p in folder.iterdir()) == [owner.LOCK, "points"]  # no .tmp
+    monkeypatch.setattr(table_sink.pq, "ParquetWriter", writer)
+    assert sweep(tmp_path, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == 2  # nothing ran again
+
+
+def test_a_point_without_a_capacity_is_shown_as_its_outcome(tmp_path, capsys):
+    assert sweep(tmp_path) == 0
+    point = plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",)).unique[1]
+    row = json.loads((point.folder / marker.MARKER).read_text())
+    marker.write(point.folder, dict(row, outcome="trace_too_short"))
+    capsys.readouterr()
+    assert sweep(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "2 done (2 skipped, complete before, 1 without a capacity)" in out
+    (shown,) = [line for line in out.splitlines() if line.startswith(point.key)]
+    assert shown.split()[1] == "trace_too_short"
+    assert "no capacity: the answer misses the target on a trace twice as long" in out
+
+
+def test_progress_lines_say_the_pace_and_the_time_left(tmp_path, capsys):
+    assert sweep(tmp_path) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "sweep:" in line]
+    assert lines[0].startswith("  sweep: 1 of 2 points: 1 done, 0 skipped (complete), "
+                               "0 failed, ") and lines[0].endswith(" s left")
+    assert " points/s" in lines[0] and " points/s" in lines[1]
