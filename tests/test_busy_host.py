@@ -94,7 +94,8 @@ def test_compare_flags_only_the_rows_the_host_timed(tmp_path, capsys):
         assert result.metric(name).busy_runs == 0 and "busy" not in result.metric(name).says()
     assert main(["compare", str(tmp_path / "a"), "--", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
-    assert f"BUSY HOST: {b[0]}: busy host:" in out and "sched_call, harness" in out
+    assert "busy host in 1 of 4 runs: other processes and steal time held 63% of" in out
+    assert out.rstrip().endswith(f"of each it may have moved):\n  {b[0]}")
     assert main(["compare", "--drop-busy", str(tmp_path / "a"), "--",
                  str(tmp_path / "b")]) == 0
     assert "left out" in capsys.readouterr().out
@@ -133,9 +134,33 @@ def test_run_and_gil_print_it(tmp_path, capsys, monkeypatch, share):
     out = capsys.readouterr().out
     assert ("note: busy host:" in out) == (share is BUSY)
     assert main(["gil", str(workload)]) == 0
-    out = capsys.readouterr().out  # a line a run, then the verdict, which names them
-    assert out.count("BUSY HOST:") == (2 if share is BUSY else 0)
-    assert ("busy host: 2 of 2 runs" in out) == (share is BUSY)
+    out = capsys.readouterr().out  # a line a run, the verdict's one line, the runs at the end
+    assert out.count("busy host in 2 of 2 runs") == (1 if share is BUSY else 0)
+    assert (out.splitlines()[-1].startswith("busy host: 2 of 2 runs")) == (share is BUSY)
+
+
+def test_many_busy_runs_take_one_line_and_are_listed_once_at_the_end(tmp_path, capsys):
+    """Thirty runs on a busy host: one line with the count and the range of other work's
+    share before the table, each run named once after it; the report says the line and
+    collapses the runs."""
+    runs = {arm: [synthetic_run(tmp_path / arm / f"r{i}", ROWS, host_share=dict(
+        BUSY, other_cpu_pct=20.0 + 2 * i + (arm == "b"))) for i in range(15)] for arm in "ab"}
+    assert main(["compare", str(tmp_path / "a"), "--", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("  busy host")] == [
+        "  busy host in 30 of 30 runs: other processes and steal time held 21% to 50% of the "
+        "host's CPU (above gil_contamination_pct, 10%); this may have inflated their "
+        "host-timed figures (each verdict counts its metric's runs on a busy host; "
+        "--drop-busy leaves them out); the runs are listed at the end"]
+    lines = out.splitlines()
+    listed = lines.index("runs on a busy host (30; `steptrace show RUN` says which figures of "
+                         "each it may have moved):")
+    assert sorted(lines[listed + 1:]) == sorted(f"  {run}" for run in runs["a"] + runs["b"])
+    assert not any(str(run) in line for line in lines[:listed] for run in runs["a"])
+    arms = [ReportArm(label, "black", [RunData(r) for r in load_runs(map(str, runs[label]))],
+                      {}) for label in "ab"]
+    rows = comparison.rows(arms)
+    assert rows["busy"].startswith("busy host in 30 of 30 runs") and len(rows["flagged"]) == 30
 
 
 def test_the_host_share_is_of_the_hosts_counted_cpu_time(monkeypatch):

@@ -203,7 +203,23 @@ def test_the_noise_floor_is_a_factor_either_way():
     down = metric_result("x.p50", "us", a, np.full(10, 1.0))
     assert down.ratio < 1 / (1 + floor) and down.verdict == "lower"
     inside = metric_result("x.p50", "us", a, np.full(10, 2500.0 / (1 + floor) * 1.5))
-    assert inside.ratio > 1 / (1 + floor) and inside.verdict == "none"
+    assert inside.ratio > 1 / (1 + floor) and inside.verdict == "too noisy"
+
+
+def test_a_floor_beyond_100_percent_is_too_noisy_to_tell_not_a_figure():
+    """Within a floor beyond ±100 % (NOISY) the runs cannot tell: the verdict says so, and
+    what would make it tellable, instead of "no detectable difference (noise floor
+    ±15944%)"; a floor under it keeps its figure."""
+    noisy = np.array([1.0, 160.0] * 5)  # halves far apart: a floor of thousands of percent
+    m = metric_result("sched_call.p99", "us", noisy, noisy * 1.1)
+    assert m.noise_floor > 10 and m.verdict == "too noisy" and not m.difference
+    assert m.says("held") == ("too noisy to tell (noise floor beyond ±100%: an arm's runs "
+                              "disagree by more than a factor of 2); more runs per arm or a "
+                              "quieter host would tell")
+    assert "%" not in m.says().partition("±100%")[2]  # the floor's own figure is not said
+    quiet = metric_result("x.p50", "us", np.array([10, 10.5] * 4), np.full(6, 10.1))
+    assert quiet.verdict == "none" and quiet.says() == "no detectable difference (noise " \
+        "floor ±5.0%)"
 
 
 def test_values_near_the_largest_double_are_undefined_without_a_warning(tmp_path, capsys):

@@ -69,7 +69,7 @@ def test_the_gil_command_runs_both_arms_and_refuses_bad_input(tmp_path, monkeypa
 
     seen = []
     monkeypatch.setattr(harness.sweeps.sweep, "run_workload",
-                        lambda workload, progress, stop: seen.append(workload.arms) or [])
+                        lambda workload, progress, stop, ran: seen.append(workload.arms) or [])
     (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\n")
     assert main(["gil", str(tmp_path / "w.yaml"), "--set", "gil_aa=true"]) == 0
     assert seen == [("released", "held", "released_aa")]
@@ -97,3 +97,23 @@ def test_the_gil_command_ends_with_the_verdict_of_each_arm(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("4 runs (steptrace show RUN_DIR prints one's summary):")
     assert "A: gil_mode=released, 2 run(s)    B: gil_mode=held, 2 run(s)" in out
+
+
+def test_the_gil_command_says_each_run_with_the_pace_and_the_time_left(tmp_path, capsys):
+    """One progress line a run of the sweep, not the first run's requests alone: which run
+    of how many, its arm, and from the first on the pace and (before the last) the time
+    left."""
+    import re
+
+    from harness.commands import main
+    from tests.helpers import MODELED
+
+    (tmp_path / "w.yaml").write_text(MODELED + f"output: {tmp_path}\nrepeats: 2\n")
+    assert main(["gil", str(tmp_path / "w.yaml")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "requests done" in line
+             or line.startswith("  run ")]
+    assert len(lines) == 4, lines
+    for i, line in enumerate(lines, 1):
+        assert re.fullmatch(rf"  run {i} of 4 written \((released|held), block [01], switch "
+                            rf"interval 0.005 s\), [0-9.e+-]+ run/s"
+                            rf"{', about [0-9]+ s left' if i < 4 else ''}", line), line

@@ -474,3 +474,27 @@ def test_a_pools_device_is_text_on_the_page(pd, runs, tmp_path, capsys):
     assert "decode 1 x 2 &lt;b&gt;x&lt;/b&gt; (DP2, EP2)" in page
     assert "The decode pool runs on &lt;b&gt;x&lt;/b&gt;, whose figures" in page
     assert "<b>x</b>" not in (tmp_path / "r" / "summary.md").read_text()
+
+
+def test_an_emulated_device_is_named_as_emulated(runs, tmp_path, capsys):
+    """A run on `device: emulated:H200` measured the host's CPU doing the device's work:
+    `show`'s headline, the report's subtitle and its badges name the emulated H200 and the
+    host, never "measured, device x86_64"."""
+    import shutil
+
+    run = shutil.copytree(runs["released"], tmp_path / "emulated")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(modeled=False, modeled_device=None, executor="emulated:H200",
+                    device=dict(backend="cpu", name="x86_64", chip="x86_64", capability=None))
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    label = "H200 (emulated on x86_64: the host's CPU doing its work)"
+    assert main(["show", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(f"device {label}, gil released")
+    assert main(["show", "--json", str(run)]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] == label
+    assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "index.html").read_text()
+    subtitle = re.search(r'<div class="sub">(.*?)</div>', page, re.S).group(1)
+    assert subtitle.endswith(label.replace("'", "&#39;"))
+    badges = set(re.findall(r'<span class="badge [a-z]+">([a-z]+)</span>', page))
+    assert "emulated" in badges and "measured" not in badges and "modeled" not in badges

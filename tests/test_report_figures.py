@@ -63,18 +63,64 @@ def _tick_labels(fig):
     return out
 
 
-def test_no_two_tick_labels_of_any_figure_overlap(reports):
-    overlaps = []
+def _texts(fig):
+    """Every text the figure draws: tick labels, axis labels, titles, annotations (point
+    labels, bar labels, a panel's "nothing to draw"), the figure's own."""
+    renderer = fig.canvas.get_renderer()
+    out = _tick_labels(fig) + list(fig.texts)
+    for ax in fig.axes:
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        out += [t for t in ax.texts if not hasattr(t, "_check_xy") or t._check_xy(renderer)]
+    return [t for t in out if t.get_visible() and t.get_text()]
+
+
+def clashes(name, fig):
+    """(figure, text, text) for each two texts whose extents overlap, (figure, text, "off
+    the canvas") for each text reaching past the figure's edge, as the renderer lays
+    them out (drawn again at the figure's own dpi: the PNG's placed its axis labels at
+    savefig's)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = _texts(fig)
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    width, height = fig.bbox.width, fig.bbox.height
+    out = [(name, texts[i].get_text(), texts[j].get_text())
+           for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+           if boxes[i].overlaps(boxes[j])]
+    return out + [(name, t.get_text(), "off the canvas") for t, b in zip(texts, boxes)
+                  if b.x0 < -1 or b.y0 < -1 or b.x1 > width + 1 or b.y1 > height + 1]
+
+
+def test_no_two_texts_of_any_figure_overlap_or_leave_it(reports):
+    """Tick labels, axis labels, titles and annotations alike."""
+    found = []
     for report, (_, figures) in reports.items():
         assert len(figures) >= 8, (report, sorted(figures))
         for name, fig in figures.items():
-            renderer = fig.canvas.get_renderer()
-            labels = _tick_labels(fig)
-            boxes = [label.get_window_extent(renderer) for label in labels]
-            overlaps += [(report, name, labels[i].get_text(), labels[j].get_text())
-                         for i in range(len(boxes)) for j in range(i + 1, len(boxes))
-                         if boxes[i].overlaps(boxes[j])]
-    assert not overlaps
+            found += [(report, *c) for c in clashes(name, fig)]
+    assert not found
+
+
+def test_the_pools_and_fronts_figures_texts_fit(tmp_path):
+    """Two P/D arms' pools figure (a row per arm's pool, four panels a row, each titled
+    with the arm) and a sweep's fronts whose front points crowd (a label each) by the
+    same rule."""
+    from tests.helpers import pd_runs
+    from tests.test_sweep_fronts import row, sweep_folder
+
+    (two,) = pd_runs(tmp_path / "2p1d")
+    (one,) = pd_runs(tmp_path / "1p1d", "deployment.prefill.instances=1")
+    crowded = [row("modeled:GB200", 100 + i, 10 + 1.5 * i, 900 - 12 * i, 1000)
+               for i in range(14)]
+    with drawn_figures() as figures:
+        assert main(["report", str(two), str(one), "-o", str(tmp_path / "r")]) == 0
+        assert main(["report", str(sweep_folder(tmp_path, crowded)), "-o",
+                     str(tmp_path / "s")]) == 0
+    assert {"pools", "fronts_per_device"} <= set(figures)
+    found = [c for name in ("pools", "fronts_per_device", "fronts_per_kw")
+             for c in clashes(name, figures[name])]
+    plt.close("all")
+    assert not found
 
 
 def test_slo_limits_are_drawn_on_the_latency_cdfs(reports):

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import BadInput
+from ..record.busy_host import others_share
 from ..schema.summary import COMPARISON_HEADLINE, TEXT_STATS
 from ..schema.values import GIL_ARMS
 from . import interval
@@ -35,6 +36,9 @@ MODELED_METRICS = frozenset({"requests", "window", "throughput", "goodput", "ttf
 _POOL = re.compile(r"(?:prefill|decode)\d*_")
 # A change smaller than this prints as 0.0 % and its B/A as 1.000: it gets no verdict.
 NEGLIGIBLE = 0.0005
+# A noise floor beyond ±100 % (an arm's halves disagree by more than a factor of 2) says
+# the setup cannot resolve the metric: a change within it is "too noisy", not "none".
+NOISY = 1.0
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,10 @@ class Arm:
 @dataclass(frozen=True)
 class MetricResult:
     """One metric across the two arms. `verdict` is one of: "higher", "lower", "none" (no
-    detectable difference), "equal" (deterministic values, the same in both arms), "too
-    few runs" (an arm under interval.MIN_RUNS runs, no interval), "undefined" (no value
-    in an arm, or A's median is 0). A deterministic value (a modeled run's, every run of
+    detectable difference), "too noisy" (no detectable difference, and a noise floor beyond
+    NOISY: these runs cannot tell), "equal" (deterministic values, the same in both arms),
+    "too few runs" (an arm under interval.MIN_RUNS runs, no interval), "undefined" (no
+    value in an arm, or A's median is 0). A deterministic value (a modeled run's, every run of
     an arm alike) is judged from one run: its interval is the ratio itself. A change that
     rounds to 0.0 % is not named ("equal" where deterministic, else "none"), and a metric
     0 in every run of both arms is "equal"."""
@@ -101,6 +106,10 @@ class MetricResult:
             return f"{b} {self.verdict} by {self._change()} (noise floor {floor})"
         if self.verdict == "none":
             return f"no detectable difference (noise floor {floor})"
+        if self.verdict == "too noisy":
+            return f"too noisy to tell (noise floor beyond ±{NOISY:.0%}: an arm's runs " \
+                f"disagree by more than a factor of {1 + NOISY:g}); more runs per arm or a " \
+                f"quieter host would tell"
         if self.verdict == "too few runs":
             return f"no interval: {min(self.runs_a, self.runs_b)} run(s) in an arm, " \
                 f"{interval.MIN_RUNS} needed"
@@ -150,6 +159,23 @@ class Comparison:
             if m.metric == name:
                 return m
         raise KeyError(name)
+
+    def busy_line(self) -> str:
+        """The runs on a busy host in one line, however many ("" where none): how many of
+        the runs given, the range of other work's share of the host's CPU, and what it may
+        have moved. The runs themselves are the page's to list once, after the table."""
+        if not self.busy_host:
+            return ""
+        shares = sorted(others_share(b) for b in self.busy_host.values())
+        held = f"{shares[0]:.0%}" if f"{shares[0]:.0%}" == f"{shares[-1]:.0%}" else \
+            f"{shares[0]:.0%} to {shares[-1]:.0%}"
+        above = ", ".join(f"{t:g}%" for t in
+                          sorted({b["threshold_pct"] for b in self.busy_host.values()}))
+        given = len(self.runs_a) + len(self.runs_b) + len(self.left_out)
+        return (f"busy host in {len(self.busy_host)} of {given} runs: other processes and "
+                f"steal time held {held} of the host's CPU (above gil_contamination_pct, "
+                f"{above}); this may have inflated their host-timed figures (each verdict "
+                f"counts its metric's runs on a busy host; --drop-busy leaves them out)")
 
     def to_dict(self) -> dict:
         """What --json prints; `step_parts` only where a measured arm meets a modeled one."""
@@ -361,7 +387,7 @@ def metric_result(name: str, unit: str, a: np.ndarray, b: np.ndarray,
             and abs(r.ratio - 1) >= NEGLIGIBLE:  # a NaN floor: the interval alone decides
         verdict = "higher" if r.ratio > 1 else "lower"
     else:
-        verdict = "none"
+        verdict = "too noisy" if floor > NOISY else "none"
     with np.errstate(over="ignore", invalid="ignore"):  # a median past it is inf
         median_a, median_b = (float(np.median(v)) if len(v) else math.nan for v in (a, b))
     return MetricResult(name, unit, len(a), len(b), median_a, median_b, r.ratio, r.low, r.high,

@@ -25,6 +25,7 @@ from engine.files import not_regular
 from ..errors import BadInput
 from ..record import run_folder
 from ..record.busy_host import busy_host
+from ..record.device_label import device_name
 from ..schema import TABLES
 
 # Summary rows that count things or restate the workload: not metrics to compare.
@@ -72,13 +73,10 @@ class Run:
 
     @property
     def device(self) -> str:
-        """The device the numbers describe: the modeled one ("B200 (modeled)") or the one
-        the run measured."""
-        if self.modeled:  # runs from before the manifest named it: the executor's profile
-            name = self.manifest.get("modeled_device") or \
-                str(self.manifest.get("executor", "")).split(":", 1)[-1]
-            return f"{name} (modeled)"
-        return str(self.manifest["device"]["name"])
+        """The device the numbers describe: the modeled one ("B200 (modeled)"), an emulated
+        one with its host (record/device_label.py) or the one the run measured."""
+        name = device_name(self.manifest)
+        return f"{name} (modeled)" if self.modeled else name
 
     @property
     def devices(self) -> int:

@@ -13,7 +13,6 @@ import sys
 from dataclasses import asdict
 
 from ..errors import BadInput
-from ..record.busy_host import note
 from .common import add_json, print_json
 
 ARM_B = "--arm-b"
@@ -70,6 +69,7 @@ def main(args) -> int:
             if i:
                 print()
             print_text(result, every=args.all)
+        print_busy_runs(results)
     return 0
 
 
@@ -99,8 +99,8 @@ def print_text(result, every: bool = False) -> None:
           f"B: {result.arm_b}, {len(result.runs_b)} run(s)")
     for path, why in result.left_out.items():
         print(f"  left out: {path} ({why})")
-    for path, busy in result.busy_host.items():
-        print(f"  BUSY HOST: {path}: {note(busy)}")
+    if result.busy_host:
+        print(f"  {result.busy_line()}; the runs are listed at the end")
     if result.differing_keys:
         print("differs between the arms:")
         for key, (va, vb) in result.differing_keys.items():
@@ -125,6 +125,18 @@ def print_text(result, every: bool = False) -> None:
               f"--json and --csv carry every statistic)")
     if result.step_parts is not None:
         print_parts(result.step_parts)
+
+
+def print_busy_runs(results) -> None:
+    """The runs on a busy host, once, after every comparison's table (each comparison
+    counted them in one line)."""
+    busy = dict(kv for r in results for kv in r.busy_host.items())
+    if busy:
+        print()
+        print(f"runs on a busy host ({len(busy)}; `steptrace show RUN` says which figures "
+              f"of each it may have moved):")
+        for path in busy:
+            print(f"  {path}")
 
 
 def print_parts(parts) -> None:

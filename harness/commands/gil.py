@@ -7,6 +7,9 @@ runs)."""
 
 from __future__ import annotations
 
+import sys
+import time
+
 from ..io.interrupt import Stop, signals_stop
 from ..record import run_folder
 from ..sweeps import gil_protocol
@@ -29,7 +32,7 @@ def main(args) -> int:
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
-        runs = run.sweep(workload, stop)
+        runs = run.sweep(workload, stop, progress=_quiet, ran=_ran_lines())
         results = [run_folder.read(run_dir) for run_dir in runs]
         verdict = _verdict(runs)
         planned = len(gil_protocol.planned(workload))
@@ -42,8 +45,25 @@ def main(args) -> int:
             for comparison in verdict:
                 print()
                 compare.print_text(comparison)
+            run.print_busy(results)  # the runs on a busy host, once: each verdict counts them
         run.said_interrupted(stop, results, planned)
     return stop.exit_code
+
+
+def _quiet(done: int, total: int) -> None:
+    """A run's requests: not said, its end is (`_ran_lines`)."""
+
+
+def _ran_lines():
+    """One line a run on stderr as it is written: which of how many, its arm and block, and
+    the sweep's pace and the time left at it (`run`'s)."""
+    start = [time.perf_counter(), 0]
+
+    def ran(done: int, planned: int, which) -> None:
+        print(f"  run {done} of {planned} written ({which.arm}, block {which.block}, switch "
+              f"interval {which.switch_interval_s:g} s)"
+              f"{run.pace(done, planned, start, unit='run')}", file=sys.stderr)
+    return ran
 
 
 def _verdict(runs):
@@ -63,4 +83,3 @@ def _print_runs(results) -> None:
         state = "complete" if r["complete"] else "incomplete"
         busy = ", busy host" if r["busy_host"] else ""
         print(f"  {r['run_dir']}  [{state}{busy}]")
-    run.print_busy(results)

@@ -27,6 +27,7 @@ from ..errors import BadInput
 from ..io.atomic import atomic_open
 from ..schema.values import STATUSES
 from .busy_host import busy_host, note
+from .device_label import device_name
 from .metrics import SUMMARY_COLUMNS
 from .table_sink import FORMATS
 
@@ -92,7 +93,7 @@ def read(run_dir: Path) -> dict:
     holds."""
     run_dir = Path(run_dir)
     manifest, device, gil_mode = _manifest(run_dir)
-    device = manifest.get("modeled_device") or device  # a modeled run: the device it models
+    device = device_name(manifest)  # a modeled or emulated run's named as such
     state = _state(manifest)
     try:
         summary = _read(run_dir, "summary")

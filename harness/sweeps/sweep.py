@@ -24,9 +24,12 @@ NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # n
 
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None,
-                 stop: Optional[Stop] = None, into: Optional[Path] = None) -> List[Path]:
+                 stop: Optional[Stop] = None, into: Optional[Path] = None,
+                 ran: Optional[Callable] = None) -> List[Path]:
     """Every run of the workload's sweep; returns the run directories written, in `into`
-    (default <output>/<name>/; a capacity search keeps its probes together). A sweep of
+    (default <output>/<name>/; a capacity search keeps its probes together). `progress`
+    hears each run's requests done, `ran` each run written (its number from 1, the runs
+    planned, the PlannedRun). A sweep of
     more than one run writes its `gil` table under <output>/<name>/sweeps/<first run id>/
     unless it was stopped. The first SIGINT or SIGTERM (or a KeyboardInterrupt from
     `progress`) stops the sweep, and `stop.signum` says which signal it was."""
@@ -49,6 +52,8 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
                 rows.append((written.run_dir.name, run,
                              written.manifest.get("host_share") or NO_SHARE,
                              written.summary.to_dict("records")))
+                if ran is not None:
+                    ran(len(out), len(planned), run)
     if len(planned) > 1 and rows and not stop.is_set():  # a stopped sweep's blocks are partial
         folder = Path(workload.values["output"]) / workload.name / "sweeps" / out[0].name
         folder.mkdir(parents=True, exist_ok=True)

@@ -179,7 +179,7 @@ def _hardware(arms, keys) -> dict:
     out = []
     for a in arms:
         run = a.runs[0]
-        arm = dict(label=a.label, kind="modeled" if run.modeled else "measured",
+        arm = dict(label=a.label, kind=run.kind,
                    profile=profile(run) if run.modeled else None,
                    layout=run.run.layout if pd else "")
         elsewhere = {role: run.run.pool_device(role) for role in POOLS if run.disaggregated
@@ -204,6 +204,14 @@ def _capacity(run) -> float:
     return s.capacity if s is not None and s.at_capacity else float("nan")
 
 
+def _kind_said(kind: str, runs) -> str:
+    """A kind of run in the subtitle; "emulated" as the devices emulated, with the host that
+    did their work ("H200 (emulated on x86_64: the host's CPU doing its work)")."""
+    if kind != "emulated":
+        return kind
+    return ", ".join(sorted({r.device for r in runs if r.kind == kind}))
+
+
 def _context(runs, arms, keys) -> dict:
     figures = [d for f in RUN_FIGURES if (d := f(arms)) is not None]
     gil = hardware = None
@@ -219,14 +227,15 @@ def _context(runs, arms, keys) -> dict:
     if ("device" in keys or "deployment" in keys) and len(arms) > 1:
         hardware = _hardware(arms, keys)
     names = {r.manifest["values"].get("name", r.name) for r in runs}
-    kinds = sorted({"modeled" if r.modeled else "measured" for r in runs})
+    kinds = sorted({r.kind for r in runs})
+    said = " and ".join(_kind_said(k, runs) for k in kinds)
     if len(runs) == 1:  # the workload's name, the run beneath
         title = str(runs[0].manifest["values"].get("name", runs[0].name))
-        subtitle = f"run {runs[0].name}; {kinds[0]}"
+        subtitle = f"run {runs[0].name}; {said}"
     else:
         title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name
         subtitle = (f"{', '.join(sorted(names))}: {len(runs)} runs in "
-                    f"{len(arms)} arm{'s' * (len(arms) > 1)}; {' and '.join(kinds)}")
+                    f"{len(arms)} arm{'s' * (len(arms) > 1)}; {said}")
     notes = [f"{r.name}: {note}" for r in runs for note in r.run.notes]  # as `show` says
     incomplete = [r.name for r in runs if not r.complete]
     if incomplete:

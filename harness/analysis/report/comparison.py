@@ -13,17 +13,18 @@ from .headline import fmt
 
 
 def rows(arms) -> dict:
-    """{a, b, sections, flagged, error}: B is the second arm, A the first; a section
+    """{a, b, sections, busy, flagged, error}: B is the second arm, A the first; a section
     (title, rows, collapsed) holds the headline metrics of the runs' kind, the next every
-    other metric, collapsed after a headline; `flagged` the runs on a busy host, each with
-    its note; `error` instead where compare refuses the runs (different traces)."""
+    other metric, collapsed after a headline; `busy` the runs on a busy host in one line
+    (Comparison.busy_line), `flagged` those runs, each with its note (the page collapses
+    them); `error` instead where compare refuses the runs (different traces)."""
     from ..compare import Arm, compare
 
     a, b = (Arm(arm.label, tuple(r.run for r in arm.runs)) for arm in arms)
     try:
         result = compare(a, b, include_incomplete=True)
     except BadInput as e:
-        return dict(a=a.name, b=b.name, sections=[], flagged={}, error=str(e))
+        return dict(a=a.name, b=b.name, sections=[], busy="", flagged={}, error=str(e))
     return _sections(result, a.name, b.name)
 
 
@@ -35,6 +36,7 @@ def _sections(result, a: str, b: str) -> dict:
                 dict(title=f"Every other metric ({len(others)})", rows=others,
                      collapsed=bool(headline))]
     return dict(a=a, b=b, error="", sections=[s for s in sections if s["rows"]],
+                busy=result.busy_line(),
                 flagged={p: note(busy) for p, busy in result.busy_host.items()})
 
 
@@ -42,7 +44,7 @@ def verdict(arms) -> list:
     """`steptrace gil`'s verdict (harness/commands/gil.py): each arm against the released
     one, over the complete runs, in a sweep's order of arms (GIL_ARMS), on
     docs/gil.md's primary metrics (every other metric after them). Per arm, as `rows` gives
-    the comparison of two arms ({a, b, sections, flagged, error}); none unless the
+    the comparison of two arms ({a, b, sections, busy, flagged, error}); none unless the
     complete runs hold the released arm and another."""
     from ..compare import compare, gil_arms
 
@@ -55,7 +57,7 @@ def verdict(arms) -> list:
         try:
             result = compare(baseline, other)
         except BadInput as e:
-            out.append(dict(a=baseline.name, b=other.name, sections=[], flagged={},
+            out.append(dict(a=baseline.name, b=other.name, sections=[], busy="", flagged={},
                             error=str(e)))
             continue
         out.append(_sections(result, result.arm_a, result.arm_b))

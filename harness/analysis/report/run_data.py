@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import BadInput
+from ...record import device_label
 from ..runs import POOLS, Run
 
 KEY = "#step"  # step_key's entry among the columns read
@@ -30,6 +31,7 @@ class RunData:
     devices = property(lambda self: self.run.devices)
     gil_mode = property(lambda self: self.run.labels["gil_mode"])
     disaggregated = property(lambda self: self.run.disaggregated)
+    kind = property(lambda self: device_label.kind(self.manifest))  # modeled, emulated, measured
 
     @property
     def profile(self) -> str:

@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 import pandas as pd
 
 from ...errors import BadInput
+from ...schema.capacity_outcomes import NOT_A_CAPACITY
 from ..pareto import front
 from ..runs import check_values
 
@@ -25,6 +26,15 @@ MEASURES = {
     "output_tokens_per_kw": ("per kW", "output tok/s per kW"),
     "output_tokens_per_dollar_hour": ("per $/h", "output tok/s per $/h (device-hour)"),
 }
+# Why a group's points that meet a level have no value of a measure, where none has
+WITHOUT = {
+    "output_tokens_per_device": "no output tokens per device",
+    "output_tokens_per_kw": "no power figure: no TDP (tdp_w, idle_w) is published in the "
+                            "profile of {device}, and its runs measured no power",
+    "output_tokens_per_dollar_hour": "no price: the sweep file's prices name none for "
+                                     "{device}",
+}
+NOT_FOUND = "not found"  # a done point whose capacity search found no capacity
 LEVELS = (20.0, 50.0, 100.0)  # tok/s per user, the default interactivity levels
 NEEDED = ("point", "axes", "device", "front", "status", "reason", "folder", USER,
           "output_tokens_per_device")
@@ -35,7 +45,7 @@ class Best:
     group: str
     level: float
     point: str  # "" where no point of the group meets the level
-    label: str
+    label: str  # the point's configuration; where none, why not
     value: float  # the measure's value; NaN where none meets the level
     per_user: float
     ratio: float  # value over the first group's at the level (NaN where either has none)
@@ -77,10 +87,12 @@ class Sweep:
 
 def _best_of(rows: pd.DataFrame, group: str, measure: str, level: float) -> dict:
     value, per_user = rows[measure].astype(float), rows[USER].astype(float)
-    meets = rows[(rows["group"] == group) & (rows["status"] == "done") & (per_user >= level)
-                 & value.notna()]
+    fast = rows[(rows["group"] == group) & (rows["status"] == "done") & (per_user >= level)]
+    meets = fast[value[fast.index].notna()]
     if not len(meets):
-        return dict(point="", label="", value=math.nan, per_user=math.nan)
+        why = WITHOUT[measure].format(device=", ".join(dict.fromkeys(map(str, fast["device"])))) \
+            if len(fast) else "no point meets the level"
+        return dict(point="", label=why, value=math.nan, per_user=math.nan)
     at = meets[measure].astype(float).idxmax()  # the first of equals, in the table's order
     return dict(point=str(rows.at[at, "point"]), label=str(rows.at[at, "label"]),
                 value=float(rows.at[at, measure]), per_user=float(rows.at[at, USER]))
@@ -110,6 +122,11 @@ def read_sweep(folder: Path, front_by: Optional[str] = None,
     for measure in MEASURES:  # a table from before the cost columns: NaN, not drawn
         if measure not in rows.columns:
             rows[measure] = math.nan
+    if "outcome" in rows.columns:  # ran, and its capacity search found none: not done
+        unfound = (rows["status"] == "done") & rows["outcome"].isin(list(NOT_A_CAPACITY))
+        rows.loc[unfound, "reason"] = [f"{o}: {NOT_A_CAPACITY[o]}"
+                                       for o in rows.loc[unfound, "outcome"]]
+        rows.loc[unfound, "status"] = NOT_FOUND
     done = rows["status"] == "done"
     measures = [m for m in MEASURES if rows.loc[done, m].astype(float).notna().any()]
     groups = list(dict.fromkeys(rows.loc[rows["status"] != "refused", "group"]))

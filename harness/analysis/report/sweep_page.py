@@ -16,7 +16,7 @@ from . import destination, page
 from .build import Written, _write_folder
 from .figures import fronts
 from .headline import fmt
-from .sweep_data import LEVELS, MEASURES, Sweep, read_sweep
+from .sweep_data import LEVELS, MEASURES, NOT_FOUND, Sweep, read_sweep
 
 SWEEP_ROLE = "the sweep folder {}, which the page is drawn from"
 
@@ -50,7 +50,8 @@ def build_sweep(folder: Path, out: Path, front_by: Optional[str] = None,
 
 def _context(sweep: Sweep) -> dict:
     rows = sweep.rows
-    counts = {s: int((rows["status"] == s).sum()) for s in ("done", "failed", "refused")}
+    counts = {s: int((rows["status"] == s).sum())
+              for s in ("done", NOT_FOUND, "failed", "refused")}
     measures = []
     for measure in sweep.measures:
         best = sweep.best(measure)
@@ -72,7 +73,7 @@ def _best(b, groups) -> dict:
     first = b.group == groups[0]
     return dict(group=b.group, level=f"{b.level:g}", point=b.point or "-",
                 raw=repr(b.value), raw_ratio=repr(b.ratio),
-                label=b.label or "no point meets the level", value=fmt(b.value),
+                label=b.label, value=fmt(b.value),
                 per_user=fmt(b.per_user), met=bool(b.point),
                 ratio="1 (reference)" if first and b.point else
                 ("-" if not math.isfinite(b.ratio) else f"{b.ratio:.2f}x"))

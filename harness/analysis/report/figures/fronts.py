@@ -5,8 +5,9 @@ configuration; the other done points hollow; the interactivity levels dashed."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.transforms import Bbox
 
-from ..sweep_data import MEASURES, USER
+from ..sweep_data import MEASURES, NOT_FOUND, USER
 from .canvas import done, drawable, figure, nothing
 
 COLOURS = ("#1f6fb4", "#d4651b", "#2f9a4a", "#b8323a", "#7a55b3", "#8c6a2f", "#c256a0",
@@ -39,6 +40,7 @@ def draw(sweep, measure: str):
         for (x0, y0), labels in _alike(best, measure).items():
             if len(notes) < MAX_LABELS:  # equal points (ties) share one label
                 notes.append(("; ".join(labels), (x0, y0), colour))
+    crowded: list = []  # front points whose label found no room
     if not drew:
         nothing(ax, f"no done point has both tokens/s per user and {axis}")
     else:
@@ -51,15 +53,20 @@ def draw(sweep, measure: str):
         if x.min() > 0 and x.max() / x.min() > 20:  # levels of 20 beside points of 2,000
             ax.set_xscale("log")
             ax.set_xlim(right=x.max() * 4)  # room for the rightmost point's label
-        _annotate(ax, notes)
+        crowded = _annotate(ax, notes)
         ax.legend(loc="best")
+    unfound = int((rows["status"] == NOT_FOUND).sum())
     return done(fig, f"fronts_{_name(measure)}", f"Pareto fronts: {axis} against tokens/s "
                 f"per user",
                 f"Each group's ({sweep.front_by}) done points (hollow) and its Pareto front "
                 f"(filled, joined): the points no other point of the group beats on both "
                 f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
                 f"values). Dashed: the interactivity levels of the table below "
-                f"(docs/sweeps.md, \"Fronts and the report\").")
+                f"(docs/sweeps.md, \"Fronts and the report\")."
+                + (f" Not drawn: {unfound} point(s) whose capacity search found no capacity "
+                   f"(the points not done, below, say why)." if unfound else "")
+                + (f" Unlabelled, where a label would overlap another: {'; '.join(crowded)}."
+                   if crowded else ""))
 
 
 def _sources(sweep) -> list:
@@ -81,12 +88,37 @@ def _name(measure: str) -> str:
             "output_tokens_per_dollar_hour": "per_dollar_hour"}[measure]
 
 
-def _annotate(ax, notes) -> None:
-    """Each label beside its point, on the side with room: left of a point in the right
-    half of the axes, so no label runs off the figure."""
+# Where a label may go beside its point, in points: beside it, then further above and
+# below; each on the side with room first (left of a point in the right half of the axes).
+OFFSETS = [(4, dy) for dy in (3, -3, 10, -10, 17, -17, 24, -24)]
+
+
+def _annotate(ax, notes) -> list:
+    """Each label beside its point, at the first of OFFSETS where it stays inside the axes
+    and overlaps no label placed before it and no labelled point (extents as the renderer
+    lays them out); the labels with no such place are left out, and returned for the
+    caption to name."""
+    renderer = ax.figure.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
     to_axes = ax.transAxes.inverted()
+    r = renderer.points_to_pixels(3.5)  # a front point's marker, 6 points across
+    placed = [Bbox.from_extents(x - r, y - r, x + r, y + r) for x, y in
+              (ax.transData.transform(point) for _, point, _ in notes)]
+    left_out = []
     for text, (x0, y0), colour in notes:
         right = to_axes.transform(ax.transData.transform((x0, y0)))[0] > 0.5
-        ax.annotate(text, (x0, y0), fontsize=6.5, xytext=(-4 if right else 4, 3),
-                    ha="right" if right else "left", textcoords="offset points",
-                    color=colour, annotation_clip=True)
+        sides = (-1, 1) if right else (1, -1)
+        for dx, dy in [(side * dx, dy) for dx, dy in OFFSETS for side in sides]:
+            note = ax.annotate(text, (x0, y0), fontsize=6.5, xytext=(dx, dy),
+                               ha="right" if dx < 0 else "left",
+                               va="bottom" if dy > 0 else "top", textcoords="offset points",
+                               color=colour, annotation_clip=True)
+            box = note.get_window_extent(renderer)
+            if inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 \
+                    and box.y1 <= inside.y1 and not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            note.remove()
+        else:
+            left_out.append(text)
+    return left_out

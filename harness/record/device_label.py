@@ -1,0 +1,33 @@
+"""What a run's numbers describe, as a person reads it: a device measured, one modeled
+(the step model on the virtual clock), or one emulated (the host's CPU running the host's
+side of every step for real and waiting out the modeled device's time: docs/gil.md).
+`show`, `compare` and the report all name a run's device by this."""
+
+from __future__ import annotations
+
+EMULATED = "emulated:"  # the executor's prefix
+
+
+def kind(manifest: dict) -> str:
+    """"modeled", "emulated" or "measured"."""
+    if manifest.get("modeled"):
+        return "modeled"
+    return "emulated" if str(manifest.get("executor", "")).startswith(EMULATED) else "measured"
+
+
+def device_name(manifest: dict) -> str:
+    """The device: a modeled run's profile ("B200"); an emulated run's profile with the host
+    that did its work ("H200 (emulated on x86_64: the host's CPU doing its work)"); else
+    the device measured ("x86_64", "NVIDIA H100 80GB HBM3"). Runs from before the
+    manifest named the profile: the executor's."""
+    measured = str(manifest["device"]["name"])
+    which = kind(manifest)
+    if which == "measured":
+        return measured
+    record = manifest.get("device_profile")
+    profile = manifest.get("modeled_device") or \
+        (record.get("name") if isinstance(record, dict) else None) or \
+        str(manifest.get("executor", "")).split(":", 1)[-1]
+    if which == "modeled":
+        return str(profile)
+    return f"{profile} (emulated on {measured}: the host's CPU doing its work)"
