@@ -277,3 +277,17 @@ def test_progress_lines_say_the_pace_and_the_time_left(monkeypatch, capsys):
     assert capsys.readouterr().err.splitlines() == [
         "  0/200 requests done", "  20/200 requests done, 10.0 req/s, about 18 s left",
         "  40/200 requests done, 10.0 req/s, about 16 s left"]
+
+
+def test_each_run_of_a_sweep_gets_its_progress_lines(monkeypatch, capsys):
+    from harness.commands import run
+
+    clock = iter([100.0, 102.0, 104.0, 106.0])
+    monkeypatch.setattr(run.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(run.sys.stderr, "isatty", lambda: False, raising=False)
+    update = run._progress()
+    for done in (0, 200, 0, 100):  # the first run ends, the second begins
+        update(done, 200)
+    assert capsys.readouterr().err.splitlines() == [
+        "  0/200 requests done", "  200/200 requests done, 100.0 req/s",
+        "  0/200 requests done", "  100/200 requests done, 50.0 req/s, about 2 s left"]

@@ -106,6 +106,9 @@ def _progress():
 
     def update(done, total):
         tenth = done * 10 // max(total, 1)
+        if tenth < last[0]:  # the next run of a sweep: its lines of its own
+            last[0] = -1
+            start.clear()
         if tenth > last[0]:
             last[0] = tenth
             print(f"  {done}/{total} requests done{pace(done, total, start)}", file=sys.stderr)
