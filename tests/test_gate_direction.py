@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from harness.analysis.compare import metric_result
+from harness.analysis.rules import KINDS, Rule
 from harness.analysis.runs import read_run
 from harness.commands import main
 from tests.helpers import modeled_runs, synthetic_run
@@ -104,3 +106,43 @@ def test_a_rule_says_which_way_a_changed_run_moved(budgets, capsys, tmp_path):
     (rule,) = [c for c in document["checks"] if c["check"] == "e2e.p50"]
     assert rule["moved"] == "better" and not rule["broken"]
     assert "ok, better" in out and ": CHANGED" in out
+
+
+@pytest.mark.parametrize("runs", [4, 1])
+def test_float_noise_is_unchanged_as_compare_has_it(tmp_path, capsys, rules, runs):
+    """A ratio of 1 + 1e-9 was "ok, worse" where compare says no difference: runs within
+    the noise, or one run a side a move that prints as 0.0 %."""
+    def arm(name, factor):
+        for i in range(runs):
+            synthetic_run(tmp_path / name / f"r{i}", {
+                "ttft.p99": (0.5 * (1 + 0.01 * i) * factor, "s"),
+                "throughput.output_tokens": (100 * (1 + 0.01 * i) / factor, "tok/s")})
+        return str(tmp_path / name)
+    base, cand = arm("base", 1), arm("cand", 1 + 1e-9)
+    code, document, out = gated(capsys, cand, "--baseline", base, "--rules", rules)
+    assert code == 0 and document["verdict"] == "pass", out
+    assert {c["check"]: c["moved"] for c in document["checks"]} == {
+        "ttft.p99": "unchanged", "throughput.output_tokens": "unchanged"}
+    assert out.count("ok, unchanged") == 2 and "worse" not in out and "better" not in out
+
+
+def test_one_run_a_side_moves_by_the_medians(tmp_path, capsys, rules):
+    """Too few runs for compare's verdict: the medians say which way, as they judge the
+    rule."""
+    base = synthetic_run(tmp_path / "base" / "r0", {"ttft.p99": (0.5, "s"),
+                                                    "throughput.output_tokens": (100, "tok/s")})
+    cand = synthetic_run(tmp_path / "cand" / "r0", {"ttft.p99": (0.51, "s"),
+                                                    "throughput.output_tokens": (103, "tok/s")})
+    code, document, out = gated(capsys, str(cand.parent), "--baseline", str(base.parent),
+                                "--rules", rules)
+    assert code == 0 and {c["check"]: c["moved"] for c in document["checks"]} == {
+        "ttft.p99": "worse", "throughput.output_tokens": "better"}, out
+
+
+def test_a_modeled_figure_equal_but_for_rounding_is_unchanged():
+    """Deterministic values compare calls equal: the rule's words say unchanged."""
+    a = np.array([0.5, 0.5])
+    m = metric_result("ttft.p99", "s", a, a * (1 + 1e-12), exact=True)
+    assert m.verdict == "equal" and m.ratio != 1
+    for kind in KINDS:
+        assert Rule("ttft.p99", kind, 0.05).moved(m.verdict, m.ratio) == "unchanged"

@@ -9,16 +9,20 @@ once stands in for run_point."""
 import json
 import os
 import sys
+import time
+import tracemalloc
 from contextlib import contextmanager
 
+import psutil
 import pytest
 
 from harness.commands import main
 from harness.sweeps.points import pd_ratio, task
 from harness.sweeps.points.execute import plan
-from harness.sweeps.points.expand import MAX_POINTS
+from harness.sweeps.points.expand import MAX_POINTS, count, drawn, grid, sample
 from harness.sweeps.points.sweep_file import SweepError, load_sweep
-from harness.sweeps.points.workers import WORKERS_PER_CORE, workers
+from harness.sweeps.points.where import compile_where
+from harness.sweeps.points.workers import WORKER_BYTES, workers
 from harness.workload import load_workload
 from tests.helpers import within
 from tests.test_sweep_points import sweep_file
@@ -99,14 +103,55 @@ def test_where_failing_on_an_optunas_draw_is_bad_input(capsys, tmp_path):
 
 # ---------------------------------------------------------------- sweeps too large
 
-def test_a_grid_too_large_is_counted_before_it_is_expanded(capsys, tmp_path):
-    axes = "".join(f"  {key}: [{', '.join(str(v) for v in range(1, 11))}]\n" for key in (
+# eight axes of 10 values: a grid of 10^8 points
+HUGE = "base: base.yaml\naxes:\n" + "".join(
+    f"  {key}: [{', '.join(str(v) for v in range(1, 11))}]\n" for key in (
         "engine.max_num_seqs", "engine.num_kv_blocks", "engine.max_num_batched_tokens",
         "engine.num_mtp", "trace.generate.requests", "trace.generate.rate",
         "calibration_requests", "slo.ttft"))
-    bad_input(capsys, tmp_path, "base: base.yaml\naxes:\n" + axes,
+
+
+def test_a_grid_too_large_is_counted_before_it_is_expanded(capsys, tmp_path):
+    bad_input(capsys, tmp_path, HUGE,
               "s.yaml:2: axes: the grid holds 100,000,000 points (10 x 10 x 10 x 10 x 10 x "
-              "10 x 10 x 10), more than a sweep plans (10,000)", "method: optuna")
+              "10 x 10 x 10), more than a sweep plans (10,000)", "method: random", "optuna")
+
+
+def test_a_random_search_draws_from_a_grid_too_large_to_expand(tmp_path):
+    """Random search sampled the grid before resolving: a cap on the grid refused it."""
+    path = sweep_file(tmp_path, HUGE + "search: {method: random, n: 2, seed: 3}\n")
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        points = plan(path, (f"output={tmp_path / 'out'}",)).points
+        elapsed, peak = time.perf_counter() - start, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(points) == 2 and points != plan(path, (f"output={tmp_path / 'o'}",)).points
+    assert elapsed < 5 and peak < 50 * 2**20, (elapsed, peak)  # two points resolved, no grid
+
+
+def test_a_random_search_draws_what_the_expanded_grid_gave():
+    """The same seed draws the same points from a grid beyond MAX_POINTS as when the grid
+    was expanded and sampled; a `where` keeps only what it holds for, and ends when it
+    holds for none."""
+    axes = {"a": list(range(300)), "b": list(range(40)), "c": [f"c{i}" for i in range(40)],
+            "d": ["x", "y"]}
+    zips = [["b", "c"]]  # 300 x 40 x 2
+    assert count(axes, zips) > MAX_POINTS
+    assert drawn(axes, zips, 5, 11, None) == sample(grid(axes, zips), 5, 11)
+    assert drawn(axes, zips, 3, 11, None) != drawn(axes, zips, 3, 12, None)
+    kept_ = drawn(axes, zips, 4, 1, compile_where("b == 7 and d == 'y'", axes))
+    assert len(kept_) == 4 and all((p["b"], p["c"], p["d"]) == (7, "c7", "y") for p in kept_)
+    assert kept_ == sorted(kept_, key=lambda p: p["a"])  # the grid's order
+    assert drawn({"a": list(range(MAX_POINTS + 1))}, (), 1, 0,
+                 compile_where("a < 0", ["a"])) == []  # every index looked at, none kept
+
+
+def test_a_random_search_beyond_the_grid_limit_filters_by_axes_alone(capsys, tmp_path):
+    bad_input(capsys, tmp_path, HUGE + "where: model == 'tiny'\nsearch: {method: random, n: 2}\n",
+              "s.yaml:11: where: \"model == 'tiny'\": a random search over more than 10,000 "
+              "points (100,000,000) draws them unexpanded, filtered by axes alone, not model")
 
 
 def test_a_grid_at_the_limit_is_planned(tmp_path):
@@ -156,14 +201,32 @@ def two_cores(monkeypatch):
     monkeypatch.setattr("harness.sweeps.points.workers.cores", lambda: 2)
 
 
-def test_workers_are_at_most_the_points_and_a_few_a_core(two_cores, capsys):
-    most = 2 * WORKERS_PER_CORE
-    assert workers(10_000, 40) == most
-    assert f"--workers 10000: {most} at once, at most {WORKERS_PER_CORE} a core of the 2" \
+def available(monkeypatch, workers_held: float):
+    """The host's available memory: enough for `workers_held` workers."""
+    memory = psutil.virtual_memory()._replace(available=int(workers_held * WORKER_BYTES))
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: memory)
+
+
+def test_workers_are_at_most_the_points_and_one_a_core(two_cores, capsys, monkeypatch):
+    """Two a core gave 128 interpreters (about 38 GB) on 64 cores, for points of one
+    CPU-bound thread each."""
+    available(monkeypatch, 1000)
+    assert workers(10_000, 40) == 2
+    assert "--workers 10000: 2 at once, one a core of the 2 this host gives the sweep" \
         in capsys.readouterr().err
-    assert (workers(10_000, 3), workers(3, 40), workers(1, 0)) == (3, 3, 1)
+    assert (workers(10_000, 1), workers(1, 40), workers(1, 0)) == (1, 1, 1)
     assert workers(10_000, 40, on_this_host=False) == 40  # a Ray cluster's CPUs bound it
     assert capsys.readouterr().err == ""
+
+
+def test_workers_are_as_many_as_the_available_memory_holds(capsys, monkeypatch):
+    monkeypatch.setattr("harness.sweeps.points.workers.cores", lambda: 64)
+    available(monkeypatch, 3.5)
+    assert workers(64, 100) == 3
+    assert f"--workers 64: 3 at once, what the {3.5 * WORKER_BYTES / 2**30:.1f} GiB of " \
+           f"memory available holds at 300 MiB a worker" in capsys.readouterr().err
+    available(monkeypatch, 0.2)
+    assert workers(64, 100) == 1  # one, however little is free: the sweep runs
 
 
 def test_the_sweep_starts_no_more_workers_than_the_host_takes(two_cores, capsys, tmp_path,
@@ -174,13 +237,14 @@ def test_the_sweep_starts_no_more_workers_than_the_host_takes(two_cores, capsys,
     def host_pool(n):
         started.append(n)
         yield InProcess()
+    available(monkeypatch, 1000)
     monkeypatch.setattr("harness.sweeps.points.pool.host_pool", host_pool)
     monkeypatch.setattr("harness.sweeps.points.pool.run_unless_stopped", failing)
     text = AXES.replace("[0, 1]", "[0, 1, 2]") + "  trace.generate.requests: [3, 4]\n"
     status, document, err = sweep(capsys, sweep_file(tmp_path, text), tmp_path / "out",
                                   "--workers", 10_000)
-    assert started == [2 * WORKERS_PER_CORE] and document["points"] == 12, err
-    assert f"--workers 10000: {2 * WORKERS_PER_CORE} at once" in err
+    assert started == [2] and document["points"] == 12, err
+    assert "--workers 10000: 2 at once" in err
 
 
 @pytest.mark.parametrize("n", [0, -1])

@@ -190,7 +190,7 @@ def _judge(rule: Rule, baseline: Sequence[Run], candidates: Sequence[Run],
     broken = moved and m.verdict in (direction, "too few runs")
     detail = f"ratio {m.ratio:.4g}; {m.says()}"
     return Check(rule.metric, str(rule), _text(m.median_a, m.unit), _text(m.median_b, m.unit),
-                 broken, detail, arm_name, rule.moved(m.ratio))
+                 broken, detail, arm_name, rule.moved(m.verdict, m.ratio))
 
 
 def _text(value, unit: Optional[str] = None) -> str:

@@ -20,6 +20,7 @@ from engine.files import NotAFile, check_regular
 from engine.yaml_lines import YamlError, load_with_lines
 
 from ..errors import BadInput
+from .compare import NEGLIGIBLE
 
 KINDS = ("max_increase", "max_decrease")
 PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")
@@ -41,12 +42,17 @@ class Rule:
         """Candidate / baseline `ratio` goes beyond the limit."""
         return ratio > 1 + self.limit if self.kind == "max_increase" else ratio < 1 - self.limit
 
-    def moved(self, ratio: float) -> str:
-        """Which way candidate / baseline `ratio` moved the metric, as the rule sees it:
-        worse is the way it limits (a rise for max_increase), better the other way."""
-        if ratio == 1:
+    def moved(self, verdict: str, ratio: float) -> str:
+        """Which way the metric moved as compare's `verdict` has it (higher, lower; equal,
+        none and too noisy are unchanged), in the rule's words: worse is the way it limits
+        (a rise for max_increase), better the other way. With too few runs for a verdict the
+        medians' `ratio` (candidate / baseline) decides, as it decides the rule: a move
+        compare would print as 0.0 % is unchanged unless it breaks the rule."""
+        if verdict == "too few runs" and (abs(ratio - 1) >= NEGLIGIBLE or self.broken_by(ratio)):
+            verdict = "higher" if ratio > 1 else "lower"
+        if verdict not in ("higher", "lower"):
             return "unchanged"
-        return "worse" if (ratio > 1) == (self.kind == "max_increase") else "better"
+        return "worse" if (verdict == "higher") == (self.kind == "max_increase") else "better"
 
 
 def load_rules(path: Path, metrics: Iterable[str]) -> List[Rule]:

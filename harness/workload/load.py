@@ -203,9 +203,25 @@ def _validate(data, schema, prefix: KeyPath, fail) -> Dict[str, Any]:
             try:
                 spec.check(value)
             except ValueError as e:
-                fail(key, f"expected {e}, got {_show(value)}")
+                fail(key, f"expected {e}, got {_show(value)}{_as_text(spec.check, value)}")
         out[name] = value
     return out
+
+
+def _as_text(check, value) -> str:
+    """A hint where YAML read a bool or a number (`on`, `12`) for a key that takes that word
+    as text: quote it. Not for null: mostly a value left empty, which no quoting helps."""
+    if isinstance(value, bool):
+        word, what = ("true" if value else "false"), "true or false"
+    elif isinstance(value, (int, float)):
+        word, what = str(value), "a number"
+    else:
+        return ""
+    try:
+        check(word)
+    except ValueError:
+        return ""
+    return f" (YAML reads it as {what}: quote the text, \"...\")"
 
 
 def _show(value) -> str:

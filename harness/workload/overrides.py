@@ -1,10 +1,12 @@
 """`--set KEY.PATH=VALUE`, the one override syntax of every command: the value is read as
 YAML, so 8, true, null (None), [1, 2], {a: 1} and H200 mean what they would in a workload
 file; a value YAML would read as something other than one value written out in full is the
-text as written (docs/workloads.md, "--set")."""
+text as written, and a value YAML reads as a number, true, null, quoted text or a flow
+collection followed by a comment is refused (docs/workloads.md, "--set")."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Tuple
 
 
@@ -20,23 +22,31 @@ def parse_set(item: str) -> Tuple[Tuple[str, ...], Any]:
         value = load_value(raw, f"--set {item!r}")
     except YamlError as e:
         raise ValueError(str(e)) from None
-    return parts, raw.strip() if _read_otherwise(raw) else value
+    return parts, raw.strip() if _read_otherwise(item, raw) else value
 
 
-def _read_otherwise(raw: str) -> bool:
-    """Whether YAML reads `raw` as other than one value written out in full: with a
-    comment dropped (`D/my results #1` is `D/my results`), as a block mapping or list
+def _read_otherwise(item: str, raw: str) -> bool:
+    """Whether YAML reads `raw` as other than one value written out in full: as a plain
+    text and a comment (`D/my results #1` is `D/my results`), as a block mapping or list
     (`mtp: on` is {mtp: true}, `- x` is [x]), a plain text folded (a line break read as a
     space), or as nothing (`# x`, `---`). Quoted text, numbers, true / null, flow
-    collections ([1, 2], {a: 1}), tags and block scalars are read as YAML."""
+    collections ([1, 2], {a: 1}) and block scalars are read as YAML (load_value has refused
+    every tag); one of them followed by a comment (`8 # tuned`) is not what anyone types as
+    text: ValueError naming the --set."""
     import yaml
 
     text = raw.strip()
     node = yaml.compose(raw, Loader=yaml.SafeLoader)  # load_value took it: no alias, shallow
     if node is None:
         return bool(text)
-    if raw[node.end_mark.index:].strip():  # a comment after the value
+    if isinstance(node, yaml.CollectionNode) and not node.flow_style:
         return True
-    if isinstance(node, yaml.ScalarNode):  # a plain text over lines, folded
-        return node.style is None and "\n" in raw[node.start_mark.index:node.end_mark.index]
-    return not node.flow_style
+    comment = raw[node.end_mark.index:].strip()
+    plain = isinstance(node, yaml.ScalarNode) and node.style is None
+    if comment and not (plain and node.tag == "tag:yaml.org,2002:str"):
+        read = raw[node.start_mark.index:node.end_mark.index]
+        key = item.partition("=")[0]
+        raise ValueError(f"--set {item!r}: YAML reads {read!r} and a comment ({comment!r}); "
+                         f"--set takes no comment: drop it, or quote the whole text "
+                         f"({key}={json.dumps(text)})")
+    return bool(comment) or plain and "\n" in raw[node.start_mark.index:node.end_mark.index]

@@ -82,7 +82,7 @@ def load_sweep(path) -> SweepFile:
     mode = _choice(data, "mode", MODES, fail)
     if search.get("method") == "pd_ratio":
         _pd_ratio(mode, axes, fail)
-    _planned(axes, zips, search, fail)
+    _planned(axes, zips, search, where, fail)
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail), mode, axes,
                      zips, where, **search, ray_address=_ray(data, fail),
                      prices=_prices(data, fail))
@@ -100,13 +100,22 @@ def _pd_ratio(mode: str, axes, fail) -> None:
                                 "the balance): not an axis beside it")
 
 
-def _planned(axes, zips, search: dict, fail) -> None:
-    """The grid counted before it is expanded (an optuna search draws from it, never
-    expanding it): at most MAX_POINTS combinations, or P/D ratio searches."""
+def _planned(axes, zips, search: dict, where: Optional[str], fail) -> None:
+    """The grid counted before it is expanded (an optuna or random search draws from it,
+    never expanding it beyond MAX_POINTS): at most MAX_POINTS combinations, or P/D ratio
+    searches."""
     method = search.get("method", "grid")
     if method == "optuna":
         return
     combinations = count(axes, zips)
+    if method == "random":
+        names = compile_where(where, axes, not_a_key).names if where else frozenset()
+        if combinations > MAX_POINTS and not names <= set(axes):
+            fail(("where",), f"{shown(where)}: a random search over more than "
+                             f"{MAX_POINTS:,} points ({_many(combinations)}) draws them "
+                             f"unexpanded, filtered by axes alone, not "
+                             f"{', '.join(sorted(names - set(axes)))}")
+        return
     if method == "pd_ratio":
         searches = combinations * (2 + min(2 * search["near"] + 1, search["most"]))
         if searches > MAX_POINTS:
@@ -120,7 +129,7 @@ def _planned(axes, zips, search: dict, fail) -> None:
         fail(("axes",), f"the grid holds {_many(combinations)} points "
                         f"({shown(sizes, quote=False)}), more than a sweep plans "
                         f"({MAX_POINTS:,}): narrow the axes, or let "
-                        f"`search: {{method: optuna, n: N}}` draw from them")
+                        f"`search: {{method: random, n: N}}` or an optuna search draw from them")
 
 
 def _many(n: int) -> str:
