@@ -742,3 +742,55 @@ def test_a_point_never_removes_an_attempt_through_a_link(tmp_path):
         with pytest.raises(LinkRefused, match="is a symbolic link"):
             marker.fresh(folder)
     assert (elsewhere / "k" / "keep").read_text() == "the user's"
+
+
+@pytest.mark.parametrize("name", [".sweep.parquet.tmp", "sweep.parquet"])
+def test_a_sweep_writes_its_table_through_no_link_in_its_folder(tmp_path, capsys,
+                                                                 monkeypatch, name):
+    """A link planted at the table's temporary name would take the table's bytes (and the
+    rename, the link itself into the table's place); at the table's own name the rename
+    replaces the link, never what it points to."""
+    from contextlib import contextmanager
+
+    from harness.sweeps.points import pool
+    from tests.test_sweep_folder import InProcess
+    from tests.test_sweep_points import sweep_file
+
+    @contextmanager
+    def here(workers):
+        yield InProcess()
+    monkeypatch.setattr(pool, "host_pool", here)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's")
+    link = tmp_path / "out" / "s" / name
+    link.parent.mkdir(parents=True)
+    link.symlink_to(victim)
+    path = sweep_file(tmp_path, "base: base.yaml\naxes: {device: [modeled:B200]}\n")
+    status = main(["sweep", str(path), "--set", f"output={tmp_path / 'out'}", "--json"])
+    out, err = capsys.readouterr()
+    assert victim.read_text() == "the user's"
+    table = tmp_path / "out" / "s" / "sweep.parquet"
+    if name == "sweep.parquet":
+        assert status == 0 and table.is_file() and not table.is_symlink()
+        return
+    assert status == 2 and json.loads(out)["exit_code"] == 2
+    assert err.splitlines()[-1] == (f"steptrace: error: {link} is a symbolic link (to "
+                                    f"{victim}): a table is written only to a file of its "
+                                    f"own; remove the link")
+    assert link.is_symlink() and not os.path.lexists(table)
+
+
+def test_a_runs_table_is_written_through_no_link_at_its_temporary_name(tmp_path):
+    from harness.errors import BadInput
+    from harness.record.table_sink import write_table
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's")
+    (tmp_path / "run" / ".summary.parquet.tmp").parent.mkdir()
+    (tmp_path / "run" / ".summary.parquet.tmp").symlink_to(victim)
+    with pytest.raises(BadInput, match=r"\.summary\.parquet\.tmp is a symbolic link \(to "):
+        write_table(pd.DataFrame({"metric": ["x"], "stat": ["mean"], "value": [1.0],
+                                  "unit": ["s"]}), tmp_path / "run",
+                    "summary", "parquet")
+    assert victim.read_text() == "the user's"
+    assert not os.path.lexists(tmp_path / "run" / "summary.parquet")

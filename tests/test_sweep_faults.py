@@ -4,6 +4,7 @@ incomplete), a second sweep started into the same output (refused, the first's p
 untouched), a signal with --json (one JSON document), and a table past a file-size limit
 (exit 1, the points kept). Slow tier: each test starts processes."""
 
+import fcntl
 import json
 import os
 import resource
@@ -84,6 +85,54 @@ def test_a_second_sweep_into_the_same_output_is_refused_and_removes_nothing(tmp_
         assert first.poll() is None and sorted(running.glob("*/*")) == runs  # untouched
     finally:
         _end(first)
+
+
+def _alive(pids):
+    """Those of `pids` still running (a zombie has ended: its parent reaps it)."""
+    left = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def _free(lock):
+    """Whether no process holds the sweep's lock: taken, and at once let go, if so."""
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # the lock, where taken, with it
+    return True
+
+
+def test_a_stopped_sweep_holds_its_folder_until_its_last_worker_is_gone(tmp_path):
+    """A worker stopped by the signal writes its point's interrupted run for a while: a
+    second sweep let in meanwhile would remove that point's folder as it is written."""
+    _, proc = _start(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = []
+    try:
+        _running_point(tmp_path / "out" / "s" / "points", proc)
+        workers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)
+                   if "resource_tracker" not in " ".join(p.cmdline())]  # the sweep's own
+        assert workers
+        proc.send_signal(signal.SIGINT)
+        lock = tmp_path / "out" / "s" / ".sweep.lock"
+        deadline = time.monotonic() + 60
+        while _alive(workers) and time.monotonic() < deadline:
+            if _free(lock):
+                left = _alive(workers)  # a worker gone just before the lock was taken: fine
+                assert not left, f"the lock is free while {left} run"
+            time.sleep(0.005)
+        assert not _alive(workers)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        _end(proc, *workers)
 
 
 @pytest.mark.parametrize("signum, code, name", [(signal.SIGTERM, 143, "SIGTERM"),

@@ -5,6 +5,7 @@ that cannot be written at the end (exit 1, the points kept), no-capacity points 
 what they are, and the progress line's pace. Points run in this process (quick)."""
 
 import errno
+import fcntl
 import json
 import os
 from concurrent.futures import Executor, Future
@@ -55,11 +56,27 @@ def test_a_second_sweep_into_a_folder_in_use_is_refused_naming_the_owner(tmp_pat
     assert (folder / "sweep.parquet").is_file()
 
 
-def test_a_lock_left_by_a_dead_sweep_does_not_block_its_resume(tmp_path):
+def test_a_lock_left_by_a_dead_sweep_does_not_block_its_resume_which_holds_it(
+        tmp_path, monkeypatch):
+    """The file names a dead pid, but no process holds its lock: the resume takes it, and
+    holds it, naming itself, while each of its points runs."""
     folder = tmp_path / "out" / "s"
     folder.mkdir(parents=True)
     (folder / owner.LOCK).write_text("pid 999999999 on elsewhere\n")  # no process holds it
+    run, seen = pool.run_unless_stopped, []
+
+    def watched(point):
+        fd = os.open(folder / owner.LOCK, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        seen.append((folder / owner.LOCK).read_text())
+        return run(point)
+    monkeypatch.setattr(pool, "run_unless_stopped", watched)
     assert sweep(tmp_path) == 0
+    assert len(seen) == 2 and all(text.startswith(f"pid {os.getpid()} on ") for text in seen)
 
 
 @pytest.mark.parametrize("content, why", [
@@ -149,9 +166,9 @@ def test_a_table_that_cannot_be_written_exits_1_naming_it_and_keeps_the_points(
     from harness.record import table_sink
 
     class FullDisk(pq.ParquetWriter):  # under the sweep's table: the points' are written
-        def __init__(self, where, *args, **kwargs):
-            super().__init__(where, *args, **kwargs)
-            self.full = str(where).endswith(".sweep.parquet.tmp")
+        def __init__(self, where, schema, *args, **kwargs):
+            super().__init__(where, schema, *args, **kwargs)
+            self.full = "pareto" in schema.names
 
         def write_table(self, *args, **kwargs):
             if self.full:
@@ -173,18 +190,28 @@ def test_a_table_that_cannot_be_written_exits_1_naming_it_and_keeps_the_points(
     assert json.loads(capsys.readouterr().out)["skipped"] == 2  # nothing ran again
 
 
-def test_a_point_without_a_capacity_is_shown_as_its_outcome(tmp_path, capsys):
+def test_a_point_without_a_capacity_is_shown_as_its_outcome_and_on_no_front(tmp_path,
+                                                                             capsys):
+    """Each device its own front, so each point alone on it: a point with no capacity is
+    on none; a lower bound (at_least) is an answer, said as one."""
     assert sweep(tmp_path) == 0
-    point = plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",)).unique[1]
-    row = json.loads((point.folder / marker.MARKER).read_text())
-    marker.write(point.folder, dict(row, outcome="trace_too_short"))
+    bound, short = plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",)).unique
+    for point, outcome in ((bound, "at_least"), (short, "trace_too_short")):
+        row = json.loads((point.folder / marker.MARKER).read_text())
+        marker.write(point.folder, dict(row, outcome=outcome))
     capsys.readouterr()
     assert sweep(tmp_path) == 0
     out = capsys.readouterr().out
-    assert "2 done (2 skipped, complete before, 1 without a capacity)" in out
-    (shown,) = [line for line in out.splitlines() if line.startswith(point.key)]
-    assert shown.split()[1] == "trace_too_short"
+    assert "2 done (2 skipped, complete before, 1 without a capacity, 1 a lower bound)" in out
+    (shown,) = [line for line in out.splitlines() if line.startswith(short.key)]
+    assert shown.split()[1] == "trace_too_short" and not shown.split()[-2] == "*"
     assert "no capacity: the answer misses the target on a trace twice as long" in out
+    (shown,) = [line for line in out.splitlines() if line.startswith(bound.key)]
+    assert shown.split()[1] == "at_least" and shown.split()[-2] == "*"
+    assert "a lower bound: every rate probed met the target" in out
+    assert sweep(tmp_path, "--json") == 0
+    rows = {r["point"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert (rows[bound.key]["pareto"], rows[short.key]["pareto"]) == (True, False)
 
 
 def test_progress_lines_say_the_pace_and_the_time_left(tmp_path, capsys):
@@ -193,3 +220,37 @@ def test_progress_lines_say_the_pace_and_the_time_left(tmp_path, capsys):
     assert lines[0].startswith("  sweep: 1 of 2 points: 1 done, 0 skipped (complete), "
                                "0 failed, ") and lines[0].endswith(" s left")
     assert " points/s" in lines[0] and " points/s" in lines[1]
+
+
+@pytest.mark.parametrize("output", ["&o", "{o}"])
+def test_a_relative_output_that_yaml_would_read_otherwise_holds_every_point(
+        tmp_path, capsys, monkeypatch, output):
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", str(sweep_file(tmp_path, GRID)), "--set",
+                 f"output={json.dumps(output)}", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["done"], result["failed"]) == (2, 0)
+    assert (tmp_path / output / "s" / "sweep.parquet").is_file()
+    for row in result["rows"]:
+        assert marker.read(tmp_path / output / "s" / row["folder"]) is not None
+
+
+def test_a_long_where_that_fails_is_cut_short_in_its_line(tmp_path, capsys):
+    where = " or ".join(["device == 'modeled:A100'"] * 20) + " or engine == 1"
+    assert sweep(tmp_path, text=GRID + f"where: {json.dumps(where)}\n") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"({len(repr(where)):,} characters)" in err
+    assert "engine is a mapping" in err and len(err) < len(where)
+
+
+def test_a_ctrl_c_after_the_table_is_written_says_it_is(tmp_path, capsys, monkeypatch):
+    from harness.commands import sweep as command
+
+    def interrupted(result):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(command, "print_text", interrupted)
+    assert sweep(tmp_path) == 130
+    table = tmp_path / "out" / "s" / "sweep.parquet"
+    assert table.is_file()
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"steptrace: interrupted by SIGINT (Ctrl-C): the table is written: {table}")

@@ -247,6 +247,23 @@ def test_the_sweep_starts_no_more_workers_than_the_host_takes(two_cores, capsys,
     assert "--workers 10000: 2 at once" in err
 
 
+def test_by_default_the_sweep_takes_the_cores_it_is_given_and_says_nothing(
+        two_cores, capsys, tmp_path, monkeypatch):
+    started = []
+
+    @contextmanager
+    def host_pool(n):
+        started.append(n)
+        yield InProcess()
+    monkeypatch.setattr("os.cpu_count", lambda: 64)  # the machine's, not this process's
+    available(monkeypatch, 1000)
+    monkeypatch.setattr("harness.sweeps.points.pool.host_pool", host_pool)
+    monkeypatch.setattr("harness.sweeps.points.pool.run_unless_stopped", failing)
+    text = AXES.replace("[0, 1]", "[0, 1, 2]") + "  trace.generate.requests: [3, 4]\n"
+    status, document, err = sweep(capsys, sweep_file(tmp_path, text), tmp_path / "out")
+    assert started == [2] and "at once" not in err, err
+
+
 @pytest.mark.parametrize("n", [0, -1])
 def test_workers_below_one_are_bad_input(capsys, tmp_path, n):
     bad_input(capsys, tmp_path, AXES, "--workers: expected an integer >= 1", args=("--workers", n))

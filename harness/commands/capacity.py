@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BadInput, RunFailed
+from ..schema.capacity_outcomes import NOT_A_CAPACITY
 from .common import add_json, add_set, print_json
 from .validate import load
 
@@ -77,7 +78,7 @@ def main(args) -> int:
         print_json(result)
     else:
         print_text(result)
-    return 1 if result["outcome"] in ("none", "probe_limit", "trace_too_short") else 0
+    return 1 if result["outcome"] in NOT_A_CAPACITY else 0
 
 
 def _progress(row: dict) -> None:

@@ -15,21 +15,23 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import contextmanager
+from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, ContextManager, Dict, List
 
 from ..errors import BadInput, RunFailed
-from ..schema.capacity_outcomes import NOT_A_CAPACITY
+from ..schema.capacity_outcomes import LOWER_BOUND, NOT_A_CAPACITY
 from .common import add_json, add_set, print_json
+
+_SAID = {**NOT_A_CAPACITY, **LOWER_BOUND}  # the outcomes shown in place of done
 
 
 def add(p) -> None:
     p.add_argument("sweep", help="the sweep file (docs/sweeps.md)")
     add_set(p, "output=/tmp/sweeps")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+    p.add_argument("--workers", type=int, metavar="N",
                    help="points run at once, each in a process of its own (default: the "
-                        "host's cores)")
+                        "cores this host gives the sweep)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="run the points as tasks of the Ray cluster at ADDRESS (host:port; "
                         "overrides the sweep file's ray.address); the output must be a "
@@ -63,7 +65,7 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
     from ..sweeps.points.owner import owned
     from ..sweeps.points.pool import run_unless_stopped
     from ..sweeps.points.table import table
-    from ..sweeps.points.workers import workers
+    from ..sweeps.points.workers import cores, workers
 
     the_plan = _plan(args)
     pd_ratio = the_plan.sweep.method == "pd_ratio"
@@ -76,12 +78,16 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
             raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
     total = (the_plan.sweep.n or 0) if searched else \
         ratio_search.planned(the_plan) if pd_ratio else len(the_plan.unique)
-    args.workers = workers(args.workers, total, not (args.ray or the_plan.sweep.ray_address))
+    args.workers = workers(args.workers or cores(), total,
+                           not (args.ray or the_plan.sweep.ray_address))
     progress = _progress(total, seen)
-    with _executor(args, the_plan, total) as executor:  # a Ray cluster reached first
-        # the folder is this sweep's from before any point runs until its table is written
-        with owned(the_plan.folder, [p.folder for p in the_plan.unique]):
-            seen["folder"] = the_plan.folder
+    start = _executor(args, the_plan, total)  # a Ray cluster reached before the folder
+    # the folder is this sweep's from before any point runs until its table is written and
+    # its last worker is gone: one stopped by a signal still writes its point's interrupted
+    # run there, and a second sweep would remove that point's folder as it is written
+    with owned(the_plan.folder, [p.folder for p in the_plan.unique]):
+        seen["folder"] = the_plan.folder
+        with start() as executor:
             if not args.fresh:
                 _said_incomplete(the_plan.unique)
             if pd_ratio:
@@ -98,7 +104,7 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
             if all(r["status"] == "refused" for r in rows):  # an optuna search's draws
                 raise _nothing_to_run(the_plan.sweep, [r["reason"] for r in rows])
             df = table(rows, the_plan.sweep.prices)
-            path = _write(df, the_plan.folder)
+            seen["table"] = path = _write(df, the_plan.folder)
     result = dict(sweep=str(the_plan.sweep.path), name=the_plan.sweep.name,
                   mode=the_plan.sweep.mode, folder=str(the_plan.folder), table=str(path),
                   front_by=args.front_by, **_counts(df), rows=_rows(df))
@@ -135,10 +141,12 @@ def _interrupted(args, signal: KeyboardInterrupt, seen: Dict[str, Any]) -> int:
     name, code = ("SIGTERM", 143) if isinstance(signal, Terminated) else \
         ("SIGINT (Ctrl-C)", 130)
     counts = seen.get("counts", dict(done=0, skipped=0))
-    message = (f"interrupted by {name}: the table is not written; the "
-               f"{counts['done'] + counts['skipped']} of {counts.get('total', seen['total'])} "
-               f"points complete so far are kept in {seen['folder'] / POINTS}: run the sweep "
-               f"again to resume")
+    message = f"interrupted by {name}: the table is written: {seen['table']}" \
+        if "table" in seen else \
+        (f"interrupted by {name}: the table is not written; the "
+         f"{counts['done'] + counts['skipped']} of {counts.get('total', seen['total'])} "
+         f"points complete so far are kept in {seen['folder'] / POINTS}: run the sweep "
+         f"again to resume")
     if args.json:
         print_json(dict(error="interrupted", message=message, exit_code=code))
     print(f"steptrace: {message}", file=sys.stderr)
@@ -160,7 +168,10 @@ def _nothing_to_run(sweep, refused: List[str]) -> BadInput:
     if refused:
         return BadInput(f"{sweep.path}: nothing to run: every point is refused ({len(refused)}; "
                         f"the first: {refused[0]})")
-    return BadInput(f"{sweep.path}: nothing to run: where: {sweep.where!r} holds for no point")
+    from ..sweeps.points.where import shown
+
+    return BadInput(f"{sweep.path}: nothing to run: where: {shown(sweep.where)} holds for no "
+                    f"point")
 
 
 def _plan(args):
@@ -169,7 +180,7 @@ def _plan(args):
     from ..sweeps.points.execute import plan
     from ..sweeps.points.sweep_file import SweepError, not_a_key
 
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise BadInput(f"--workers: expected an integer >= 1, got {args.workers}")
     reason = not_a_key(args.front_by)
     if reason:
@@ -187,16 +198,14 @@ def _plan(args):
     return the_plan
 
 
-@contextmanager
-def _executor(args, the_plan, points: int):
-    """This host's pool, or with --ray (or the file's ray.address) the cluster's tasks."""
+def _executor(args, the_plan, points: int) -> Callable[[], ContextManager[Executor]]:
+    """What starts this host's pool, or with --ray (or the file's ray.address) the
+    cluster's tasks: the cluster connected now, BadInput where it cannot be."""
     address = args.ray or the_plan.sweep.ray_address
     if address is None:
         from ..sweeps.points.pool import host_pool
 
-        with host_pool(min(args.workers, max(1, points))) as pool:
-            yield pool
-        return
+        return lambda: host_pool(min(args.workers, max(1, points)))
     from ..sweeps.points.ray_cluster import ClusterError, connect, ray_tasks
 
     try:
@@ -204,8 +213,7 @@ def _executor(args, the_plan, points: int):
     except ClusterError as e:
         where = f"--ray {address}" if args.ray else f"{the_plan.sweep.path}: ray.address"
         raise BadInput(f"{where}: {e}") from None
-    with ray_tasks(ray) as tasks:
-        yield tasks
+    return lambda: ray_tasks(ray)
 
 
 def _counts(df) -> dict:
@@ -261,7 +269,9 @@ def _progress(total: int, seen: Dict[str, Any]):
 
 def print_text(r: dict) -> None:
     short = [row for row in r["rows"] if _shown(row) in NOT_A_CAPACITY]
-    without = f", {len(short)} without a capacity" if short else ""
+    bounds = [row for row in r["rows"] if _shown(row) in LOWER_BOUND]
+    without = (f", {len(short)} without a capacity" if short else "") + \
+        (f", {len(bounds)} a lower bound" if bounds else "")
     print(f"steptrace sweep: {r['name']} ({r['mode']} mode): {r['points']} points, "
           f"{r['done']} done ({r['skipped']} skipped, complete before{without}), "
           f"{r['failed']} failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
@@ -273,15 +283,16 @@ def print_text(r: dict) -> None:
             ("ttft_p99_s", 11), ("tpot_p50_s", 11)))
         print(f"{row['point'] or '-':<12} {_shown(row):<15}{figures} "
               f"{'*' if row['pareto'] else '':>6}  {_axes(row['axes'])}")
-        reason = row["reason"] or NOT_A_CAPACITY.get(_shown(row))
+        reason = row["reason"] or _SAID.get(_shown(row))
         if reason:
             print(f"{'':<12} {reason}")
     print(f"  table: {r['table']}")
 
 
 def _shown(row: dict) -> str:
-    """The row's status, or for a done capacity point without a capacity its outcome."""
-    return row["outcome"] if row["status"] == "done" and row["outcome"] in NOT_A_CAPACITY \
+    """The row's status, or for a done capacity point without a capacity, or with a lower
+    bound of one, its outcome."""
+    return row["outcome"] if row["status"] == "done" and row["outcome"] in _SAID \
         else row["status"]
 
 

@@ -5,24 +5,33 @@ same dtypes whichever code path wrote it; a chunk missing a declared column or c
 an undeclared one is an error. Chunks go to a hidden temporary file (Parquet row groups,
 or CSV lines); close() renames it into place, so a reader sees either no table or a whole
 one, never a torn file; a write or close that fails (a full disk) gives the table up,
-leaving nothing under either name. An interrupted run still closes its sinks: the tables
-hold every chunk written (chunks are gathered into row groups of ROW_GROUP_ROWS; close
-writes what is gathered). The run's labels (some of run_id, gil_mode, overlap) join every chunk as
+leaving nothing under either name. The temporary file is made new (O_EXCL, O_NOFOLLOW) and
+written through its descriptor: one a writer that ended part way left is removed first,
+but a symbolic link at its name is refused, never written through (BadInput naming it),
+and anything else there is a write fault; at the final name the rename replaces a link,
+not its target. An interrupted run still closes its sinks: the tables hold every chunk
+written (chunks are gathered into row groups of ROW_GROUP_ROWS; close writes what is
+gathered). The run's labels (some of run_id, gil_mode, overlap) join every chunk as
 constant columns, text ones dictionary-encoded, so that every table reads back with the
 same dtypes (categorical).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Union
+from typing import BinaryIO, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from engine.files import KINDS
+
+from ..errors import BadInput
 from ..schema import TABLES, arrow_schema
 
 FORMATS = ("parquet", "csv")
@@ -55,6 +64,7 @@ class TableSink:
         self.schema = arrow_schema(name, list(self._labels))
         self._declared = arrow_schema(name)  # a chunk's columns, without the labels
         self._writer: Optional[Union[pq.ParquetWriter, pa_csv.CSVWriter]] = None
+        self._file: Optional[BinaryIO] = None  # the temporary file, made by this sink
         self._pending: List[pa.Table] = []  # chunks not yet written, fewer than a group's rows
         self._pending_rows = 0
         self._given_up = False
@@ -79,12 +89,13 @@ class TableSink:
         if not chunk.schema.equals(self._declared):  # a no-op cast still costs ~0.2 ms a chunk
             chunk = chunk.cast(self._declared)
         if self._writer is None:
+            self._file = _create(self._tmp)
             if self._fmt == "csv":
-                self._writer = pa_csv.CSVWriter(self._tmp, self.schema)
+                self._writer = pa_csv.CSVWriter(self._file, self.schema)
             else:  # numbers stored plain: dictionary-encoding them is slow
                 text = [f.name for f in self.schema if pa.types.is_dictionary(f.type)]
                 keys = [name for name in KEYS if name in self.schema.names]
-                self._writer = pq.ParquetWriter(self._tmp, self.schema, use_dictionary=text,
+                self._writer = pq.ParquetWriter(self._file, self.schema, use_dictionary=text,
                                                 write_statistics=keys)
         self._pending.append(chunk)
         self._pending_rows += chunk.num_rows
@@ -124,11 +135,13 @@ class TableSink:
         try:
             self._flush()
             self._writer.close()
+            assert self._file is not None  # made with the writer
+            self._file.close()  # a writer given a file leaves it open
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
             raise
-        self._writer = None
+        self._writer, self._file = None, None
         return self.path
 
     def abort(self) -> None:
@@ -136,13 +149,39 @@ class TableSink:
         self._given_up = True
         self._pending, self._pending_rows = [], 0
         writer, self._writer = self._writer, None
+        file, self._file = self._file, None
         if writer is not None:
             try:
                 writer.close()
             except Exception:  # noqa: BLE001 - the file goes anyway
                 pass
-        if self._tmp.is_file():  # not a folder of someone else's under its name
-            self._tmp.unlink()
+        if file is not None:  # only what this sink made: never a link refused there
+            try:
+                file.close()
+            except OSError:  # a full disk's last buffer: the file goes anyway
+                pass
+            if os.path.isfile(self._tmp) and not os.path.islink(self._tmp):
+                os.unlink(self._tmp)
+
+
+def _create(tmp: Path) -> BinaryIO:
+    """`tmp` made new and open for writing; a regular file there (a writer that ended part
+    way) removed first; BadInput naming a symbolic link there, an OSError anything else (a
+    folder: IsADirectoryError)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.fdopen(os.open(tmp, flags, 0o644), "wb")
+    except FileExistsError:
+        mode = os.lstat(tmp).st_mode
+        if stat.S_ISLNK(mode):
+            raise BadInput(f"{tmp} is a symbolic link (to {os.readlink(tmp)}): a table is "
+                           f"written only to a file of its own; remove the link") from None
+        if not stat.S_ISREG(mode):  # a write fault, as writing into it would be
+            kind = next((name for test, name in KINDS if test(mode)), "something else")
+            raise OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EEXIST,
+                          f"{kind} in its place, not a regular file", str(tmp)) from None
+    os.unlink(tmp)
+    return os.fdopen(os.open(tmp, flags, 0o644), "wb")
 
 
 def write_table(df, run_dir: Path, name: str, fmt: str,

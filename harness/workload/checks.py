@@ -13,6 +13,7 @@ from engine.block_hashes import block_size_mismatch
 from engine.deployment import Deployment
 from engine.files import not_regular
 
+from ..io.own_folder import link_refusal, not_a_folder
 from ..io.path_names import unnamable
 from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
@@ -241,13 +242,13 @@ def output(values, fail) -> None:
     if output.is_symlink() and not output.exists():
         fail(("output",), f"{output.absolute()} is a broken symbolic link (to "
                           f"{os.readlink(output)})")
-    if run_folder.is_symlink():
-        fail(("output",), f"{run_folder.absolute()} is a symbolic link (to {os.readlink(run_folder)}): a "
-             f"run writes only into a folder of its own; remove the link or set output to "
-             f"where it points")
+    why = link_refusal(run_folder.absolute(), "a run writes")
+    if why:
+        fail(("output",), why)
     for where in (output, run_folder):
-        if where.exists() and not where.is_dir():
-            fail(("output",), f"{where.resolve()} exists and is not a directory")
+        why = not_a_folder(where, where.resolve())
+        if why:
+            fail(("output",), why)
 
 
 def load_mode(values, fail) -> None:

@@ -11,12 +11,12 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from ...workload import WorkloadError, load_workload
 from . import marker
-from .expand import grid, kept, sample
+from .expand import drawn, grid, kept, sample
 from .point import LateWhere, Point, Refused, resolve
 from .sweep_file import SweepError, SweepFile, load_sweep, not_a_key
 from .table import row
 from .task import empty_answer, run_point
-from .where import WhereError, compile_where
+from .where import WhereError, compile_where, shown
 
 Progress = Callable[[Dict[str, int]], None]  # counts: done, skipped, failed, left
 Task = Callable[[Point], Dict]  # a point to its result: run_point, where it runs
@@ -59,13 +59,15 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
     late = LateWhere(where, base.values) \
         if where is not None and not where.names <= set(sweep.axes) else None
     try:
-        combos = kept(grid(sweep.axes, sweep.zips), None if late else where)
-        if sweep.method == "random" and late is None:
-            combos = _sampled(sweep, combos)
+        if sweep.method == "random" and late is None:  # drawn from the grid unexpanded
+            assert sweep.n is not None  # load_sweep: random takes n
+            combos = drawn(sweep.axes, sweep.zips, sweep.n, sweep.seed, where)
+        else:
+            combos = kept(grid(sweep.axes, sweep.zips), None if late else where)
         points = [p for p in (resolve(sweep.base, sweep.mode, c, sets, folder, front_by, late)
                               for c in combos) if p is not None]
     except WhereError as e:
-        raise SweepError(f"{sweep.path}: where: {sweep.where!r}: {e}") from None
+        raise SweepError(f"{sweep.path}: where: {shown(sweep.where)}: {e}") from None
     if sweep.method == "random" and late is not None:
         points = _sampled(sweep, points)
     return Plan(sweep, folder, tuple(points), sets, front_by)

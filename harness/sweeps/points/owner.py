@@ -3,10 +3,11 @@
 Resume removes a point folder without `point.json` as an attempt that did not finish, so a
 second sweep in the same folder would remove the first's running points, and both would
 write the table's one temporary file. A sweep therefore locks its folder before any point
-runs and holds it until its table is written: `flock` on LOCK, which names the owner's pid
-and host; a second sweep there is refused. The kernel drops the lock when the owner's
-process ends, however it ends: a sweep killed with SIGKILL leaves nothing that blocks its
-resume.
+runs and holds it until its table is written and its last worker has ended (a worker
+stopped by a signal still writes its point's interrupted run): `flock` on LOCK, which names
+the owner's pid and host; a second sweep there is refused. The kernel drops the lock when
+the owner's process ends, however it ends: a sweep killed with SIGKILL leaves nothing that
+blocks its resume.
 
 Resume deletes, so the folder, its `points/` and each point's folder must be the sweep's
 own: a symbolic link at any of them is refused, as `run` refuses one at its run folder.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from ...errors import BadInput
+from ...io.own_folder import link_refusal as linked, not_a_folder
 from ...io.path_names import unnamable
 from .point import POINTS
 
@@ -35,11 +37,7 @@ class LinkRefused(RuntimeError):
 
 def link_refusal(path: Path) -> Optional[str]:
     """Why a sweep may not write at `path`: a symbolic link there; None where it may."""
-    if not path.is_symlink():
-        return None
-    return (f"{path} is a symbolic link (to {os.readlink(path)}): a sweep writes and "
-            f"resumes only in folders of its own; remove the link or set output to where "
-            f"it points")
+    return linked(path, "a sweep writes and resumes")
 
 
 @contextmanager
@@ -52,8 +50,9 @@ def owned(folder: Path, points: Iterable[Path] = ()) -> Iterator[Path]:
     if why:
         raise BadInput(f"the sweep's folder {str(folder)!r} {why}")
     _refuse_links([folder, folder / POINTS, *points])
-    if folder.exists() and not folder.is_dir():
-        raise BadInput(f"the sweep's folder {folder} exists and is not a directory")
+    why = not_a_folder(folder)
+    if why:
+        raise BadInput(f"the sweep's folder {why}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
