@@ -30,7 +30,9 @@ class Page:
         self.browser = None
         try:  # a page that does not open leaves no chromium behind
             browser_ws = self._devtools_url(timeout_s)
-            self.browser = websocket.create_connection(browser_ws, timeout=timeout_s)
+            # no Origin header: chromium 111 and later refuse an origin not allowed
+            self.browser = websocket.create_connection(browser_ws, timeout=timeout_s,
+                                                       suppress_origin=True)
             self.ws = self.browser
             self.next_id, self.events, self.dismissed = 0, [], 0
             target = self.call("Target.createTarget", url="about:blank")["targetId"]

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis import change_points, history_bench, history_series, history_store
+from harness.analysis.history_place import MARKER
 from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.errors import BadInput
@@ -41,15 +42,24 @@ def add(store, *runs, at=0, **kwargs):
 
 
 def history(tmp_path, values_by_commit):
-    """A store of synthetic runs: the i-th list's figures ({"ttft.p99": 0.5}) at commit i,
-    a run each."""
+    """A store of synthetic runs measured on a GPU (their clock's figures have the device's
+    noise floor): the i-th list's figures ({"ttft.p99": 0.5}) at commit i, a run each."""
     store = tmp_path / "store"
     for i, runs in enumerate(values_by_commit):
         for j, figures in enumerate(runs):
-            run = synthetic_run(tmp_path / f"c{i}" / f"c{i}-r{j}", {
-                name: (value, METRICS[name][1]) for name, value in figures.items()})
+            run = on_gpu(synthetic_run(tmp_path / f"c{i}" / f"c{i}-r{j}", {
+                name: (value, METRICS[name][1]) for name, value in figures.items()}))
             assert add(store, run, at=i, extra=["--json"]) == 0
     return store
+
+
+def on_gpu(run):
+    """`run` (a synthetic run of the CPU device) as measured on a GPU."""
+    path = run / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["device"] = dict(manifest["device"], backend="cuda", name="NVIDIA H100 80GB HBM3")
+    path.write_text(json.dumps(manifest))
+    return run
 
 
 def stepped(rng, n=12, at=6, step=0.10, noise=0.01):
@@ -147,7 +157,8 @@ def test_a_kill_mid_add_leaves_a_temporary_file_that_is_ignored(tmp_path, monkey
 
     monkeypatch.setattr(history_store.pq, "write_table", interrupted)
     assert add(store, run) == 130
-    assert not final.exists() and len(list(store.iterdir())) == 1  # the killed add's only
+    left = [p for p in store.iterdir() if p.name != MARKER]
+    assert not final.exists() and len(left) == 1  # the killed add's only
     monkeypatch.undo()
     assert add(store, run) == 0  # the add again completes
     assert len(history_store.read(store)) == 1 and pq.read_table(final).num_rows == 1
@@ -263,8 +274,10 @@ def test_detect_exits_0_on_a_flat_history(tmp_path, capsys):
     store = str(history(tmp_path, stepped(np.random.default_rng(3), n=8, step=0.0)))
     capsys.readouterr()
     assert main(["history", "detect", "--store", store, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == dict(since=None, max_pvalue=0.001,
-                                                       regressions=0, change_points=[])
+    assert json.loads(capsys.readouterr().out) == dict(
+        since=None, max_pvalue=0.001, min_segment=change_points.MIN_SEGMENT,
+        noise_floors=dict(change_points.NOISE_FLOORS, host=None), min_change=0.0,
+        too_short=2, not_judged=0, non_finite=0, regressions=0, change_points=[])
 
 
 def test_store_that_is_a_file_or_holds_a_foreign_file_is_bad_input(tmp_path):

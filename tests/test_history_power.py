@@ -5,13 +5,14 @@ fast and where a step is found."""
 import numpy as np
 import pytest
 
+from harness.analysis import change_points
 from tests.bench import history_power as power
 from tests.test_history import needs_otava
 
 
 def test_a_step_is_injected_in_the_bad_direction_from_its_commit_on():
     values = np.array([100.0, 100.0, 100.0, 100.0])
-    assert list(power.worse(values, "higher", 2, 0.10)) == [100, 100, 90, 90]
+    assert list(power.worse(values, "higher", 2, 0.25)) == [100, 100, 80, 80]
     assert list(power.worse(values, "lower", 1, 0.05)) == [100, 105, 105, 105]
     assert list(values) == [100] * 4  # the real series is left as it was
 
@@ -50,23 +51,28 @@ def test_a_regression_the_unchanged_history_names_is_not_the_step():
 def test_detect_replayed_push_by_push_finds_a_step_and_not_a_flat_series():
     rng = np.random.default_rng(3)
     flat = 1 + 0.01 * rng.standard_normal(30)
-    unchanged = power.detect_pushes(power.series_table(flat, "ttft.p99", "s"))
+    gpu = dict(device="NVIDIA H100 80GB HBM3", backend="cuda")  # the device floor
+    unchanged = power.detect_pushes(power.series_table(flat, "ttft.p99", "s", **gpu))
     assert sorted(unchanged) == list(range(power.FIRST_PUSH, 30))
     assert power.false_alarms_detect(unchanged) == 0.0
     stepped = power.worse(flat, "lower", 15, 0.10)
-    pushes = power.detect_pushes(power.series_table(stepped, "ttft.p99", "s"), first=15)
+    pushes = power.detect_pushes(power.series_table(stepped, "ttft.p99", "s", **gpu), first=15)
     found = power.found_by_detect(pushes, 15, unchanged)
     assert found.at == 0 and found.delay is not None and 0 <= found.delay <= 5
     assert all(15 in named for j, named in pushes.items() if j >= 15 + found.delay)
 
 
-@pytest.mark.parametrize("metric,better_way", [("throughput.output_tokens", "higher"),
-                                               ("sched_call.p50", "lower")])
+@pytest.mark.parametrize("metric,better_way", [
+    ("throughput.output_tokens", "higher"),  # the CPU device: timed by the host
+    ("sched_call.p50", "lower"),
+])
 def test_the_named_commit_is_the_first_worse_one(metric, better_way):
     pytest.importorskip("otava")
-    values = power.worse(np.full(20, 50.0) + np.tile([0.1, -0.1], 10), better_way, 12, 0.10)
-    pushes = power.detect_pushes(power.series_table(values, metric), first=12)
-    assert power.found_by_detect(pushes, 12, {}).at == 0
+    floors = change_points.noise_floors(["host=50%"])  # the host's: judged where set
+    values = power.worse(np.full(20, 50.0) + np.tile([0.1, -0.1], 10), better_way, 12, 0.6)
+    table = power.series_table(values, metric)
+    assert power.found_by_detect(power.detect_pushes(table, 12, floors), 12, {}).at == 0
+    assert power.detect_pushes(table, 12) == {j: set() for j in range(12, 20)}  # by default
 
 
 @pytest.mark.slow  # three real-clock runs in a process of their own

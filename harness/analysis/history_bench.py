@@ -54,13 +54,13 @@ def provenance(path: Path, data: dict, commit: Optional[str],
     """--commit and --date, else the file's `commit_info` (`id`, `time`: the commit's);
     BadInput naming what neither gives."""
     info = _part(data, "commit_info")
-    return checked_provenance(path, commit or info.get("id"), date or info.get("time"),
+    return checked_provenance(path, commit, date, info.get("id"), info.get("time"),
                               "benchmarked", "commit_info (id, time)")
 
 
-def rows(path: Path, data: dict, prov: Provenance) -> pa.Table:
-    """One row per benchmark: its median (s). The configuration is the machine (its node
-    and CPU) and the Python that ran it."""
+def rows(path: Path, data: dict, prov: Provenance, runner: str = "") -> pa.Table:
+    """One row per benchmark: its median (s). The configuration is the machine's CPU, the
+    Python that ran it and the runner class named; the machine's node is the host."""
     machine = _part(data, "machine_info")
     cpu = _part(machine, "cpu")
     python = f"{machine.get('python_implementation', '')} {machine.get('python_version', '')}"
@@ -68,7 +68,8 @@ def rows(path: Path, data: dict, prov: Provenance) -> pa.Table:
     labels = dict(run_key=key(data), run_id=path.stem, workload=WORKLOAD,
                   workload_hash=hashlib.sha256(python.encode()).hexdigest()[:16],
                   device=str(cpu.get("brand_raw") or machine.get("processor") or ""),
-                  modeled=False, gil_mode="", host=str(machine.get("node", "")),
+                  backend="cpu", modeled=False, gil_mode="", runner=runner,
+                  host=str(machine.get("node", "")),
                   harness_version="", commit=prov.commit, commit_date=prov.date)
     frame = pd.DataFrame(dict(labels, metric=[name for _, name, _, _ in entries], stat=STAT,
                               value=[median for _, _, _, median in entries], unit="s"),

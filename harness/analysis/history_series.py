@@ -1,17 +1,22 @@
 """The history's series: per metric and configuration, one row per commit in the order of
-the commits' dates, the runs of one commit summarised by their median and range."""
+the commits' dates, the runs of one commit summarised by their median and range. A value
+that is not a finite number (NaN or an infinity in a store's file) is left out of them,
+and the commands say how many (`non_finite`)."""
 
 from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 
 from ..errors import BadInput
+from .destination import listed
 from .history_store import CONFIGURATION, LABELS
 
 SERIES = (*CONFIGURATION, "metric", "stat")  # what one series shares
-COLUMNS = [*SERIES, "unit", "commit", "commit_date", "runs", "median", "min", "max"]
+COLUMNS = [*SERIES, "backend", "unit", "commit", "commit_date", "host", "runs", "median",
+           "min", "max"]
 
 
 def parse_where(items: Iterable[str]) -> List[Tuple[str, str]]:
@@ -47,19 +52,43 @@ def select(rows: pd.DataFrame, metric: Optional[str],
     return rows[keep]
 
 
+def non_finite(rows: pd.DataFrame) -> int:
+    """How many of the rows' values series() leaves out: NaN and infinities."""
+    return int((~np.isfinite(rows["value"].to_numpy(dtype=float))).sum())
+
+
 def series(rows: pd.DataFrame) -> pd.DataFrame:
     """COLUMNS: one row per series and commit, ordered by series, then by commit date (a
-    commit's earliest as given, the commit's name breaking ties)."""
+    commit's earliest as given, the commit's name breaking ties); the values that are not
+    finite left out (a commit with none left has no row). `host`: the hosts of the
+    commit's runs."""
+    rows = rows[np.isfinite(rows["value"].to_numpy(dtype=float))]
     grouped = rows.groupby([*SERIES, "commit"], sort=False, dropna=False)
-    out = grouped.agg(unit=("unit", "first"), commit_date=("commit_date", "min"),
-                      runs=("run_key", "nunique"), median=("value", "median"),
-                      min=("value", "min"), max=("value", "max")).reset_index()
+    out = grouped.agg(backend=("backend", _one), unit=("unit", "first"),
+                      commit_date=("commit_date", "min"),
+                      host=("host", _hosts), runs=("run_key", "nunique"),
+                      median=("value", "median"), min=("value", "min"),
+                      max=("value", "max")).reset_index()
     out = out.sort_values([*SERIES, "commit_date", "commit"], kind="stable",
                           ignore_index=True)
     return out[COLUMNS]
 
 
 def each_series(table: pd.DataFrame):
-    """(series labels as a dict, its rows in commit order) for every series of `table`."""
+    """(series labels as a dict, its rows in commit order) for every series of `table`;
+    the labels hold its hosts too (`host`: "ci-7", or "ci-7, ci-9 and ci-12") and its
+    `backend` (cpu, cuda, npu; "" where not recorded, or not one)."""
     for key, part in table.groupby(list(SERIES), sort=False, dropna=False):
-        yield dict(zip(SERIES, key)), part.reset_index(drop=True)
+        hosts = sorted({h for text in part["host"] for h in str(text).split(", ")})
+        yield (dict(zip(SERIES, key), backend=_one(part["backend"]), host=listed(hosts)),
+               part.reset_index(drop=True))
+
+
+def _hosts(hosts: pd.Series) -> str:
+    return ", ".join(sorted(set(map(str, hosts))))
+
+
+def _one(backends: pd.Series) -> str:
+    """The one backend of the runs, "" where they recorded none or more than one."""
+    found = set(map(str, backends))
+    return found.pop() if len(found) == 1 else ""

@@ -1,6 +1,7 @@
 """The results history (docs/comparing.md, "History and change points"): a folder of
 Parquet files, one per run added, each holding that run's summary in long format, one row
-per (metric, stat), with the run's labels and the commit of the engine it measured.
+per (metric, stat), with the run's labels and the commit of the engine it measured, and
+the marker that says `add` made the folder (harness/analysis/history_place.py).
 
 Every file is written whole under a hidden temporary name and renamed into place
 (harness/io/atomic.py), and its name is the run's identity: two `add`s never write the
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -26,19 +28,33 @@ from engine.files import not_regular
 
 from ..errors import BadInput
 from ..io.atomic import atomic_open
+from . import history_place
 from .runs import Run
 
 # What tells one series of figures from another: the same workload (by its resolved
-# values), measured the same way on the same machine.
-CONFIGURATION = ("workload", "workload_hash", "device", "modeled", "gil_mode", "host")
-LABELS = (*CONFIGURATION, "harness_version", "commit", "commit_date", "run_id")
+# values), measured the same way on the same device, and the runner class where the user
+# names one (`--runner`). The host is a label, not part of it: CI runners get a new name
+# per job, and a series keyed by it would never grow.
+CONFIGURATION = ("workload", "workload_hash", "device", "modeled", "gil_mode", "runner")
+# `backend`: the manifest's device backend (cpu, cuda, npu): which clock a measured run's
+# figures were timed by (change_points.floor_class). The device decides it: not part of the
+# configuration, so that a series from before the column goes on with new runs.
+LABELS = (*CONFIGURATION, "backend", "host", "harness_version", "commit", "commit_date",
+          "run_id")
 SCHEMA = pa.schema([
     ("run_key", pa.string()), ("run_id", pa.string()), ("workload", pa.string()),
-    ("workload_hash", pa.string()), ("device", pa.string()), ("modeled", pa.bool_()),
-    ("gil_mode", pa.string()), ("host", pa.string()), ("harness_version", pa.string()),
-    ("commit", pa.string()), ("commit_date", pa.string()), ("metric", pa.string()),
-    ("stat", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
+    ("workload_hash", pa.string()), ("device", pa.string()), ("backend", pa.string()),
+    ("modeled", pa.bool_()),
+    ("gil_mode", pa.string()), ("runner", pa.string()), ("host", pa.string()),
+    ("harness_version", pa.string()), ("commit", pa.string()), ("commit_date", pa.string()),
+    ("metric", pa.string()), ("stat", pa.string()), ("value", pa.float64()),
+    ("unit", pa.string()),
 ])
+# Columns a file written before they existed lacks, read as this value: `runner` (none
+# named: the series of every host of the configuration, as new ones are), `backend` (not
+# recorded: judged as the host's, change_points.floor_class).
+ADDED_LATER = {"runner": "", "backend": ""}
+RUNNER_VARIABLE = "STEPTRACE_RUNNER"  # `add --runner`'s default (docs/ci.md)
 # Workload keys that say where and how the figures are written, not what ran.
 NOT_THE_EXPERIMENT = ("output", "table_format")
 
@@ -72,7 +88,8 @@ def workload_hash(manifest: dict) -> str:
 
 def utc_date(text: str, where: str) -> str:
     """An ISO 8601 date or time as UTC ISO text (a time without a zone taken as UTC);
-    BadInput naming `where` for anything else."""
+    BadInput naming `where` for anything else, a time whose UTC falls outside the years 1
+    to 9999 included."""
     try:
         when = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
     except ValueError:
@@ -80,34 +97,50 @@ def utc_date(text: str, where: str) -> str:
                        f"2026-12-03T16:22:47+00:00)") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).isoformat(timespec="seconds")
+    try:
+        return when.astimezone(timezone.utc).isoformat(timespec="seconds")
+    except OverflowError:  # 9999-12-31T23:59:59-23:59 is in the year 10000 in UTC
+        raise BadInput(f"{where}: {text!r} is outside the dates accepted: in UTC, "
+                       f"0001-01-01T00:00:00+00:00 to 9999-12-31T23:59:59+00:00") from None
 
 
 def provenance(run: Run, commit: Optional[str], date: Optional[str]) -> Provenance:
-    """--commit and --date, else the manifest's `git_sha` and `git_date`; BadInput naming
-    what neither gives."""
-    return checked_provenance(run.path, commit or run.manifest.get("git_sha"),
-                              date or run.manifest.get("git_date"), "engine's",
-                              "manifest (git_sha, git_date)")
+    """--commit and --date, else the manifest's `git_sha` and `git_date` (the run's
+    $STEPTRACE_COMMIT and $STEPTRACE_COMMIT_DATE, or the harness's own checkout: harness/
+    replay/manifest.py); BadInput naming what neither gives."""
+    return checked_provenance(run.path, commit, date, run.manifest.get("git_sha"),
+                              run.manifest.get("git_date"), "engine's",
+                              "manifest (git_sha, git_date; set STEPTRACE_COMMIT and "
+                              "STEPTRACE_COMMIT_DATE for the run)")
 
 
-def checked_provenance(path, commit, date, whose: str, source: str) -> Provenance:
-    """The commit and its date (UTC); BadInput naming which neither --commit/--date nor the
-    `source` gave."""
-    missing = [what for what, value in (("commit (--commit)", commit),
-                                        ("commit date (--date)", date)) if not value]
+def checked_provenance(path, commit, date, found_commit, found_date, whose: str,
+                       source: str) -> Provenance:
+    """The commit and its date (UTC): --commit and --date, else what the `source` gave;
+    BadInput naming which neither gave, or the date that is not one (--date where given)."""
+    missing = [what for what, given, found in (("commit (--commit)", commit, found_commit),
+                                               ("commit date (--date)", date, found_date))
+               if not (given or found)]
     if missing:
         raise BadInput(f"{path}: the {whose} {' and '.join(missing)}: neither given nor in "
                        f"its {source}")
-    return Provenance(str(commit), utc_date(str(date), f"{path}: commit date"))
+    where = "--date" if date else f"{path}: commit date"
+    return Provenance(str(commit or found_commit), utc_date(str(date or found_date), where))
 
 
-def rows(run: Run, prov: Provenance) -> pa.Table:
+def runner(given: Optional[str]) -> str:
+    """The runner class the series are kept apart by: --runner, else $STEPTRACE_RUNNER,
+    else none ("")."""
+    return given if given is not None else os.environ.get(RUNNER_VARIABLE, "")
+
+
+def rows(run: Run, prov: Provenance, runner: str = "") -> pa.Table:
     """The run's summary metrics (no NaN: nothing measured), one row per (metric, stat)."""
     labels = dict(run_key=run_key(run), run_id=run.name, workload=run.workload,
                   workload_hash=workload_hash(run.manifest), device=run.device,
+                  backend=str((run.manifest.get("device") or {}).get("backend", "")),
                   modeled=run.modeled, gil_mode=str(run.manifest["gil_mode"]),
-                  host=str(run.manifest.get("host", "")),
+                  runner=runner, host=str(run.manifest.get("host", "")),
                   harness_version=str((run.manifest.get("versions") or {}).get("steptrace", "")),
                   commit=prov.commit, commit_date=prov.date)
     units = run.units()
@@ -120,24 +153,35 @@ def rows(run: Run, prov: Provenance) -> pa.Table:
     return pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
 
 
-def add(store: Path, run: Run, prov: Provenance) -> bool:
+def add(store: Path, run: Run, prov: Provenance, runner: str = "") -> bool:
     """Store the run's rows; False (nothing written) where the store already holds it."""
+    prepare(store, [run.path])
+    return write(store, run_key(run), lambda: rows(run, prov, runner))
+
+
+def prepare(store: Path, sources: Sequence[Path] = ()) -> None:
+    """The store made, or found to be one `add` made, before anything is written to it;
+    BadInput naming the path where it is not (history_place.check)."""
+    history_place.check(store, sources, is_history_file)
     make(store)
-    return write(store, run_key(run), lambda: rows(run, prov))
 
 
 def make(store: Path) -> None:
-    """The store's folder, made where missing; BadInput where it cannot be one."""
+    """The store's folder and its marker, made where missing; BadInput where it cannot be
+    one."""
     try:
         store.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a file there, or above it
         raise BadInput(f"{store}: cannot be a history store (a folder): {e.strerror}") from None
+    history_place.mark(store)
 
 
 def write(store: Path, key: str, table: Callable[[], pa.Table]) -> bool:
     """The rows `table()` makes stored as `key`'s file, written whole; False (nothing
-    written, nothing made) where the store already holds `key`."""
+    written, nothing made) where the store already holds `key`. Never through a symbolic
+    link: one there is refused (BadInput), not followed."""
     path = store / f"{key}.parquet"
+    history_place.refuse_link(path, store)
     if path.exists():
         return False
     with atomic_open(path, "wb") as f:
@@ -152,10 +196,25 @@ def files(store: Path) -> List[Path]:
     return sorted(p for p in store.glob("*.parquet") if not p.name.startswith("."))
 
 
+def is_history_file(path: Path) -> bool:
+    """Whether `path` is a regular file whose columns are a history file's (its footer
+    alone read)."""
+    if path.is_symlink() or not_regular(path):
+        return False
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, pa.ArrowException):
+        return False
+    return all(c in names for c in SCHEMA.names if c not in ADDED_LATER)
+
+
 def read(store: Path) -> pd.DataFrame:
-    """Every row of the store; BadInput naming a file that is not one `add` wrote."""
+    """Every row of the store; BadInput naming a file that is not one `add` wrote, and the
+    file, column, row and value that is not of its column's type or is missing (a null
+    label; a null value reads as NaN)."""
     tables = []
     for path in files(store):
+        history_place.refuse_link(path, store)
         why = not_regular(path)  # a FIFO would block the reader for ever
         if why:
             raise BadInput(f"{path}: {why}")
@@ -163,11 +222,47 @@ def read(store: Path) -> pd.DataFrame:
             table = pq.read_table(path)
         except (OSError, ValueError) as e:
             raise BadInput(f"{path}: unreadable ({e})") from None
-        missing = [c for c in SCHEMA.names if c not in table.column_names]
-        if missing:
-            raise BadInput(f"{path}: not a history file (no column(s) {', '.join(missing)})")
-        tables.append(table.select(SCHEMA.names).cast(SCHEMA))
+        tables.append(_checked(path, table))
     if not tables:
         raise BadInput(f"{store}: an empty history store: add runs with `steptrace history "
                        f"add RUN --store {store}`")
     return pa.concat_tables(tables).to_pandas()
+
+
+def _checked(path: Path, table: pa.Table) -> pa.Table:
+    """`table` as SCHEMA, ADDED_LATER's columns filled where missing; BadInput naming what
+    is not."""
+    names = table.column_names
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise BadInput(f"{path}: not a history file (column(s) {', '.join(twice)} twice)")
+    missing = [c for c in SCHEMA.names if c not in names and c not in ADDED_LATER]
+    if missing:
+        raise BadInput(f"{path}: not a history file (no column(s) {', '.join(missing)})")
+    columns = []
+    for field in SCHEMA:
+        if field.name not in names:
+            columns.append(pa.array([ADDED_LATER[field.name]] * table.num_rows, field.type))
+            continue
+        column = table.column(field.name)
+        try:
+            column = column.cast(field.type)
+        except pa.ArrowException:
+            raise BadInput(_not_of_type(path, field, column)) from None
+        if column.null_count and field.name != "value":
+            row = column.to_pylist().index(None)
+            raise BadInput(f"{path}: column {field.name}, row {row + 1} of {len(column)}: "
+                           f"null, expected a {field.type} (every label is given)")
+        columns.append(column)
+    return pa.table(columns, schema=SCHEMA)
+
+
+def _not_of_type(path: Path, field: pa.Field, column) -> str:
+    """The first value of `column` that is not a `field.type`, named with its row."""
+    for row, value in enumerate(column.to_pylist()):
+        try:
+            pa.array([value]).cast(field.type)
+        except pa.ArrowException:
+            return (f"{path}: column {field.name}, row {row + 1} of {len(column)}: "
+                    f"{value!r:.80} is not a {field.type}")
+    return f"{path}: column {field.name} is {column.type}, expected {field.type}"

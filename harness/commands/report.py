@@ -25,6 +25,9 @@ def add(p) -> None:
     p.add_argument("--interactivity", metavar="TOK_S,...",
                    help="a sweep's page: the tokens/s per user at which the best "
                    "configurations are compared (default: 20,50,100)")
+    p.add_argument("--noise-floor", action="append", default=[], metavar="CLASS=PCT",
+                   help="a trend page's change points: a class's noise floor, as `history "
+                   "detect --noise-floor` sets it (repeatable)")
     p.add_argument("--trace-events", action="store_true",
                    help="also write each run's steps as Chrome/Perfetto trace-event JSON")
     add_json(p)
@@ -39,6 +42,8 @@ def main(args) -> int:
         raise BadInput("report: name runs (RUN_OR_SWEEP) or --history STORE, not both")
     if args.history:
         return _history(args)
+    if args.noise_floor:
+        raise BadInput("report: --noise-floor is for a history's trend page (--history STORE)")
     from ..analysis.report.sweep_page import is_sweep
 
     if len(args.runs) == 1 and is_sweep(args.runs[0]):
@@ -75,7 +80,7 @@ def _history(args) -> int:
     if args.trace_events:
         raise BadInput("report --history: --trace-events is for runs")
     try:
-        written = build_history(args.history, args.output)
+        written = build_history(args.history, args.output, args.noise_floor)
     except WriteFailed as e:
         raise RunFailed(e) from e
     index, summary = written.dir / "index.html", written.dir / "summary.md"

@@ -1,6 +1,12 @@
 """A run's manifest as it starts: what ran (the workload, its trace, the engine, the device
 and its profile), where (host, versions, git commit) and who writes it (pid, host: `show`
-tells a killed run from a running one by them)."""
+tells a killed run from a running one by them).
+
+The git commit (`git_sha`, `git_date`) is the engine's under test: $STEPTRACE_COMMIT and
+$STEPTRACE_COMMIT_DATE where CI sets them, else the checkout steptrace runs from, only where
+git tracks this package's files there (an installed steptrace inside another repository's
+folder would otherwise record that repository's HEAD); else none. `versions.steptrace` is
+always the package's own version."""
 
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from engine.executors import ExecutorSpec
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
     modeled = ExecutorSpec.parse(engine.config.executor).modeled
-    sha, date = _git_commit()
+    sha, date = engine_commit()
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
         trace=str(workload.trace_file) if workload.trace_file else "generated",
@@ -57,14 +63,36 @@ def _installed(package: str) -> Optional[str]:
         return None
 
 
-def _git_commit() -> Tuple[Optional[str], Optional[str]]:
-    """The checkout's HEAD and its commit date (ISO 8601); None, None outside one."""
-    try:
-        out = subprocess.run(["git", "log", "-1", "--format=%H %cI"], capture_output=True,
-                             text=True, cwd=Path(__file__).parent, timeout=5).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        return None, None
+COMMIT_VARIABLES = ("STEPTRACE_COMMIT", "STEPTRACE_COMMIT_DATE")
+
+
+def engine_commit(source: Path = Path(__file__)) -> Tuple[Optional[str], Optional[str]]:
+    """The commit under test and its date: COMMIT_VARIABLES where set (each, else None),
+    else checkout_commit(source)."""
+    given = [os.environ.get(name) or None for name in COMMIT_VARIABLES]
+    if any(given):
+        return given[0], given[1]
+    return checkout_commit(source)
+
+
+def checkout_commit(source: Path) -> Tuple[Optional[str], Optional[str]]:
+    """HEAD and its commit date (ISO 8601) of the repository whose git tracks `source`, a
+    file of this package; None, None where none does (outside a checkout, or installed in
+    a folder of a repository that does not track it)."""
+    folder = source.parent
+    tracked = _git(folder, "ls-files", "--error-unmatch", "--", source.name)
+    out = _git(folder, "log", "-1", "--format=%H %cI").split() if tracked else []
     return (out[0], out[1]) if len(out) == 2 else (None, None)
+
+
+def _git(folder: Path, *args: str) -> str:
+    """git's output in `folder`; "" where it fails or is not installed."""
+    try:
+        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True,
+                              text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
 
 
 def _cpu_name() -> str:

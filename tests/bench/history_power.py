@@ -2,6 +2,7 @@
 real A/A history (docs/comparing.md, "How often it alarms, how fast it finds a step").
 
     python -m tests.bench.history_power [--runs 100] [--out DIR] [--from RUNS]
+        [--stepped PCT] [--steps PCT,...] [--noise-floor CLASS=PCT ...]
 
 Runs workloads/quickstart.yaml (the tiny model on the CPU, the real clock) on a short
 generated trace (SETTINGS) `--runs` times in one `steptrace run` (`repeats`), or reads the
@@ -9,14 +10,17 @@ runs of an earlier one (`--from`), and stamps the i-th run as commit `c{i:03d}`:
 A/A history, one build measured once per commit. In its series of the headline metrics it counts
 
 - the false alarms: replaying the history push by push (at push j it holds commits 0..j),
-  the distinct commits `history detect` (its code, Otava at p < 0.001) names as a
-  regression at any push, and the commits `gate --rules` fails (each run against the
-  first commit's run, the stored baseline, or against its predecessor's run), per 100
-  commits;
-- with a step of STEPS injected in the bad direction from a known commit on (each of
+  the distinct commits `history detect` (its code, Otava at p < 0.001 with its noise
+  floors, or those `--noise-floor` sets) names as a regression at any push, and the
+  commits `gate --rules` fails (each run against the first commit's run, the stored
+  baseline, or against its predecessor's run), per 100 commits;
+- with a step of each of `--steps` (STEPS) injected in the bad direction from a known commit on (each of
   INJECT_AT's fractions of the history in turn; the real values scaled): whether it is
   found, how many commits after the change (at the push of the changed commit: 0), and
   the commit named (its offset from the true one, within TOLERANCE).
+
+It also runs `history detect` once on the whole A/A history, every metric's series, and
+counts the change points it names: none is the promise (docs/comparing.md, "Noise floors").
 
 It writes two stores under --out: `aa` (the runs as added) and `stepped` (the same rows,
 a step of `--stepped` percent injected at INJECT_AT[1] into each of METRICS), for `history detect` and
@@ -71,33 +75,38 @@ def commit_date(i: int) -> str:
 
 
 def worse(values: np.ndarray, better_way: str, at: int, step: float) -> np.ndarray:
-    """`values` (one per commit) made worse by `step` from index `at` on: lower by it where
-    higher is better, higher by it where lower is."""
-    factor = 1 - step if better_way == HIGHER else 1 + step
+    """`values` (one per commit) made worse by `step` from index `at` on, as a noise floor
+    measures a change: higher by it where lower is better (x 1.25 for 25 %), lower where
+    higher is (/ 1.25)."""
+    factor = 1 / (1 + step) if better_way == HIGHER else 1 + step
     out = np.array(values, dtype=float)
     out[at:] *= factor
     return out
 
 
-def series_table(values: Sequence[float], metric: str, unit: str = "") -> pd.DataFrame:
-    """One series as history_series.series makes it: a run per commit."""
+def series_table(values: Sequence[float], metric: str, unit: str = "",
+                 **labels) -> pd.DataFrame:
+    """One series as history_series.series makes it: a run per commit, of this script's
+    runs (the CPU device) but for the `labels` given (backend="cuda")."""
     name, _, stat = metric.partition(".")
     n = len(values)
-    return pd.DataFrame(dict(
-        workload="quickstart", workload_hash="0" * 16, device="cpu", modeled=False,
-        gil_mode="released", host="host", metric=name, stat=stat, unit=unit,
+    return pd.DataFrame(dict(dict(
+        workload="quickstart", workload_hash="0" * 16, device="x86_64", backend="cpu",
+        modeled=False, gil_mode="released", runner="", host="host", metric=name, stat=stat,
+        unit=unit), **labels,
         commit=[commit(i) for i in range(n)], commit_date=[commit_date(i) for i in range(n)],
         runs=1, median=list(values), min=list(values), max=list(values)),
         columns=history_series.COLUMNS)
 
 
-def detect_pushes(table: pd.DataFrame, first: int = FIRST_PUSH) -> Dict[int, Set[int]]:
-    """Push j -> the commits (indexes) `history detect` names as a regression when the
-    history holds commits 0..j."""
+def detect_pushes(table: pd.DataFrame, first: int = FIRST_PUSH,
+                  floors: Optional[Dict[str, float]] = None) -> Dict[int, Set[int]]:
+    """Push j -> the commits (indexes) `history detect` (with `floors`, default its own)
+    names as a regression when the history holds commits 0..j."""
     index = {c: i for i, c in enumerate(table["commit"])}
     out = {}
     for j in range(first, len(table)):
-        points = change_points.detect(table.iloc[:j + 1])
+        points = change_points.detect(table.iloc[:j + 1], floors=floors)
         out[j] = {index[p.commit_after] for p in points if p.regression}
     return out
 
@@ -205,15 +214,16 @@ def _list(items, text) -> str:
     return ",".join("-" if x is None else text(x) for x in items)
 
 
-def detect_row(values: np.ndarray, metric: str, better_way: str) -> List[str]:
-    unchanged = detect_pushes(series_table(values, metric))
+def detect_row(values: np.ndarray, metric: str, better_way: str, steps: Sequence[float],
+               floors: Dict[str, float]) -> List[str]:
+    unchanged = detect_pushes(series_table(values, metric), floors=floors)
     cells = [f"{false_alarms_detect(unchanged):.1f}"]
-    for step in STEPS:
+    for step in steps:
         found = []
         for fraction in INJECT_AT:
             at = int(fraction * len(values))
             table = series_table(worse(values, better_way, at, step), metric)
-            found.append(found_by_detect(detect_pushes(table, first=at), at, unchanged))
+            found.append(found_by_detect(detect_pushes(table, at, floors), at, unchanged))
         hits = sum(f.delay is not None for f in found)
         cells.append(f"{hits}/{len(found)} after {_list([f.delay for f in found], str)} "
                      f"at {_list([f.at for f in found], lambda x: f'{x:+d}')}")
@@ -221,9 +231,9 @@ def detect_row(values: np.ndarray, metric: str, better_way: str) -> List[str]:
 
 
 def gate_row(values: np.ndarray, metric: str, better_way: str, wiring: str,
-             limit: float) -> List[str]:
+             limit: float, steps: Sequence[float]) -> List[str]:
     cells = [f"{false_alarms_gate(gate_fails(values, metric, better_way, wiring, limit)):.1f}"]
-    for step in STEPS:
+    for step in steps:
         found = []
         for fraction in INJECT_AT:
             at = int(fraction * len(values))
@@ -236,7 +246,7 @@ def gate_row(values: np.ndarray, metric: str, better_way: str, wiring: str,
     return cells
 
 
-def header(runs: Sequence[Path]) -> List[str]:
+def header(runs: Sequence[Path], floors: Dict[str, float]) -> List[str]:
     first, last = read_run(runs[0]).manifest, read_run(runs[-1]).manifest
     busy = sum(read_run(p).busy_host is not None for p in runs)
     others = [(read_run(p).manifest.get("host_share") or {}).get("other_cpu_pct") for p in runs]
@@ -249,7 +259,10 @@ def header(runs: Sequence[Path]) -> List[str]:
         f"  {busy} of {len(runs)} runs noted a busy host (other processes held "
         f"{np.median(others):.0f}% of the host's CPU at the median run, "
         f"{max(others):.0f}% at most)",
-        f"  history detect: Otava at p < {change_points.MAX_PVALUE:g}, replayed push by push "
+        f"  history detect: Otava at p < {change_points.MAX_PVALUE:g}, "
+        f"{change_points.MIN_SEGMENT} commits a side, noise floors "
+        f"{', '.join(f'{k} {v:.0%}' if v < 1e9 else f'{k} not judged' for k, v in floors.items())}"
+        f"; replayed push by push "
         f"from commit {FIRST_PUSH}; a step counts as found when a push names a regression "
         f"within {TOLERANCE} commits of it",
         f"  gate --rules: one run a side; baseline = the first commit's run, predecessor = "
@@ -263,18 +276,32 @@ def header(runs: Sequence[Path]) -> List[str]:
     ]
 
 
-def table(rows: pd.DataFrame) -> List[str]:
+def whole(rows: pd.DataFrame, floors: Dict[str, float]) -> str:
+    """`history detect` on the whole A/A history: what it names, in every series."""
+    table = history_series.series(rows)
+    points = change_points.detect(table, floors=floors)
+    named = ", ".join(f"{p.series['metric']}.{p.series['stat']} {p.commit_after} "
+                      f"{p.change_pct:+.0f}%" for p in points[:6])
+    count = len(list(history_series.each_series(table)))
+    return (f"  history detect on the whole A/A history ({count} series): {len(points)} "
+            f"change point(s), {sum(p.regression for p in points)} regression(s)"
+            f"{': ' if named else ''}{named}{', ...' if len(points) > 6 else ''}")
+
+
+def table(rows: pd.DataFrame, steps: Sequence[float] = STEPS,
+          floors: Optional[Dict[str, float]] = None) -> List[str]:
+    floors = floors or change_points.NOISE_FLOORS
     out = [f"{'metric':26}{'method':24}{'A/A alarms':>11}  "
-           + "  ".join(f"{f'{s:.0%} step':35}" for s in STEPS).rstrip(),
+           + "  ".join(f"{f'{s:.0%} step':35}" for s in steps).rstrip(),
            f"{'':26}{'':24}{'/100 commits':>11}"]
     for metric in METRICS:
         values, unit = _values(rows, metric)
         name, _, stat = metric.partition(".")
         better_way = better(name, stat)
         out.append(f"{metric:26}A/A: {spread(values)} {unit}")
-        methods = [("history detect", detect_row(values, metric, better_way))]
+        methods = [("history detect", detect_row(values, metric, better_way, steps, floors))]
         methods += [(f"gate {limit:.0%} vs {wiring}",
-                     gate_row(values, metric, better_way, wiring, limit))
+                     gate_row(values, metric, better_way, wiring, limit, steps))
                     for wiring, limit in GATES]
         for method, cells in methods:
             out.append((f"{'':26}{method:24}{cells[0]:>11}  "
@@ -300,15 +327,32 @@ def main(argv=None) -> int:
                    "temporary folder, removed)")
     p.add_argument("--stepped", type=float, default=10.0, metavar="PCT",
                    help="the step of the `stepped` store, in percent (%(default)s)")
+    p.add_argument("--steps", type=_steps, default=STEPS, metavar="PCT,...",
+                   help="the steps injected, in percent (5,10,25; 100: a latency doubled, "
+                   "a throughput halved)")
+    p.add_argument("--noise-floor", action="append", default=[], metavar="CLASS=PCT",
+                   help="judge with this noise floor (as `history detect --noise-floor`)")
     args = p.parse_args(argv)
+    floors = change_points.noise_floors(args.noise_floor)
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
         folder = args.source or run_repeats(args.runs, out / "runs")
         runs = ordered(folder)
         aa, _ = stores(runs, out, args.stepped / 100)
         rows = history_store.read(aa)
-        print(*header(runs), *table(rows), sep="\n")
+        print(*header(runs, floors), whole(rows, floors), *table(rows, args.steps, floors),
+              sep="\n")
     return 0
+
+
+def _steps(text: str) -> Tuple[float, ...]:
+    try:
+        steps = tuple(float(x) / 100 for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected percentages, 5,10,25") from None
+    if not all(s > 0 for s in steps):
+        raise argparse.ArgumentTypeError(f"{text!r}: each step above 0")
+    return steps
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@ headless chromium (tests/browser.py), the page down to its first figure saved as
 PNG.
 
     python -m tests.bench.trend_screenshot STORE OUT.png [--metric throughput.output_tokens]
+        [--noise-floor CLASS=PCT ...]
 
 `--metric` keeps one metric's series (a copy of the store of that name, filtered, in a
-scratch folder); the picture is of the page as `report --history` writes it.
+scratch folder); `--noise-floor` goes to `report --history`; the picture is of the page as
+it writes it.
 """
 
 from __future__ import annotations
@@ -63,15 +65,18 @@ def main(argv=None) -> int:
     p.add_argument("store", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--metric", help="one metric's series (metric.stat)")
+    p.add_argument("--noise-floor", action="append", default=[], metavar="CLASS=PCT",
+                   help="as `report --history --noise-floor` (repeatable)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         store = args.store.resolve()
         if args.metric:  # the page's title names the store: its own name, not a scratch path
             store = only(store, args.metric, Path(scratch, args.store.resolve().name))
         report = Path(scratch, "trend")
+        floors = [a for f in args.noise_floor for a in ("--noise-floor", f)]
         subprocess.run([sys.executable, "-m", "harness.commands", "report", "--history",
                         str(store.relative_to(scratch) if args.metric else store), "-o",
-                        str(report)], cwd=scratch, check=True, stdout=subprocess.DEVNULL,
+                        str(report), *floors], cwd=scratch, check=True, stdout=subprocess.DEVNULL,
                        env=dict(os.environ, PYTHONPATH=str(REPO)))
         shoot(report, args.out.resolve())
     return 0

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...errors import BadInput
 from ...io.atomic import WriteFailed
+from .. import change_points
 from ..runs import POOLS, find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events, trend
 from .capacity import search
@@ -78,17 +79,20 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
                    sorted(n for n, _ in files if n.startswith("figures/")), events)
 
 
-def build_history(store: Path, out: Path) -> Written:
+def build_history(store: Path, out: Path, noise_floors: Sequence[str] = ()) -> Written:
     """The trend page of the history `store` in `out`, written as `build` writes a report
-    (the same rules for `out`; the store is read, never written)."""
+    (the same rules for `out`; the store is read, never written); `noise_floors` as
+    `history detect --noise-floor` takes them."""
     out, store = Path(out), Path(store)
+    floors = change_points.noise_floors(noise_floors)
     destination.check(out, [store], STORE_ROLE)
-    context = trend.context(store)
+    context = trend.context(store, floors)
     figures = [s["figure"] for s in context["series"]]
     files = [(f"figures/{f.name}.png", f.png) for f in figures]
     files += [("index.html", page.trend_html(context).encode()),
               ("summary.md", page.trend_markdown(context).encode())]
-    command = shlex.join(["steptrace", "report", "--history", str(store), "-o", str(out)])
+    command = shlex.join(["steptrace", "report", "--history", str(store), "-o", str(out),
+                          *(a for f in noise_floors for a in ("--noise-floor", f))])
     _write_folder(out, [store], [], files, command, False, STORE_ROLE)
     return Written(out, context["runs"], [], sorted(n for n, _ in files
                                                     if n.startswith("figures/")))

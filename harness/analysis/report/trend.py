@@ -20,11 +20,12 @@ MAX_FIGURES = 60
 INSTALL = "pip install --no-deps apache-otava==0.8.0"
 
 
-def context(store: Path) -> dict:
+def context(store: Path, floors: Optional[dict] = None) -> dict:
+    """`floors`: the noise floors by class (change_points.noise_floors; default its own)."""
     stored = history_store.read(store)
     rows = _headline_rows(stored)
     table = history_series.series(rows)
-    points, missing = _detect(table)
+    points, missing = _detect(table, floors)
     order = {key: i for i, key in enumerate(_metric_order(rows))}
     series = sorted(history_series.each_series(table), key=lambda s: (
         _configuration(s[0]), order[s[0]["metric"], s[0]["stat"]]))
@@ -44,6 +45,7 @@ def context(store: Path) -> dict:
                 left_out=max(0, len(series) - MAX_FIGURES), max_figures=MAX_FIGURES,
                 commits=stored["commit"].nunique(), runs=stored["run_key"].nunique(),
                 total=len(series), missing=missing, install=INSTALL,
+                not_judged=change_points.not_judged(table, floors),
                 points=[dict(_point(p), series=f"{p.series['metric']}.{p.series['stat']}",
                              configuration=configuration_text(p.series))
                         for p in sorted(points, key=lambda p: p.date_after)])
@@ -64,10 +66,10 @@ def _metric_order(rows: pd.DataFrame) -> List[Tuple[str, str]]:
     return headline(present) + [key for key in bench if key not in present]
 
 
-def _detect(table: pd.DataFrame) -> Tuple[list, Optional[str]]:
+def _detect(table: pd.DataFrame, floors: Optional[dict]) -> Tuple[list, Optional[str]]:
     """The change points, and why there are none to show where Otava is missing."""
     try:
-        return change_points.detect(table), None
+        return change_points.detect(table, floors=floors), None
     except ImportError as e:
         return [], str(e)
 
