@@ -61,23 +61,20 @@ def main(args) -> int:
 
 def _sweep(args, seen: Dict[str, Any]) -> int:
     from ..sweeps.points import pd_ratio as ratio_search
-    from ..sweeps.points.execute import execute
     from ..sweeps.points.owner import owned
-    from ..sweeps.points.pool import run_unless_stopped
     from ..sweeps.points.table import table
     from ..sweeps.points.workers import cores, workers
 
     the_plan = _plan(args)
-    pd_ratio = the_plan.sweep.method == "pd_ratio"
-    searched = the_plan.sweep.method == "optuna"
-    if searched:
-        from ..sweeps.points.optuna_search import SearchError, import_optuna, search
+    method = the_plan.sweep.method
+    if method == "optuna":
+        from ..sweeps.points.optuna_search import SearchError, import_optuna
         try:
             import_optuna()
         except SearchError as e:
             raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
-    total = (the_plan.sweep.n or 0) if searched else \
-        ratio_search.planned(the_plan) if pd_ratio else len(the_plan.unique)
+    total = (the_plan.sweep.n or 0) if method == "optuna" else \
+        ratio_search.planned(the_plan) if method == "pd_ratio" else len(the_plan.unique)
     args.workers = workers(args.workers or cores(), total,
                            not (args.ray or the_plan.sweep.ray_address))
     progress = _progress(total, seen)
@@ -90,17 +87,7 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
         with start() as executor:
             if not args.fresh:
                 _said_incomplete(the_plan.unique)
-            if pd_ratio:
-                rows = ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh,
-                                           progress)
-            elif searched:
-                try:
-                    rows = search(the_plan, executor, run_unless_stopped, args.fresh,
-                                  progress, args.workers)
-                except SearchError as e:
-                    raise BadInput(e) from None
-            else:
-                rows = execute(the_plan, executor, args.fresh, progress, run_unless_stopped)
+            rows = _points(the_plan, executor, args, progress)
             if all(r["status"] == "refused" for r in rows):  # an optuna search's draws
                 raise _nothing_to_run(the_plan.sweep, [r["reason"] for r in rows])
             df = table(rows, the_plan.sweep.prices)
@@ -113,6 +100,24 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
     else:
         print_text(result)
     return 1 if result["failed"] else 0
+
+
+def _points(the_plan, executor, args, progress) -> list:
+    """Every point's row, as the sweep's search method runs them on `executor`."""
+    from ..sweeps.points import pd_ratio as ratio_search
+    from ..sweeps.points.execute import execute
+    from ..sweeps.points.pool import run_unless_stopped
+
+    if the_plan.sweep.method == "pd_ratio":
+        return ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh, progress)
+    if the_plan.sweep.method == "optuna":
+        from ..sweeps.points.optuna_search import SearchError, search
+        try:
+            return search(the_plan, executor, run_unless_stopped, args.fresh, progress,
+                          args.workers)
+        except SearchError as e:
+            raise BadInput(e) from None
+    return execute(the_plan, executor, args.fresh, progress, run_unless_stopped)
 
 
 def _write(df, folder: Path) -> Path:

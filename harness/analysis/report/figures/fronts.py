@@ -56,17 +56,21 @@ def draw(sweep, measure: str):
         crowded = _annotate(ax, notes)
         ax.legend(loc="best")
     unfound = int((rows["status"] == NOT_FOUND).sum())
-    return done(fig, f"fronts_{_name(measure)}", f"Pareto fronts: {axis} against tokens/s "
-                f"per user",
-                f"Each group's ({sweep.front_by}) done points (hollow) and its Pareto front "
-                f"(filled, joined): the points no other point of the group beats on both "
-                f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
-                f"values). Dashed: the interactivity levels of the table below "
-                f"(docs/sweeps.md, \"Fronts and the report\")."
-                + (f" Not drawn: {unfound} point(s) whose capacity search found no capacity "
-                   f"(the points not done, below, say why)." if unfound else "")
-                + (f" Unlabelled, where a label would overlap another: {'; '.join(crowded)}."
-                   if crowded else ""))
+    return done(fig, f"fronts_{_name(measure)}",
+                f"Pareto fronts: {axis} against tokens/s per user",
+                _caption(sweep.front_by, axis, unfound, crowded))
+
+
+def _caption(front_by: str, axis: str, unfound: int, crowded: list) -> str:
+    return (f"Each group's ({front_by}) done points (hollow) and its Pareto front "
+            f"(filled, joined): the points no other point of the group beats on both "
+            f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
+            f"values). Dashed: the interactivity levels of the table below "
+            f"(docs/sweeps.md, \"Fronts and the report\")."
+            + (f" Not drawn: {unfound} point(s) whose capacity search found no capacity "
+               f"(the points not done, below, say why)." if unfound else "")
+            + (f" Unlabelled, where a label would overlap another: {'; '.join(crowded)}."
+               if crowded else ""))
 
 
 def _sources(sweep) -> list:
