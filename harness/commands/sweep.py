@@ -280,13 +280,14 @@ def print_text(r: dict) -> None:
     print(f"steptrace sweep: {r['name']} ({r['mode']} mode): {r['points']} points, "
           f"{r['done']} done ({r['skipped']} skipped, complete before{without}), "
           f"{r['failed']} failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
-    print(f"{'point':<12} {'status':<15} {'out tok/s/device':>17} {'tok/s/user':>11} "
+    wide = max([len("status")] + [len(_shown(row)) for row in r["rows"]])
+    print(f"{'point':<12} {'status':<{wide}} {'out tok/s/device':>17} {'tok/s/user':>11} "
           f"{'ttft p99 s':>11} {'tpot p50 s':>11} {'pareto':>6}  axes")
     for row in r["rows"]:
         figures = "".join(f" {_figure(row[k], w)}" for k, w in (
             ("output_tokens_per_device", 17), ("tokens_per_s_per_user", 11),
             ("ttft_p99_s", 11), ("tpot_p50_s", 11)))
-        print(f"{row['point'] or '-':<12} {_shown(row):<15}{figures} "
+        print(f"{row['point'] or '-':<12} {_shown(row):<{wide}}{figures} "
               f"{'*' if row['pareto'] else '':>6}  {_axes(row['axes'])}")
         reason = row["reason"] or _SAID.get(_shown(row))
         if reason:
