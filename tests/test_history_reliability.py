@@ -381,3 +381,162 @@ def test_json_after_ctrl_c_or_sigterm_is_one_document(tmp_path, capsys, monkeypa
     assert main(["history", "detect", "--store", str(store), "--json"]) == 143
     out, err = capsys.readouterr()
     assert json.loads(out)["exit_code"] == 143 and err.count("\n") == 1
+
+
+# A store's dates, scale and markers; what add is given (issue 42's second audit)
+
+
+def store_of(tmp_path, values, name="store"):
+    """A store of one modeled run's ttft.p99 per commit (exact: any change is judged), the
+    i-th at `values[i]`, written file by file as add writes them."""
+    store = tmp_path / name
+    assert add(store, run_at(tmp_path / f"{name}-run", 0, 0.5, modeled=True)) == 0
+    (first,) = history_store.files(store)
+    table = pq.read_table(first)
+    first.unlink()
+    for i, value in enumerate(values):
+        key = f"{i:032x}"
+        for column, new in (("run_key", key), ("commit", commit(i)),
+                            ("commit_date", f"2026-11-{i + 1:02d}T12:00:00+00:00"),
+                            ("value", value)):
+            at = table.schema.get_field_index(column)
+            table = table.set_column(at, column, pa.array([new] * table.num_rows,
+                                                          table.schema.field(column).type))
+        pq.write_table(table, store / f"{key}.parquet")
+    return store
+
+
+def set_column(path, column, value):
+    table = pq.read_table(path)
+    at = table.schema.get_field_index(column)
+    pq.write_table(table.set_column(at, column, pa.array([value] * table.num_rows)), path)
+
+
+def test_a_commit_date_that_is_not_a_date_names_file_column_row_and_value(tmp_path, capsys):
+    store = store_of(tmp_path, [0.5] * 6 + [0.6] * 6)
+    path = history_store.files(store)[3]
+    set_column(path, "commit_date", "nope")
+    for command in ("show", "detect"):
+        got = main(["history", command, "--store", str(store)])
+        one_line(capsys, 2, got, str(path), "column commit_date, row 1 of 1", "'nope'",
+                 "ISO 8601")
+    set_column(path, "commit_date", "2026-11-04T17:00:00+05:00")  # another zone: as UTC
+    assert main(["history", "show", "--store", str(store), "--json"]) == 0
+    (series,) = json.loads(capsys.readouterr().out)["series"]
+    assert [c["commit_date"] for c in series["commits"]][3] == "2026-11-04T12:00:00+00:00"
+
+
+@needs_otava
+@pytest.mark.parametrize("big", [1e308, 1e-300])
+def test_values_near_the_largest_double_or_the_smallest_hide_no_change(tmp_path, capsys,
+                                                                       big):
+    store = store_of(tmp_path, [big] * 6 + [-big] * 6)
+    status, out = detect(store, capsys)
+    (point,) = out["change_points"]
+    assert status == 0 and point["commit_after"] == commit(6)  # lower: better
+    assert (point["mean_before"], point["mean_after"]) == (big, -big)
+    assert point["change_pct"] == pytest.approx(-200)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1000.5", "1e400"])
+def test_a_min_change_that_is_not_a_percentage_of_0_to_1000_is_refused(tmp_path, capsys,
+                                                                        value):
+    store = store_of(tmp_path, [0.5])
+    got = main(["history", "detect", "--store", str(store), "--min-change", value])
+    one_line(capsys, 2, got, f"--min-change {float(value):g}", "0 to 1000")
+
+
+@needs_otava
+def test_a_min_change_of_1000_percent_is_taken(tmp_path, capsys):
+    store = store_of(tmp_path, [0.5] * 6 + [0.6] * 6)
+    status, out = detect(store, capsys, "--min-change", "1000")
+    assert (status, out["change_points"], out["min_change"]) == (0, [], 10)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--commit", ""), ("--commit", "c1\nc2"), ("--commit", "c1\x1b[2J"), ("--commit", "c 1"),
+    ("--runner", ""), ("--runner", "gpu\na"), ("--runner", "gpu a"),
+])
+def test_an_empty_commit_or_runner_or_one_with_control_characters_is_refused(
+        tmp_path, capsys, option, value):
+    run = run_at(tmp_path, 0, 0.5)
+    path = run / "manifest.json"  # what --commit "" would otherwise fall back on
+    path.write_text(json.dumps({**json.loads(path.read_text()), "git_sha": "f00d"}))
+    args = dict([("--commit", commit(0)), ("--runner", "gpu-a"), (option, value)])
+    got = main(["history", "add", str(run), "--store", str(tmp_path / "store"), "--date",
+                "2026-11-01", *[x for item in args.items() for x in item]])
+    one_line(capsys, 2, got, option, "control character or white space"
+             if value else "empty")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_commit_from_the_environment_or_a_manifest_is_checked_as_given(tmp_path, capsys,
+                                                                         monkeypatch):
+    monkeypatch.setenv("STEPTRACE_COMMIT", "f00d\n")
+    with pytest.raises(history_store.BadInput, match="STEPTRACE_COMMIT.*control character"):
+        manifest.engine_commit()
+    monkeypatch.setenv("STEPTRACE_RUNNER", "gpu\x1ba")
+    run = run_at(tmp_path, 0, 0.5)
+    got = main(["history", "add", str(run), "--store", str(tmp_path / "store"), "--commit",
+                "c", "--date", "2026-11-01"])
+    one_line(capsys, 2, got, "STEPTRACE_RUNNER", "control character")
+    monkeypatch.delenv("STEPTRACE_RUNNER")
+    path = run / "manifest.json"  # a run recorded before the check
+    path.write_text(json.dumps({**json.loads(path.read_text()), "git_sha": "f00d\nx",
+                                "git_date": "2026-11-01"}))
+    got = main(["history", "add", str(run), "--store", str(tmp_path / "store")])
+    one_line(capsys, 2, got, str(run), "git_sha", "control character")
+    assert not (tmp_path / "store").exists()
+
+
+def test_add_refuses_a_marked_store_holding_a_file_it_did_not_write(tmp_path, capsys):
+    store = store_of(tmp_path, [0.5])
+    (store / "README.txt").write_text("our benchmarks\n")
+    before = sorted(p.name for p in store.iterdir())
+    one_line(capsys, 2, add(store, run_at(tmp_path / "runs", 1, 0.5)), str(store),
+             "README.txt", "move it out first")
+    assert sorted(p.name for p in store.iterdir()) == before
+
+
+def test_add_refuses_a_store_with_a_file_cut_short_before_writing(tmp_path, capsys):
+    store = store_of(tmp_path, [0.5, 0.5])
+    path = history_store.files(store)[1]
+    path.write_bytes(path.read_bytes()[:-100])
+    before = sorted(p.name for p in store.iterdir())
+    one_line(capsys, 2, add(store, run_at(tmp_path / "runs", 1, 0.5)), str(path))
+    assert sorted(p.name for p in store.iterdir()) == before
+
+
+@pytest.mark.parametrize("marker", ["[1, 2]", "fifo"])
+def test_reading_refuses_a_marker_that_is_not_one_as_add_does(tmp_path, capsys, marker):
+    store = store_of(tmp_path, [0.5])
+    path = store / history_place.MARKER
+    path.unlink()
+    if marker == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(marker)
+    for command in ("show", "detect"):
+        got = main(["history", command, "--store", str(store)])
+        one_line(capsys, 2, got, str(path), "not a history store's marker")
+    one_line(capsys, 2, add(store, run_at(tmp_path / "runs", 1, 0.5)), str(path),
+             "not a history store's marker")
+
+
+@needs_otava
+def test_a_change_from_0_is_said_as_one_without_a_percentage(tmp_path, capsys):
+    store = store_of(tmp_path, [0.0] * 6 + [1.0] * 6)
+    status, out = detect(store, capsys)
+    (point,) = out["change_points"]
+    assert status == 1 and point["change_pct"] is None and point["mean_before"] == 0
+    assert main(["history", "detect", "--store", str(store)]) == 1
+    text = capsys.readouterr().out
+    assert "0 -> 1 (from 0)" in text and "nan" not in text
+
+
+def test_a_store_file_whose_commit_is_not_one_word_is_refused_on_reading(tmp_path, capsys):
+    store = store_of(tmp_path, [0.5, 0.5])
+    path = history_store.files(store)[1]
+    set_column(path, "commit", "c1\nREGRESSION")  # a forged row in show's table
+    got = main(["history", "show", "--store", str(store)])
+    one_line(capsys, 2, got, str(path), "column commit, row 1 of 1", "control character")

@@ -3,11 +3,17 @@ found no capacity is not a done point (not drawn, not counted done, listed with 
 outcome and why), and a level no point of a group meets is told apart from a measure the
 group's points lack (no TDP published: no power, so no tokens per kW)."""
 
+import os
+
+import pytest
+
 from harness.analysis.report.figures import fronts
 from harness.analysis.report.sweep_data import read_sweep
 from harness.commands import main
 from harness.record.table_sink import write_table
 from harness.sweeps.points.table import table
+from tests.test_bad_input_cli import steptrace
+from tests.test_show import TAMPERED, tampered
 from tests.test_sweep_fronts import B200, H200, POINTS, row, sweep_folder
 
 
@@ -50,3 +56,36 @@ def test_a_level_without_power_says_no_tdp_is_published(tmp_path):
                               f"profile of {H200}, and its runs measured no power")
     assert best[B200, 20].startswith("max_num_seqs=")
     assert best[H200, 1000] == best[B200, 1000] == "no point meets the level"
+
+
+@pytest.mark.parametrize("column, values, words", TAMPERED)
+def test_a_sweep_table_holding_another_kind_than_declared_is_no_page(
+        tmp_path, capsys, column, values, words):
+    """The same check as `show`'s (tests/test_show.py); nothing written (steptrace checks)."""
+    folder = tampered(tmp_path, column, values)
+    page = tmp_path / "page"
+    steptrace(capsys, ["report", folder, "-o", page], 2,
+              f"{folder / 'sweep.parquet'}: {words}", root=tmp_path)
+
+
+def test_a_sweep_table_that_is_a_fifo_is_named_not_its_points_read(tmp_path, capsys):
+    """Not a folder of runs either: its points' runs are not reported in its stead."""
+    folder = sweep_folder(tmp_path)
+    (folder / "sweep.parquet").unlink()
+    os.mkfifo(folder / "sweep.parquet")
+    run = folder / "points" / "p1" / "run"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text("{}")
+    steptrace(capsys, ["report", folder, "-o", tmp_path / "page"], 2,
+              f"{folder / 'sweep.parquet'}: is a FIFO (named pipe), not a regular file",
+              root=tmp_path)
+
+
+def test_a_search_table_that_is_a_fifo_is_named_not_passed_over(tmp_path, capsys):
+    """A capacity search's folder read as runs: its table is read, not its folder searched."""
+    folder = tmp_path / "search"
+    folder.mkdir()
+    os.mkfifo(folder / "capacity.parquet")
+    steptrace(capsys, ["report", folder, "-o", tmp_path / "page"], 2,
+              f"{folder / 'capacity.parquet'}: is a FIFO (named pipe), not a regular file",
+              root=tmp_path)

@@ -113,7 +113,8 @@ def test_every_string_from_the_store_is_text(tmp_path):
                             values={"name": f"workload{FULL}"})
         bench = bench_json(tmp_path / f"b{i}.json", {f"bench{COMPONENT}": 1e-3}, at=i)
         assert main(["history", "add", str(run), "--bench", str(bench), "--store", str(store),
-                     "--commit", f"c{i}{COMPONENT}", "--date", date(i)]) == 0
+                     "--commit", f"c{i}<img/src=x/onerror=alert({i})>",  # one word
+                     "--date", date(i)]) == 0
     out = tmp_path / "page"
     assert report(store, out) == 0
     html = (out / "index.html").read_text()

@@ -14,7 +14,7 @@ from tests.helpers import synthetic_run
 from tests.test_history import date, history, needs_otava, stepped
 from tests.test_report_browser import ELEMENTS, FIGURES
 from tests.test_report_trend import TEMPLATE
-from tests.test_security import COMPONENT, FULL
+from tests.test_security import FULL
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
                                 "(.ci/run installs Debian's chromium)"), pytest.mark.slow]
@@ -62,7 +62,7 @@ def test_a_store_of_markup_adds_no_element_and_runs_nothing(tmp_path):
         run = synthetic_run(tmp_path / f"r{i}", {"ttft.p99": (0.5 + i, "s")},
                             values={"name": f"workload{FULL}"})
         assert main(["history", "add", str(run), "--store", str(store), "--commit",
-                     f"c{i}{COMPONENT}", "--date", date(i)]) == 0
+                     f"c{i}<img/src=x/onerror=alert({i})>", "--date", date(i)]) == 0
     out = tmp_path / "page"
     assert main(["report", "--history", str(store), "-o", str(out)]) == 0
     seen = opened(out)

@@ -105,6 +105,60 @@ def test_a_sweep_folder_whose_table_is_not_one_is_bad_input(tmp_path, capsys):
     assert len(err) == 1 and f"{folder / 'sweep.parquet'}: unreadable" in err[0]
 
 
+def tampered(tmp_path, column, values):
+    """A sweep's folder whose table's `column` holds `values` (one per point, or one for all)
+    instead of what the sweep wrote."""
+    import pandas as pd
+
+    folder = a_sweep(tmp_path)
+    path = folder / "sweep.parquet"
+    table = pd.read_parquet(path)
+    table[column] = values if isinstance(values, list) else [values] * len(table)
+    table.to_parquet(path)
+    return folder
+
+
+# a column of another kind than docs/tables.md declares, and what the one line says of it
+TAMPERED = [
+    ("status", None, "column status, row 1: expected done, failed or refused, got no value "
+                     "(null)"),
+    ("status", "finished", "column status, row 1: expected done, failed or refused, got "
+                           "'finished'"),
+    ("concurrency", [None, 1.5] + [None] * 6, "column concurrency, row 2: expected an "
+                                              "integer, got 1.5"),
+    ("point", list(range(8)), "column point, row 1: expected text, got 0"),
+    ("skipped", [False, None] * 4, "column skipped, row 2: expected true or false, got no "
+                                   "value (null)"),
+    ("tokens_per_s_per_user", "fast", "column tokens_per_s_per_user, row 1: expected a "
+                                      "number, got 'fast'"),
+]
+
+
+@pytest.mark.parametrize("column, values, words", TAMPERED)
+def test_a_sweep_table_holding_another_kind_than_declared_is_bad_input(
+        tmp_path, capsys, column, values, words):
+    from tests.test_bad_input_cli import steptrace
+
+    folder = tampered(tmp_path, column, values)
+    steptrace(capsys, ["show", folder], 2, f"{folder / 'sweep.parquet'}: {words}",
+              root=tmp_path)
+    assert main(["show", str(folder), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 2
+
+
+def test_a_sweep_table_that_is_a_fifo_is_named_not_opened(tmp_path, capsys):
+    import os
+
+    from tests.test_bad_input_cli import steptrace
+
+    folder = tmp_path / "sw"
+    folder.mkdir()
+    os.mkfifo(folder / "sweep.parquet")
+    steptrace(capsys, ["show", folder], 2,
+              f"{folder / 'sweep.parquet'}: is a FIFO (named pipe), not a regular file",
+              root=tmp_path)
+
+
 def test_a_folder_that_is_none_of_these_names_what_was_expected(tmp_path, capsys):
     assert main(["show", str(tmp_path)]) == 2
     (err,) = capsys.readouterr().err.splitlines()

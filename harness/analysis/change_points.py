@@ -35,6 +35,10 @@ MIN_SEGMENT = 5
 # measured here). The rest (a modeled run's virtual clock, counts) is exact: any change
 # is reported.
 NOISE_FLOORS = {"host": math.inf, "bench": 0.10, "device": 0.05}
+# --min-change's largest, in percent: an elevenfold change (after / before or before / after,
+# less 1). A floor above it would hide every change anyone looks for, and an infinite one
+# all of them while the summary printed "inf%".
+MAX_MIN_CHANGE = 1000.0
 # Readings of the whole host, not of the run: what its other work does (with the host's).
 HOST_READINGS = ("host_cpu", "host_mem_used")
 
@@ -48,7 +52,7 @@ class ChangePoint:
     date_after: str
     mean_before: float
     mean_after: float
-    change_pct: float
+    change_pct: float  # NaN where mean_before is 0: a change from 0 has no percentage
     pvalue: float
     direction: str  # HIGHER or LOWER: where the metric went
     regression: bool
@@ -57,6 +61,11 @@ class ChangePoint:
     def to_dict(self) -> dict:
         out = asdict(self)
         return {**out.pop("series"), **out}
+
+    def change_text(self) -> str:
+        """The change as a person reads it: "+10.0%", or "from 0" where the mean before
+        was 0 (no percentage: `change_pct` is NaN, null in JSON)."""
+        return "from 0" if math.isnan(self.change_pct) else f"{self.change_pct:+.1f}%"
 
 
 def floor_class(labels: dict) -> Optional[str]:
@@ -119,9 +128,21 @@ def detect(table: pd.DataFrame, max_pvalue: float = MAX_PVALUE, min_change: floa
         if len(part) < 2 * MIN_SEGMENT or math.isinf(floor):
             continue
         values = [float(v) for v in part["median"]]
-        for point in _split(otava, values, max_pvalue, floor):
-            out.append(_change_point(labels, part, int(point.index), point.stats, floor))
+        scale = _exponent(values)
+        for point in _split(otava, [math.ldexp(v, -scale) for v in values], max_pvalue,
+                            floor):
+            out.append(_change_point(labels, part, int(point.index), point.stats, floor,
+                                     scale))
     return out
+
+
+def _exponent(values: List[float]) -> int:
+    """The power of two that brings the largest magnitude of `values` into [0.5, 1): the
+    series divided by it before it is tested (exactly: a power of two), so that no sum or
+    square overflows near the largest double (1e308 then -1e308 would read as flat) nor
+    underflows near the smallest. The split, the t-test's p and the relative change are
+    the same at any scale."""
+    return math.frexp(max(map(abs, values), default=0.0))[1]
 
 
 def too_short(table: pd.DataFrame) -> int:
@@ -163,9 +184,10 @@ def _segments_beside(points: list, n: int) -> List[Tuple[int, int]]:
             for i in range(len(points))]
 
 
-def _change_point(labels: dict, part: pd.DataFrame, at: int, stats,
-                  floor: float) -> ChangePoint:
-    before, after = float(stats.mean_1), float(stats.mean_2)
+def _change_point(labels: dict, part: pd.DataFrame, at: int, stats, floor: float,
+                  scale: int) -> ChangePoint:
+    """The change point at `at` of the series scaled by 2 ** -scale, in its own units."""
+    before, after = (math.ldexp(float(mean), scale) for mean in (stats.mean_1, stats.mean_2))
     direction = HIGHER if after > before else LOWER
     good = better_way(labels)
     return ChangePoint(series=labels, commit_before=str(part["commit"].iloc[at - 1]),

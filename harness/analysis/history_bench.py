@@ -55,7 +55,7 @@ def provenance(path: Path, data: dict, commit: Optional[str],
     BadInput naming what neither gives."""
     info = _part(data, "commit_info")
     return checked_provenance(path, commit, date, info.get("id"), info.get("time"),
-                              "benchmarked", "commit_info (id, time)")
+                              "benchmarked", "commit_info (id, time)", "commit_info's id")
 
 
 def rows(path: Path, data: dict, prov: Provenance, runner: str = "") -> pa.Table:

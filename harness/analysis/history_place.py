@@ -13,24 +13,24 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from engine.files import not_regular
 
 from ..errors import BadInput
 from ..io.atomic import atomic_open
-from .destination import check_place, contents
+from .destination import check_place, contents, listed, name
 
 MARKER = "history.json"
 KIND = "steptrace history store"  # the marker's "kind"
 FORMAT = 2  # 2: the `runner` column and the marker (1: neither)
 
 
-def check(store: Path, sources: Sequence[Path], is_history_file: Callable[[Path], bool]
-          ) -> None:
+def check(store: Path, sources: Sequence[Path]) -> None:
     """BadInput naming `store` unless `add` may write there: a new place, or a store (its
-    marker; or, from before the marker, history files only), holding no symbolic link.
-    `sources`: the runs added, which the store must neither be, hold nor lie inside."""
+    marker, beside which the files `add` wrote only; or, from before the marker, `.parquet`
+    files only), holding no symbolic link. `sources`: the runs added, which the store must
+    neither be, hold nor lie inside. The files themselves are read by the caller."""
     if check_place(store, sources, role="the run {}, which history add reads",
                    writes="history add writes a store",
                    own="a history store is a folder of its own"):
@@ -38,18 +38,31 @@ def check(store: Path, sources: Sequence[Path], is_history_file: Callable[[Path]
     entries = [p for p in sorted(store.iterdir()) if not p.name.startswith(".")]
     for path in entries:
         refuse_link(path, store)
-    marker = store / MARKER
-    if os.path.lexists(marker):
-        why = _not_a_marker(marker)
-        if why:
-            raise BadInput(f"{marker}: not a history store's marker: {why}; history add "
-                           f"writes only into a store it made, an empty folder or a new path")
-        return
-    foreign = [p for p in entries if not (p.suffix == ".parquet" and is_history_file(p))]
-    if foreign:  # none where it holds hidden names only: another add's marker in flight
+    foreign = [p for p in entries if p.suffix != ".parquet" and p.name != MARKER]
+    if check_marker(store):
+        if foreign:
+            raise BadInput(f"{store}: a history store, but it also holds "
+                           f"{listed([name(p) for p in foreign])}, which history add did "
+                           f"not write: move it out first")
+    elif foreign:  # none where it holds hidden names only: another add's marker in flight
         raise BadInput(f"{store} is not a history store: it holds {contents(store)} and no "
                        f"{MARKER}; history add writes only into a store it made, an empty "
                        f"folder or a new path")
+
+
+def check_marker(store: Path) -> bool:
+    """Whether `store` holds a marker (a store from before the marker holds none); BadInput
+    naming it where it is not one: a link, not a regular file (a FIFO), not the JSON `add`
+    writes. What reading and adding both ask first."""
+    marker = store / MARKER
+    if not os.path.lexists(marker):
+        return False
+    refuse_link(marker, store)
+    why = _not_a_marker(marker)
+    if why:
+        raise BadInput(f"{marker}: not a history store's marker: {why}; a history store "
+                       f"is a folder history add made (an empty folder or a new path)")
+    return True
 
 
 def mark(store: Path) -> None:

@@ -28,6 +28,7 @@ from engine.files import not_regular
 
 from ..errors import BadInput
 from ..io.atomic import atomic_open
+from ..io.one_word import one_word
 from . import history_place
 from .runs import Run
 
@@ -111,27 +112,35 @@ def provenance(run: Run, commit: Optional[str], date: Optional[str]) -> Provenan
     return checked_provenance(run.path, commit, date, run.manifest.get("git_sha"),
                               run.manifest.get("git_date"), "engine's",
                               "manifest (git_sha, git_date; set STEPTRACE_COMMIT and "
-                              "STEPTRACE_COMMIT_DATE for the run)")
+                              "STEPTRACE_COMMIT_DATE for the run)", "manifest's git_sha")
 
 
 def checked_provenance(path, commit, date, found_commit, found_date, whose: str,
-                       source: str) -> Provenance:
-    """The commit and its date (UTC): --commit and --date, else what the `source` gave;
-    BadInput naming which neither gave, or the date that is not one (--date where given)."""
+                       source: str, commit_key: str) -> Provenance:
+    """The commit and its date (UTC): --commit and --date, else what the `source` gave
+    (its commit as `commit_key`); BadInput naming which neither gave, the date that is not
+    one or the commit that is not a name (empty, white space, a control character)."""
     missing = [what for what, given, found in (("commit (--commit)", commit, found_commit),
                                                ("commit date (--date)", date, found_date))
-               if not (given or found)]
+               if given is None and not found]
     if missing:
         raise BadInput(f"{path}: the {whose} {' and '.join(missing)}: neither given nor in "
                        f"its {source}")
-    where = "--date" if date else f"{path}: commit date"
-    return Provenance(str(commit or found_commit), utc_date(str(date or found_date), where))
+    name = one_word(commit, "--commit") if commit is not None else \
+        one_word(str(found_commit), f"{path}: the {commit_key}")
+    if date is not None:
+        return Provenance(name, utc_date(date, "--date"))
+    return Provenance(name, utc_date(str(found_date), f"{path}: commit date"))
 
 
 def runner(given: Optional[str]) -> str:
     """The runner class the series are kept apart by: --runner, else $STEPTRACE_RUNNER,
-    else none ("")."""
-    return given if given is not None else os.environ.get(RUNNER_VARIABLE, "")
+    else none (""); BadInput naming the option or variable where it is not a label (empty
+    as --runner, white space, a control character)."""
+    if given is not None:
+        return one_word(given, "--runner")
+    found = os.environ.get(RUNNER_VARIABLE, "")
+    return one_word(found, f"${RUNNER_VARIABLE}") if found else ""
 
 
 def rows(run: Run, prov: Provenance, runner: str = "") -> pa.Table:
@@ -160,9 +169,12 @@ def add(store: Path, run: Run, prov: Provenance, runner: str = "") -> bool:
 
 
 def prepare(store: Path, sources: Sequence[Path] = ()) -> None:
-    """The store made, or found to be one `add` made, before anything is written to it;
-    BadInput naming the path where it is not (history_place.check)."""
-    history_place.check(store, sources, is_history_file)
+    """The store made, or found to be one `add` made and every file of it read whole
+    (checked()), before anything is written to it; BadInput naming the path where it is
+    not (history_place.check) or the file that is not what `add` wrote."""
+    history_place.check(store, sources)
+    if store.is_dir():
+        checked(store)
     make(store)
 
 
@@ -196,22 +208,21 @@ def files(store: Path) -> List[Path]:
     return sorted(p for p in store.glob("*.parquet") if not p.name.startswith("."))
 
 
-def is_history_file(path: Path) -> bool:
-    """Whether `path` is a regular file whose columns are a history file's (its footer
-    alone read)."""
-    if path.is_symlink() or not_regular(path):
-        return False
-    try:
-        names = pq.read_schema(path).names
-    except (OSError, pa.ArrowException):
-        return False
-    return all(c in names for c in SCHEMA.names if c not in ADDED_LATER)
-
-
 def read(store: Path) -> pd.DataFrame:
-    """Every row of the store; BadInput naming a file that is not one `add` wrote, and the
-    file, column, row and value that is not of its column's type or is missing (a null
-    label; a null value reads as NaN)."""
+    """Every row of the store (checked()); BadInput where it holds none."""
+    tables = checked(store)
+    if not tables:
+        raise BadInput(f"{store}: an empty history store: add runs with `steptrace history "
+                       f"add RUN --store {store}`")
+    return pa.concat_tables(tables).to_pandas()
+
+
+def checked(store: Path) -> List[pa.Table]:
+    """Every file of the store, read whole; BadInput naming a marker that is not one
+    (history_place.check_marker), a file that is not one `add` wrote, and the file, column,
+    row and value that is not of its column's type or is missing (a null label; a null
+    value reads as NaN)."""
+    history_place.check_marker(store)
     tables = []
     for path in files(store):
         history_place.refuse_link(path, store)
@@ -223,10 +234,7 @@ def read(store: Path) -> pd.DataFrame:
         except (OSError, ValueError) as e:
             raise BadInput(f"{path}: unreadable ({e})") from None
         tables.append(_checked(path, table))
-    if not tables:
-        raise BadInput(f"{store}: an empty history store: add runs with `steptrace history "
-                       f"add RUN --store {store}`")
-    return pa.concat_tables(tables).to_pandas()
+    return tables
 
 
 def _checked(path: Path, table: pa.Table) -> pa.Table:
@@ -253,7 +261,8 @@ def _checked(path: Path, table: pa.Table) -> pa.Table:
             row = column.to_pylist().index(None)
             raise BadInput(f"{path}: column {field.name}, row {row + 1} of {len(column)}: "
                            f"null, expected a {field.type} (every label is given)")
-        columns.append(column)
+        check = _READ_AS.get(field.name)
+        columns.append(_each_text(path, field.name, column, check) if check else column)
     return pa.table(columns, schema=SCHEMA)
 
 
@@ -266,3 +275,19 @@ def _not_of_type(path: Path, field: pa.Field, column) -> str:
             return (f"{path}: column {field.name}, row {row + 1} of {len(column)}: "
                     f"{value!r:.80} is not a {field.type}")
     return f"{path}: column {field.name} is {column.type}, expected {field.type}"
+
+
+def _each_text(path: Path, name: str, column, check: Callable[[str, str], str]) -> pa.Array:
+    """The column's texts as `check(text, where)` reads them, each distinct one once;
+    BadInput naming the file, column, row and value of the first it refuses."""
+    texts = column.to_pylist()
+    read: dict = {}
+    for row, text in enumerate(texts):
+        if text not in read:
+            read[text] = check(text, f"{path}: column {name}, row {row + 1} of {len(texts)}")
+    return pa.array([read[text] for text in texts], pa.string())
+
+
+# Labels read as `add` checks them: a commit as one word (no newline to break `show`'s
+# table), its date as UTC text (so that the text's order is the dates').
+_READ_AS = {"commit": one_word, "commit_date": utc_date}

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Collection, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from ..record import run_folder
 from ..record.busy_host import busy_host
 from ..record.device_label import device_name
 from ..schema import TABLES
+from ..schema.tables import SWEEP_STATUSES
 
 # Summary rows that count things or restate the workload: not metrics to compare.
 NOT_METRICS = frozenset({"requests", "steps", "slo", "window", "tokens"})
@@ -173,14 +174,11 @@ class Run:
                                             self.summary["value"]))
 
     def table_path(self, name: str) -> Path:
-        """The table's file; BadInput for one that is not a regular file: pyarrow would wait
-        in open() on a FIFO for a writer, past SIGINT and SIGTERM."""
+        """The table's file; BadInput for one that is not a regular file (_check_regular)."""
         path = run_folder.table_file(self.path, name)
         if path is None:
             raise BadInput(f"{self.path}: no {name} table ({name}.parquet or {name}.csv)")
-        why = not_regular(path)
-        if why:
-            raise BadInput(f"{path}: {why}")
+        _check_regular(path)
         return path
 
     def table(self, name: str, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
@@ -225,26 +223,27 @@ def _parallelism(keys: Dict[str, Any], at: str) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def check_values(path: Path, table: str, frame: pd.DataFrame) -> None:
+def check_values(path: Path, table: str, frame: pd.DataFrame,
+                 nullable: Collection[str] = ()) -> None:
     """BadInput naming the file, the column, the row and the value where a column that
     harness/schema declares integers, numbers or flags holds anything else: text, a null
-    flag, a fraction or NaN among integers. Where the dtype does not fit, the values
-    decide: integers stored as floats pass, and so does a CSV's empty column (read as
-    text)."""
+    flag, a fraction or NaN among integers (but in the `nullable` columns); or where a
+    Parquet file's text column holds anything but text or nulls (a CSV's holds what pandas
+    made of its cells). Where the dtype does not fit, the values decide: integers stored as
+    floats pass, and so does a CSV's empty column (read as text)."""
     declared = {c.name: c.type for c in TABLES[table].columns} if table in TABLES else {}
     for name, kind in ((n, _kind(declared[n])) for n in frame.columns if n in declared):
         column = frame[name]
-        if kind is None or column.dtype.kind in _FITS[kind]:
+        if kind is None or column.dtype.kind in _FITS[kind] or (
+                kind == "text" and (path.suffix != ".parquet" or _all_text(column))):
             continue
-        bad = np.array([not _fits(v, kind) for v in column.to_numpy(object)], bool)
+        bad = np.array([not (_fits(v, kind) or (name in nullable and _is_null(v)))
+                        for v in column.to_numpy(object)], bool)
         if not bad.any():  # integers stored as floats, a CSV's empty column read as text
             continue
         row = int(np.argmax(bad))
-        value = column.iloc[row]
-        shown = "no value (null)" if _is_null(value) else repr(value.item() if isinstance(
-            value, np.generic) else value)
         raise BadInput(f"{path}: column {name}, {_where(path, row)}: expected "
-                       f"{_EXPECTED[kind]}, got {shown}")
+                       f"{_EXPECTED[kind]}, got {_shown(column.iloc[row])}")
 
 
 def _kind(type_: pa.DataType) -> Optional[str]:
@@ -252,16 +251,34 @@ def _kind(type_: pa.DataType) -> Optional[str]:
         return "flag"
     if pa.types.is_integer(type_):
         return "integer"
-    return "number" if pa.types.is_floating(type_) else None  # text: anything goes
+    if pa.types.is_floating(type_):
+        return "number"
+    return "text" if pa.types.is_string(type_) or pa.types.is_dictionary(type_) else None
 
 
-# the dtype kinds that hold a declared kind whatever their values; others are read value by
-# value
-_FITS = {"flag": "b", "integer": "iu", "number": "iuf"}
-_EXPECTED = {"flag": "true or false", "integer": "an integer", "number": "a number"}
+# the dtype kinds that hold a declared kind whatever their values (text's: none, its object
+# dtype holds anything); others are read value by value
+_FITS = {"flag": "b", "integer": "iu", "number": "iuf", "text": ""}
+_EXPECTED = {"flag": "true or false", "integer": "an integer", "number": "a number",
+             "text": "text"}
+
+
+def _all_text(column: pd.Series) -> bool:
+    """Text or nulls only, told without a look at each value (a coded column's by its
+    codes' names)."""
+    values = column.cat.categories if isinstance(column.dtype, pd.CategoricalDtype) \
+        else column
+    return pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty")
+
+
+def _shown(value) -> str:
+    return "no value (null)" if _is_null(value) else repr(
+        value.item() if isinstance(value, np.generic) else value)
 
 
 def _fits(value, kind: str) -> bool:
+    if kind == "text":
+        return isinstance(value, str) or _is_null(value)
     if isinstance(value, (bool, np.bool_)):
         return kind == "flag"
     if isinstance(value, (int, np.integer)):
@@ -329,10 +346,10 @@ def _runs_under(path: Path) -> List[Path]:
     if not path.is_dir():
         return []
     table = run_folder.table_file(path, "capacity")
-    if table is not None and table.is_file():  # a capacity search's folder
+    if table is not None:  # a capacity search's folder (a FIFO in its table's place is named)
         return [at_capacity(table)]
     table = run_folder.table_file(path, "sweep")
-    if table is not None and table.is_file():
+    if table is not None:
         return sweep_runs(table)
     return sorted(p.parent for p in path.rglob("manifest.json"))
 
@@ -341,12 +358,7 @@ def sweep_runs(table_path: Path) -> List[Path]:
     """The runs a sweep's table answers from, in its order: each done point's run (in
     capacity mode its run at capacity), found in the point's folder; a point with no answer
     (a capacity search in which no rate met the target) has none."""
-    columns = ["status", "folder", "output_tokens_per_s"]
-    try:
-        table = pd.read_parquet(table_path, columns=columns)
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{table_path}: unreadable ({e})") from None
-    check_values(table_path, "sweep", table)
+    table = read_sweep_table(table_path, ["status", "folder", "output_tokens_per_s"])
     answered = (table["status"] == "done") & table["output_tokens_per_s"].notna()
     out = []
     for folder in table["folder"][answered]:
@@ -355,6 +367,42 @@ def sweep_runs(table_path: Path) -> List[Path]:
                            f"relative to the sweep's (points/<point>)")
         out += _point_runs(table_path.parent / str(folder))
     return out
+
+
+def read_sweep_table(path: Path, needed: Sequence[str]) -> pd.DataFrame:
+    """A sweep's table (sweep.parquet), every column checked against its declaration in
+    harness/schema (check_values; a status one of SWEEP_STATUSES). BadInput naming the file
+    where it is not a regular file, is unreadable or lacks a `needed` column, and naming the
+    column, row and value where one holds another kind."""
+    _check_regular(path)
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: unreadable ({e})") from None
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise BadInput(f"{path}: no column(s) {', '.join(missing)}: not a sweep table "
+                       f"(docs/tables.md, sweep)")
+    # its integers are answers, null for a point not done (concurrency outside its
+    # searches); pandas reads them as floats, the nulls as NaN
+    check_values(path, "sweep", frame, nullable=[
+        c.name for c in TABLES["sweep"].columns if _kind(c.type) == "integer"])
+    if "status" in frame.columns:
+        bad = ~frame["status"].isin(SWEEP_STATUSES).to_numpy(bool)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise BadInput(f"{path}: column status, {_where(path, row)}: expected "
+                           f"{', '.join(SWEEP_STATUSES[:-1])} or {SWEEP_STATUSES[-1]}, got "
+                           f"{_shown(frame['status'].iloc[row])}")
+    return frame
+
+
+def _check_regular(path: Path) -> None:
+    """BadInput naming what the path is where it is not a readable regular file: pyarrow
+    would wait in open() on a FIFO for a writer, past SIGINT and SIGTERM."""
+    why = not_regular(path)
+    if why:
+        raise BadInput(f"{path}: {why}")
 
 
 def _point_runs(folder: Path) -> List[Path]:
@@ -369,6 +417,7 @@ def at_capacity(table_path: Path) -> Path:
     probe at capacity, the highest rate that met the SLO target (docs/capacity.md).
     BadInput when no probe met it, or the table is unreadable."""
     columns = ["run_id", "at_capacity"]
+    _check_regular(table_path)
     try:
         table = pd.read_parquet(table_path, columns=columns) \
             if table_path.suffix == ".parquet" else pd.read_csv(table_path, usecols=columns)

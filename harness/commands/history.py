@@ -46,8 +46,9 @@ def add(p) -> None:
     d.add_argument("--max-pvalue", type=float, default=change_points.MAX_PVALUE,
                    help="a change point's significance (default %(default)s)")
     d.add_argument("--min-change", type=float, default=0.0, metavar="PCT",
-                   help="leave out changes smaller than PCT percent (default 0: each "
-                   "metric's noise floor, docs/comparing.md)")
+                   help="leave out changes smaller than PCT percent, 0 to "
+                   f"{change_points.MAX_MIN_CHANGE:g} (default 0: each metric's noise floor, "
+                   "docs/comparing.md)")
     d.add_argument("--noise-floor", action="append", default=[], metavar="CLASS=PCT",
                    help="set the noise floor of a class of metrics, lower or higher: "
                    f"{_floors(change_points.NOISE_FLOORS, 0, '%%')} by default "
@@ -136,9 +137,12 @@ def _left_out(count: int) -> str:
 
 
 def _detect(args) -> int:
-    if not 0 < args.max_pvalue < 1 or not args.min_change >= 0:
-        raise BadInput("history detect: --max-pvalue is between 0 and 1, --min-change a "
-                       "percentage of 0 or more")
+    if not 0 < args.max_pvalue < 1:
+        raise BadInput(f"--max-pvalue {args.max_pvalue:g}: expected a p-value between 0 and 1")
+    if not 0 <= args.min_change <= change_points.MAX_MIN_CHANGE:
+        raise BadInput(f"--min-change {args.min_change:g}: expected a percentage from 0 to "
+                       f"{change_points.MAX_MIN_CHANGE:g} (an elevenfold change; a floor "
+                       f"above it would hide every change)")
     floors = change_points.noise_floors(args.noise_floor)
     rows, table, left_out = _series(args)
     since = change_points.since_date(rows, args.since)
@@ -171,7 +175,7 @@ def _print_points(points, judged, args, short: int, left_out: int, floors) -> No
         flag = "REGRESSION" if p in judged else "regression" if p.regression else "change"
         print(f"{flag:11}{_title(p.series)}: {p.commit_before[:12]} -> {p.commit_after[:12]} "
               f"({p.date_after}): {p.mean_before:.4g} -> {p.mean_after:.4g} "
-              f"({p.change_pct:+.1f}%), p = {p.pvalue:.2g}")
+              f"({p.change_text()}), p = {p.pvalue:.2g}")
     since = f" at or after {args.since}" if args.since else ""
     print(f"history detect: {len(points)} change point(s), {len(judged)} regression(s){since} "
           f"(p < {args.max_pvalue:g}, {change_points.MIN_SEGMENT} commits a side or more, "

@@ -27,6 +27,8 @@ import engine as engine_pkg
 from engine.devices.profile import profile_record
 from engine.executors import ExecutorSpec
 
+from ..io.one_word import one_word
+
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
     modeled = ExecutorSpec.parse(engine.config.executor).modeled
@@ -68,8 +70,11 @@ COMMIT_VARIABLES = ("STEPTRACE_COMMIT", "STEPTRACE_COMMIT_DATE")
 
 def engine_commit(source: Path = Path(__file__)) -> Tuple[Optional[str], Optional[str]]:
     """The commit under test and its date: COMMIT_VARIABLES where set (each, else None),
-    else checkout_commit(source)."""
+    else checkout_commit(source); BadInput naming $STEPTRACE_COMMIT where it is not a
+    commit's name (white space, a control character)."""
     given = [os.environ.get(name) or None for name in COMMIT_VARIABLES]
+    if given[0]:
+        one_word(given[0], f"${COMMIT_VARIABLES[0]}")
     if any(given):
         return given[0], given[1]
     return checkout_commit(source)

@@ -292,6 +292,7 @@ SWEEPS_DOC = "sweeps.md#the-table"
 POWER_DOC = "metrics.md#power-and-cost"
 SWEEP_COST_DOC = "sweeps.md#cost-and-energy"
 PD_RATIO_DOC = "sweeps.md#the-pd-ratio-search"
+SWEEP_STATUSES = ("done", "failed", "refused")  # the sweep table's status, a text column
 SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's folder, "
               "<output>/<sweep name>/, beside its `points/` folder)",
               "in the grid's order (the first axis varying slowest)", (

@@ -17,7 +17,7 @@ import pandas as pd
 from ...errors import BadInput
 from ...schema.capacity_outcomes import NOT_A_CAPACITY
 from ..pareto import front
-from ..runs import check_values
+from ..runs import read_sweep_table
 
 USER = "tokens_per_s_per_user"
 # measure column -> (short name, axis label); per kW and per $/h where the table has them
@@ -102,19 +102,10 @@ def read_sweep(folder: Path, front_by: Optional[str] = None,
                levels: Sequence[float] = LEVELS) -> Sweep:
     """The sweep table in `folder` (sweep.parquet), grouped by `front_by`: None, the table's
     own `front` (the sweep's --front-by); `device`; or one of its axes. BadInput naming the
-    file for a table that is not a sweep's, or a `front_by` that is neither."""
+    file for a table that is not a sweep's or breaks its declaration (read_sweep_table),
+    or a `front_by` that is neither."""
     path = Path(folder) / "sweep.parquet"
-    try:
-        rows = pd.read_parquet(path)
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable ({e})") from None
-    missing = [c for c in NEEDED if c not in rows.columns]
-    if missing:
-        raise BadInput(f"{path}: no column(s) {', '.join(missing)}: not a sweep table "
-                       f"(docs/tables.md, sweep)")
-    # the columns read as numbers (concurrency, not read, is null outside its searches)
-    check_values(path, "sweep", rows[[c for c in (USER, *MEASURES) if c in rows.columns]])
-    rows = rows.reset_index(drop=True)
+    rows = read_sweep_table(path, NEEDED).reset_index(drop=True)
     axes = [_axes(path, i, text) for i, text in enumerate(rows["axes"])]
     rows["group"] = _groups(path, rows, axes, front_by)
     named_by = front_by or ("device" if (rows["front"] == rows["device"]).all() else "")

@@ -89,5 +89,5 @@ def configuration_text(labels: dict) -> str:
 def _point(p) -> dict:
     return dict(before=p.commit_before, after=p.commit_after, date=p.date_after,
                 mean_before=f"{p.mean_before:.4g}", mean_after=f"{p.mean_after:.4g}",
-                change=f"{p.change_pct:+.1f}%", pvalue=f"{p.pvalue:.2g}",
+                change=p.change_text(), pvalue=f"{p.pvalue:.2g}",
                 regression=p.regression, direction=p.direction)

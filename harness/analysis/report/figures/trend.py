@@ -29,7 +29,7 @@ def draw(name: str, title: str, part, runs, points):
         colour = REGRESSION if p.regression else CHANGE
         ax.axvline(x, color=colour, ls="--", lw=1.2)
         ax.text(x, 0.98, f" {p.commit_before[:7]} -> {p.commit_after[:7]}: "
-                f"{p.change_pct:+.1f}%", transform=ax.get_xaxis_transform(), color=colour,
+                f"{p.change_text()}", transform=ax.get_xaxis_transform(), color=colour,
                 ha="left", va="top", fontsize=8)
     step = max(1, math.ceil(len(part) / TICKS))
     ticks = list(range(0, len(part), step))
