@@ -19,6 +19,7 @@ import pytest
 from harness.analysis import change_points, history_place, history_series, history_store
 from harness.analysis.runs import read_run
 from harness.commands import main
+from harness.io.one_word import COMMIT_VARIABLES
 from harness.replay import manifest
 from tests.bench import history_power as power
 from tests.helpers import synthetic_run
@@ -87,7 +88,7 @@ def test_a_package_installed_inside_another_repository_records_none_of_its_commi
         tmp_path, monkeypatch):
     """A virtual environment inside a project's checkout: the project's HEAD is not the
     harness's commit."""
-    for name in manifest.COMMIT_VARIABLES:
+    for name in COMMIT_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     project = tmp_path / "project"
     project.mkdir()
@@ -540,3 +541,13 @@ def test_a_store_file_whose_commit_is_not_one_word_is_refused_on_reading(tmp_pat
     set_column(path, "commit", "c1\nREGRESSION")  # a forged row in show's table
     got = main(["history", "show", "--store", str(store)])
     one_line(capsys, 2, got, str(path), "column commit, row 1 of 1", "control character")
+
+
+def test_a_bad_commit_in_the_environment_is_refused_before_a_run_starts(tmp_path, capsys,
+                                                                        monkeypatch):
+    monkeypatch.setenv("STEPTRACE_COMMIT", "f00d bad")
+    workload = tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    got = main(["run", str(workload), "--set", f"output={tmp_path / 'out'}"])
+    one_line(capsys, 2, got, "$STEPTRACE_COMMIT", "white space")
+    assert not (tmp_path / "out").exists()

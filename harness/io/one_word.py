@@ -4,7 +4,12 @@ that print it (a newline ends `history show`'s row) and reach a terminal as esca
 
 from __future__ import annotations
 
+import os
+from typing import Optional, Tuple
+
 from ..errors import BadInput
+
+COMMIT_VARIABLES = ("STEPTRACE_COMMIT", "STEPTRACE_COMMIT_DATE")
 
 
 def one_word(text: str, where: str) -> str:
@@ -17,3 +22,12 @@ def one_word(text: str, where: str) -> str:
         raise BadInput(f"{where}: {text!r:.80} holds a control character or white space: a "
                        f"git commit, a tag or a runner's label has none")
     return text
+
+
+def commit_variables() -> Tuple[Optional[str], Optional[str]]:
+    """The commit under test and its date as CI names them, COMMIT_VARIABLES (each None
+    where unset or empty); BadInput naming $STEPTRACE_COMMIT where it is not one word."""
+    commit, date = (os.environ.get(name) or None for name in COMMIT_VARIABLES)
+    if commit:
+        one_word(commit, f"${COMMIT_VARIABLES[0]}")
+    return commit, date

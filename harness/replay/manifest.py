@@ -27,7 +27,7 @@ import engine as engine_pkg
 from engine.devices.profile import profile_record
 from engine.executors import ExecutorSpec
 
-from ..io.one_word import one_word
+from ..io.one_word import commit_variables
 
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
@@ -65,19 +65,11 @@ def _installed(package: str) -> Optional[str]:
         return None
 
 
-COMMIT_VARIABLES = ("STEPTRACE_COMMIT", "STEPTRACE_COMMIT_DATE")
-
-
 def engine_commit(source: Path = Path(__file__)) -> Tuple[Optional[str], Optional[str]]:
-    """The commit under test and its date: COMMIT_VARIABLES where set (each, else None),
-    else checkout_commit(source); BadInput naming $STEPTRACE_COMMIT where it is not a
-    commit's name (white space, a control character)."""
-    given = [os.environ.get(name) or None for name in COMMIT_VARIABLES]
-    if given[0]:
-        one_word(given[0], f"${COMMIT_VARIABLES[0]}")
-    if any(given):
-        return given[0], given[1]
-    return checkout_commit(source)
+    """The commit under test and its date: the environment's (commit_variables: each, else
+    None) where either is set, else checkout_commit(source)."""
+    given = commit_variables()
+    return given if any(given) else checkout_commit(source)
 
 
 def checkout_commit(source: Path) -> Tuple[Optional[str], Optional[str]]:

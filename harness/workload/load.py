@@ -19,6 +19,7 @@ from engine.disaggregation import Disaggregation, Pool
 from engine.files import NotAFile, check_regular
 from engine.yaml_lines import KeyPath, load_with_lines
 
+from ..io.one_word import commit_variables
 from ..traces.read import TraceResult
 from . import checks
 from .arms import ARMS
@@ -161,6 +162,7 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     checks.tokens(values, spec, fail)
     checks.replay_loop(values, spec, fail)
     checks.output(values, fail)
+    commit_variables()  # the manifest records it: a bad one refused before any work
     trace_file = values["trace"]["file"]
     read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
     checks.arrival_span(values["trace"], read, fail)
