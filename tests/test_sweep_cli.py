@@ -136,20 +136,39 @@ def test_sigterm_stops_the_sweeps_points_and_leaves_none_taken_for_complete(tmp_
         assert complete == [True] or not (folder / MARKER).exists()
 
 
+def blocked_once_it_starts(argv, folder, blocked):
+    """The sweep `argv` run, a file put in the place of the point folder `blocked` once
+    the sweep holds `folder` (its checks done, which refuse such a file, no point begun):
+    that point's run cannot start."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (folder / ".sweep.lock").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+            time.sleep(0.005)
+        blocked.parent.mkdir(parents=True, exist_ok=True)
+        blocked.write_text("not a point's folder")
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def test_a_failed_point_exits_1_after_the_others_ran(tmp_path):
     from harness.sweeps.points.execute import plan
 
     path = sweep_file(tmp_path, GRID)
     out = tmp_path / "out"
     blocked = plan(path, (f"output={out}",)).unique[2]
-    blocked.folder.parent.mkdir(parents=True)
-    blocked.folder.write_text("not a point's folder")  # its run cannot start
     argv = steptrace("sweep", str(path), "--set", f"output={out}", "--json")
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    done = blocked_once_it_starts(argv, out / "s", blocked.folder)
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
     (failed,) = [r for r in result["rows"] if r["status"] == "failed"]
-    assert failed["point"] == blocked.key and failed["reason"].startswith("NotADirectoryError")
+    assert failed["point"] == blocked.key and failed["reason"] == (
+        f"NotAFolder: {blocked.folder} exists and is not a directory")
     assert (result["done"], result["failed"]) == (5, 1)
     assert (out / "s" / "sweep.parquet").is_file()
     blocked.folder.unlink()

@@ -36,10 +36,10 @@ def _running_point(points, proc, within_s=120):
     pytest.fail(f"no point running within {within_s} s (exit status {proc.poll()})")
 
 
-def _start(tmp_path, *args, **kwargs):
-    path = sweep_file(tmp_path, GRID, LONG)
+def _start(tmp_path, *args, grid=GRID, workers=1, **kwargs):
+    path = sweep_file(tmp_path, grid, LONG)
     argv = steptrace("sweep", str(path), "--set", f"output={tmp_path / 'out'}", "--workers",
-                     "1", *args)
+                     str(workers), *args)
     return argv, subprocess.Popen(argv, start_new_session=True, text=True, **kwargs)
 
 
@@ -152,6 +152,47 @@ def test_json_after_a_signal_is_one_json_document(tmp_path, signum, code, name):
                                       f"0 of 6 points complete so far are kept in "
                                       f"{tmp_path / 'out' / 's' / 'points'}")
     assert err.splitlines()[-1] == f"steptrace: {said['message']}"
+
+
+def _running_points(points, proc, n, within_s=120):
+    """`n` point folders whose runs have begun, none of them complete."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        running = [f for f in (points.iterdir() if points.is_dir() else ())
+                   if list(f.glob("*/*/manifest.json")) and not (f / MARKER).exists()]
+        if len(running) >= n:
+            return running
+        time.sleep(0.02)
+    pytest.fail(f"not {n} points running within {within_s} s (exit status {proc.poll()})")
+
+
+@pytest.mark.parametrize("gap_s", [0.01, 0.3])
+def test_a_second_ctrl_c_to_the_process_group_stops_the_sweep_at_once(tmp_path, gap_s):
+    """Ctrl-C at a terminal signals the sweep's whole process group, its workers too; a
+    second one used to leave the sweep waiting for ever on a worker that the signal had cut
+    off in the middle of reading its queue. Now the second kills the workers: exit 130, the
+    first signal's line, no process of the sweep left."""
+    _, proc = _start(tmp_path, grid="base: base.yaml\naxes: {engine.max_num_seqs: [8, 16]}\n",
+                     workers=2, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    started = []
+    try:
+        points = tmp_path / "out" / "s" / "points"
+        _running_points(points, proc, 2)
+        started = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(gap_s)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert err.splitlines()[-1].startswith(
+            f"steptrace: interrupted by SIGINT (Ctrl-C): the table is not written; the 0 of 2 "
+            f"points complete so far are kept in {points}"), err
+        assert "Traceback" not in err, err
+        left = [pid for pid in started if not process_gone(pid, within_s=5)]
+        assert left == [], [psutil.Process(pid).cmdline() for pid in left]
+        assert not [f for f in points.iterdir() if (f / MARKER).exists()]
+    finally:
+        _end(proc, *started)
 
 
 def test_a_table_past_a_file_size_limit_exits_1_and_keeps_the_points(tmp_path):

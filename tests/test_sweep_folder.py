@@ -143,6 +143,23 @@ def test_a_sweep_folder_that_is_a_file_exits_2_before_anything(tmp_path, capsys)
     assert (tmp_path / "out" / "s").read_text() == "mine"
 
 
+@pytest.mark.parametrize("what", ["points folder", "point's folder"])
+def test_a_file_in_the_place_of_points_or_a_point_exits_2_before_anything(tmp_path, capsys,
+                                                                           what):
+    """Every point used to fail with a raw NotADirectoryError, and a table was written."""
+    folder = tmp_path / "out" / "s"
+    path = folder / "points" if what == "points folder" else \
+        plan(sweep_file(tmp_path, GRID), (f"output={tmp_path / 'out'}",)).unique[1].folder
+    path.parent.mkdir(parents=True)
+    path.write_text("mine")
+    assert sweep(tmp_path, "--json") == 2
+    out, err = capsys.readouterr()
+    assert err == f"steptrace: error: the sweep's {what} {path} exists and is not a directory\n"
+    assert json.loads(out)["exit_code"] == 2
+    assert path.read_text() == "mine" and not (folder / "sweep.parquet").exists()
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no point ran
+
+
 def test_a_sweep_on_a_read_only_file_system_exits_2_before_anything(tmp_path, capsys,
                                                                      monkeypatch):
     opened = os.open
@@ -254,3 +271,29 @@ def test_a_ctrl_c_after_the_table_is_written_says_it_is(tmp_path, capsys, monkey
     assert table.is_file()
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"steptrace: interrupted by SIGINT (Ctrl-C): the table is written: {table}")
+
+
+def test_a_ctrl_c_counts_the_points_complete_on_disk(tmp_path, capsys, monkeypatch):
+    """Both points wrote their point.json, the sweep was told of neither before Ctrl-C:
+    the line counts what is on disk."""
+    run = pool.run_unless_stopped
+
+    def then_ctrl_c(point):
+        run(point)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pool, "run_unless_stopped", then_ctrl_c)
+    assert sweep(tmp_path) == 130
+    points = tmp_path / "out" / "s" / "points"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"steptrace: interrupted by SIGINT (Ctrl-C): the table is not written; the 1 of 2 "
+        f"points complete so far are kept in {points}: run the sweep again to resume")
+
+
+def test_a_point_never_removes_a_file_in_its_folders_place(tmp_path):
+    """A search's points are drawn as it goes, not checked before: the point refuses."""
+    path = tmp_path / "points" / "abc"
+    path.parent.mkdir()
+    path.write_text("mine")
+    with pytest.raises(owner.NotAFolder, match=f"{path} exists and is not a directory"):
+        marker.fresh(path)
+    assert path.read_text() == "mine"

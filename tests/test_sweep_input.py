@@ -94,11 +94,79 @@ def test_where_comparing_a_section_with_a_number_names_it(capsys, tmp_path, text
     bad_input(capsys, tmp_path, text, "s.yaml: where: ", said)
 
 
+@pytest.mark.parametrize("literal, said", [
+    ("9" * 5_000, "got an integer of 5,000 digits (999999"),
+    ("0x" + "f" * 5_000, "got an integer of about 6,021 digits (0xffffff"),
+])
+def test_where_holding_an_integer_of_thousands_of_digits_names_it(capsys, tmp_path, literal,
+                                                                   said):
+    """Python's parser refused it with advice to raise the interpreter's limit."""
+    err = bad_input(capsys, tmp_path, AXES + f"where: engine.num_mtp < {literal}\n",
+                    "s.yaml:5: where: 'engine.num_mtp < ", "expected numbers of at most 4,300 "
+                    "digits", said)
+    assert len(err) < 400 and "set_int_max_str_digits" not in err
+
+
+@pytest.mark.parametrize("where, said", [
+    ("engine.max_num_seqs < 'a'", "engine.max_num_seqs < 'a': expected two numbers or two "
+                                  "strings to order, got 4 (a number) and 'a' (a string)"),
+    ("1 < 2 <= device", "2 <= device: expected two numbers or two strings to order, got 2 (a "
+                        "number) and 'modeled:B200' (a string)"),
+])
+def test_where_ordering_a_number_and_a_string_names_the_comparison(capsys, tmp_path, where,
+                                                                    said):
+    """Python's "'<' not supported between instances of 'int' and 'str'" named neither."""
+    err = bad_input(capsys, tmp_path, AXES + f"where: {json.dumps(where)}\n",
+                    f"s.yaml: where: {where!r}: at {{", said)
+    assert "not supported" not in err
+
+
 def test_where_failing_on_an_optunas_draw_is_bad_input(capsys, tmp_path):
     text = ("base: base.yaml\naxes:\n  engine: [{max_num_seqs: 4}, {max_num_seqs: 8}]\n"
             "where: engine == 1\nsearch: {method: optuna, n: 4, objective: goodput}\n")
     bad_input(capsys, tmp_path, text, "s.yaml: where: 'engine == 1': at ",
               "engine is a mapping")
+
+
+# ---------------------------------------------------------------- a point twice
+
+@pytest.mark.parametrize("text, said", [
+    ("base: base.yaml\naxes: {engine.max_num_seqs: [8, 8]}\n",
+     "s.yaml:2: axes.engine.max_num_seqs: 8 is given twice (values 1 and 2): each value "
+     "once, or the point is listed twice"),
+    (AXES + "  engine.num_kv_blocks: [64, 128, 64]\n", "s.yaml:5: axes.engine.num_kv_blocks: "
+                                                      "64 is given twice (values 1 and 3)"),
+    ("base: base.yaml\naxes:\n  engine.max_num_seqs: [4, 8, 4]\n  engine.num_mtp: [0, 1, 0]\n"
+     "zip: [[engine.max_num_seqs, engine.num_mtp]]\n",
+     "s.yaml:5: zip: group 1: engine.max_num_seqs=4, engine.num_mtp=0 is given twice (values "
+     "1 and 3): each combination once"),
+])
+def test_a_point_given_twice_is_bad_input(capsys, tmp_path, text, said):
+    """It ran once and was listed twice, two identical rows."""
+    bad_input(capsys, tmp_path, text, said)
+
+
+def test_a_zip_groups_axis_may_repeat_a_value_its_partner_does_not(tmp_path):
+    sweep = load_sweep(sweep_file(tmp_path, (
+        "base: base.yaml\naxes:\n  engine.max_num_seqs: [4, 4, 8]\n"
+        "  engine.num_mtp: [0, 1, 1]\n  engine.num_kv_blocks: [64, 64.0]\n"
+        "zip: [[engine.max_num_seqs, engine.num_mtp]]\n")))
+    assert len(grid(sweep.axes, sweep.zips)) == 6  # 64 and 64.0: two values, as YAML reads them
+
+
+@pytest.mark.parametrize("text, devices", [
+    (AXES, "modeled:B200"),
+    ("base: base.yaml\naxes: {device: [modeled:B200, modeled:H200]}\n", "modeled:B200, "
+                                                                       "modeled:H200"),
+    (OPTUNA, "modeled:B200"),
+])
+def test_a_price_of_a_device_no_point_uses_is_bad_input(capsys, tmp_path, text, devices):
+    """It was silently ignored: a misspelt device's price never reached the table."""
+    text += "prices:\n  modeled:B200: 5.5\n  modeled:XYZ: 3\n"
+    line = text.count("\n")  # the last line
+    bad_input(capsys, tmp_path, text, f"s.yaml:{line}: prices.modeled:XYZ: no point of the "
+                                      f"sweep runs on modeled:XYZ: expected a device its "
+                                      f"points use ({devices})")
 
 
 # ---------------------------------------------------------------- sweeps too large
@@ -175,12 +243,12 @@ def test_a_search_of_too_many_points_is_bad_input(capsys, tmp_path, search, said
 @pytest.mark.parametrize("digits, said", [
     (4_000, "s.yaml:6: search.n: expected an integer <= 10,000, the most a sweep takes, got "
             "about 10^3999"),
-    (5_000, "s.yaml: Exceeds the limit (4300 digits) for integer string conversion"),
+    (5_000, "s.yaml: expected numbers of at most 4,300 digits, got a longer integer"),
 ])
 def test_an_integer_of_thousands_of_digits_is_named_short(capsys, tmp_path, digits, said):
     err = bad_input(capsys, tmp_path, AXES + f"mode: capacity\nsearch: {{method: random, n: "
                                              f"{'9' * digits}}}\n", said)
-    assert len(err) < 400
+    assert len(err) < 400 and "set_int_max_str_digits" not in err
 
 
 def test_a_pd_ratio_search_too_wide_names_near(capsys, tmp_path):

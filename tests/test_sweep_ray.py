@@ -21,7 +21,13 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from harness.sweeps.points.marker import MARKER
-from tests.test_sweep_cli import GRID, _session, _wait_for_a_partial_point, steptrace
+from tests.test_sweep_cli import (
+    GRID,
+    _session,
+    _wait_for_a_partial_point,
+    blocked_once_it_starts,
+    steptrace,
+)
 from tests.test_sweep_points import TINY, sweep_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -128,13 +134,12 @@ def test_a_failed_point_through_ray_exits_1_after_the_others_ran(tmp_path, head)
     path = sweep_file(tmp_path, GRID)
     out = tmp_path / "out"
     blocked = plan(path, (f"output={out}",)).unique[2]
-    blocked.folder.parent.mkdir(parents=True)
-    blocked.folder.write_text("not a point's folder")  # its run cannot start
-    done = _sweep(path, out, "--ray", head)
+    done = blocked_once_it_starts(steptrace("sweep", str(path), "--set", f"output={out}",
+                                            "--json", "--ray", head), out / "s", blocked.folder)
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
     (failed,) = [r for r in result["rows"] if r["status"] == "failed"]
-    assert failed["point"] == blocked.key and failed["reason"].startswith("NotADirectoryError")
+    assert failed["point"] == blocked.key and failed["reason"].startswith("NotAFolder: ")
     assert (result["done"], result["failed"]) == (5, 1)
     blocked.folder.unlink()
     again = json.loads(_sweep(path, out, "--ray", head).stdout)

@@ -83,7 +83,7 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
     # its last worker is gone: one stopped by a signal still writes its point's interrupted
     # run there, and a second sweep would remove that point's folder as it is written
     with owned(the_plan.folder, [p.folder for p in the_plan.unique]):
-        seen["folder"] = the_plan.folder
+        seen["folder"], seen["points"] = the_plan.folder, [p.folder for p in the_plan.unique]
         with start() as executor:
             if not args.fresh:
                 _said_incomplete(the_plan.unique)
@@ -145,17 +145,31 @@ def _interrupted(args, signal: KeyboardInterrupt, seen: Dict[str, Any]) -> int:
 
     name, code = ("SIGTERM", 143) if isinstance(signal, Terminated) else \
         ("SIGINT (Ctrl-C)", 130)
-    counts = seen.get("counts", dict(done=0, skipped=0))
+    counts = seen.get("counts", {})
     message = f"interrupted by {name}: the table is written: {seen['table']}" \
         if "table" in seen else \
-        (f"interrupted by {name}: the table is not written; the "
-         f"{counts['done'] + counts['skipped']} of {counts.get('total', seen['total'])} "
-         f"points complete so far are kept in {seen['folder'] / POINTS}: run the sweep "
-         f"again to resume")
+        (f"interrupted by {name}: the table is not written; the {_kept(seen)} of "
+         f"{counts.get('total', seen['total'])} points complete so far are kept in "
+         f"{seen['folder'] / POINTS}: run the sweep again to resume")
     if args.json:
         print_json(dict(error="interrupted", message=message, exit_code=code))
     print(f"steptrace: {message}", file=sys.stderr)
     return code
+
+
+def _kept(seen: Dict[str, Any]) -> int:
+    """The points complete on disk now, their point.json read back: a worker may have
+    written one that the sweep was not told of before the signal. A search's points (drawn
+    as it goes) are every folder in points/."""
+    from ..sweeps.points import marker
+    from ..sweeps.points.point import POINTS
+
+    folders = seen["points"]
+    if not folders:
+        points = seen["folder"] / POINTS
+        folders = sorted(points.iterdir()) if points.is_dir() and not points.is_symlink() \
+            else []
+    return sum(marker.read(folder) is not None for folder in folders)
 
 
 def _said_incomplete(points) -> None:

@@ -240,12 +240,18 @@ def start_early() -> None:
     _keep_idle(_WriterProcess())
 
 
-@atexit.register
-def _end_idle() -> None:
-    """Idle writers' pipes closed: each exits, with nothing open, and nothing waits for it."""
+def end_idle(wait: bool = True) -> None:
+    """Idle writers' pipes closed: each exits, with nothing open; with `wait`, waited for (a
+    process that leaves without its exit handlers, a stopped sweep's worker, leaves none)."""
     with _idle_lock:
         while _idle:
-            _idle.pop().end(wait=False)
+            _idle.pop().end(wait=wait)
+
+
+@atexit.register
+def _end_idle() -> None:
+    """At exit, end_idle without waiting: the writer, with nothing open, ends on its own."""
+    end_idle(wait=False)
 
 
 def encoded(tables: Mapping[str, Mapping[str, Column]]) -> Tuple[dict, list]:

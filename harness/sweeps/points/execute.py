@@ -13,7 +13,7 @@ from ...workload import WorkloadError, load_workload
 from . import marker
 from .expand import drawn, grid, kept, sample
 from .point import LateWhere, Point, Refused, resolve
-from .sweep_file import SweepError, SweepFile, load_sweep, not_a_key
+from .sweep_file import SweepError, SweepFile, check_prices, load_sweep, not_a_key
 from .table import row
 from .task import empty_answer, run_point
 from .where import WhereError, compile_where, shown
@@ -53,6 +53,7 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
         raise SweepError(f"{sweep.path}: base: {e}") from None
     folder = Path(base.values["output"]) / sweep.name
     if sweep.method == "optuna":  # its points are drawn as the search goes (optuna_search.py)
+        check_prices(sweep, sweep.axes.get("device", (base.values["device"],)))
         return Plan(sweep, folder, (), sets, front_by)
     where = compile_where(sweep.where, sweep.axes, not_a_key) if sweep.where else None
     # a `where` of axes alone filters the grid; one naming other keys each resolved point
@@ -70,6 +71,9 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
         raise SweepError(f"{sweep.path}: where: {shown(sweep.where)}: {e}") from None
     if sweep.method == "random" and late is not None:
         points = _sampled(sweep, points)
+    devices = {p.device for p in points if isinstance(p, Point)}
+    if devices:  # none: nothing to run, said by the caller
+        check_prices(sweep, devices)
     return Plan(sweep, folder, tuple(points), sets, front_by)
 
 

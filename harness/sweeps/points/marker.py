@@ -17,7 +17,8 @@ import pyarrow as pa
 from engine.files import not_regular
 
 from ...io.atomic import atomic_open
-from .owner import LinkRefused, link_refusal
+from ...io.own_folder import not_a_folder
+from .owner import LinkRefused, NotAFolder, link_refusal
 
 MARKER = "point.json"
 INT64 = (-2**63, 2**63 - 1)  # the integers the table holds
@@ -101,11 +102,14 @@ def _plain(value: Any) -> Any:
 def fresh(folder: Path) -> None:
     """An empty folder for the point: what an earlier, unfinished attempt left removed.
     Never through a symbolic link: one at the folder or at its points/ is refused
-    (LinkRefused), nothing removed."""
+    (LinkRefused), nothing removed; so is a file in the place of either (NotAFolder)."""
     for path in (folder, folder.parent):
         why = link_refusal(path)
         if why:
             raise LinkRefused(why)
+        why = not_a_folder(path)
+        if why:
+            raise NotAFolder(why)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)

@@ -35,6 +35,10 @@ class LinkRefused(RuntimeError):
     """A symbolic link where a sweep writes (and resume deletes)."""
 
 
+class NotAFolder(RuntimeError):
+    """A file where a sweep keeps a point's folder."""
+
+
 def link_refusal(path: Path) -> Optional[str]:
     """Why a sweep may not write at `path`: a symbolic link there; None where it may."""
     return linked(path, "a sweep writes and resumes")
@@ -44,15 +48,18 @@ def link_refusal(path: Path) -> Optional[str]:
 def owned(folder: Path, points: Iterable[Path] = ()) -> Iterator[Path]:
     """`folder` made and locked for the block; BadInput, before any point runs, where it
     cannot be: a name no file system holds, a symbolic link at the folder, at its points/
-    or at one of the `points` folders, a file in its place, a folder that cannot be made
-    or written (read-only, full), or another sweep owning it."""
+    or at one of the `points` folders, a file in the place of any of them, a folder that
+    cannot be made or written (read-only, full), or another sweep owning it."""
     why = unnamable(folder)
     if why:
         raise BadInput(f"the sweep's folder {str(folder)!r} {why}")
+    points = list(points)
     _refuse_links([folder, folder / POINTS, *points])
-    why = not_a_folder(folder)
-    if why:
-        raise BadInput(f"the sweep's folder {why}")
+    for path, what in ((folder, "folder"), (folder / POINTS, "points folder"),
+                       *((point, "point's folder") for point in points)):
+        why = not_a_folder(path)
+        if why:
+            raise BadInput(f"the sweep's {what} {why}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -4,16 +4,17 @@ the line and the key."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Collection, Dict, Optional, Tuple
 
 from engine.files import NotAFile, check_regular
 from engine.yaml_lines import KeyPath, YamlError, load_with_lines
 
 from ...workload.schema import SCHEMA
 from .expand import MAX_POINTS, count, dimensions
-from .where import WhereError, compile_where, shown
+from .where import WhereError, compile_where, digits_limit, shown
 
 MODES = ("run", "capacity")
 METHODS = ("grid", "random", "optuna", "pd_ratio")
@@ -51,6 +52,12 @@ class SweepFile:
     most: int = 8  # pd_ratio: the most instances of one pool searched
     # a device (as `device` names it) -> dollars per device-hour (docs/sweeps.md, "Cost")
     prices: Dict[str, float] = field(default_factory=dict)
+    lines: Dict[KeyPath, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def at(self, key: KeyPath) -> str:
+        """`file:line: key.path`, as an error names a key of the file."""
+        line = self.lines.get(key) or self.lines.get(key[:1])
+        return f"{self.path}{f':{line}' if line else ''}: {'.'.join(key)}"
 
 
 def load_sweep(path) -> SweepFile:
@@ -60,8 +67,9 @@ def load_sweep(path) -> SweepFile:
         data, lines = load_with_lines(check_regular(path))
     except (NotAFile, YamlError) as e:
         raise SweepError(str(e)) from None
-    except ValueError as e:  # an integer of more digits than Python converts
-        raise SweepError(f"{path}: {e}") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise SweepError(f"{path}: expected numbers of at most {digits_limit():,} digits, got "
+                         f"a longer integer") from None
     except OSError as e:
         raise SweepError(f"{path}: {e.strerror}") from None
 
@@ -77,6 +85,7 @@ def load_sweep(path) -> SweepFile:
         fail((unknown[0],), f"unknown key; expected one of {', '.join(KEYS)}")
     axes = _axes(data.get("axes"), fail)
     zips = _zips(data.get("zip"), axes, fail)
+    _once(axes, zips, fail)
     search = _search(data.get("search"), fail)
     where = _where(data.get("where"), axes, search.get("method", "grid"), fail)
     mode = _choice(data, "mode", MODES, fail)
@@ -85,7 +94,7 @@ def load_sweep(path) -> SweepFile:
     _planned(axes, zips, search, where, fail)
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail), mode, axes,
                      zips, where, **search, ray_address=_ray(data, fail),
-                     prices=_prices(data, fail))
+                     prices=_prices(data, fail), lines=lines)
 
 
 def _pd_ratio(mode: str, axes, fail) -> None:
@@ -216,6 +225,16 @@ def _axes(axes, fail) -> Dict[str, Tuple[Any, ...]]:
     return {str(k): tuple(v) for k, v in axes.items()}
 
 
+def check_prices(sweep: SweepFile, devices: Collection[str]) -> None:
+    """SweepError for a price of a device none of `devices`, those the sweep's points run
+    on: a misspelt device's price would be silently ignored."""
+    for device in sweep.prices:
+        if device not in devices:
+            raise SweepError(f"{sweep.at(('prices', device))}: no point of the sweep runs on "
+                             f"{device}: expected a device its points use "
+                             f"({', '.join(sorted(map(str, devices)))})")
+
+
 def not_a_key(key: str) -> str:
     """Why `key` is not a workload key path an axis may set; "" when it is."""
     if key in PLACED:
@@ -248,6 +267,29 @@ def _zips(zips, axes, fail) -> Tuple[Tuple[str, ...], ...]:
             fail(("zip",), f"group {i + 1}: axes that move together need as many values "
                            f"each, got {', '.join(f'{k} {n}' for k, n in lengths.items())}")
     return tuple(tuple(g) for g in zips)
+
+
+def _once(axes, zips, fail) -> None:
+    """Each dimension's values given once: an axis's value twice, or a zip group's values
+    taken together twice, is one point listed twice (two identical rows). Values are told
+    apart as YAML read them (8 and 8.0 are two), the axes of a zip group together (tp: [1, 1]
+    beside dp: [1, 2] is two points)."""
+    for group in dimensions(axes, zips):
+        first: Dict[str, int] = {}
+        for i in range(len(axes[group[0]])):
+            values = tuple(axes[key][i] for key in group)
+            text = json.dumps(values, sort_keys=True, default=repr)
+            if text not in first:
+                first[text] = i
+                continue
+            which = f"(values {first[text] + 1} and {i + 1})"
+            if len(group) == 1:
+                fail(("axes", group[0]), f"{shown(values[0])} is given twice {which}: each "
+                                         f"value once, or the point is listed twice")
+            together = ", ".join(f"{key}={shown(v)}" for key, v in zip(group, values))
+            fail(("zip",), f"group {zips.index(group) + 1}: {shown(together, quote=False)} "
+                           f"is given twice {which}: each combination once, or the point "
+                           f"is listed twice")
 
 
 def _search(search, fail) -> dict:

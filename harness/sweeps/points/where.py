@@ -14,15 +14,18 @@ refused on the point that meets them.
 from __future__ import annotations
 
 import ast
+import io
 import math
 import operator
 import sys
+import tokenize
 from typing import Any, Callable, Collection, Mapping, Optional, Set
 
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
                ast.Div: operator.truediv, ast.Mod: operator.mod}
+_SYMBOLS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _WORDS = {"true": True, "false": False, "True": True, "False": False}
 MAX_LENGTH = 10_000  # characters: far beyond a filter a person writes
 MAX_DEPTH = 100  # operators nested in one another (a + b + c is two deep)
@@ -53,6 +56,9 @@ def compile_where(text: str, axes: Collection[str],
     if len(text) > MAX_LENGTH:
         raise WhereError(f"expected an expression of at most {MAX_LENGTH:,} characters, got "
                          f"{len(text):,}")
+    why = _too_long(text)
+    if why:
+        raise WhereError(why)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
@@ -62,6 +68,36 @@ def compile_where(text: str, axes: Collection[str],
     names: Set[str] = set()
     _check(tree.body, set(axes), not_a_key, names)
     return Filter(tree.body, names)
+
+
+def digits_limit() -> int:
+    """The most digits of an integer Python converts from or to text (0: no limit)."""
+    return getattr(sys, "get_int_max_str_digits", lambda: 0)()
+
+
+def _too_long(text: str) -> str:
+    """Why an integer literal of `text` is refused: more digits than Python converts to or
+    from text (its parser's message would advise raising the interpreter's limit, and such
+    a number could not be shown); "" where none is, or the text does not tokenize (the
+    parser then says why)."""
+    limit = digits_limit()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline)) if limit else []
+    except (tokenize.TokenError, SyntaxError):
+        return ""
+    for token in tokens:
+        literal = token.string.replace("_", "")
+        if token.type != tokenize.NUMBER:
+            continue
+        if literal.isdigit() and len(literal) > limit:
+            digits = f"{len(literal):,}"
+        elif literal[:2].lower() in ("0x", "0o", "0b") and int(literal, 0) >= 10**limit:
+            digits = f"about {int(int(literal, 0).bit_length() * math.log10(2)) + 1:,}"
+        else:
+            continue
+        return (f"expected numbers of at most {limit:,} digits, got an integer of {digits} "
+                f"digits ({shown(token.string, quote=False)})")
+    return ""
 
 
 def _dotted(node: ast.AST) -> str:
@@ -135,7 +171,14 @@ def _value(node: ast.AST, point: Mapping[str, Any]) -> Any:
         right = _value(right_node, point)
         _comparable(left_node, left, right)
         _comparable(right_node, right, left)
-        if not _COMPARE[type(op)](left, right):
+        try:
+            holds = _COMPARE[type(op)](left, right)
+        except TypeError:  # < <= > >= of a number and a string, or of null
+            pair = f"{ast.unparse(left_node)} {_SYMBOLS[type(op)]} {ast.unparse(right_node)}"
+            raise TypeError(f"{shown(pair, quote=False)}: expected two numbers or two strings "
+                            f"to order, got {shown(left)} ({_kind(left)}) and "
+                            f"{shown(right)} ({_kind(right)})") from None
+        if not holds:
             return False
         left_node, left = right_node, right
     return True
@@ -155,6 +198,15 @@ def _arithmetic(node: ast.BinOp, left, right):
     raise OverflowError(f"{shown(ast.unparse(node), quote=False)} overflows: expected "
                         f"arithmetic whose result is a finite number of at most "
                         f"{sys.float_info.max:.4g}")
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", dict: "a mapping", list: "a list",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _comparable(node: ast.AST, value, other) -> None:
