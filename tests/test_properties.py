@@ -176,11 +176,11 @@ def check_run(impl, scenario, seed):
 
 
 SEEDS = st.integers(0, 2**32 - 1)
-QUICK, DEEP = settings(max_examples=100, deadline=None), settings(max_examples=300, deadline=None)
+QUICK, DEEP = settings(max_examples=60, deadline=None), settings(max_examples=340, deadline=None)
 
 
 # Each its own function: hypothesis keys its example database by the test's source. The
-# quick tier draws 100 engines of each property; the slow tier 300 more.
+# quick tier draws 60 engines of each property; the slow tier 340 more.
 @pytest.mark.parametrize("impl", IMPLS)
 @QUICK
 @given(scenario=scenarios(), seed=SEEDS)

@@ -12,7 +12,8 @@ from harness.analysis.report.timeline import BINS, binned, cdf_points
 from harness.commands import main
 from tests.helpers import modeled_runs, pd_runs, with_device_table
 
-pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
+# draws whole reports (matplotlib's text layout, seconds a page): the slow tier's
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

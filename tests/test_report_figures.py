@@ -91,6 +91,7 @@ def clashes(name, fig):
                   if b.x0 < -1 or b.y0 < -1 or b.x1 > width + 1 or b.y1 > height + 1]
 
 
+@pytest.mark.slow  # every figure drawn and laid out twice
 def test_no_two_texts_of_any_figure_overlap_or_leave_it(reports):
     """Tick labels, axis labels, titles and annotations alike."""
     found = []
@@ -101,6 +102,7 @@ def test_no_two_texts_of_any_figure_overlap_or_leave_it(reports):
     assert not found
 
 
+@pytest.mark.slow  # every figure drawn and laid out twice
 def test_the_pools_and_fronts_figures_texts_fit(tmp_path):
     """Two P/D arms' pools figure (a row per arm's pool, four panels a row, each titled
     with the arm) and a sweep's fronts whose front points crowd (a label each) by the

@@ -197,6 +197,7 @@ PLANTED = {0: ("name", "profile-name", "figure-source", "run-folder-a", "run-fol
            1: ("trace", "other-trace", "run-folder-a", "key", "value-a")}
 
 
+@pytest.mark.slow  # two whole reports drawn
 @pytest.mark.parametrize("which", [0, 1])
 def test_every_hostile_string_is_text_in_the_page(hostile_reports, which):
     page = (hostile_reports[which] / "index.html").read_text()
@@ -375,6 +376,7 @@ def test_a_capacity_table_naming_a_path_is_refused(plain_runs, tmp_path, capsys)
         assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow  # draws whole reports
 def test_a_run_folder_named_like_a_glob_is_read_as_named(plain_runs, tmp_path, capsys):
     run = tmp_path / "[r1]*"
     shutil.copytree(plain_runs["h200"], run)
@@ -420,6 +422,7 @@ def test_a_report_past_a_file_size_limit_exits_1_and_leaves_the_folder(plain_run
         assert tree(out) == before
 
 
+@pytest.mark.slow  # draws whole reports
 def test_a_report_whose_folder_cannot_be_renamed_into_place_keeps_the_earlier_one(
         plain_runs, tmp_path, capsys, monkeypatch):
     """ENOSPC at the last step, the rename of the finished folder over DIR: the earlier
@@ -551,6 +554,7 @@ def test_a_report_is_never_written_into_a_run_it_reads(plain_runs, tmp_path, cap
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow  # draws whole reports
 def test_a_file_put_in_the_report_while_it_is_drawn_is_kept(plain_runs, made_report, tmp_path,
                                                             capsys, monkeypatch):
     """The destination is checked again just before the swap: notes saved into an earlier
@@ -573,6 +577,7 @@ def test_a_file_put_in_the_report_while_it_is_drawn_is_kept(plain_runs, made_rep
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@pytest.mark.slow  # draws whole reports
 def test_a_report_is_written_where_nothing_is_lost(plain_runs, tmp_path, capsys):
     """A new folder (its parents made), an empty one, and a report it made, even one a
     figure was deleted from: each written, its marker listing every file it holds."""
