@@ -24,11 +24,10 @@ from typing import Callable, Iterator, List, Sequence, Tuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.files import not_regular
-
 from ..errors import BadInput
 from ..io.atomic import WriteFailed
 from ..io.interrupt import Stop, signals_stop
+from ..io.json_file import read_json
 from .destination import BASELINE_MARKER, check_place, contents, listed, name, them
 from .exact import TABLES, compared_columns
 from .runs import Run
@@ -85,7 +84,7 @@ def check_destination(dest: Path, runs: Sequence[Run]) -> None:
 def _check_trimmed(run: Path) -> None:
     """BadInput unless `run` holds what store() writes for a run of its manifest, in
     regular files, and nothing else."""
-    manifest, why = _json(run / "manifest.json")
+    manifest, why = read_json(run / "manifest.json")
     if not why and not isinstance(manifest, dict):
         why = f"a JSON {type(manifest).__name__}"
     if why:
@@ -191,7 +190,7 @@ def _marker(marker: Path) -> Tuple[List[str], str]:
     """(the runs the marker lists, "") or ([], what the file is instead)."""
     if marker.is_symlink():
         return [], "a symbolic link"
-    data, why = _json(marker)
+    data, why = read_json(marker)
     if why:
         return [], why
     if not isinstance(data, dict) or data.get("kind") != KIND:
@@ -201,18 +200,3 @@ def _marker(marker: Path) -> Tuple[List[str], str]:
     if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
         return [], f"\"runs\": expected a list of run folder names, got {runs!r}"
     return runs, ""
-
-
-def _json(path: Path) -> Tuple[object, str]:
-    """(the file's JSON, "") or (None, why it cannot be read): never opens a FIFO."""
-    why = not_regular(path)
-    if why:
-        return None, why
-    try:
-        return json.loads(path.read_text()), ""
-    except RecursionError:
-        return None, "unreadable (JSON nested too deeply)"
-    except (OSError, ValueError) as e:
-        return None, f"unreadable ({e})"
-
-

@@ -15,10 +15,9 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from engine.files import not_regular
-
 from ..errors import BadInput
 from ..io.atomic import atomic_open
+from ..io.json_file import read_json
 from .destination import check_place, contents, listed, name
 
 MARKER = "history.json"
@@ -84,15 +83,9 @@ def refuse_link(path: Path, store: Path) -> None:
 
 def _not_a_marker(marker: Path) -> str:
     """"" for a store's marker, else what the file is instead."""
-    why = not_regular(marker)
+    data, why = read_json(marker)
     if why:
         return why
-    try:
-        data = json.loads(marker.read_text())
-    except RecursionError:
-        return "unreadable (JSON nested too deeply)"
-    except (OSError, ValueError) as e:
-        return f"unreadable ({e})"
     if not isinstance(data, dict) or data.get("kind") != KIND:
         found = data.get("kind") if isinstance(data, dict) else type(data).__name__
         return f"expected \"kind\": {json.dumps(KIND)}, got {found!r}"
