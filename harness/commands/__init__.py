@@ -12,13 +12,12 @@ how to report it, exit 1; `--debug` (before or after the command) adds the trace
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
 
 from ..errors import Terminated
-from .common import fail  # these two import the standard library's only: cheap
+from .common import interrupted  # these two import the standard library's only: cheap
 
 __all__ = ["entry", "main"]
 
@@ -66,12 +65,8 @@ def _ignore_signals(hold: bool) -> None:
 
 
 def _interrupted(argv, name: str, code: int) -> int:
-    """The one line; with --json also the document every failure prints on stdout (cli.py
-    `_Failure`), so that a script reading stdout gets JSON after a signal too."""
-    message = f"interrupted by {name}"
-    if "--json" in (sys.argv[1:] if argv is None else argv):
-        print(json.dumps(dict(error="interrupted", message=message, exit_code=code), indent=1))
-    return fail(f"steptrace: {message}", code)
+    return interrupted(f"interrupted by {name}", code,
+                       "--json" in (sys.argv[1:] if argv is None else argv))
 
 
 def _raise_on_sigterm():

@@ -54,6 +54,15 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def interrupted(message: str, code: int, as_json: bool) -> int:
+    """A signal's one line (`steptrace: interrupted by ...`); with --json also the document
+    every failure prints on stdout (cli.py `_Failure`), so that a script reading stdout gets
+    JSON after a signal too."""
+    if as_json:
+        print_json(dict(error="interrupted", message=message, exit_code=code))
+    return fail(f"steptrace: {message}", code)
+
+
 def add_set(parser, example: str) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help=f"override a value, read as YAML (null is None; a value YAML would "

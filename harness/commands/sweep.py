@@ -21,7 +21,7 @@ from typing import Any, Callable, ContextManager, Dict, List
 
 from ..errors import BadInput, RunFailed
 from ..schema.capacity_outcomes import LOWER_BOUND, NOT_A_CAPACITY
-from .common import add_json, add_set, print_json
+from .common import add_json, add_set, interrupted, print_json
 
 _SAID = {**NOT_A_CAPACITY, **LOWER_BOUND}  # the outcomes shown in place of done
 
@@ -151,10 +151,7 @@ def _interrupted(args, signal: KeyboardInterrupt, seen: Dict[str, Any]) -> int:
         (f"interrupted by {name}: the table is not written; the {_kept(seen)} of "
          f"{counts.get('total', seen['total'])} points complete so far are kept in "
          f"{seen['folder'] / POINTS}: run the sweep again to resume")
-    if args.json:
-        print_json(dict(error="interrupted", message=message, exit_code=code))
-    print(f"steptrace: {message}", file=sys.stderr)
-    return code
+    return interrupted(message, code, args.json)
 
 
 def _kept(seen: Dict[str, Any]) -> int:
