@@ -104,6 +104,9 @@ struct StepCost {
   // overlapped as the deployment's micro-batches say (DeploymentModel), or its roofline
   // (the modeled executor without a deployment); 0 where steps are not modeled.
   double rank_s = 0;
+  // Bit i set: part i (kernel_step.hpp's Part: attention, dense, experts, dispatch, combine,
+  // allreduce) was looked up outside its kernel table's rows
+  uint8_t extrapolated = 0;
 };
 
 // One rank's executed step by part, for a deployment to time: the attention layers, the

@@ -21,7 +21,7 @@ void check_positive(const char* name, double value) {
 }  // namespace
 
 DeploymentModel::DeploymentModel(const CostModel& cost, const DeploymentRates& rates)
-    : cost_(cost), r_(rates) {
+    : cost_(cost), r_(rates), kernels_(rates.kernels.get()) {
   for (const auto& [name, value] : {std::pair<const char*, double>{"devices", rates.devices},
                                     {"attention_tp", rates.attention_tp},
                                     {"dense_tp", rates.dense_tp},
@@ -83,7 +83,9 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
   DeploymentStep out;
   out.costs.ranks.resize(ranks);  // an idle rank's FLOPs and bytes are all zero
   std::vector<std::pair<size_t, StepParts>> busy;  // the ranks with a batch
-  double tokens = 0, moe_tokens = 0;
+  std::vector<RankCounts> counts;  // theirs, where kernel tables time the step
+  double tokens = 0, moe_tokens = 0, mtp_tokens = 0;
+  bool has_prefill = false;
   for (size_t i = 0; i < ranks; ++i) {
     const Batch& batch = plan.batches[i];
     if (batch.empty()) continue;
@@ -92,43 +94,65 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
     out.costs.ranks[i] = p.cost;
     tokens += p.tokens;
     moe_tokens += p.moe_tokens;
+    mtp_tokens += p.mtp_tokens;
+    if (kernels_) {
+      counts.push_back(count_rank(batch));
+      has_prefill = has_prefill || counts.back().has_prefill;
+    }
   }
   if (moe_tokens == 0 && tokens == 0) return out;  // nothing ran: every device idles
-
-  const double mb = static_cast<double>(r_.micro_batches), k = cost_.top_k();
-  const double ep = static_cast<double>(r_.moe_ep), devices = static_cast<double>(r_.devices);
-  // The hottest device: its share of every rank's routed tokens, times the imbalance
-  const double layers = tokens > 0 ? moe_tokens / tokens : 0;  // MoE layers a token crosses
-  const double routed = moe_tokens * k / ep * r_.expert_imbalance;
-  const double per_layer = tokens * k / ep * r_.expert_imbalance / mb;  // one micro-batch
-  const double touched = r_.local_experts * -std::expm1(-per_layer / r_.local_experts);
-  const double experts_s =
-      roofline(routed * cost_.expert_flops() / r_.moe_tp, r_.expert_flops_per_s,
-               mb * layers * touched * cost_.expert_bytes() / r_.moe_tp);
-  const double received = moe_tokens * remote_devices_ / devices * r_.expert_imbalance;
-  const double calls = mb * layers;
+  const Shared sh = shared(tokens, moe_tokens, mtp_tokens, has_prefill);
 
   double slowest = 0;
   if (busy.size() < ranks) {
     // An idle rank's devices still run their share of the experts and wait in every
     // all-to-all: the same parts on every idle rank, worked out once.
     StepCost idle;
-    idle.experts_s = experts_s;
-    idle.dispatch_s = all_to_all(received, r_.dispatch_bytes, calls);
-    idle.combine_s = all_to_all(received, r_.combine_bytes, calls);
+    idle.experts_s = sh.experts_s;
+    idle.dispatch_s = all_to_all(sh.received, r_.dispatch_bytes, sh.calls);
+    idle.combine_s = all_to_all(sh.received, r_.combine_bytes, sh.calls);
+    if (kernels_) time_kernels(nullptr, RankCounts{}, sh.least_sent, sh, idle);
     idle.rank_s = rank_seconds(idle);
     for (size_t i = 0; i < ranks; ++i)
       if (plan.batches[i].empty()) out.costs.ranks[i] = idle;
     slowest = idle.rank_s;
   }
-  for (const auto& [i, p] : busy) {
+  const double tp = static_cast<double>(r_.attention_tp);
+  for (size_t b = 0; b < busy.size(); ++b) {
+    const auto& [i, p] = busy[b];
     StepCost& c = out.costs.ranks[i];
-    time_rank(p, experts_s, received, calls, c);
+    time_rank(p, sh.experts_s, sh.received, sh.calls, c);
+    if (kernels_)
+      time_kernels(&plan.batches[i], counts[b], std::max(counts[b].tokens / tp, sh.least_sent),
+                   sh, c);
     c.rank_s = std::max(rank_seconds(c), r_.layers * r_.layer_floor_s);
     slowest = std::max(slowest, c.rank_s);
   }
   out.seconds = r_.overhead_s + slowest;
   return out;
+}
+
+DeploymentModel::Shared DeploymentModel::shared(double tokens, double moe_tokens, double mtp_tokens,
+                                                bool has_prefill) const {
+  const double mb = static_cast<double>(r_.micro_batches), k = cost_.top_k();
+  const double ep = static_cast<double>(r_.moe_ep), devices = static_cast<double>(r_.devices);
+  Shared sh;
+  // The hottest device: its share of every rank's routed tokens, times the imbalance
+  const double layers = tokens > 0 ? moe_tokens / tokens : 0;  // MoE layers a token crosses
+  const double routed = moe_tokens * k / ep * r_.expert_imbalance;
+  const double per_layer = tokens * k / ep * r_.expert_imbalance / mb;  // one micro-batch
+  const double touched = r_.local_experts * -std::expm1(-per_layer / r_.local_experts);
+  sh.experts_s = roofline(routed * cost_.expert_flops() / r_.moe_tp, r_.expert_flops_per_s,
+                          mb * layers * touched * cost_.expert_bytes() / r_.moe_tp);
+  sh.received = moe_tokens * remote_devices_ / devices * r_.expert_imbalance;
+  sh.calls = mb * layers;
+  // Kernel tables: the EP group's routed tokens a layer (the hottest device's share as the
+  // imbalance says), a device's all-to-all tokens at the least (what it receives)
+  sh.group_tokens = tokens * r_.expert_imbalance;
+  sh.least_sent = tokens / devices * r_.expert_imbalance;
+  sh.mtp_share = tokens > 0 ? mtp_tokens / tokens : 0;
+  sh.has_prefill = has_prefill;
+  return sh;
 }
 
 // A busy rank's parts: its attention and dense work, the step's experts on its devices,
@@ -149,6 +173,17 @@ void DeploymentModel::time_rank(const StepParts& p, double experts_s, double rec
   const double reduces = r_.layers + (p.mtp_tokens > 0 ? 1 : 0);  // one per layer
   c.allreduce_s = all_reduce(rank_tokens, r_.attention_tp, reduces) +
                   all_reduce(rank_tokens, r_.dense_tp, reduces);
+}
+
+void DeploymentModel::time_kernels(const Batch* batch, const RankCounts& counts, double sent,
+                                   const Shared& sh, StepCost& c) const {
+  double parts[kNumParts] = {};
+  kernels_->add(batch, counts, sh.group_tokens, sent, sh.has_prefill, sh.mtp_share, parts,
+                c.extrapolated);
+  double* members[kNumParts] = {&c.attention_s, &c.dense_s,   &c.experts_s,
+                                &c.dispatch_s,  &c.combine_s, &c.allreduce_s};
+  for (int part = 0; part < kNumParts; ++part)
+    if (kernels_->times(static_cast<Part>(part), sh.has_prefill)) *members[part] = parts[part];
 }
 
 }  // namespace steptrace

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cost_model.hpp"
+#include "kernel_step.hpp"
 #include "schedule_output.hpp"
 
 namespace steptrace {
@@ -44,6 +46,9 @@ struct DeploymentRates {
   // The least time a busy rank's layers take whatever their work (kernel launches and
   // small kernels: the profile's layer_floor_us); 0: no floor
   double layer_floor_s = 0;
+  // The parts kernel tables time (docs/modeling.md, "The step from kernel tables"), in
+  // place of the rooflines above; null: none
+  std::shared_ptr<KernelStep> kernels;
 };
 
 // Every rank's StepCost of one step: handed to Python and on to the recorder as one
@@ -76,10 +81,23 @@ class DeploymentModel {
   // One rank's parts overlapped (two micro-batches) or added.
   void time_rank(const StepParts& p, double experts_s, double received, double calls,
                  StepCost& c) const;
+  // What every rank's parts share in a step: the hottest device's experts (roofline),
+  // what a device receives, the all-to-alls' calls, and the kernel tables' counts
+  struct Shared {
+    double experts_s = 0, received = 0, calls = 0;
+    double group_tokens = 0, least_sent = 0, mtp_share = 0;
+    bool has_prefill = false;
+  };
+  Shared shared(double tokens, double moe_tokens, double mtp_tokens, bool has_prefill) const;
+  // The parts the kernel tables time, in place of the rooflines'; `sent`: the rank's
+  // all-to-all tokens
+  void time_kernels(const Batch* batch, const RankCounts& counts, double sent, const Shared& sh,
+                    StepCost& c) const;
   double rank_seconds(const StepCost& c) const;
 
   CostModel cost_;
   DeploymentRates r_;
+  const KernelStep* kernels_;  // r_.kernels
   double remote_devices_;  // other devices a token's top-k experts fall on
   double remote_domains_;  // other scale-up domains among them
 };

@@ -22,6 +22,9 @@ KV_PRECISIONS = ("bf16", "fp8")
 # ran 59,337 tok/s per node with simulated perfect balancing and 50,302 with its default
 # EPLB (LMSYS blog, 2025-05-05): 1.18.
 DEFAULT_IMBALANCE = 1.18
+# The software stacks whose kernel tables can time a step (docs/modeling.md, "Kernel
+# tables"); roofline: none, every part a roofline of the profile's efficiencies
+STACKS = ("trtllm", "sglang", "roofline")
 # vLLM's gpu_memory_utilization default: the rest is activations, workspace, graphs.
 DEFAULT_MEMORY_UTILIZATION = 0.9
 
@@ -89,6 +92,13 @@ class Deployment:
         "redundant_experts", "extra expert replicas (EPLB)", low=0)))
     expert_imbalance: float = field(default=DEFAULT_IMBALANCE, metadata=_keys(Setting(
         "expert_imbalance", "hottest device's expert load over the mean", number=True)))
+    stack: Optional[str] = field(default=None, metadata=_keys(Setting(
+        "stack", "the software stack whose kernel tables time the step; null: the device "
+        "profile's first, or roofline where it has none", choices=STACKS + (None,),
+        null=True)))
+    cuda_graphs: bool = field(default=True, metadata=_keys(Setting(
+        "cuda_graphs", "decode steps replayed as CUDA graphs: the host's cost a step",
+        choices=(True, False))))
     memory_utilization: float = field(default=DEFAULT_MEMORY_UTILIZATION, metadata=_keys(Setting(
         "memory_utilization", "share of HBM for weights and KV (on a torch device also the "
         "measured activations)", low=0, high=1, strict=True, number=True)))
@@ -109,8 +119,8 @@ class Deployment:
                    dense_tp=v["dense"]["tp"],
                    micro_batches=v["micro_batches"], precision=parts,
                    redundant_experts=v["redundant_experts"],
-                   expert_imbalance=v["expert_imbalance"],
-                   memory_utilization=v["memory_utilization"])
+                   expert_imbalance=v["expert_imbalance"], stack=v["stack"],
+                   cuda_graphs=v["cuda_graphs"], memory_utilization=v["memory_utilization"])
 
     @staticmethod
     def settings() -> Iterator[Tuple[Setting, Any]]:
@@ -122,6 +132,12 @@ class Deployment:
             for s in f.metadata["keys"]:
                 part = s.key.rpartition(".")[2]
                 yield s, None if s.null else value[part] if isinstance(value, dict) else value
+
+    def kernel_stack(self, profile: DeviceProfile) -> Optional[str]:
+        """The stack whose kernel tables time the step on `profile`, or None (rooflines)."""
+        if self.stack == "roofline":
+            return None
+        return self.stack or next(iter(profile.kernels), None)
 
     def check(self, model: ModelConfig, profile: DeviceProfile) -> None:
         """DeploymentError, naming the key, for what no serving engine could run."""
@@ -165,6 +181,10 @@ class Deployment:
                 raise DeploymentError(("precision", part), f"{profile.name} has no published "
                                       f"dense {self.precision[part]} peak; published: "
                                       f"{', '.join(profile.published())}")
+        if self.stack not in (None, "roofline") and self.stack not in profile.kernels:
+            raise DeploymentError(("stack",), f"{profile.name} has no {self.stack} kernel "
+                                  f"tables; it has: {', '.join(profile.kernels) or 'none'} "
+                                  f"(or roofline)")
         if self.precision["kv"] not in KV_PRECISIONS:
             raise DeploymentError(("precision", "kv"), f"expected one of "
                                   f"{', '.join(KV_PRECISIONS)}, got {self.precision['kv']}")

@@ -53,6 +53,7 @@
   X(double, dispatch_s, RANK, cost.dispatch_s)                  \
   X(double, combine_s, RANK, cost.combine_s)                    \
   X(double, allreduce_s, RANK, cost.allreduce_s)                \
+  X(int8_t, extrapolated, RANK, static_cast<int8_t>(cost.extrapolated)) \
   X(double, rank_s, RANK, cost.rank_s)                          \
   X(double, dp_imbalance, STEP, imbalance)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple, Union
 
@@ -34,13 +34,23 @@ RANGES = {name: (1e-6, 1.0) for name in ("compute_efficiency", "memory_efficienc
                                           "network_efficiency")}
 RANGES["scaleup_devices"] = (1, 1 << 16)
 WHOLE = ("scaleup_devices",)
-OPTIONAL = ("source", "layer_floor_us", "idle_w")  # fields a file may leave out
+OPTIONAL = ("source", "layer_floor_us", "idle_w", "kernels")  # fields a file may leave out
 
 
 @dataclass(frozen=True)
 class Figure:
     value: float
     kind: str  # vendor | press | derived | assumption
+    source: str
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """A software stack's kernel table for the device (docs/modeling.md, "Kernel tables"):
+    the file (given relative to the profile's folder), the families taken from it (empty:
+    all), and where its figures come from."""
+    table: Path
+    families: Tuple[str, ...]
     source: str
 
 
@@ -73,6 +83,9 @@ class DeviceProfile:
     # what the device draws with nothing scheduled, the floor of modeled power
     # (docs/metrics.md, "Power and cost"); None: unknown. A file may leave it out.
     idle_w: Optional[Figure] = None
+    # stack name -> its kernel table (docs/modeling.md, "Kernel tables"), the first the
+    # default; empty: every part a roofline. A file may leave it out.
+    kernels: Mapping[str, KernelSet] = field(default_factory=dict)
     source: str = ""
 
     def published(self) -> list:
@@ -105,6 +118,8 @@ def profile_record(profile: DeviceProfile) -> dict:
     def plain(v):
         if isinstance(v, Figure):
             return dict(value=v.value, kind=v.kind, source=v.source)
+        if isinstance(v, KernelSet):
+            return dict(table=str(v.table), families=list(v.families), source=v.source)
         if isinstance(v, Mapping):
             return {k: plain(x) for k, x in v.items()}
         return v
@@ -209,8 +224,38 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
             and values["idle_w"].value > values["tdp_w"].value:
         raise ValueError(f"{where('idle_w', 'value')}: expected at most tdp_w "
                          f"({values['tdp_w'].value:g} W), got {values['idle_w'].value:g}")
+    values["kernels"] = _kernel_sets(where, path.parent, data.get("kernels") or {})
     values["source"] = str(data.get("source") or "")
     return DeviceProfile(**values)
+
+
+def _kernel_sets(where: _Where, folder: Path, data) -> Dict[str, KernelSet]:
+    from ..kernels.table import FAMILIES
+
+    if not isinstance(data, dict):
+        raise ValueError(f"{where('kernels')}: expected a mapping of stack name to "
+                         f"{{table, families, source}}")
+    out = {}
+    for stack, entry in data.items():
+        key = ("kernels", str(stack))
+        if not isinstance(entry, dict) or sorted(entry) != ["families", "source", "table"]:
+            raise ValueError(f"{where(*key)}: expected {{table, families, source}}, got "
+                             f"{entry!r}")
+        table = entry["table"]
+        why = not_regular(folder / table) if isinstance(table, str) else "not a path"
+        if why:
+            raise ValueError(f"{where(*key, 'table')}: expected a kernel table's path, "
+                             f"relative to {folder}: {table!r} {why}")
+        families = entry["families"] or []
+        unknown = [f for f in families if f not in FAMILIES]
+        if not isinstance(families, list) or unknown:
+            raise ValueError(f"{where(*key, 'families')}: expected a list of "
+                             f"{', '.join(FAMILIES)} (empty: all), got {families!r}")
+        if not isinstance(entry["source"], str) or not entry["source"].strip():
+            raise ValueError(f"{where(*key, 'source')}: expected a non-empty string")
+        out[str(stack)] = KernelSet((folder / table).resolve(), tuple(families),
+                                    entry["source"])
+    return out
 
 
 def _figure(where: _Where, key: KeyPath, data, kinds, required: bool = False) \

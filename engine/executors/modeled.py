@@ -21,6 +21,9 @@ from ..config import EngineConfig
 from ..deployment import BYTES, Deployment
 from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
+from ..kernels.host import STEP_HOST_US
+from ..kernels.load import kernel_table
+from ..kernels.step import PARTS, step_terms
 from .base import ExecutorOutput
 from .spec import Built
 
@@ -71,6 +74,28 @@ def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _co
     return r
 
 
+def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceProfile,
+                       model_config) -> dict:
+    """`r` timed from the deployment's kernel tables where it has them: their terms, the
+    stack's host cost for the profile's overhead, and no layer floor (small shapes'
+    measured times carry it). What the step is timed by, as the run's manifest records it
+    (`step_model`)."""
+    stack = d.kernel_stack(profile)
+    if stack is None:
+        return dict(stack="roofline", timed=[], rooflines=list(PARTS))
+    table = kernel_table(profile, stack)
+    terms = step_terms(table, model_config, d, r.scaleup_devices)
+    r.kernels = terms.kernel_step(d.micro_batches, (model_config.num_nextn_predict_layers or 0)
+                                  / model_config.num_hidden_layers)
+    host = STEP_HOST_US[d.cuda_graphs]
+    r.overhead_s = host.value * 1e-6
+    r.layer_floor_s = 0.0
+    return dict(stack=stack, table=table.stack, source=table.source,
+                timed=list(terms.timed), rooflines=[p for p in PARTS if p not in terms.timed],
+                missing=terms.missing, cuda_graphs=d.cuda_graphs,
+                step_host_us=dict(value=host.value, kind=host.kind, source=host.source))
+
+
 def layer_floor_s(profile: DeviceProfile) -> float:
     """The least time one layer of a busy rank takes (docs/modeling.md, "The latency
     floor"); 0 where the profile gives none."""
@@ -94,8 +119,11 @@ class ModeledExecutor:
             bytes_per_s=profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value,
             overhead_s=self.overhead_s,
             floor_s=estimator.cfg.num_hidden_layers * layer_floor_s(profile))
-        rates = None if config.deployment is None else \
-            deployment_rates(config.deployment, profile, estimator.cfg)
+        rates, self.step_model = None, None
+        if config.deployment is not None:
+            rates = deployment_rates(config.deployment, profile, estimator.cfg)
+            self.step_model = with_kernel_tables(rates, config.deployment, profile,
+                                                 estimator.cfg)
         # Accepted MTP drafts: numpy's seeded stream, drawn in C++ (csrc/replay/pcg64.hpp).
         # The C++ replay loop (harness/replay/native.py) steps this same object.
         self.core = _core.ModeledStep(

@@ -39,6 +39,7 @@ class StepSummary:
         self._parts: Dict[str, List[np.ndarray]] = {column: [] for column, _ in PARTS}
         # per measured step, the slowest rank's rank_s and the ranks' mean
         self._rank_s: Dict[str, List[np.ndarray]] = {"slowest": [], "mean": []}
+        self._extrapolated = 0  # measured steps with a part looked up outside its table
         self._model_flops = 0.0
         self._prefill_tokens = 0
         # counts; NaN for a steps table from before prefix caching
@@ -71,6 +72,9 @@ class StepSummary:
             if column in steps:
                 values = np.asarray(steps[column], dtype=np.float64)[measured]
                 self._parts[column].append(np.maximum.reduceat(values, first))
+        if "extrapolated" in steps:
+            bits = np.asarray(steps["extrapolated"])[measured]
+            self._extrapolated += int(np.count_nonzero(np.bitwise_or.reduceat(bits, first)))
         if "rank_s" in steps and self._ranks > 1:  # every step has a row per rank
             rank_s = np.asarray(steps["rank_s"], dtype=np.float64)[measured]
             ranks = np.diff(np.r_[first, len(rank_s)])
@@ -113,6 +117,7 @@ class StepSummary:
                 chunks = self._parts[column]  # one column's values at a time
                 rows += _distribution(metric, np.concatenate(chunks) * 1e6 if chunks
                                       else np.zeros(0))
+            rows.append(("extrapolated", "steps", self._extrapolated, "steps"))
         rows += self._imbalance()
         rows.append(("step_rate", "per_s", self._measured / span if span > 0 else np.nan, "1/s"))
         rows.append(("achieved", "tflops_per_device", tflops, "TFLOP/s"))

@@ -299,7 +299,8 @@ def _pools(service, engines) -> dict:
                                 num_kv_blocks=engine.config.scheduler.num_kv_blocks)
         if engine.device_profile is not None:
             pools[pool.role].update(modeled_device=engine.device_profile.name,
-                                    device_profile=profile_record(engine.device_profile))
+                                    device_profile=profile_record(engine.device_profile),
+                                    step_model=getattr(engine.executor, "step_model", None))
     return pools
 
 

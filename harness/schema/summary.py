@@ -91,6 +91,8 @@ SUMMARY: Tuple[Metric, ...] = (
            "Prefix cache"),
     *(distribution(name, "us", f"the modeled step's {name} part (a deployment's)", PARTS)
       for name in ("attention", "dense", "experts", "dispatch", "combine", "allreduce")),
+    Metric("extrapolated", {"steps": "steps"}, "measured steps a part of which was looked up "
+           "outside its kernel table's rows (a deployment timed from kernel tables)", PARTS),
     Metric("dp_imbalance", {**stats("ratio", "mean", "p50", "p99", "max"),
                             "lost_share": "fraction"},
            "the slowest DP rank's own step over the mean rank's, per modeled step; the "

@@ -17,6 +17,7 @@ DECODE_STALL = "metrics.md#decode-stall"
 INPUTS = "metrics.md#inputs-per-request-from-the-recorder"
 DEVICE_COLUMNS = "telemetry.md#columns"
 STEP_PARTS = "modeling.md#the-step"
+KERNEL_TABLES = "modeling.md#kernel-tables"
 DP_IMBALANCE = "metrics.md#dp-imbalance"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
@@ -104,6 +105,9 @@ STEPS = Table("steps", "engine step and DP rank of an instance",
     _col("combine_s", F64, "s", "the rank's combine all-to-alls, modeled or measured",
          STEP_PARTS),
     _col("allreduce_s", F64, "s", "modeled deployment: the rank's TP all-reduces", STEP_PARTS),
+    _col("extrapolated", pa.int8(), "", "modeled from kernel tables: the parts looked up "
+         "outside their table's rows, one bit each in the order attention, dense, experts, "
+         "dispatch, combine, allreduce (1, 2, 4, ...); 0: none", KERNEL_TABLES),
     _col("rank_s", F64, "s", "modeled: the rank's own step (its parts, overlapped as its "
          "micro-batches allow, or its roofline), before it waits for the slowest rank; 0 where "
          "steps are not modeled", DP_IMBALANCE),

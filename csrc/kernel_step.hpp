@@ -1,0 +1,76 @@
+// A deployment's step parts timed from kernel tables (docs/modeling.md, "The step from
+// kernel tables"): each term is one kernel's curve, looked up at a count the rank's batch
+// gives (its tokens, its decode rows at their mean context, each prefill row at its cached
+// prefix, the EP group's routed tokens, ...) and called `calls` times a step. The terms
+// are chosen once per deployment (engine/kernels/step.py); a step only looks them up.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernel_curve.hpp"
+#include "schedule_output.hpp"
+
+namespace steptrace {
+
+// What a term's tokens count on one rank
+enum class Quantity : int8_t {
+  kTokens,         // positions the rank computes (every row's q)
+  kDecodeRows,     // decode rows, at their mean seqlen_k as the context
+  kDecodeTokens,   // positions of decode rows
+  kPrefillRow,     // each prefill row alone: its q, at its cached prefix (k - q)
+  kPrefillTokens,  // positions of prefill rows
+  kLogits,         // positions whose logits are computed (decode rows, final chunks)
+  kGroupTokens,    // tokens the EP group routes: every rank's, times the imbalance
+  kSentTokens,     // the all-to-all's tokens per rank: its own, or the mean times the
+                   // imbalance where more (what an idle rank's devices receive)
+};
+
+// The StepCost member a term adds to, and its bit in StepCost::extrapolated
+enum class Part : int8_t { kAttention, kDense, kExperts, kDispatch, kCombine, kAllReduce };
+constexpr int kNumParts = 6;
+
+// Which steps a term times: the all-to-alls' low-latency kernels serve decode-only steps,
+// the normal ones steps with a prefill row (as SGLang's DeepEP `auto` mode picks them)
+enum class When : int8_t { kAlways, kDecodeOnly, kWithPrefill };
+
+struct KernelTerm {
+  KernelCurve curve;
+  Quantity quantity = Quantity::kTokens;
+  Part part = Part::kAttention;
+  When when = When::kAlways;
+  double calls = 1;  // a step, in the main model: layers x calls a layer
+  bool per_layer = true;  // the MTP module runs it once more, at its share of the tokens
+};
+
+// One rank's counts, from its batch
+struct RankCounts {
+  double tokens = 0, decode_rows = 0, decode_tokens = 0, decode_context = 0;
+  double prefill_tokens = 0, logits = 0;
+  bool has_prefill = false;
+};
+RankCounts count_rank(const Batch& batch);
+
+class KernelStep {
+ public:
+  KernelStep(std::vector<KernelTerm> terms, int64_t micro_batches, double mtp_layers_per_layer);
+
+  // Whether some term times `part` in a step with (or without) a prefill row; a part no
+  // term times is timed as without tables (DeploymentModel)
+  bool times(Part part, bool with_prefill) const {
+    return timed_[static_cast<int>(part)][with_prefill ? 1 : 0];
+  }
+  // Adds each term's seconds to `parts` (indexed by Part) and sets `extrapolated` bits.
+  // group_tokens: the EP group's routed tokens this step; sent: this rank's all-to-all
+  // tokens; mtp_share: MTP positions over main-model positions (0 without MTP).
+  void add(const Batch* batch, const RankCounts& r, double group_tokens, double sent,
+           bool step_has_prefill, double mtp_share, double* parts, uint8_t& extrapolated) const;
+
+ private:
+  std::vector<KernelTerm> terms_;
+  double micro_batches_;
+  double mtp_layers_;  // MTP module layers per main-model layer: per_layer terms' extra share
+  bool timed_[kNumParts][2] = {};
+};
+
+}  // namespace steptrace

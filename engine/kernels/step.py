@@ -1,0 +1,156 @@
+"""A deployment's step terms from a kernel table (docs/modeling.md, "The step from kernel
+tables"): for each part of a DeepSeek-V3-architecture layer, the kernels it runs, the curve
+of each at the deployment's shapes, the count a step looks it up at and how many calls a
+step makes. A part is timed from the table only when every one of its kernels has a curve;
+otherwise the whole part stays a roofline, and `missing` says which curve it lacked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .. import _core
+from .lookup import Curve, curves_of
+from .table import CURVE_KEYS, KernelTable
+
+PARTS = ("attention", "dense", "experts", "dispatch", "combine", "allreduce")
+# The all-to-alls' kernel modes, and the steps each serves (kernel_step.hpp's When)
+A2A_MODES = (("low_latency", "decode_only"), ("normal", "with_prefill"))
+
+
+@dataclass
+class StepTerms:
+    terms: List[_core.KernelTerm] = field(default_factory=list)
+    timed: Tuple[str, ...] = ()  # parts the table times (in some steps, for the all-to-alls)
+    missing: Dict[str, str] = field(default_factory=dict)  # part -> the curve it lacked
+
+    def kernel_step(self, micro_batches: int, mtp_layers_per_layer: float) -> _core.KernelStep:
+        return _core.KernelStep(self.terms, micro_batches, mtp_layers_per_layer)
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """One kernel of a part: the count it is looked up at, its calls a step."""
+    quantity: str
+    calls: float
+    per_layer: bool = True
+    when: str = "always"
+
+
+def _key(family: str, **keys) -> Tuple:
+    values = {"mode": "", "precision": "", "n": 0, "k": 0, "heads": 0, "experts": 0,
+              "topk": 0, "width": 0, "topology": "", **keys, "family": family}
+    return tuple(values[c] for c in CURVE_KEYS)
+
+
+def _describe(key: Tuple) -> str:
+    return ", ".join(f"{c}={v}" for c, v in zip(CURVE_KEYS, key) if v not in ("", 0))
+
+
+def _gemm(precision, n, k, quantity, calls, per_layer=True):
+    return _key("gemm", precision=precision, n=n, k=k), _Kernel(quantity, calls, per_layer)
+
+
+def _kernel(family, quantity, calls, when="always", **keys):
+    return _key(family, **keys), _Kernel(quantity, calls, True, when)
+
+
+def _attention(m, d) -> list:
+    """MLA: the low-rank projections, then the absorbed form for decode rows (the batched
+    GEMMs around the latent attention) and the MHA form for prefill rows (kv_b up-projects
+    their keys), then o_proj."""
+    heads, layers, att, h = (m.num_attention_heads // d.attention_tp, m.num_hidden_layers,
+                             d.precision["attention"], m.hidden_size)
+    q_width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    latent = m.kv_lora_rank + m.qk_rope_head_dim
+    if m.q_lora_rank:  # q_a fused with kv_a, then q_b up from the low rank
+        projections = [_gemm(att, m.q_lora_rank + latent, h, "tokens", layers),
+                       _gemm(att, q_width, m.q_lora_rank, "tokens", layers)]
+    else:
+        projections = [_gemm(att, latent, h, "tokens", layers),
+                       _gemm(att, q_width, h, "tokens", layers)]
+    return [*projections,
+            _gemm(att, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
+                  "prefill_tokens", layers),
+            *(_kernel("mla_bmm", "decode_tokens", layers, precision=att, heads=heads, mode=mode)
+              for mode in ("pre", "post")),
+            _kernel("mla_decode", "decode_rows", layers, precision=d.precision["kv"],
+                    heads=heads),
+            _kernel("mla_prefill", "prefill_row", layers, precision=d.precision["kv"],
+                    heads=heads),
+            _gemm(att, h, heads * m.v_head_dim, "tokens", layers)]
+
+
+def _dense(m, d) -> list:
+    """The dense FFN layers, each MoE layer's shared experts and router, the LM head."""
+    dtp, dense, h = d.dense_tp, d.precision["dense"], m.hidden_size
+    moe_layers = m.num_hidden_layers - m.first_k_dense_replace
+    shared = m.moe_intermediate_size * m.n_shared_experts // dtp
+    return [_gemm(dense, 2 * m.intermediate_size // dtp, h, "tokens", m.first_k_dense_replace),
+            _gemm(dense, h, m.intermediate_size // dtp, "tokens", m.first_k_dense_replace),
+            _gemm(dense, 2 * shared, h, "tokens", moe_layers),
+            _gemm(dense, h, shared, "tokens", moe_layers),
+            _gemm("bf16", m.n_routed_experts, h, "tokens", moe_layers),
+            _gemm("bf16", m.vocab_size // dtp, h, "logits", 1, per_layer=False)]
+
+
+def _part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Kernel]]]:
+    """Each part's kernels for model config `m` under deployment `d`."""
+    tp, dtp, ep, h = d.attention_tp, d.dense_tp, d.moe_ep, m.hidden_size
+    moe_layers = m.num_hidden_layers - m.first_k_dense_replace
+    routing = dict(topk=m.num_experts_per_tok, experts=m.n_routed_experts, width=ep)
+    parts = {"attention": _attention(m, d), "dense": _dense(m, d)}
+    parts["experts"] = [_kernel("moe", "group_tokens", moe_layers,
+                                precision=d.precision["experts"], n=h,
+                                k=m.moe_intermediate_size, **routing)] if d.moe_tp == 1 else []
+    parts["allreduce"] = [_kernel("all_reduce", "tokens",
+                                  m.num_hidden_layers * ((tp > 1) + (dtp > 1)), precision="bf16",
+                                  n=h, width=max(tp, dtp), topology="scaleup")] \
+        if tp > 1 or dtp > 1 else []
+    topology = "scaleup" if ep <= scaleup_devices else "scaleout"
+    for family in ("dispatch", "combine"):
+        parts[family] = [_kernel(family, "sent_tokens", moe_layers, when=when,
+                                 precision=d.precision[family], n=h, topology=topology,
+                                 mode=mode, **routing) for mode, when in A2A_MODES]
+    return parts
+
+
+def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: int) -> StepTerms:
+    """The terms of each part the table covers whole (an all-to-all per kernel mode)."""
+    if model_config.architecture != "deepseek_v3":
+        return StepTerms(missing={p: f"{model_config.architecture}: no kernel set is declared "
+                                     "for this architecture" for p in PARTS})
+    curves = curves_of(table)
+    out = StepTerms()
+    timed = []
+    for part, kernels in _part_kernels(model_config, deployment, scaleup_devices).items():
+        if not kernels:
+            continue
+        if part in ("dispatch", "combine"):  # each mode on its own: what it has is used
+            found = [(key, k) for key, k in kernels if key in curves]
+            lacking = [key for key, _ in kernels if key not in curves]
+        else:
+            lacking = [key for key, _ in kernels if key not in curves]
+            found = [] if lacking else kernels
+        if lacking:
+            out.missing[part] = _describe(lacking[0])
+        if found:
+            timed.append(part)
+        out.terms += [_term(curves[key], k, part) for key, k in found]
+    out.timed = tuple(timed)
+    return out
+
+
+def _term(curve: Curve, k: _Kernel, part: str) -> _core.KernelTerm:
+    times = [t for row in curve.times_us for t in row]
+    return _core.KernelTerm(
+        _core.KernelCurve([float(t) for t in curve.tokens], [float(c) for c in curve.contexts],
+                          times),
+        getattr(_core.Quantity, k.quantity), getattr(_core.Part, part),
+        getattr(_core.When, k.when), float(k.calls), k.per_layer)
+
+
+def find(table: KernelTable, family: str, **keys) -> Optional[Curve]:
+    """The curve of `family` at `keys` (CURVE_KEYS; the rest 0 or empty), or None."""
+    return curves_of(table).get(_key(family, **keys))

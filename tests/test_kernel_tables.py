@@ -1,0 +1,198 @@
+"""Kernel tables (engine/kernels/; docs/modeling.md, "Kernel tables"): the format and its
+errors, the interpolation rule by hand, the C++ curve against the Python one, and a
+deployment's step timed from a table: each part from its kernels, a shape outside the rows
+flagged."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
+from engine.deployment import Deployment
+from engine.devices.profile import DEVICES_DIR
+from engine.kernels import table
+from engine.kernels.lookup import Curve
+from engine.kernels.step import PARTS, _part_kernels, step_terms
+from engine.model_config import load_model_config
+from engine.plan import KIND_DECODE
+
+pytestmark = pytest.mark.core
+
+V3 = load_model_config("deepseek-v3")
+FP8 = dict(attention="fp8", kv="fp8", dense="fp8", experts="fp8", dispatch="fp8",
+           combine="bf16")
+ROW = dict(mode="", precision="", context=0, n=0, k=0, heads=0, experts=0, topk=0, width=0,
+           topology="", source="vendor")
+
+
+def row(family, tokens, time_us, **keys):
+    return table.Row(**{**ROW, "family": family, "tokens": tokens, "time_us": time_us, **keys})
+
+
+def write_rows(path, rows):
+    table.write(table.KernelTable("B200", "test 1.0", "hand-made", "none", rows), path)
+    return path
+
+
+def test_log_log_in_tokens_linear_in_context_by_hand():
+    c = Curve.of([row("mla_decode", t, us, context=ctx) for t, ctx, us in (
+        (1, 1000, 10.0), (16, 1000, 40.0), (1, 3000, 30.0), (16, 3000, 120.0))])
+    # 4 tokens: a quarter of the log way from 1 to 16 -> 10 * 4^(log 4 / log 16) = 20
+    assert c.at(4, 1000) == (pytest.approx(20.0), False)
+    assert c.at(4, 3000) == (pytest.approx(60.0), False)
+    assert c.at(4, 2000) == (pytest.approx(40.0), False)  # halfway in context
+    assert c.at(0, 2000) == (0.0, False)
+
+
+def test_outside_the_rows_is_flagged_and_follows_the_declared_rule():
+    c = Curve.of([row("gemm", 2, 5.0), row("gemm", 8, 10.0)])
+    assert c.at(1) == (5.0, True)  # below: the smallest shape's time
+    assert c.at(32) == (pytest.approx(40.0), True)  # above: in proportion to tokens
+    assert c.at(8) == (10.0, False)
+    two = Curve.of([row("mla_decode", 1, us, context=ctx) for ctx, us in ((100, 1.0),
+                                                                          (200, 2.0))])
+    assert two.at(1, 400) == (pytest.approx(4.0), True)  # the last two contexts' line
+    assert two.at(1, 50) == (1.0, True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 5000), st.floats(0, 9000))
+def test_the_cpp_curve_is_the_python_curve(tokens, context):
+    rows = [row("mla_decode", t, 3.0 + t * 0.7 + ctx * 0.01 + (t * ctx) ** 0.5, context=ctx)
+            for t in (1, 4, 64, 1024) for ctx in (512, 2048, 8192)]
+    py = Curve.of(rows)
+    cpp = _core.KernelCurve([float(t) for t in py.tokens], [float(c) for c in py.contexts],
+                            [t for r in py.times_us for t in r])
+    us, outside = py.at(tokens, context)
+    s, cpp_outside = cpp.seconds(tokens, context)
+    assert s == pytest.approx(us * 1e-6, rel=1e-9)
+    assert cpp_outside == outside
+
+
+def test_a_table_round_trips_with_identical_bytes(tmp_path):
+    rows = [row("gemm", t, 1.5 * t, precision="fp8", n=7168, k=2048) for t in (4, 1, 2)]
+    a = write_rows(tmp_path / "a.csv", rows)
+    b = write_rows(tmp_path / "b.csv", list(reversed(rows)))
+    assert a.read_bytes() == b.read_bytes()
+    back = table.read(a)
+    assert sorted(r.tokens for r in back.rows) == [1, 2, 4]
+    assert back.stack == "test 1.0"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.replace("gemm,", "gemmm,", 1), ":6: family 'gemmm' is not one of"),
+    (lambda s: s.replace(",3,vendor", ",-3,vendor", 1), ":6: time_us must be a finite time"),
+    (lambda s: s.replace(",3,vendor", ",x,vendor", 1), ":6: time_us 'x' is not float"),
+    (lambda s: s.replace("# stack: test 1.0\n", ""), "no '# stack: ...' line"),
+    (lambda s: s.replace("family,mode", "family,kind"), "expected the header"),
+    (lambda s: s.replace(",vendor\n", ",guessed\n", 1), ":6: source 'guessed' is not one of"),
+    (lambda s: s + "gemm,,fp8,1,0,7168,2048,0,0,0,0,,3\n", ":9: expected 14 fields"),
+    (lambda s: s.replace("# profile", "# profiles"), ":1: expected '# key: value'"),
+])
+def test_a_malformed_table_names_the_line_and_what_was_expected(tmp_path, edit, message):
+    path = write_rows(tmp_path / "t.csv", [row("gemm", t, 3.0, precision="fp8", n=7168,
+                                               k=2048) for t in (1, 2, 4)])
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(table.KernelTableError, match=message.replace("(", r"\(")):
+        table.read(path)
+
+
+def test_a_curve_that_is_not_a_full_grid_is_refused(tmp_path):
+    path = write_rows(tmp_path / "t.csv", [row("mla_decode", 1, 1.0, context=100),
+                                           row("mla_decode", 2, 1.0, context=100),
+                                           row("mla_decode", 1, 1.0, context=200)])
+    with pytest.raises(table.KernelTableError, match="not a full grid: context 200"):
+        table.read(path)
+
+
+# A table holding every kernel a DeepSeek-V3 deployment runs, each a curve whose time
+# grows with tokens: the step's parts can then be checked against the curves by hand.
+GRID, CONTEXTS = (1, 8, 64, 512, 4096), (1024, 8192)
+
+
+def covering_table(d, scaleup=8):
+    rows = []
+    for kernels in _part_kernels(V3, d, scaleup).values():
+        for key, _ in kernels:
+            keys = dict(zip(table.CURVE_KEYS, key))
+            contexts = CONTEXTS if keys["family"] == "mla_decode" else (0,)
+            rows += [row(**{**keys, "tokens": t, "context": c,
+                            "time_us": 5.0 + 0.01 * t * (1 + c / 1024)})
+                     for t in GRID for c in contexts]
+    return table.KernelTable("B200", "test 1.0", "hand-made", "none", rows)
+
+
+def profile_with_table(tmp_path, d):
+    """B200's profile whose one kernel set is `covering_table(d)`."""
+    write_rows(tmp_path / "k.csv", covering_table(d).rows)
+    data = yaml.safe_load((DEVICES_DIR / "b200.yaml").read_text())
+    data["kernels"] = {"test": {"table": "k.csv", "families": [], "source": "hand-made"}}
+    path = tmp_path / "b200.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def deployment(**kw):
+    return Deployment(devices=8, attention_dp=8, moe_ep=8, precision=dict(FP8), **kw)
+
+
+def decode_step(tmp_path, d, rows=64, context=2048):
+    path = profile_with_table(tmp_path, d)
+    cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=65536,
+                                                 num_kv_blocks=16384, block_size=64,
+                                                 dp_size=8, max_num_seqs=512),
+                       model="deepseek-v3", executor=f"modeled:{path}", precision="fp8",
+                       deployment=d)
+    engine = LLMEngine(cfg)
+    for i in range(rows * 8):
+        engine.add_request(i, prompt_len=context, max_new_tokens=8)
+    while True:  # until every rank decodes all its rows in one step
+        record = engine.step()
+        if all(len(b.kind) == rows and (b.kind == KIND_DECODE).all() for b in record.batches):
+            return record
+
+
+def test_every_part_of_a_covered_deployment_is_timed_from_the_table():
+    terms = step_terms(covering_table(deployment()), V3, deployment(), 8)
+    assert set(terms.timed) == set(PARTS) - {"allreduce"}  # no TP group: no all-reduce
+    assert terms.missing == {}
+
+
+def test_a_part_lacking_one_kernel_stays_a_roofline_and_says_which():
+    full = covering_table(deployment())
+    rows = [r for r in full.rows if not (r.family == "gemm" and r.n == 256)]  # the router
+    terms = step_terms(replace(full, rows=rows), V3, deployment(), 8)
+    assert "dense" not in terms.timed
+    assert terms.missing["dense"] == "family=gemm, precision=bf16, n=256, k=7168"
+
+
+def test_a_decode_steps_attention_is_the_sum_of_its_kernels(tmp_path):
+    d = deployment()
+    record = decode_step(tmp_path, d, rows=64)
+    curves = {k: Curve.of(rs) for k, rs in covering_table(d).curves().items()}
+    context = float(np.mean(record.batches[0].seqlen_k))
+    count = {"tokens": 64, "decode_tokens": 64, "decode_rows": 64, "prefill_tokens": 0,
+             "prefill_row": 0}
+    expected = sum(curves[key].at(count[k.quantity], context)[0] * k.calls
+                   for key, k in _part_kernels(V3, d, 8)["attention"])
+    cost = record.flops[0]
+    assert cost.attention_s == pytest.approx(expected * 1e-6, rel=1e-9)
+    assert cost.extrapolated == 0
+
+
+def test_a_shape_past_the_rows_is_flagged_on_its_part(tmp_path):
+    record = decode_step(tmp_path, deployment(), rows=16, context=9000)
+    bits = record.flops[0].extrapolated
+    assert bits & (1 << 0)  # attention: context 9000 past the rows' 8192
+    assert not bits & (1 << 2)  # experts: 128 group tokens, within the rows
+
+
+@pytest.mark.parametrize("graphs, host_us", [(True, 50), (False, 3500)])
+def test_the_step_takes_the_stacks_host_cost_not_the_profiles_overhead(tmp_path, graphs,
+                                                                       host_us):
+    record = decode_step(tmp_path, deployment(cuda_graphs=graphs), rows=8)
+    slowest = max(c.rank_s for c in record.flops)
+    assert record.forward_ns * 1e-9 == pytest.approx(slowest + host_us * 1e-6, abs=1e-9)
