@@ -48,7 +48,7 @@ void KernelStep::add(const Batch* batch, const RankCounts& r, double group_token
     if ((t.when == When::kDecodeOnly && step_has_prefill) ||
         (t.when == When::kWithPrefill && !step_has_prefill))
       continue;
-    bool outside = false;
+    bool outside = t.substitute;
     double s = 0;
     // Each micro-batch runs its share of the rank's count; a prefill row runs whole in one
     switch (t.quantity) {
@@ -73,7 +73,7 @@ void KernelStep::add(const Batch* batch, const RankCounts& r, double group_token
           case Quantity::kGroupTokens: count = group_tokens; break;
           default: count = sent; break;  // kSentTokens
         }
-        if (count > 0) s = mb * t.curve.seconds(count / mb, 0, outside);
+        if (count > 0) s = mb * t.curve.seconds(count * t.scale / mb, 0, outside);
       }
     }
     if (s == 0) continue;

@@ -41,6 +41,10 @@ struct KernelTerm {
   When when = When::kAlways;
   double calls = 1;  // a step, in the main model: layers x calls a layer
   bool per_layer = true;  // the MTP module runs it once more, at its share of the tokens
+  // A curve of another shape standing in for one the table lacks (another EP width): the
+  // count is scaled to the shape's load, and every lookup is flagged as extrapolated
+  double scale = 1;
+  bool substitute = false;
 };
 
 // One rank's counts, from its batch

@@ -205,7 +205,8 @@ class When(enum.Enum):
 
 class KernelTerm:
     def __init__(self, curve: KernelCurve, quantity: Quantity, part: Part, when: When,
-                 calls: float, per_layer: bool) -> None: ...
+                 calls: float, per_layer: bool, scale: float = 1.0,
+                 substitute: bool = False) -> None: ...
 
 class KernelStep:
     def __init__(self, terms: Seq[KernelTerm], micro_batches: int,

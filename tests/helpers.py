@@ -98,7 +98,7 @@ engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}
 model: deepseek-v3
 device: modeled:H200
 precision: fp8
-deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}
+deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}, stack: roofline}
 calibration_requests: 0
 telemetry: {enabled: false}
 """

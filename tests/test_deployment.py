@@ -219,7 +219,7 @@ def test_the_steps_table_and_summary_say_how_long_ranks_wait_for_the_slowest(tmp
     from tests.helpers import MODELED
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path}\n" + MODELED.replace(
-        "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}",
+        "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}, stack: roofline}",
         "deployment: {devices: 8, attention: {dp: 8}, moe: {ep: 8}}"))
     (run_dir,) = run_workload(load_workload(path))
     steps = pd.read_parquet(run_dir / "steps.parquet")

@@ -44,11 +44,10 @@ def test_profile_matches_doc(name):
         assert getattr(p, f).kind in ("assumption", "fitted")
 
 
-def test_the_latency_floor_is_fitted_for_sm100_only_and_may_be_left_out(tmp_path):
-    """docs/modeling.md, "The latency floor": a figure of the software stack."""
-    floors = {n: load_device_profile(n).layer_floor_us for n in DOC}
-    assert {n for n, f in floors.items() if f is not None} == {"B200", "GB200", "B300"}
-    assert {(f.value, f.kind) for f in floors.values() if f is not None} == {(147, "fitted")}
+def test_no_bundled_profile_fits_a_latency_floor_and_one_may_be_left_out(tmp_path):
+    """docs/modeling.md, "The latency floor": a figure of the software stack, for the
+    roofline step; kernel tables carry the floor in their small shapes' times."""
+    assert {n: load_device_profile(n).layer_floor_us for n in DOC} == dict.fromkeys(DOC)
     text = (DEVICES_DIR / "h200.yaml").read_text()
     (tmp_path / "old.yaml").write_text("".join(line for line in text.splitlines(True)
                                                if not line.startswith("layer_floor_us")))

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.core  # fifteen whole runs of the engine, tiny: about 6
 
 WORKLOAD = """name: history-commits
 trace:
-  generate: {requests: 12, rate: 1000, prompt: {uniform: [64, 256]}, output: {uniform: [16, 32]}}
+  generate: {requests: 12, rate: 1000000, prompt: {uniform: [64, 256]}, output: {uniform: [16, 32]}}
 engine: {max_num_seqs: 8, max_num_batched_tokens: 1024, num_kv_blocks: 256}
 model: tiny
 device: modeled:B200

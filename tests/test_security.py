@@ -88,7 +88,7 @@ def hostile_runs(root: Path) -> dict:
     profile["name"] = hostile("profile-name")
     profile["source"] = hostile("profile-source", FULL)
     for key, figure in profile.items():
-        for f in (figure.values() if key == "peak_tflops" else [figure]):
+        for f in (figure.values() if key in ("peak_tflops", "kernels") else [figure]):
             if isinstance(f, dict):
                 f["source"] = hostile("figure-source")
     device = root / f"{hostile('profile-file')}.yaml"

@@ -18,6 +18,7 @@ from ..files import check_regular, not_regular
 from ..yaml_lines import KeyPath, load_with_lines
 
 DEVICES_DIR = Path(__file__).resolve().parent
+KERNELS_DIR = DEVICES_DIR.parent / "kernels"  # the bundled kernel tables
 # dense tensor-core rates; MX/NV block formats run at these; int8 is W8A8 (Ascend 910B/910C
 # serve DeepSeek in INT8: they have no FP8)
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")
@@ -47,8 +48,8 @@ class Figure:
 @dataclass(frozen=True)
 class KernelSet:
     """A software stack's kernel table for the device (docs/modeling.md, "Kernel tables"):
-    the file (given relative to the profile's folder), the families taken from it (empty:
-    all), and where its figures come from."""
+    the file (given relative to the profile's folder, or bundled under engine/kernels/), the
+    families taken from it (empty: all), and where its figures come from."""
     table: Path
     families: Tuple[str, ...]
     source: str
@@ -229,6 +230,15 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
     return DeviceProfile(**values)
 
 
+def _table_path(folder: Path, table: str) -> Optional[Path]:
+    """A kernel table named relative to the profile's folder, else a bundled one (a copy
+    of a bundled profile keeps its tables)."""
+    for base in (folder, KERNELS_DIR):
+        if not_regular(base / table) is None:
+            return (base / table).resolve()
+    return None
+
+
 def _kernel_sets(where: _Where, folder: Path, data) -> Dict[str, KernelSet]:
     from ..kernels.table import FAMILIES
 
@@ -242,10 +252,11 @@ def _kernel_sets(where: _Where, folder: Path, data) -> Dict[str, KernelSet]:
             raise ValueError(f"{where(*key)}: expected {{table, families, source}}, got "
                              f"{entry!r}")
         table = entry["table"]
-        why = not_regular(folder / table) if isinstance(table, str) else "not a path"
-        if why:
+        path = _table_path(folder, table) if isinstance(table, str) else None
+        if path is None:
             raise ValueError(f"{where(*key, 'table')}: expected a kernel table's path, "
-                             f"relative to {folder}: {table!r} {why}")
+                             f"relative to {folder} or a bundled one under {KERNELS_DIR}, "
+                             f"got {table!r}")
         families = entry["families"] or []
         unknown = [f for f in families if f not in FAMILIES]
         if not isinstance(families, list) or unknown:
@@ -253,8 +264,7 @@ def _kernel_sets(where: _Where, folder: Path, data) -> Dict[str, KernelSet]:
                              f"{', '.join(FAMILIES)} (empty: all), got {families!r}")
         if not isinstance(entry["source"], str) or not entry["source"].strip():
             raise ValueError(f"{where(*key, 'source')}: expected a non-empty string")
-        out[str(stack)] = KernelSet((folder / table).resolve(), tuple(families),
-                                    entry["source"])
+        out[str(stack)] = KernelSet(path, tuple(families), entry["source"])
     return out
 
 

@@ -7,6 +7,7 @@ otherwise the whole part stays a roofline, and `missing` says which curve it lac
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -101,9 +102,10 @@ def _part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Ke
     moe_layers = m.num_hidden_layers - m.first_k_dense_replace
     routing = dict(topk=m.num_experts_per_tok, experts=m.n_routed_experts, width=ep)
     parts = {"attention": _attention(m, d), "dense": _dense(m, d)}
-    parts["experts"] = [_kernel("moe", "group_tokens", moe_layers,
+    parts["experts"] = [_kernel("moe", "group_tokens", moe_layers, when=when, mode=mode,
                                 precision=d.precision["experts"], n=h,
-                                k=m.moe_intermediate_size, **routing)] if d.moe_tp == 1 else []
+                                k=m.moe_intermediate_size, **routing)
+                        for mode, when in A2A_MODES] if d.moe_tp == 1 else []
     parts["allreduce"] = [_kernel("all_reduce", "tokens",
                                   m.num_hidden_layers * ((tp > 1) + (dtp > 1)), precision="bf16",
                                   n=h, width=max(tp, dtp), topology="scaleup")] \
@@ -127,28 +129,64 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
     for part, kernels in _part_kernels(model_config, deployment, scaleup_devices).items():
         if not kernels:
             continue
-        if part in ("dispatch", "combine"):  # each mode on its own: what it has is used
-            found = [(key, k) for key, k in kernels if key in curves]
-            lacking = [key for key, _ in kernels if key not in curves]
-        else:
-            lacking = [key for key, _ in kernels if key not in curves]
-            found = [] if lacking else kernels
+        found = [(_resolve(curves, key), key, k) for key, k in kernels]
+        lacking = [key for at, key, _ in found if at is None]
         if lacking:
             out.missing[part] = _describe(lacking[0])
-        if found:
+        if part not in ("dispatch", "combine"):  # an all-to-all's modes stand alone
+            found = [] if lacking else found
+        terms = [_term(curves[at[0]], k, part, *at[1:]) for at, _, k in found if at]
+        if terms:
             timed.append(part)
-        out.terms += [_term(curves[key], k, part) for key, k in found]
+        out.terms += terms
     out.timed = tuple(timed)
     return out
 
 
-def _term(curve: Curve, k: _Kernel, part: str) -> _core.KernelTerm:
+def _resolve(curves: Dict[Tuple, Curve], key: Tuple) -> Optional[Tuple[Tuple, float, bool]]:
+    """(the curve's key, the count's scale, whether it stands in for another shape) for
+    `key`, or None where the table has nothing for it:
+
+    - experts or an all-to-all at an EP width the table lacks: the nearest width it has,
+      the experts at the same tokens per device (the count scaled by the widths' ratio),
+      every lookup flagged as extrapolated;
+    - grouped experts in a DeepEP layout the table has at no width: the stack's one
+      grouped-GEMM kernel for every step, where it has that."""
+    if key in curves:
+        return key, 1.0, False
+    values = dict(zip(CURVE_KEYS, key))
+    near = _near_width(curves, values, key)
+    if near is None and values["family"] == "moe" and values["mode"]:
+        return _resolve(curves, _with(values, mode=""))
+    return near
+
+
+def _near_width(curves: Dict[Tuple, Curve], values: Dict[str, object],
+                key: Tuple) -> Optional[Tuple[Tuple, float, bool]]:
+    if values["family"] not in ("moe", "dispatch", "combine"):
+        return None
+    width = values["width"]
+    widths = [dict(zip(CURVE_KEYS, other))["width"] for other in curves
+              if _with(dict(zip(CURVE_KEYS, other)), width=width) == key]
+    if not widths:
+        return None
+    near = min(widths, key=lambda w: (abs(math.log(w / width)), w))
+    scale = near / width if values["family"] == "moe" else 1.0
+    return _with(values, width=near), scale, True
+
+
+def _with(values: Dict[str, object], **changed) -> Tuple:
+    return tuple(changed.get(c, values[c]) for c in CURVE_KEYS)
+
+
+def _term(curve: Curve, k: _Kernel, part: str, scale: float = 1.0,
+          substitute: bool = False) -> _core.KernelTerm:
     times = [t for row in curve.times_us for t in row]
     return _core.KernelTerm(
         _core.KernelCurve([float(t) for t in curve.tokens], [float(c) for c in curve.contexts],
                           times),
         getattr(_core.Quantity, k.quantity), getattr(_core.Part, part),
-        getattr(_core.When, k.when), float(k.calls), k.per_layer)
+        getattr(_core.When, k.when), float(k.calls), k.per_layer, scale, substitute)
 
 
 def find(table: KernelTable, family: str, **keys) -> Optional[Curve]:

@@ -24,7 +24,7 @@ from ..files import check_regular
 FAMILIES: Mapping[str, Tuple[str, Tuple[str, ...]]] = {
     "gemm": ("rows (m) of one GEMM", ("precision", "n", "k")),
     "moe": ("tokens the whole EP group routes through one MoE layer (before top-k)",
-            ("precision", "n", "k", "experts", "topk", "width")),
+            ("precision", "n", "k", "experts", "topk", "width", "mode")),
     "mla_decode": ("decoding sequences on the device, each over `context` keys",
                    ("precision", "heads")),
     "mla_prefill": ("prompt tokens of one sequence, after `context` cached ones",
@@ -43,8 +43,9 @@ FAMILIES: Mapping[str, Tuple[str, Tuple[str, ...]]] = {
 }
 PRECISIONS = ("bf16", "fp8", "fp4", "int8", "")
 TOPOLOGIES = ("", "scaleup", "scaleout")
-# dispatch/combine: DeepEP's low-latency (decode) and normal (prefill) kernels; mla_bmm:
-# the absorbed form's first (pre) and second (post) product
+# dispatch/combine: DeepEP's low-latency (decode) and normal (prefill) kernels, and moe: the
+# grouped GEMMs that take their layouts (masked, contiguous); mla_bmm: the absorbed form's
+# first (pre) and second (post) product
 MODES = ("", "low_latency", "normal", "pre", "post")
 SOURCES = ("measured", "vendor", "roofline", "fitted")
 # name -> (type, meaning); the file's columns, in this order

@@ -39,6 +39,8 @@ COMMANDS = {
                            "(exit 1 on a regression)"),
     "report": ("report", "write an HTML report, a Markdown summary and figures for one run, "
                          "a sweep or several runs"),
+    "calibrate": ("calibrate", "time the engine's own ops on this device over a grid of "
+                               "shapes, into a kernel table"),
 }
 REPORT = ("this is a bug in steptrace: please report it (an issue on the project's tracker) "
           "with the command line, the input files it names if you can share them, and the "
