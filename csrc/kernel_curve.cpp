@@ -37,9 +37,12 @@ double KernelCurve::in_tokens(size_t row, double tokens, bool& outside) const {
     if (tokens < tokens_[0]) outside = true;
     return std::exp(lt[0]);  // no faster than the smallest shape measured
   }
-  if (tokens >= tokens_[n - 1]) {
+  if (tokens >= tokens_[n - 1]) {  // past the grid: the last two rows' line, if it rises
     if (tokens > tokens_[n - 1]) outside = true;
-    return std::exp(lt[n - 1]) * tokens / tokens_[n - 1];  // throughput-bound past the grid
+    const double last = std::exp(lt[n - 1]);
+    const double slope =
+        n > 1 ? (last - std::exp(lt[n - 2])) / (tokens_[n - 1] - tokens_[n - 2]) : 0;
+    return slope > 0 ? last + slope * (tokens - tokens_[n - 1]) : last * tokens / tokens_[n - 1];
   }
   const size_t i = static_cast<size_t>(
       std::upper_bound(tokens_.begin(), tokens_.end(), tokens) - tokens_.begin());

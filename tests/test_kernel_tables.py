@@ -50,8 +50,10 @@ def test_log_log_in_tokens_linear_in_context_by_hand():
 def test_outside_the_rows_is_flagged_and_follows_the_declared_rule():
     c = Curve.of([row("gemm", 2, 5.0), row("gemm", 8, 10.0)])
     assert c.at(1) == (5.0, True)  # below: the smallest shape's time
-    assert c.at(32) == (pytest.approx(40.0), True)  # above: in proportion to tokens
+    assert c.at(32) == (pytest.approx(30.0), True)  # above: the last two rows' line
     assert c.at(8) == (10.0, False)
+    flat = Curve.of([row("gemm", 2, 5.0), row("gemm", 8, 4.0)])
+    assert flat.at(32) == (pytest.approx(16.0), True)  # a line that does not rise: in proportion
     two = Curve.of([row("mla_decode", 1, us, context=ctx) for ctx, us in ((100, 1.0),
                                                                           (200, 2.0))])
     assert two.at(1, 400) == (pytest.approx(4.0), True)  # the last two contexts' line

@@ -34,8 +34,12 @@ FIGURE_RANGE = (1e-3, 1e7)
 RANGES = {name: (1e-6, 1.0) for name in ("compute_efficiency", "memory_efficiency",
                                           "network_efficiency")}
 RANGES["scaleup_devices"] = (1, 1 << 16)
+RANGES["family_efficiency"] = (1e-6, 1.0)
 WHOLE = ("scaleup_devices",)
-OPTIONAL = ("source", "layer_floor_us", "idle_w", "kernels")  # fields a file may leave out
+# fields a file may leave out
+OPTIONAL = ("source", "layer_floor_us", "idle_w", "kernels", "family_efficiency")
+# a roofline kernel table's efficiency per family (engine/kernels/roofline.py)
+EFFICIENCY_FAMILIES = ("gemm", "decode_attention")
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class DeviceProfile:
     # stack name -> its kernel table (docs/modeling.md, "Kernel tables"), the first the
     # default; empty: every part a roofline. A file may leave it out.
     kernels: Mapping[str, KernelSet] = field(default_factory=dict)
+    # where it has no kernel tables: each kernel a roofline at its family's efficiency
+    # (EFFICIENCY_FAMILIES; engine/kernels/roofline.py); empty: one lumped roofline
+    family_efficiency: Mapping[str, Figure] = field(default_factory=dict)
     source: str = ""
 
     def published(self) -> list:
@@ -226,8 +233,17 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
         raise ValueError(f"{where('idle_w', 'value')}: expected at most tdp_w "
                          f"({values['tdp_w'].value:g} W), got {values['idle_w'].value:g}")
     values["kernels"] = _kernel_sets(where, path.parent, data.get("kernels") or {})
+    values["family_efficiency"] = _family_efficiency(where, data.get("family_efficiency") or {})
     values["source"] = str(data.get("source") or "")
     return DeviceProfile(**values)
+
+
+def _family_efficiency(where: _Where, data) -> Dict[str, Figure]:
+    if not isinstance(data, dict) or not set(data) <= set(EFFICIENCY_FAMILIES):
+        raise ValueError(f"{where('family_efficiency')}: expected a mapping of "
+                         f"{', '.join(EFFICIENCY_FAMILIES)} to {{value, kind, source}}")
+    return {f: _figure(where, ("family_efficiency", f), data[f], MODEL_KINDS, required=True)
+            for f in EFFICIENCY_FAMILIES if f in data}
 
 
 def _table_path(folder: Path, table: str) -> Optional[Path]:

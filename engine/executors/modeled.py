@@ -23,6 +23,7 @@ from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
 from ..kernels.host import STEP_HOST_US
 from ..kernels.load import kernel_table
+from ..kernels.roofline import roofline_table
 from ..kernels.step import PARTS, step_terms
 from .base import ExecutorOutput
 from .spec import Built
@@ -81,16 +82,17 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     measured times carry it). What the step is timed by, as the run's manifest records it
     (`step_model`)."""
     stack = d.kernel_stack(profile)
-    if stack is None:
+    if stack is None and not profile.family_efficiency:
         return dict(stack="roofline", timed=[], rooflines=list(PARTS))
-    table = kernel_table(profile, stack)
+    table = kernel_table(profile, stack) if stack else \
+        roofline_table(profile, model_config, d, r.scaleup_devices)
     terms = step_terms(table, model_config, d, r.scaleup_devices)
     r.kernels = terms.kernel_step(d.micro_batches, (model_config.num_nextn_predict_layers or 0)
                                   / model_config.num_hidden_layers)
     host = STEP_HOST_US[d.cuda_graphs]
     r.overhead_s = host.value * 1e-6
     r.layer_floor_s = 0.0
-    return dict(stack=stack, table=table.stack, source=table.source,
+    return dict(stack=stack or "roofline", table=table.stack, source=table.source,
                 timed=list(terms.timed), rooflines=[p for p in PARTS if p not in terms.timed],
                 missing=terms.missing, cuda_graphs=d.cuda_graphs,
                 step_host_us=dict(value=host.value, kind=host.kind, source=host.source))

@@ -4,7 +4,8 @@ to this one by tests/test_kernel_tables.py.
 
 - tokens: log-log between the two measured tokens around it; below the smallest, the
   smallest's time (no kernel is faster than its smallest measured shape); above the
-  largest, in proportion to tokens (a kernel past its rows taken as throughput-bound);
+  largest, the last two rows' line (each token past them costs what the last ones did),
+  or in proportion to tokens where that line does not rise;
 - context: linear between the two measured contexts around it; below the smallest, the
   smallest's; above the largest, the last two's line;
 - 0 tokens take no time; any other shape outside the rows is `extrapolated`.
@@ -53,10 +54,17 @@ class Curve:
         if tokens <= t[0]:
             return times[0], tokens < t[0]
         if tokens >= t[-1]:
-            return times[-1] * tokens / t[-1], tokens > t[-1]
+            return _past(t, times, tokens), tokens > t[-1]
         i = bisect.bisect_right(t, tokens)  # t[i - 1] <= tokens < t[i]
         f = math.log(tokens / t[i - 1]) / math.log(t[i] / t[i - 1])
         return math.exp(math.log(times[i - 1]) + f * math.log(times[i] / times[i - 1])), False
+
+
+def _past(t: Tuple[int, ...], times: Tuple[float, ...], tokens: float) -> float:
+    slope = (times[-1] - times[-2]) / (t[-1] - t[-2]) if len(t) > 1 else 0.0
+    if slope <= 0:
+        return times[-1] * tokens / t[-1]
+    return times[-1] + slope * (tokens - t[-1])
 
 
 def curves_of(table: KernelTable) -> Dict[Tuple, Curve]:
