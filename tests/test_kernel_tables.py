@@ -163,6 +163,14 @@ def test_every_part_of_a_covered_deployment_is_timed_from_the_table():
     assert terms.missing == {}
 
 
+def test_a_kernel_a_model_never_runs_is_no_term():
+    """DeepEP's benchmark layer: one MoE layer, no dense one (its dense FFN runs 0 times)."""
+    layer = replace(V3, num_hidden_layers=1, first_k_dense_replace=0)
+    terms = step_terms(covering_table(deployment()), layer, deployment(), 8)
+    assert "dense" in terms.timed and len(terms.terms) == len(
+        step_terms(covering_table(deployment()), V3, deployment(), 8).terms) - 2
+
+
 def test_a_part_lacking_one_kernel_stays_a_roofline_and_says_which():
     full = covering_table(deployment())
     rows = [r for r in full.rows if not (r.family == "gemm" and r.n == 256)]  # the router

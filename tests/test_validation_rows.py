@@ -71,8 +71,9 @@ def run(tmp_path, monkeypatch, file, sets=()):
 def modeled(row, workload, summary):
     """The row's modeled figures as docs/modeling.md reads them: per device, input tokens
     of a prompt engine or output tokens otherwise (then TPOT p50 in ms); per user for the
-    batch-1 row."""
-    devices = workload["deployment"]["devices"]
+    batch-1 row. The devices are the row's `--set deployment.devices` where it sets them."""
+    sets = dict(item.split("=", 1) for item in row["sets"])
+    devices = int(sets.get("deployment.devices", workload["deployment"]["devices"]))
     if workload["engine"].get("engine_type") == "prompt":
         prompt = workload["trace"]["generate"]["prompt"]["fixed"]
         return [summary[("throughput", "requests")] * prompt / devices]
@@ -93,8 +94,11 @@ def pd_modeled(row, summary):
     per second per node of 8 GPUs (or per NPU), then, where the row prints one, the prefill
     prefix-cache hit rate in %; and its P/D terms: TTFT p50 (s), KV transfer and decode wait
     p50 (ms)."""
-    per = 8 if "per node" in row["modeled"] else 1
-    got = [summary[("per_device", "input_tokens_per_prefill_device")] * per]
+    if "total tok/s per GPU" in row["modeled"]:  # InferenceX's: every token over every GPU
+        got = [summary[("per_device", "total_tokens")]]
+    else:
+        per = 8 if "per node" in row["modeled"] else 1
+        got = [summary[("per_device", "input_tokens_per_prefill_device")] * per]
     if "hit rate" in row["modeled"]:
         got.append(summary[("prefill_prefix_cache", "hit_rate")] * 100)
     terms = [summary[("ttft", "p50")], summary[("kv_transfer", "p50")] * 1e3,
@@ -114,7 +118,8 @@ def test_pd_rows_run_both_pools_and_print_their_terms_in_order():
         workload = yaml.safe_load((ROWS / row["file"]).read_text())
         assert {"prefill", "decode"} <= set(workload["deployment"]), row["id"]
         assert re.fullmatch(r"[\d.]+ s; [\d.]+ ms; [\d.]+ ms", row[PD_TERMS]), row["id"]
-        assert re.search(r"input tok/s per (node|NPU)", row["modeled"]), row["id"]
+        assert re.search(r"(input tok/s per (node|NPU)|total tok/s per GPU)", row["modeled"]), \
+            row["id"]
 
 
 @pytest.mark.slow

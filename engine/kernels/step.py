@@ -129,7 +129,7 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
     for part, kernels in _part_kernels(model_config, deployment, scaleup_devices).items():
         if not kernels:
             continue
-        found = [(_resolve(curves, key), key, k) for key, k in kernels]
+        found = [(_resolve(curves, key), key, k) for key, k in kernels if k.calls > 0]
         lacking = [key for at, key, _ in found if at is None]
         if lacking:
             out.missing[part] = _describe(lacking[0])
