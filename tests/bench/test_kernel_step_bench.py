@@ -12,9 +12,9 @@ import pytest
 
 from engine import EngineConfig, SchedulerConfig
 from engine.deployment import Deployment
+from engine.devices import load_device_profile
 from engine.executors.modeled import ModeledExecutor
 from engine.flops import FlopsEstimator
-from engine.devices import load_device_profile
 from engine.model_config import load_model_config
 from tests.bench.test_decode_round import decode_ready
 
