@@ -22,9 +22,8 @@ KV_PRECISIONS = ("bf16", "fp8")
 # ran 59,337 tok/s per node with simulated perfect balancing and 50,302 with its default
 # EPLB (LMSYS blog, 2025-05-05): 1.18.
 DEFAULT_IMBALANCE = 1.18
-# The software stacks whose kernel tables can time a step (docs/modeling.md, "Kernel
-# tables"); roofline: none, every part a roofline of the profile's efficiencies
-STACKS = ("trtllm", "sglang", "roofline")
+# A deployment's stack naming no kernel tables: every part a roofline (docs/modeling.md)
+ROOFLINE = "roofline"
 # vLLM's gpu_memory_utilization default: the rest is activations, workspace, graphs.
 DEFAULT_MEMORY_UTILIZATION = 0.9
 
@@ -52,6 +51,7 @@ class Setting:
     number: bool = False  # any finite number, not only an integer
     choices: Tuple[Any, ...] = ()
     null: bool = False
+    word: bool = False  # one word of text (a name), not a number
 
 
 def _keys(*settings: Setting) -> Dict[str, Tuple[Setting, ...]]:
@@ -93,9 +93,9 @@ class Deployment:
     expert_imbalance: float = field(default=DEFAULT_IMBALANCE, metadata=_keys(Setting(
         "expert_imbalance", "hottest device's expert load over the mean", number=True)))
     stack: Optional[str] = field(default=None, metadata=_keys(Setting(
-        "stack", "the software stack whose kernel tables time the step; null: the device "
-        "profile's first, or roofline where it has none", choices=STACKS + (None,),
-        null=True)))
+        "stack", "the software stack whose kernel tables time the step (a name under the "
+        "profile's `kernels:`, or roofline); null: the profile's first, or roofline where "
+        "it has none", word=True, null=True)))
     cuda_graphs: bool = field(default=True, metadata=_keys(Setting(
         "cuda_graphs", "decode steps replayed as CUDA graphs: the host's cost a step",
         choices=(True, False))))
@@ -135,7 +135,7 @@ class Deployment:
 
     def kernel_stack(self, profile: DeviceProfile) -> Optional[str]:
         """The stack whose kernel tables time the step on `profile`, or None (rooflines)."""
-        if self.stack == "roofline":
+        if self.stack == ROOFLINE:
             return None
         return self.stack or next(iter(profile.kernels), None)
 
@@ -181,7 +181,7 @@ class Deployment:
                 raise DeploymentError(("precision", part), f"{profile.name} has no published "
                                       f"dense {self.precision[part]} peak; published: "
                                       f"{', '.join(profile.published())}")
-        if self.stack not in (None, "roofline") and self.stack not in profile.kernels:
+        if self.stack not in (None, ROOFLINE) and self.stack not in profile.kernels:
             raise DeploymentError(("stack",), f"{profile.name} has no {self.stack} kernel "
                                   f"tables; it has: {', '.join(profile.kernels) or 'none'} "
                                   f"(or roofline)")

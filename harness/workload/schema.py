@@ -71,6 +71,17 @@ def text(v):
         raise ValueError("a non-empty string")
 
 
+def word(allow_none: bool = False):
+    def check(v):
+        if v is None and allow_none:
+            return
+        if not isinstance(v, str) or not v.isprintable() or not v or len(v.split()) != 1 \
+                or len(v) > 64:
+            raise ValueError("one word of at most 64 characters" +
+                             (" or null" if allow_none else ""))
+    return check
+
+
 def run_name(v):
     """A run's folder under `output`: one path component, so it cannot write elsewhere, and
     short enough to be one (a file system's names hold 255 bytes)."""
@@ -201,6 +212,8 @@ def _disaggregation_keys() -> Dict[str, Any]:
 def _setting_check(s: Setting) -> Callable[[Any], None]:
     if s.choices:
         return one_of(*s.choices)
+    if s.word:
+        return word(allow_none=s.null)
     if s.number:
         return number(s.low, s.high, allow_none=s.null, strict=s.strict)
     return integer(int(s.low), allow_none=s.null)
