@@ -171,6 +171,22 @@ def test_a_kernel_a_model_never_runs_is_no_term():
         step_terms(covering_table(deployment()), V3, deployment(), 8).terms) - 2
 
 
+def test_a_measured_tables_unfused_kernels_time_every_part():
+    """The engine's own forward (steptrace calibrate) runs q_a and kv_a, gate and up apart,
+    and its decode attention holds the absorbed products: such a table times the parts."""
+    full = covering_table(deployment())
+    fused = {(7168, 2112), (7168, 36864), (7168, 4096)}  # (k, n): q_a+kv_a, gate+up twice
+    unfused = [replace(r, n=n) for r in full.rows if r.family == "gemm" and (r.k, r.n) in fused
+               for n in {2112: (1536, 576), 36864: (18432,), 4096: (2048,)}[r.n]]
+    rows = [r for r in full.rows if r.family != "mla_bmm" and
+            not (r.family == "gemm" and (r.k, r.n) in fused)] + unfused
+    terms = step_terms(replace(full, rows=rows), V3, deployment(), 8)
+    assert set(terms.timed) == set(PARTS) - {"allreduce"} and terms.missing == {}
+    whole = step_terms(full, V3, deployment(), 8)
+    # q_a+kv_a and the two gate+up GEMMs each in two, the two absorbed products in none
+    assert len(terms.terms) == len(whole.terms) + 3 - 2
+
+
 def test_a_part_lacking_one_kernel_stays_a_roofline_and_says_which():
     full = covering_table(deployment())
     rows = [r for r in full.rows if not (r.family == "gemm" and r.n == 256)]  # the router

@@ -32,11 +32,17 @@ class StepTerms:
 
 @dataclass(frozen=True)
 class _Kernel:
-    """One kernel of a part: the count it is looked up at, its calls a step."""
+    """One kernel of a part: the count it is looked up at, its calls a step; a fused
+    GEMM's unfused GEMMs (`split`), summed where a table lacks the fused one (the engine's
+    own forward runs them apart: a measured table has those); `within`: a kernel a table
+    without its family counts inside another (the engine's own decode attention applies
+    the absorbed products row by row: a measured table has no `mla_bmm`)."""
     quantity: str
     calls: float
     per_layer: bool = True
     when: str = "always"
+    split: Tuple[Tuple, ...] = ()
+    within: bool = False
 
 
 def _key(family: str, **keys) -> Tuple:
@@ -49,12 +55,14 @@ def _describe(key: Tuple) -> str:
     return ", ".join(f"{c}={v}" for c, v in zip(CURVE_KEYS, key) if v not in ("", 0))
 
 
-def _gemm(precision, n, k, quantity, calls, per_layer=True):
-    return _key("gemm", precision=precision, n=n, k=k), _Kernel(quantity, calls, per_layer)
+def _gemm(precision, n, k, quantity, calls, per_layer=True, split=()):
+    return _key("gemm", precision=precision, n=n, k=k), _Kernel(
+        quantity, calls, per_layer,
+        split=tuple(_key("gemm", precision=precision, n=part, k=k) for part in split))
 
 
-def _kernel(family, quantity, calls, when="always", **keys):
-    return _key(family, **keys), _Kernel(quantity, calls, True, when)
+def _kernel(family, quantity, calls, when="always", within=False, **keys):
+    return _key(family, **keys), _Kernel(quantity, calls, True, when, within=within)
 
 
 def _attention(m, d) -> list:
@@ -66,7 +74,8 @@ def _attention(m, d) -> list:
     q_width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
     latent = m.kv_lora_rank + m.qk_rope_head_dim
     if m.q_lora_rank:  # q_a fused with kv_a, then q_b up from the low rank
-        projections = [_gemm(att, m.q_lora_rank + latent, h, "tokens", layers),
+        projections = [_gemm(att, m.q_lora_rank + latent, h, "tokens", layers,
+                             split=(m.q_lora_rank, latent)),
                        _gemm(att, q_width, m.q_lora_rank, "tokens", layers)]
     else:
         projections = [_gemm(att, latent, h, "tokens", layers),
@@ -74,8 +83,8 @@ def _attention(m, d) -> list:
     return [*projections,
             _gemm(att, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
                   "prefill_tokens", layers),
-            *(_kernel("mla_bmm", "decode_tokens", layers, precision=att, heads=heads, mode=mode)
-              for mode in ("pre", "post")),
+            *(_kernel("mla_bmm", "decode_tokens", layers, precision=att, heads=heads, mode=mode,
+                      within=True) for mode in ("pre", "post")),
             _kernel("mla_decode", "decode_rows", layers, precision=d.precision["kv"],
                     heads=heads),
             _kernel("mla_prefill", "prefill_row", layers, precision=d.precision["kv"],
@@ -88,9 +97,10 @@ def _dense(m, d) -> list:
     dtp, dense, h = d.dense_tp, d.precision["dense"], m.hidden_size
     moe_layers = m.num_hidden_layers - m.first_k_dense_replace
     shared = m.moe_intermediate_size * m.n_shared_experts // dtp
-    return [_gemm(dense, 2 * m.intermediate_size // dtp, h, "tokens", m.first_k_dense_replace),
-            _gemm(dense, h, m.intermediate_size // dtp, "tokens", m.first_k_dense_replace),
-            _gemm(dense, 2 * shared, h, "tokens", moe_layers),
+    ffn = m.intermediate_size // dtp
+    return [_gemm(dense, 2 * ffn, h, "tokens", m.first_k_dense_replace, split=(ffn, ffn)),
+            _gemm(dense, h, ffn, "tokens", m.first_k_dense_replace),
+            _gemm(dense, 2 * shared, h, "tokens", moe_layers, split=(shared, shared)),
             _gemm(dense, h, shared, "tokens", moe_layers),
             _gemm("bf16", m.n_routed_experts, h, "tokens", moe_layers),
             _gemm("bf16", m.vocab_size // dtp, h, "logits", 1, per_layer=False)]
@@ -111,7 +121,7 @@ def _part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Ke
                                   n=h, width=max(tp, dtp), topology="scaleup")] \
         if tp > 1 or dtp > 1 else []
     topology = "scaleup" if ep <= scaleup_devices else "scaleout"
-    for family in ("dispatch", "combine"):
+    for family in ("dispatch", "combine") if ep > 1 else ():
         parts[family] = [_kernel(family, "sent_tokens", moe_layers, when=when,
                                  precision=d.precision[family], n=h, topology=topology,
                                  mode=mode, **routing) for mode, when in A2A_MODES]
@@ -124,12 +134,14 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
         return StepTerms(missing={p: f"{model_config.architecture}: no kernel set is declared "
                                      "for this architecture" for p in PARTS})
     curves = curves_of(table)
+    families = {key[0] for key in curves}
     out = StepTerms()
     timed = []
     for part, kernels in _part_kernels(model_config, deployment, scaleup_devices).items():
         if not kernels:
             continue
-        found = [(_resolve(curves, key), key, k) for key, k in kernels if k.calls > 0]
+        found = [(at, key, k) for key, k in kernels if k.calls > 0
+                 for at, key in _found(curves, families, key, k)]
         lacking = [key for at, key, _ in found if at is None]
         if lacking:
             out.missing[part] = _describe(lacking[0])
@@ -141,6 +153,20 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
         out.terms += terms
     out.timed = tuple(timed)
     return out
+
+
+def _found(curves: Dict[Tuple, Curve], families: set, key: Tuple, k: _Kernel) -> list:
+    """[(how `_resolve` finds a curve or None, the key)] for one kernel: its own curve, or
+    its unfused GEMMs' where the table has every one, or nothing where the table counts it
+    within another kernel."""
+    at = _resolve(curves, key)
+    if at is None and k.within and key[0] not in families:
+        return []
+    if at is None and k.split:
+        parts = [(_resolve(curves, part), part) for part in k.split]
+        if all(p is not None for p, _ in parts):
+            return parts
+    return [(at, key)]
 
 
 def _resolve(curves: Dict[Tuple, Curve], key: Tuple) -> Optional[Tuple[Tuple, float, bool]]:
