@@ -15,6 +15,7 @@ from engine.kernels.table import read
 from engine.model_config import load_model_config
 from harness.commands import main
 from harness.replay import kernel_calibration as kc
+from tests.device import measured_profile
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ["--device", "cpu", "--tokens-max", "8", "--repeats", "2", "--contexts", "64,16"]
@@ -160,3 +161,23 @@ def test_an_absent_device_is_bad_input(tmp_path, capsys):
     assert main(["calibrate", "--device", "cuda", "--out", str(tmp_path / "t.csv")]) == 2
     assert "--device cuda: device 'cuda' requested" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_measured_table_times_a_modeled_run_compared_part_by_part(tmp_path):
+    """tests/device/run_checks.sh's step 4 on the CPU: the table calibrate wrote times a
+    modeled profile's attention, dense and expert parts, and `steptrace compare` sets each
+    beside the same workload measured on the device."""
+    table, profile = tmp_path / "k.csv", tmp_path / "measured.yaml"
+    assert main(["calibrate", "--model", "tiny", "--device", "cpu", "--out", str(table),
+                 "--tokens-max", "64", "--contexts", "64,512"]) == 0
+    assert measured_profile.main([str(table), str(profile), "--profile", "H100"]) == 0
+    runs = {}
+    for arm, device in (("measured", "cpu"), ("modeled", f"modeled:{profile}")):
+        runs[arm] = tmp_path / arm
+        assert main(["run", "workloads/quickstart.yaml", "--set", f"device={device}",
+                     "--set", "trace.limit=30", "--set", "deployment={devices: 1}",
+                     "--set", f"output={runs[arm]}"]) == 0
+    manifest = json.loads(next(runs["modeled"].glob("*/*/manifest.json")).read_text())
+    assert manifest["step_model"]["timed"] == ["attention", "dense", "experts"]
+    assert main(["compare", str(runs["measured"]), "--", str(runs["modeled"]), "--json"]) == 0

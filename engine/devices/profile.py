@@ -242,8 +242,13 @@ def _family_efficiency(where: _Where, data) -> Dict[str, Figure]:
     if not isinstance(data, dict) or not set(data) <= set(EFFICIENCY_FAMILIES):
         raise ValueError(f"{where('family_efficiency')}: expected a mapping of "
                          f"{', '.join(EFFICIENCY_FAMILIES)} to {{value, kind, source}}")
-    return {f: _figure(where, ("family_efficiency", f), data[f], MODEL_KINDS, required=True)
-            for f in EFFICIENCY_FAMILIES if f in data}
+    out: Dict[str, Figure] = {}
+    for f in EFFICIENCY_FAMILIES:
+        if f in data:
+            figure = _figure(where, ("family_efficiency", f), data[f], MODEL_KINDS, required=True)
+            assert figure is not None  # required: never None
+            out[f] = figure
+    return out
 
 
 def _table_path(folder: Path, table: str) -> Optional[Path]:

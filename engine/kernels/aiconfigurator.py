@@ -59,7 +59,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pandas as pd
@@ -96,8 +96,9 @@ NEAREST_SITES, MAX_SITE_OCTAVES = 4, 2.0
 GEMM_SOL = {"bfloat16": (2.0, "bfloat16_tc_flops"), "fp8_block": (1.0, "fp8_tc_flops"),
             "nvfp4": (9 / 16, "fp4_tc_flops")}
 
-BLANK = {"mode": "", "precision": "", "context": 0, "n": 0, "k": 0, "heads": 0, "experts": 0,
-         "topk": 0, "width": 0, "topology": ""}  # Row columns a family leaves empty
+BLANK: Dict[str, Any] = {  # Row columns a family leaves empty
+    "mode": "", "precision": "", "context": 0, "n": 0, "k": 0, "heads": 0, "experts": 0,
+    "topk": 0, "width": 0, "topology": ""}
 Sol = Callable[[float, float, float], float]  # (m, n, k) -> speed-of-light ms
 
 
@@ -269,9 +270,10 @@ def gemm_shapes() -> Dict[Tuple[int, int], Tuple[str, ...]]:
 
 def row(family: str, tokens: int, time_us: float, **keys) -> Row:
     """A vendor row; `keys` are the Row's other columns, blank where not given."""
-    fields = {**BLANK, **keys}
+    fields: Dict[str, Any] = {name: type(BLANK[name])(value)
+                              for name, value in {**BLANK, **keys}.items()}
     return Row(family=family, tokens=int(tokens), time_us=float(time_us), source="vendor",
-               **{name: type(BLANK[name])(value) for name, value in fields.items()})
+               **fields)
 
 
 def gemm_rows(frame: pd.DataFrame, gpu: dict) -> List[Row]:
@@ -288,8 +290,9 @@ def gemm_rows(frame: pd.DataFrame, gpu: dict) -> List[Row]:
         for (n, k), precisions in sorted(gemm_shapes().items()):
             if ours not in precisions:
                 continue
+            points: List[Tuple[int, float]]
             if (n, k) in sites.curves:
-                points = sites.curves[n, k]
+                points = list(sites.curves[n, k])
             else:
                 points = [(m, t) for m in every_m
                           if (t := sites.transfer(m, n, k, sol)) is not None]
@@ -365,6 +368,29 @@ def a2a_rows(frame: pd.DataFrame) -> List[Row]:
     return [row(r.phase, r.num_tokens, r.latency, mode=A2A_MODES[r.comm_backend],
                 precision=COMM_DTYPES[r.comm_dtype], n=HIDDEN, experts=EXPERTS, topk=TOPK,
                 width=r.ep_size, topology=topology(r.node_num)) for r in frame.itertuples()]
+
+
+def nvlink_rows(frame: pd.DataFrame) -> List[Row]:
+    """trtllm_alltoall_perf: TensorRT-LLM's NVLink all-to-all across a multi-node NVLink
+    domain (GB200 NVL72), two-sided as aiconfigurator runs it, `latency` in ms: dispatch
+    with its prepare step, combine; one kernel for decode and prefill steps alike."""
+    frame = frame[(frame["hidden_size"] == HIDDEN) & (frame["topk"] == TOPK)
+                  & (frame["num_experts"] == EXPERTS) & (frame["kernel_source"] == "NVLinkTwoSided")
+                  & frame["moe_dtype"].isin(COMM_DTYPES)]
+    frame = first_wins(frame, ["op_name", "moe_dtype", "moe_ep_size", "num_tokens"])
+    at = {(r.op_name, r.moe_dtype, r.moe_ep_size, r.num_tokens): r.latency
+          for r in frame.itertuples()}
+    rows = []
+    for (op, dtype, ep, tokens), ms in at.items():
+        if op == "alltoall_dispatch" and ("alltoall_prepare", dtype, ep, tokens) in at:
+            ms += at["alltoall_prepare", dtype, ep, tokens]
+        elif op != "alltoall_combine":
+            continue
+        family = "dispatch" if op == "alltoall_dispatch" else "combine"
+        rows += [row(family, tokens, ms * 1000, mode=mode, precision=COMM_DTYPES[dtype], n=HIDDEN,
+                     experts=EXPERTS, topk=TOPK, width=ep, topology="scaleup")
+                 for mode in ("low_latency", "normal")]
+    return rows
 
 
 def deepep_rows(frame: pd.DataFrame, mode: str, gpus_per_node: int) -> List[Row]:
@@ -453,7 +479,10 @@ def expert_parallel_rows(read, data: Path, stack: str, current: str, gpus: int) 
     """The all-to-alls (TensorRT-LLM's, or SGLang's DeepEP in both modes) and SGLang's
     DeepEP grouped GEMMs; `read(what, folder, filename, newest)` a collected table or None."""
     comm = data / "comm" / stack
-    if stack == "trtllm":
+    if stack == "trtllm":  # the NVLink all-to-all where collected (GB200), else DeepEP's
+        frame = read("dispatch/combine nvlink", comm, "trtllm_alltoall_perf.parquet", current)
+        if frame is not None:
+            return nvlink_rows(frame)
         frame = read("dispatch/combine", comm, "moe_a2a_perf.parquet", current)
         return [] if frame is None else a2a_rows(frame)
     rows: List[Row] = []

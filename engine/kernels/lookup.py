@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Dict, Sequence, Tuple
 
 from .table import KernelTable, Row
@@ -67,6 +68,8 @@ def _past(t: Tuple[int, ...], times: Tuple[float, ...], tokens: float) -> float:
     return times[-1] + slope * (tokens - t[-1])
 
 
+@lru_cache(maxsize=64)
 def curves_of(table: KernelTable) -> Dict[Tuple, Curve]:
-    """Each curve of `table`, by its keys (table.CURVE_KEYS)."""
+    """Each curve of `table`, by its keys (table.CURVE_KEYS); worked out once a table (a
+    sweep builds many engines on one)."""
     return {key: Curve.of(rows) for key, rows in table.curves().items()}

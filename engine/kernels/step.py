@@ -72,6 +72,7 @@ def _attention(m, d) -> list:
     heads, layers, att, h = (m.num_attention_heads // d.attention_tp, m.num_hidden_layers,
                              d.precision["attention"], m.hidden_size)
     q_width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    bmm = "fp8" if att == "fp4" else att  # FP4 projections keep FP8 absorbed products
     latent = m.kv_lora_rank + m.qk_rope_head_dim
     if m.q_lora_rank:  # q_a fused with kv_a, then q_b up from the low rank
         projections = [_gemm(att, m.q_lora_rank + latent, h, "tokens", layers,
@@ -83,7 +84,7 @@ def _attention(m, d) -> list:
     return [*projections,
             _gemm(att, heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank,
                   "prefill_tokens", layers),
-            *(_kernel("mla_bmm", "decode_tokens", layers, precision=att, heads=heads, mode=mode,
+            *(_kernel("mla_bmm", "decode_tokens", layers, precision=bmm, heads=heads, mode=mode,
                       within=True) for mode in ("pre", "post")),
             _kernel("mla_decode", "decode_rows", layers, precision=d.precision["kv"],
                     heads=heads),

@@ -95,7 +95,7 @@ class Row:
         return tuple(getattr(self, c) for c in CURVE_KEYS)
 
 
-@dataclass
+@dataclass(eq=False)  # one table is one object: its curves are cached by identity
 class KernelTable:
     profile: str
     stack: str

@@ -41,6 +41,19 @@ done
 # 3. modeled against measured: the table's GEMM rows beside the profile's roofline
 step roofline "$PYTHON" tests/device/gemm_roofline.py "$OUT/kernels-small.csv"
 
+# 4. the step parts, modeled from the measured table against measured on the device: the
+# same workload on CUDA and on a profile timed by the table, `steptrace compare`
+step measured-profile "$PYTHON" -m tests.device.measured_profile "$OUT/kernels-small.csv" \
+    "$OUT/measured.yaml"
+for arm in cuda "modeled:$OUT/measured.yaml"; do
+    name=$( [[ $arm == cuda ]] && echo measured || echo modeled )
+    step "parts-$name" steptrace run workloads/quickstart.yaml --set device="$arm" \
+        --set model=small --set trace.limit=100 --set 'deployment={devices: 1}' \
+        --set output="$OUT/parts-$name" --json
+done
+step compare-parts steptrace compare "$OUT/parts-measured" -- "$OUT/parts-modeled" \
+    --allow-different --json
+
 if ((${#failed[@]})); then
     echo "failed: ${failed[*]}"
     exit 1
