@@ -139,6 +139,21 @@ class Deployment:
             return None
         return self.stack or next(iter(profile.kernels), None)
 
+    def _check_table(self, profile: DeviceProfile) -> None:
+        """The stack's kernel table read (once a process), so a malformed one is refused
+        with its line before anything runs."""
+        from .kernels.load import kernel_table
+        from .kernels.table import KernelTableError
+
+        stack = self.kernel_stack(profile)
+        if stack is None:
+            return
+        try:
+            kernel_table(profile, stack)
+        except (KernelTableError, OSError) as e:
+            raise DeploymentError(("stack",), f"{profile.name}'s {stack} kernel table: {e}") \
+                from None
+
     def check(self, model: ModelConfig, profile: DeviceProfile) -> None:
         """DeploymentError, naming the key, for what no serving engine could run."""
         n = self.devices
@@ -185,6 +200,7 @@ class Deployment:
             raise DeploymentError(("stack",), f"{profile.name} has no {self.stack} kernel "
                                   f"tables; it has: {', '.join(profile.kernels) or 'none'} "
                                   f"(or roofline)")
+        self._check_table(profile)
         if self.precision["kv"] not in KV_PRECISIONS:
             raise DeploymentError(("precision", "kv"), f"expected one of "
                                   f"{', '.join(KV_PRECISIONS)}, got {self.precision['kv']}")

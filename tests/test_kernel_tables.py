@@ -222,3 +222,41 @@ def test_the_step_takes_the_stacks_host_cost_not_the_profiles_overhead(tmp_path,
     record = decode_step(tmp_path, deployment(cuda_graphs=graphs), rows=8)
     slowest = max(c.rank_s for c in record.flops)
     assert record.forward_ns * 1e-9 == pytest.approx(slowest + host_us * 1e-6, abs=1e-9)
+
+
+def test_a_profiles_malformed_table_is_refused_before_anything_runs(tmp_path, capsys):
+    from harness.commands import main
+
+    path = write_rows(tmp_path / "k.csv", [row("gemm", 1, 3.0, precision="fp8", n=8, k=8)])
+    path.write_text(path.read_text() + "gemm,,fp8,x,0,8,8,0,0,0,0,,3,vendor\n")
+    data = yaml.safe_load((DEVICES_DIR / "b200.yaml").read_text())
+    data["kernels"] = {"trtllm": {"table": "k.csv", "families": [], "source": "hand-made"}}
+    (tmp_path / "b200.yaml").write_text(yaml.safe_dump(data))
+    out = tmp_path / "results"
+    assert main(["run", "workloads/validation/trtllm_latency_b200.yaml", "--set",
+                 f"device=modeled:{tmp_path / 'b200.yaml'}", "--set", f"output={out}"]) == 2
+    err = capsys.readouterr().err
+    assert f"deployment.stack: B200's trtllm kernel table: {path}:7: tokens 'x' is not int" \
+        in err
+    assert not out.exists()
+
+
+def test_the_same_table_and_seed_give_identical_steps(tmp_path):
+    def steps():
+        path = profile_with_table(tmp_path, deployment())
+        cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=2048,
+                                                     num_kv_blocks=4096, block_size=64,
+                                                     dp_size=8, max_num_seqs=64),
+                           model="deepseek-v3", executor=f"modeled:{path}", precision="fp8",
+                           deployment=deployment(), seed=7)
+        engine = LLMEngine(cfg)
+        for i in range(40):
+            engine.add_request(i, prompt_len=100 + 37 * i, max_new_tokens=5 + i % 7)
+        out = []
+        for _ in range(30):
+            r = engine.step()
+            out.append((r.forward_ns, [(c.attention_s, c.experts_s, c.combine_s, c.extrapolated)
+                                       for c in r.flops]))
+        return out
+
+    assert steps() == steps()
