@@ -4,6 +4,7 @@ deployment's step timed from a table: each part from its kernels, a shape outsid
 flagged."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -260,3 +261,22 @@ def test_the_same_table_and_seed_give_identical_steps(tmp_path):
         return out
 
     assert steps() == steps()
+
+
+def test_a_run_says_what_its_step_was_timed_by(tmp_path, capsys):
+    """The manifest's step_model, as `run --json` and `show` say it: the stack's tables,
+    each part they lack a curve for and how it is timed instead."""
+    import json
+
+    from harness.commands import main
+
+    assert main(["run", "workloads/validation/sglang_decode_h100.yaml", "--set",
+                 f"output={tmp_path}", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    (note,) = [n for n in run["notes"] if n.startswith("modeled step:")]
+    assert note.startswith("modeled step: sglang kernel tables (sglang 0.5.14; "
+                           "aiconfigurator-core 0.12.0 (NVIDIA)); dispatch by the link model "
+                           "(no curve family=dispatch, mode=low_latency, precision=fp8")
+    assert "width=72, topology=scaleout" in note  # EP72 spans H100 nodes: no table has it
+    manifest = json.loads((Path(run["run_dir"]) / "manifest.json").read_text())
+    assert manifest["step_model"]["timed"] == ["attention", "dense", "experts"]

@@ -24,7 +24,7 @@ from ..flops import FlopsEstimator
 from ..kernels.host import STEP_HOST_US
 from ..kernels.load import kernel_table
 from ..kernels.roofline import roofline_table
-from ..kernels.step import PARTS, step_terms
+from ..kernels.step import step_terms
 from .base import ExecutorOutput
 from .spec import Built
 
@@ -83,7 +83,7 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     (`step_model`)."""
     stack = d.kernel_stack(profile)
     if stack is None and not profile.family_efficiency:
-        return dict(stack="roofline", timed=[], rooflines=list(PARTS))
+        return dict(stack="roofline", timed=[], missing={})
     table = kernel_table(profile, stack) if stack else \
         roofline_table(profile, model_config, d, r.scaleup_devices)
     terms = step_terms(table, model_config, d, r.scaleup_devices)
@@ -93,8 +93,7 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     r.overhead_s = host.value * 1e-6
     r.layer_floor_s = 0.0
     return dict(stack=stack or "roofline", table=table.stack, source=table.source,
-                timed=list(terms.timed), rooflines=[p for p in PARTS if p not in terms.timed],
-                missing=terms.missing, cuda_graphs=d.cuda_graphs,
+                timed=list(terms.timed), missing=terms.missing, cuda_graphs=d.cuda_graphs,
                 step_host_us=dict(value=host.value, kind=host.kind, source=host.source))
 
 

@@ -84,7 +84,8 @@ def roofline_table(profile: DeviceProfile, model_config, deployment,
                     rows.append(Row(**{**v, "tokens": t, "context": context,
                                        "time_us": seconds * 1e6, "source": "roofline"}))
     rows = list({(r.curve, r.context, r.tokens): r for r in rows}.values())
-    source = ", ".join(f"{f} efficiency {e.value:g} ({e.kind}: {e.source})"
-                       for f, e in profile.family_efficiency.items())
-    return KernelTable(profile.name, "roofline", f"rooflines of {profile.name}'s figures; "
-                       f"{source}", "derived from the profile's figures", rows)
+    shares = " and ".join(f"{f} {e.value:g} ({e.kind})"
+                          for f, e in profile.family_efficiency.items())
+    return KernelTable(profile.name, "roofline", f"{profile.name}'s peaks and bandwidth at "
+                       f"{shares} of peak (family_efficiency)", "derived from the profile's "
+                       "figures", rows)

@@ -116,7 +116,41 @@ def read(run_dir: Path) -> dict:
                 host_share=manifest.get("host_share"), busy_host=busy,
                 calibration=manifest.get("calibration"), summary=rows,
                 notes=failed + _notes(rows, run_dir, state) + _behind(rows, manifest)
-                + ([note(busy)] if busy else []))
+                + _step_models(manifest, rows) + ([note(busy)] if busy else []))
+
+
+LINK_PARTS = ("dispatch", "combine", "allreduce")  # timed by the link model without a table
+
+
+def _step_models(manifest: dict, rows) -> list:
+    """What a modeled run's steps were timed by (docs/modeling.md): each instance's (or
+    each P/D pool's) kernel tables and the parts left to rooflines, and the measured steps
+    with a part looked up outside its table's rows."""
+    pools = manifest.get("pools")
+    models = [(f"{role} pool: ", p.get("step_model")) for role, p in pools.items()] \
+        if isinstance(pools, dict) else [("", manifest.get("step_model"))]
+    notes = [f"{where}{_step_model(m)}" for where, m in models if isinstance(m, dict)]
+    extrapolated = {(r["metric"], r["stat"]): r["value"] for r in rows}.get(
+        ("extrapolated", "steps")) or 0
+    if extrapolated:
+        notes.append(f"{extrapolated:,.0f} measured steps had a part looked up outside its "
+                     f"kernel table's rows (the steps table's `extrapolated` names the parts)")
+    return notes
+
+
+def _step_model(m: dict) -> str:
+    timed, missing = m.get("timed") or [], m.get("missing") or {}
+    if not timed:
+        return "modeled step: rooflines of the profile's efficiencies (no kernel table)"
+    if m.get("table") == "roofline":
+        text = f"modeled step: rooflines per kernel family ({m.get('source')})"
+    else:
+        source = str(m.get("source", "")).split(",")[0]
+        text = f"modeled step: {m.get('stack')} kernel tables ({m.get('table')}; {source})"
+    for part, curve in missing.items():
+        how = "the link model" if part in LINK_PARTS else "a roofline"
+        text += f"; {part} {'partly ' if part in timed else ''}by {how} (no curve {curve})"
+    return text
 
 
 def read_manifest(run_dir: Path) -> dict:
