@@ -280,3 +280,21 @@ def test_a_run_says_what_its_step_was_timed_by(tmp_path, capsys):
     assert "width=72, topology=scaleout" in note  # EP72 spans H100 nodes: no table has it
     manifest = json.loads((Path(run["run_dir"]) / "manifest.json").read_text())
     assert manifest["step_model"]["timed"] == ["attention", "dense", "experts"]
+
+
+@pytest.mark.parametrize("model, timed", [("deepseek-v3", ["attention", "dense", "experts"]),
+                                          ("deepseek-v4-flash", [])])
+def test_roofline_tables_on_a_device_with_no_bf16_peak(model, timed):
+    """The Ascend 950DT publishes FP8 and FP4 peaks only: MLA computes at the attention's
+    precision, a BF16 router or LM head at the dense part's; V4 has no kernel set, so its
+    step is the one roofline."""
+    fp8 = dict(attention="fp8", kv="fp8", dense="fp8", experts="fp4", dispatch="fp8",
+               combine="bf16")
+    d = Deployment(devices=16, attention_dp=16, moe_ep=16, precision=fp8)
+    cfg = EngineConfig(scheduler=SchedulerConfig(dp_size=16, num_kv_blocks=1024),
+                       model=model, executor="modeled:Ascend 950DT", precision="fp8",
+                       deployment=d)
+    engine = LLMEngine(cfg)
+    assert engine.executor.step_model["timed"] == timed
+    engine.add_request(0, prompt_len=100, max_new_tokens=2)
+    assert engine.step().forward_ns > 0

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List
 
 from ..deployment import BYTES
 from ..devices.profile import DeviceProfile
-from .step import _part_kernels
+from .step import ARCHITECTURES, _part_kernels
 from .table import CURVE_KEYS, KernelTable, Row
 
 TOKENS = tuple(2 ** i for i in range(21))  # 1 .. 1,048,576
@@ -65,6 +65,9 @@ def roofline_table(profile: DeviceProfile, model_config, deployment,
                    scaleup_devices: int) -> KernelTable:
     """Every kernel the deployment runs but its collectives, at TOKENS (and CONTEXTS for
     the attention), each a roofline at its family's efficiency."""
+    if model_config.architecture not in ARCHITECTURES:
+        return KernelTable(profile.name, "roofline", "no kernel set for the architecture",
+                           "none", [])
     efficiency = {f: e.value for f, e in profile.family_efficiency.items()}
     bandwidth = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
     rows: List[Row] = []
@@ -74,8 +77,14 @@ def roofline_table(profile: DeviceProfile, model_config, deployment,
             family = v["family"]
             if family not in FAMILY_OF:
                 continue
-            peak = profile.peak("bf16" if family.startswith("mla") and family != "mla_bmm"
-                                else v["precision"]) * 1e12 * efficiency[FAMILY_OF[family]]
+            # MLA's attention computes at the deployment's attention precision (its rows'
+            # precision is the KV cache's); a BF16 GEMM (router, LM head) on a device with no
+            # BF16 peak, at the dense part's
+            compute = deployment.precision["attention"] if family in WITH_CONTEXT \
+                else v["precision"]
+            if profile.peak_tflops[compute] is None:
+                compute = deployment.precision["dense"]
+            peak = profile.peak(compute) * 1e12 * efficiency[FAMILY_OF[family]]
             for context in (CONTEXTS if family == "mla_decode" else (0,)):
                 for t in TOKENS:
                     flops, nbytes = WITH_CONTEXT[family](v, t, model_config, context) \

@@ -16,6 +16,7 @@ from .lookup import Curve, curves_of
 from .table import CURVE_KEYS, KernelTable
 
 PARTS = ("attention", "dense", "experts", "dispatch", "combine", "allreduce")
+ARCHITECTURES = ("deepseek_v3",)  # those a kernel set is declared for (_part_kernels)
 # The all-to-alls' kernel modes, and the steps each serves (kernel_step.hpp's When)
 A2A_MODES = (("low_latency", "decode_only"), ("normal", "with_prefill"))
 
@@ -131,7 +132,7 @@ def _part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Ke
 
 def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: int) -> StepTerms:
     """The terms of each part the table covers whole (an all-to-all per kernel mode)."""
-    if model_config.architecture != "deepseek_v3":
+    if model_config.architecture not in ARCHITECTURES:
         return StepTerms(missing={p: f"{model_config.architecture}: no kernel set is declared "
                                      "for this architecture" for p in PARTS})
     curves = curves_of(table)
