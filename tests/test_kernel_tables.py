@@ -16,7 +16,7 @@ from engine.deployment import Deployment
 from engine.devices.profile import DEVICES_DIR
 from engine.kernels import table
 from engine.kernels.lookup import Curve
-from engine.kernels.step import PARTS, _part_kernels, step_terms
+from engine.kernels.step import PARTS, part_kernels, step_terms
 from engine.model_config import load_model_config
 from engine.plan import KIND_DECODE
 
@@ -118,7 +118,7 @@ GRID, CONTEXTS = (1, 8, 64, 512, 4096), (1024, 8192)
 
 def covering_table(d, scaleup=8):
     rows = []
-    for kernels in _part_kernels(V3, d, scaleup).values():
+    for kernels in part_kernels(V3, d, scaleup).values():
         for key, _ in kernels:
             keys = dict(zip(table.CURVE_KEYS, key))
             contexts = CONTEXTS if keys["family"] == "mla_decode" else (0,)
@@ -204,7 +204,7 @@ def test_a_decode_steps_attention_is_the_sum_of_its_kernels(tmp_path):
     count = {"tokens": 64, "decode_tokens": 64, "decode_rows": 64, "prefill_tokens": 0,
              "prefill_row": 0}
     expected = sum(curves[key].at(count[k.quantity], context)[0] * k.calls
-                   for key, k in _part_kernels(V3, d, 8)["attention"])
+                   for key, k in part_kernels(V3, d, 8)["attention"])
     cost = record.flops[0]
     assert cost.attention_s == pytest.approx(expected * 1e-6, rel=1e-9)
     assert cost.extrapolated == 0

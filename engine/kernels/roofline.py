@@ -15,7 +15,7 @@ from typing import Callable, Dict, List
 
 from ..deployment import BYTES
 from ..devices.profile import DeviceProfile
-from .step import ARCHITECTURES, _part_kernels
+from .step import ARCHITECTURES, part_kernels
 from .table import CURVE_KEYS, KernelTable, Row
 
 TOKENS = tuple(2 ** i for i in range(21))  # 1 .. 1,048,576
@@ -71,7 +71,7 @@ def roofline_table(profile: DeviceProfile, model_config, deployment,
     efficiency = {f: e.value for f, e in profile.family_efficiency.items()}
     bandwidth = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
     rows: List[Row] = []
-    for kernels in _part_kernels(model_config, deployment, scaleup_devices).values():
+    for kernels in part_kernels(model_config, deployment, scaleup_devices).values():
         for key, _ in kernels:
             v = dict(zip(CURVE_KEYS, key))
             family = v["family"]

@@ -16,7 +16,7 @@ from .lookup import Curve, curves_of
 from .table import CURVE_KEYS, KernelTable
 
 PARTS = ("attention", "dense", "experts", "dispatch", "combine", "allreduce")
-ARCHITECTURES = ("deepseek_v3",)  # those a kernel set is declared for (_part_kernels)
+ARCHITECTURES = ("deepseek_v3",)  # those a kernel set is declared for (part_kernels)
 # The all-to-alls' kernel modes, and the steps each serves (kernel_step.hpp's When)
 A2A_MODES = (("low_latency", "decode_only"), ("normal", "with_prefill"))
 
@@ -108,7 +108,7 @@ def _dense(m, d) -> list:
             _gemm("bf16", m.vocab_size // dtp, h, "logits", 1, per_layer=False)]
 
 
-def _part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Kernel]]]:
+def part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Kernel]]]:
     """Each part's kernels for model config `m` under deployment `d`."""
     tp, dtp, ep, h = d.attention_tp, d.dense_tp, d.moe_ep, m.hidden_size
     moe_layers = m.num_hidden_layers - m.first_k_dense_replace
@@ -139,7 +139,7 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
     families = {key[0] for key in curves}
     out = StepTerms()
     timed = []
-    for part, kernels in _part_kernels(model_config, deployment, scaleup_devices).items():
+    for part, kernels in part_kernels(model_config, deployment, scaleup_devices).items():
         if not kernels:
             continue
         found = [(at, key, k) for key, k in kernels if k.calls > 0
