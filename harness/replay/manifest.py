@@ -48,7 +48,7 @@ def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
         executor=engine.config.executor, modeled=modeled,
         modeled_device=engine.device_profile.name if modeled else None,
         device_profile=profile_record(engine.device_profile) if engine.device_profile else None,
-        step_model=getattr(engine.executor, "step_model", None),
+        step_model=getattr(getattr(engine, "executor", None), "step_model", None),
         kv_pool=engine.kv_pool.manifest() if engine.kv_pool else None,
         started=now(), complete=False, pid=os.getpid(), host=socket.gethostname())
 

@@ -298,9 +298,10 @@ def _pools(service, engines) -> dict:
         pools[pool.role] = dict(instances=pool.instances, devices=pool.deployment.devices,
                                 num_kv_blocks=engine.config.scheduler.num_kv_blocks)
         if engine.device_profile is not None:
+            executor = getattr(engine, "executor", None)  # a process's ranks: none here
             pools[pool.role].update(modeled_device=engine.device_profile.name,
                                     device_profile=profile_record(engine.device_profile),
-                                    step_model=getattr(engine.executor, "step_model", None))
+                                    step_model=getattr(executor, "step_model", None))
     return pools
 
 
