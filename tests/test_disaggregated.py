@@ -65,15 +65,18 @@ def test_one_request_moves_its_kv_after_its_prefill(tmp_path):
     assert r.decode_stall_s == 0  # the decode instance's: it never runs a prompt round
 
 
+@pytest.mark.parametrize("layerwise", [False, True])
 @pytest.mark.parametrize("loop", ["python", "cpp"])
-def test_a_one_token_request_is_done_at_its_hand_off(tmp_path, loop):
-    """Its token is the prefill's: the decode instance finishes it as it is added, and no
+def test_a_one_token_request_is_done_at_its_hand_off(tmp_path, loop, layerwise):
+    """Its token is the prefill's, sampled at its prefill step's end (layerwise, it asks
+    for decode room before that): the decode instance finishes it as it is added, and no
     KV moves."""
-    path = pd_workload(tmp_path, [(0.0, 100, 1), (0.0, 100, 3)], extra=f"replay_loop: {loop}\n")
+    path = pd_workload(tmp_path, [(0.0, 100, 1), (0.0, 100, 3)], kv={"layerwise": layerwise},
+                       extra=f"replay_loop: {loop}\n")
     one, three = run_pd(path)["requests"].itertuples()
     assert one.status == three.status == "finished" and one.output_tokens == 1
     assert np.isnan(one.transfer_start_s) and not np.isnan(three.transfer_start_s)
-    assert one.handoff_s <= one.first_token_s < three.first_token_s
+    assert one.handoff_s == one.first_token_s < three.first_token_s
 
 
 def test_layerwise_the_transfer_starts_with_the_last_chunks_first_layer(tmp_path):

@@ -181,8 +181,10 @@ void PdReplay::route_decode(int64_t seq_id, double t) {
   h.decode = &instance;
   h.added = instance.scheduler->add_sequence(seq_id, requests_.prompt_len[seq_id],
                                              requests_.max_new_tokens[seq_id], t, {}, 0, true);
-  if (h.added.status != SeqStatus::kWaiting) {  // rejected, or done on arrival: one token
-    instance.log->enqueue(h.added, t);
+  if (h.added.status != SeqStatus::kWaiting) {  // rejected, or done on arrival: one token,
+    // sampled at the end of its prefill step (layerwise, it asked for room before), no KV
+    const bool done = h.added.status == SeqStatus::kFinished;
+    instance.log->enqueue(h.added, done ? std::max(t, h.prefill_end_s) : t);
     ++done_;
     handoffs_.erase(seq_id);
     return;

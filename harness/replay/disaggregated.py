@@ -238,8 +238,10 @@ class _Service:
             max_new_tokens=int(self.max_new_tokens[h.seq_id]), arrival_time=t,
             kv_transfer=True)
         h.decode, h.added = instance, added
-        if added.status != "waiting":  # rejected, or done on arrival: one token, no KV moved
-            instance.log.enqueue(added, t)
+        if added.status != "waiting":  # rejected, or done on arrival: one token, sampled at
+            # the end of its prefill step (layerwise, it asked for room before), no KV moved
+            done = added.status == "finished"
+            instance.log.enqueue(added, max(t, h.prefill_end_s) if done else t)
             self.done += 1
             return
         instance.pending[h.seq_id] = h
