@@ -13,7 +13,7 @@ REPO = Path(__file__).parents[1]
 EXAMPLE = REPO / "workloads" / "sweeps" / "sm100_vs_ascend950.yaml"
 
 
-@pytest.mark.slow  # resolves 32 workloads of DeepSeek-V4-Flash (about 1 s)
+@pytest.mark.slow  # resolves 32 workloads of DeepSeek-R1 (about 1 s)
 def test_the_worked_example_expands_to_the_documented_points(tmp_path):
     the_plan = plan(EXAMPLE, (f"output={tmp_path}",))
     assert the_plan.sweep.mode == "capacity" and the_plan.refused == []
