@@ -274,12 +274,14 @@ def test_a_run_says_what_its_step_was_timed_by(tmp_path, capsys):
                  f"output={tmp_path}", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)["runs"][0]
     (note,) = [n for n in run["notes"] if n.startswith("modeled step:")]
-    assert note.startswith("modeled step: sglang kernel tables (sglang 0.5.14; "
-                           "aiconfigurator-core 0.12.0 (NVIDIA)); dispatch by the link model "
-                           "(no curve family=dispatch, mode=low_latency, precision=fp8")
-    assert "width=72, topology=scaleout" in note  # EP72 spans H100 nodes: no table has it
+    assert note == ("modeled step: sglang kernel tables (sglang 0.5.14; aiconfigurator-core "
+                    "0.12.0 (NVIDIA)); by the link model: dispatch, combine (the manifest's "
+                    "step_model names each curve the tables lack)")
     manifest = json.loads((Path(run["run_dir"]) / "manifest.json").read_text())
-    assert manifest["step_model"]["timed"] == ["attention", "dense", "experts"]
+    model = manifest["step_model"]
+    assert model["timed"] == ["attention", "dense", "experts"]
+    # EP72 spans H100 nodes: no table has a cross-node all-to-all
+    assert model["missing"]["dispatch"].endswith("width=72, topology=scaleout")
 
 
 @pytest.mark.parametrize("model, timed", [("deepseek-v3", ["attention", "dense", "experts"]),

@@ -147,9 +147,13 @@ def _step_model(m: dict) -> str:
     else:
         source = str(m.get("source", "")).split(",")[0]
         text = f"modeled step: {m.get('stack')} kernel tables ({m.get('table')}; {source})"
-    for part, curve in missing.items():
-        how = "the link model" if part in LINK_PARTS else "a roofline"
-        text += f"; {part} {'partly ' if part in timed else ''}by {how} (no curve {curve})"
+    for how, parts in (("the link model", [p for p in missing if p in LINK_PARTS]),
+                       ("rooflines", [p for p in missing if p not in LINK_PARTS])):
+        if parts:
+            text += f"; by {how}: " + ", ".join(
+                f"{part}{' in part' if part in timed else ''}" for part in parts)
+    if missing:
+        text += " (the manifest's step_model names each curve the tables lack)"
     return text
 
 
