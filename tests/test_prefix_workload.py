@@ -53,7 +53,7 @@ def test_each_arm_runs_and_caching_saves_prefill_work(tmp_path):
 def test_cache_aware_dispatch_recovers_the_hits_dp_ranks_lose(tmp_path):
     """The whole trace on 8 DP ranks (docs/scheduling.md, "DP ranks"): round robin splits a
     conversation's turns over the ranks and hits 51.7 % of the prompt tokens; cache_aware
-    hits 73.6 %, against the trace's reuse bound of 73.8 % (one rank: every hit)."""
+    hits 72.1 %, against the trace's reuse bound of 73.8 % (one rank: every hit)."""
     hit_rate = {}
     for assign in ("round_robin", "cache_aware"):
         workload = load_workload(WORKLOAD, (
@@ -63,7 +63,7 @@ def test_cache_aware_dispatch_recovers_the_hits_dp_ranks_lose(tmp_path):
         summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
         hit_rate[assign] = summary.loc[("prefix_cache", "hit_rate"), "value"]
     assert hit_rate["round_robin"] == pytest.approx(0.5173, abs=5e-4)
-    assert hit_rate["cache_aware"] == pytest.approx(0.7363, abs=5e-4)
+    assert hit_rate["cache_aware"] == pytest.approx(0.7209, abs=5e-4)
 
 
 @pytest.mark.slow

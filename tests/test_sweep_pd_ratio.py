@@ -102,12 +102,15 @@ def test_the_pools_are_measured_alone_and_the_ratios_near_the_balance_searched(
         tmp_path, capsys):
     from harness.commands import main
 
-    # the tiny model's prefill step takes about 0.09 ms: a TTFT limit of 0.15 ms, and
-    # `seqs` sequences a decode rank, saturate both pools; arrivals at a constant rate, so
-    # that a queue grows only past a pool's capacity and the searches' length checks pass
+    # the tiny model's prefill step is a fraction of a millisecond: a TTFT limit of 0.15 ms
+    # saturates both pools, the prefill pool at about half the decode pool's rate (a
+    # balance of two prefill instances a decode instance, asked for below); arrivals at a
+    # constant rate, so that a queue grows only past a pool's capacity and the searches'
+    # length checks pass
     base = BASE.replace("requests: 12, rate: 20", "requests: 400, rate: 1000, arrival: "
                         "constant").replace("ttft: 0.05", "ttft: 0.00015").replace(
         "output: {uniform: [8, 64]}", "output: {fixed: 2}").replace(
+        "prompt: {uniform: [64, 512]}", "prompt: {uniform: [256, 1024]}").replace(
         "link: 0.01", "link: 10000")  # the KV's transfer within the TTFT limit
     (tmp_path / "base.yaml").write_text(base.replace(
         "decode: {devices: 2,", "decode: {engine: {max_num_seqs: 64}, devices: 2,"))
