@@ -54,8 +54,8 @@ void bind_kernel_step(py::module_& m) {
   py::class_<KernelTerm>(m, "KernelTerm")
       .def(py::init([](KernelCurve curve, Quantity quantity, Part part, When when, double calls,
                        bool per_layer, double scale, bool substitute) {
-             return KernelTerm{std::move(curve), quantity, part, when,
-                               calls,            per_layer, scale, substitute};
+             return KernelTerm{std::move(curve), quantity, part,      when, calls,
+                               per_layer,        scale,    substitute};
            }),
            py::arg("curve"), py::arg("quantity"), py::arg("part"), py::arg("when"),
            py::arg("calls"), py::arg("per_layer"), py::arg("scale") = 1.0,

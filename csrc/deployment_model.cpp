@@ -123,8 +123,8 @@ DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
     StepCost& c = out.costs.ranks[i];
     time_rank(p, sh.experts_s, sh.received, sh.calls, c);
     if (kernels_)
-      time_kernels(&plan.batches[i], counts[b], std::max(counts[b].tokens / tp, sh.least_sent),
-                   sh, c);
+      time_kernels(&plan.batches[i], counts[b], std::max(counts[b].tokens / tp, sh.least_sent), sh,
+                   c);
     c.rank_s = std::max(rank_seconds(c), r_.layers * r_.layer_floor_s);
     slowest = std::max(slowest, c.rank_s);
   }

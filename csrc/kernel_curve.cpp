@@ -10,12 +10,10 @@ namespace steptrace {
 KernelCurve::KernelCurve(std::vector<double> tokens, std::vector<double> contexts,
                          const std::vector<double>& times_us)
     : tokens_(std::move(tokens)), contexts_(std::move(contexts)) {
-  if (tokens_.empty() || contexts_.empty() ||
-      times_us.size() != tokens_.size() * contexts_.size())
-    throw std::invalid_argument("a kernel curve needs tokens x contexts times, got " +
-                                std::to_string(times_us.size()) + " for " +
-                                std::to_string(tokens_.size()) + " x " +
-                                std::to_string(contexts_.size()));
+  if (tokens_.empty() || contexts_.empty() || times_us.size() != tokens_.size() * contexts_.size())
+    throw std::invalid_argument(
+        "a kernel curve needs tokens x contexts times, got " + std::to_string(times_us.size()) +
+        " for " + std::to_string(tokens_.size()) + " x " + std::to_string(contexts_.size()));
   for (size_t i = 0; i < tokens_.size(); ++i)
     if (!(tokens_[i] >= 1) || (i > 0 && !(tokens_[i] > tokens_[i - 1])))
       throw std::invalid_argument("a kernel curve's tokens must ascend from >= 1");
@@ -44,8 +42,8 @@ double KernelCurve::in_tokens(size_t row, double tokens, bool& outside) const {
         n > 1 ? (last - std::exp(lt[n - 2])) / (tokens_[n - 1] - tokens_[n - 2]) : 0;
     return slope > 0 ? last + slope * (tokens - tokens_[n - 1]) : last * tokens / tokens_[n - 1];
   }
-  const size_t i = static_cast<size_t>(
-      std::upper_bound(tokens_.begin(), tokens_.end(), tokens) - tokens_.begin());
+  const size_t i = static_cast<size_t>(std::upper_bound(tokens_.begin(), tokens_.end(), tokens) -
+                                       tokens_.begin());
   const double f = (std::log(tokens) - log_tokens_[i - 1]) / (log_tokens_[i] - log_tokens_[i - 1]);
   return std::exp(lt[i - 1] + f * (lt[i] - lt[i - 1]));
 }
@@ -57,10 +55,10 @@ double KernelCurve::seconds(double tokens, double context, bool& outside) const 
     if (context != contexts_[0]) outside = true;
     return in_tokens(0, tokens, outside);
   }
-  const size_t j = std::min(
-      static_cast<size_t>(std::lower_bound(contexts_.begin(), contexts_.end(), context) -
-                          contexts_.begin()),
-      m - 1);  // contexts_[j - 1] < context <= contexts_[j], or the last two past the grid
+  const size_t j =
+      std::min(static_cast<size_t>(std::lower_bound(contexts_.begin(), contexts_.end(), context) -
+                                   contexts_.begin()),
+               m - 1);  // contexts_[j - 1] < context <= contexts_[j], or the last two past the grid
   if (context > contexts_[m - 1]) outside = true;
   const double lo = in_tokens(j - 1, tokens, outside), hi = in_tokens(j, tokens, outside);
   const double f = (context - contexts_[j - 1]) / (contexts_[j] - contexts_[j - 1]);

@@ -13,48 +13,48 @@
 #include <string>
 #include <vector>
 
-#define STEPTRACE_STEP_COLUMNS(X)                               \
-  X(int64_t, step, STEP, plan.step)                             \
-  X(int32_t, dp_rank, RANK, b.rank)                             \
-  X(uint8_t, prompt_phase, STEP, plan.phase == Phase::kPrompt)  \
-  X(uint8_t, empty, RANK, b.empty())                            \
-  X(uint8_t, warmup, STEP, plan.step < warmup_steps_)           \
-  X(int32_t, num_seqs, RANK, b.rows())                          \
-  X(int64_t, tokens_q, RANK, sums.tokens_q)                     \
-  X(int64_t, padded_tokens_q, RANK, sums.padded_q)              \
-  X(int64_t, prefill_tokens_q, RANK, sums.prefill_q)            \
-  X(int64_t, sum_seqlen_k, RANK, sums.sum_seqlen_k)             \
-  X(int32_t, max_seqlen_k, RANK, sums.max_seqlen_k)             \
-  X(int32_t, preempted, STEP, plan.preempted.size())            \
-  X(int32_t, rejected, STEP, plan.rejected.size())              \
-  X(int32_t, finished, STEP, post.finished.size())              \
-  X(int64_t, discarded_tokens, STEP, post.discarded_tokens)     \
-  X(int32_t, kv_blocks_free, RANK, b.kv_blocks_free)            \
-  X(int32_t, waiting, RANK, b.num_waiting)                      \
-  X(int32_t, running, RANK, b.num_running)                      \
-  X(int32_t, prefix_hit_tokens, RANK, b.num_hit_tokens)         \
-  X(int32_t, kv_blocks_evicted, RANK, b.num_evicted_blocks)     \
-  X(int32_t, kv_blocks_retained, RANK, b.num_retained_blocks)   \
-  X(double, t_start_s, STEP, times.t_start_s)                   \
-  X(double, t_end_s, STEP, times.t_end_s)                       \
-  X(int64_t, sched_cpp_ns, STEP, plan.sched_ns)                 \
-  X(int64_t, sched_call_ns, STEP, times.engine.sched_call_ns)   \
-  X(int64_t, forward_ns, STEP, times.engine.forward_ns)         \
-  X(int64_t, sample_ns, STEP, times.engine.sample_ns)           \
-  X(int64_t, postprocess_ns, STEP, times.engine.postprocess_ns) \
-  X(int64_t, step_ns, STEP, times.engine.step_ns)               \
-  X(int64_t, flush_ns, STEP, times.flush_ns)                    \
-  X(double, model_flops, RANK, cost.model_flops)                \
-  X(double, executed_flops, RANK, cost.executed_flops)          \
-  X(double, bytes, RANK, cost.bytes)                            \
-  X(double, attention_s, RANK, cost.attention_s)                \
-  X(double, dense_s, RANK, cost.dense_s)                        \
-  X(double, experts_s, RANK, cost.experts_s)                    \
-  X(double, dispatch_s, RANK, cost.dispatch_s)                  \
-  X(double, combine_s, RANK, cost.combine_s)                    \
-  X(double, allreduce_s, RANK, cost.allreduce_s)                \
+#define STEPTRACE_STEP_COLUMNS(X)                                       \
+  X(int64_t, step, STEP, plan.step)                                     \
+  X(int32_t, dp_rank, RANK, b.rank)                                     \
+  X(uint8_t, prompt_phase, STEP, plan.phase == Phase::kPrompt)          \
+  X(uint8_t, empty, RANK, b.empty())                                    \
+  X(uint8_t, warmup, STEP, plan.step < warmup_steps_)                   \
+  X(int32_t, num_seqs, RANK, b.rows())                                  \
+  X(int64_t, tokens_q, RANK, sums.tokens_q)                             \
+  X(int64_t, padded_tokens_q, RANK, sums.padded_q)                      \
+  X(int64_t, prefill_tokens_q, RANK, sums.prefill_q)                    \
+  X(int64_t, sum_seqlen_k, RANK, sums.sum_seqlen_k)                     \
+  X(int32_t, max_seqlen_k, RANK, sums.max_seqlen_k)                     \
+  X(int32_t, preempted, STEP, plan.preempted.size())                    \
+  X(int32_t, rejected, STEP, plan.rejected.size())                      \
+  X(int32_t, finished, STEP, post.finished.size())                      \
+  X(int64_t, discarded_tokens, STEP, post.discarded_tokens)             \
+  X(int32_t, kv_blocks_free, RANK, b.kv_blocks_free)                    \
+  X(int32_t, waiting, RANK, b.num_waiting)                              \
+  X(int32_t, running, RANK, b.num_running)                              \
+  X(int32_t, prefix_hit_tokens, RANK, b.num_hit_tokens)                 \
+  X(int32_t, kv_blocks_evicted, RANK, b.num_evicted_blocks)             \
+  X(int32_t, kv_blocks_retained, RANK, b.num_retained_blocks)           \
+  X(double, t_start_s, STEP, times.t_start_s)                           \
+  X(double, t_end_s, STEP, times.t_end_s)                               \
+  X(int64_t, sched_cpp_ns, STEP, plan.sched_ns)                         \
+  X(int64_t, sched_call_ns, STEP, times.engine.sched_call_ns)           \
+  X(int64_t, forward_ns, STEP, times.engine.forward_ns)                 \
+  X(int64_t, sample_ns, STEP, times.engine.sample_ns)                   \
+  X(int64_t, postprocess_ns, STEP, times.engine.postprocess_ns)         \
+  X(int64_t, step_ns, STEP, times.engine.step_ns)                       \
+  X(int64_t, flush_ns, STEP, times.flush_ns)                            \
+  X(double, model_flops, RANK, cost.model_flops)                        \
+  X(double, executed_flops, RANK, cost.executed_flops)                  \
+  X(double, bytes, RANK, cost.bytes)                                    \
+  X(double, attention_s, RANK, cost.attention_s)                        \
+  X(double, dense_s, RANK, cost.dense_s)                                \
+  X(double, experts_s, RANK, cost.experts_s)                            \
+  X(double, dispatch_s, RANK, cost.dispatch_s)                          \
+  X(double, combine_s, RANK, cost.combine_s)                            \
+  X(double, allreduce_s, RANK, cost.allreduce_s)                        \
   X(int8_t, extrapolated, RANK, static_cast<int8_t>(cost.extrapolated)) \
-  X(double, rank_s, RANK, cost.rank_s)                          \
+  X(double, rank_s, RANK, cost.rank_s)                                  \
   X(double, dp_imbalance, STEP, imbalance)
 
 // batches: one row per scheduled sequence; a FILL column repeats the batch's value on each
