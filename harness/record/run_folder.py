@@ -123,13 +123,15 @@ LINK_PARTS = ("dispatch", "combine", "allreduce")  # timed by the link model wit
 
 
 def _step_models(manifest: dict, rows) -> list:
-    """What a modeled run's steps were timed by (docs/modeling.md): each instance's (or
-    each P/D pool's) kernel tables and the parts left to rooflines, and the measured steps
-    with a part looked up outside its table's rows."""
+    """What a modeled run's steps were timed by (docs/modeling.md), where kernel tables
+    timed any part: each instance's (or each P/D pool's) tables and the parts left to
+    rooflines or the link model, and the measured steps with a part looked up outside its
+    table's rows."""
     pools = manifest.get("pools")
     models = [(f"{role} pool: ", p.get("step_model")) for role, p in pools.items()] \
         if isinstance(pools, dict) else [("", manifest.get("step_model"))]
-    notes = [f"{where}{_step_model(m)}" for where, m in models if isinstance(m, dict)]
+    notes = [f"{where}{_step_model(m)}" for where, m in models
+             if isinstance(m, dict) and m.get("timed")]  # a roofline step: the profile says
     extrapolated = {(r["metric"], r["stat"]): r["value"] for r in rows}.get(
         ("extrapolated", "steps")) or 0
     if extrapolated:
@@ -139,9 +141,7 @@ def _step_models(manifest: dict, rows) -> list:
 
 
 def _step_model(m: dict) -> str:
-    timed, missing = m.get("timed") or [], m.get("missing") or {}
-    if not timed:
-        return "modeled step: rooflines of the profile's efficiencies (no kernel table)"
+    timed, missing = m["timed"], m.get("missing") or {}
     if m.get("table") == "roofline":
         text = f"modeled step: rooflines per kernel family ({m.get('source')})"
     else:
