@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _core
 from ..config import EngineConfig
-from ..deployment import BYTES, Deployment
+from ..deployment import BYTES, ROOFLINE, Deployment
 from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
 from ..kernels.host import STEP_HOST_US
@@ -83,7 +83,7 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     (`step_model`)."""
     stack = d.kernel_stack(profile)
     if stack is None and not profile.family_efficiency:
-        return dict(stack="roofline", timed=[], missing={})
+        return dict(stack=ROOFLINE, timed=[], missing={})
     table = kernel_table(profile, stack) if stack else \
         roofline_table(profile, model_config, d, r.scaleup_devices)
     terms = step_terms(table, model_config, d, r.scaleup_devices)
@@ -92,7 +92,7 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     host = STEP_HOST_US[d.cuda_graphs]
     r.overhead_s = host.value * 1e-6
     r.layer_floor_s = 0.0
-    return dict(stack=stack or "roofline", table=table.stack, source=table.source,
+    return dict(stack=stack or ROOFLINE, table=table.stack, source=table.source,
                 timed=list(terms.timed), missing=terms.missing, cuda_graphs=d.cuda_graphs,
                 step_host_us=dict(value=host.value, kind=host.kind, source=host.source))
 

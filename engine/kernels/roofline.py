@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, List
 
-from ..deployment import BYTES
+from ..deployment import BYTES, ROOFLINE
 from ..devices.profile import DeviceProfile
 from .step import ARCHITECTURES, part_kernels
 from .table import CURVE_KEYS, KernelTable, Row
@@ -66,7 +66,7 @@ def roofline_table(profile: DeviceProfile, model_config, deployment,
     """Every kernel the deployment runs but its collectives, at TOKENS (and CONTEXTS for
     the attention), each a roofline at its family's efficiency."""
     if model_config.architecture not in ARCHITECTURES:
-        return KernelTable(profile.name, "roofline", "no kernel set for the architecture",
+        return KernelTable(profile.name, ROOFLINE, "no kernel set for the architecture",
                            "none", [])
     efficiency = {f: e.value for f, e in profile.family_efficiency.items()}
     bandwidth = profile.figure("hbm_tb_s") * 1e12 * profile.memory_efficiency.value
@@ -95,6 +95,6 @@ def roofline_table(profile: DeviceProfile, model_config, deployment,
     rows = list({(r.curve, r.context, r.tokens): r for r in rows}.values())
     shares = " and ".join(f"{f} {e.value:g} ({e.kind})"
                           for f, e in profile.family_efficiency.items())
-    return KernelTable(profile.name, "roofline", f"{profile.name}'s peaks and bandwidth at "
+    return KernelTable(profile.name, ROOFLINE, f"{profile.name}'s peaks and bandwidth at "
                        f"{shares} of peak (family_efficiency)", "derived from the profile's "
                        "figures", rows)
