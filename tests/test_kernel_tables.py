@@ -300,3 +300,16 @@ def test_roofline_tables_on_a_device_with_no_bf16_peak(model, timed):
     assert engine.executor.step_model["timed"] == timed
     engine.add_request(0, prompt_len=100, max_new_tokens=2)
     assert engine.step().forward_ns > 0
+
+
+@pytest.mark.parametrize("value, message", [
+    ("torch", "deployment.stack: H800 has no torch kernel tables; it has: trtllm, sglang "
+              "(or roofline)"),
+    ("two words", "deployment.stack: expected one word of at most 64 characters or null"),
+])
+def test_a_stack_the_profile_lacks_is_refused_naming_what_it_has(value, message, capsys):
+    from harness.commands import main
+
+    assert main(["validate", "workloads/validation/ds_decode_h800.yaml", "--set",
+                 f"deployment.stack={value}"]) == 2
+    assert message in capsys.readouterr().err
