@@ -196,6 +196,33 @@ def test_a_part_lacking_one_kernel_stays_a_roofline_and_says_which():
     assert terms.missing["dense"] == "family=gemm, precision=bf16, n=256, k=7168"
 
 
+def _experts_in_layouts(modes):
+    """covering_table's rows, its experts timed only in `modes` ("" for one kernel beside
+    every all-to-all), at the deployment's FP8 and, in the one kernel alone, at FP4."""
+    full = covering_table(deployment())
+    experts = [r for r in full.rows if r.family == "moe"]
+    rows = [r for r in full.rows if r.family != "moe"]
+    for mode in modes:
+        rows += {replace(r, mode=mode) for r in experts}
+    rows += {replace(r, mode="", precision="fp4") for r in experts}
+    return replace(full, rows=sorted(rows, key=lambda r: (r.mode, r.precision, r.tokens)))
+
+
+def test_the_experts_beside_deepep_are_read_in_its_layouts_alone():
+    """A table with one grouped GEMM for every all-to-all (TensorRT-LLM's) times the experts
+    by it; one with grouped GEMMs in DeepEP's layouts (SGLang's) never by its fused MoE,
+    another deployment's kernel, so a precision it lacks there stays a roofline."""
+    fp4 = deployment()
+    fp4.precision["experts"] = "fp4"
+    one_kernel = step_terms(_experts_in_layouts([""]), V3, fp4, 8)
+    assert "experts" in one_kernel.timed and "experts" not in one_kernel.missing
+    layouts = _experts_in_layouts(["low_latency", "normal"])
+    assert "experts" in step_terms(layouts, V3, deployment(), 8).timed
+    lacking = step_terms(layouts, V3, fp4, 8)
+    assert "experts" not in lacking.timed
+    assert lacking.missing["experts"].startswith("family=moe, mode=low_latency, precision=fp4")
+
+
 def test_a_decode_steps_attention_is_the_sum_of_its_kernels(tmp_path):
     d = deployment()
     record = decode_step(tmp_path, d, rows=64)

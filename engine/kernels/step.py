@@ -178,13 +178,17 @@ def _resolve(curves: Dict[Tuple, Curve], key: Tuple) -> Optional[Tuple[Tuple, fl
     - experts or an all-to-all at an EP width the table lacks: the nearest width it has,
       the experts at the same tokens per device (the count scaled by the widths' ratio),
       every lookup flagged as extrapolated;
-    - grouped experts in a DeepEP layout the table has at no width: the stack's one
-      grouped-GEMM kernel for every step, where it has that."""
+    - grouped experts in a DeepEP layout, in a table that times its experts in no DeepEP
+      layout at all: the stack's one grouped-GEMM kernel, which runs beside every
+      all-to-all (TensorRT-LLM's). A table with DeepEP layouts (SGLang's) has a kernel
+      apart for the experts without DeepEP, whose time does not shrink with the EP width:
+      never a stand-in for DeepEP's, so a precision it lacks there stays a roofline."""
     if key in curves:
         return key, 1.0, False
     values = dict(zip(CURVE_KEYS, key))
     near = _near_width(curves, values, key)
-    if near is None and values["family"] == "moe" and values["mode"]:
+    if near is None and values["family"] == "moe" and values["mode"] \
+            and not any(other[0] == "moe" and other[1] for other in curves):
         return _resolve(curves, _with(values, mode=""))
     return near
 
