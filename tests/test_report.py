@@ -391,15 +391,16 @@ def test_instances_states_are_held_between_their_steps_and_summed():
 def test_a_pd_runs_ranks_and_trace_events_are_per_instance(pd):
     """The DP-rank figure has a row per pool, over its instances' steps; the trace events a
     process per instance and rank, on which steps follow one another."""
-    from harness.analysis.report.figures.ranks import _by_rank, _ranked
+    from harness.analysis.report.figures.ranks import _by_step, _ranked
     from harness.analysis.report.run_data import RunData
     from harness.analysis.runs import read_run
 
     run = RunData(read_run(pd["run"]))
     assert _ranked(run) == ["prefill", "decode"]
-    prefill = _by_rank(run, "prefill")
-    assert prefill["rank_s"].shape == (24, 2) and set(prefill["phase"]) == {"prompt"}
-    assert set(_by_rank(run, "decode")["phase"]) == {"decode"}
+    prefill = _by_step(run, "prefill")
+    assert len(prefill["slowest"]) == 24 and set(prefill["ranks"]) == {2}
+    assert set(prefill["phase"]) == {"prompt"}
+    assert set(_by_step(run, "decode")["phase"]) == {"decode"}
     (events,) = (pd["report"] / "trace-events").iterdir()
     data = json.loads(events.read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in data if e["ph"] == "M"}

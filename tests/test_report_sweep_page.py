@@ -1,6 +1,6 @@
 """The sweep page and its summary.md as a person reads them: a point whose capacity search
-found no capacity is not a done point (not drawn, not counted done, listed with its
-outcome and why), and a level no point of a group meets is told apart from a measure the
+found no capacity has no answer (on no front, not counted with the answers, listed with its
+outcome, group and why), and a level no point of a group meets is told apart from a measure the
 group's points lack (no TDP published: no power, so no tokens per kW)."""
 
 import os
@@ -26,20 +26,20 @@ def test_a_point_without_a_capacity_is_not_done(tmp_path):
     folder = sweep_folder(tmp_path, [too_short(32)])
     sweep = read_sweep(folder)
     unfound = sweep.rows[sweep.rows["point"] == "b20032"].iloc[0]
-    assert unfound["status"] == "not found"
-    assert unfound["reason"].startswith("trace_too_short: no capacity: the answer misses")
+    assert unfound["state"] == "no answer" and unfound["status"] == "done"  # as the table
     assert not sweep.fronts("output_tokens_per_device")[unfound.name]
-    assert "Not drawn: 1 point(s) whose capacity search found no capacity" in \
-        fronts.draw(sweep, "output_tokens_per_device").caption
+    assert "Hollow triangles on the x axis: 1 point(s) whose capacity search found no " \
+        "capacity" in fronts.draw(sweep, "output_tokens_per_device").caption
     assert main(["report", str(folder), "-o", str(tmp_path / "page")]) == 0
     summary = (tmp_path / "page" / "summary.md").read_text()
-    assert "9 points: 8 done, 1 without a capacity found, 0 failed, 0 refused" in summary
-    listed = summary.partition("### Points not done")[2]
-    assert "| not found | max_num_seqs=32 | trace_too_short: no capacity: the answer " \
-           "misses" in listed
+    assert "9 points: 8 with an answer, 1 found no answer (trace_too_short: 1); fronts by " \
+           "device." in summary
+    listed = summary.partition("### Points without an answer")[2]
+    assert "| no answer (trace_too_short) | modeled:B200 | max_num_seqs=32 | no capacity: " \
+           "the answer misses" in listed
     assert "5,000" not in summary  # its tokens per device are no group's best
     html = (tmp_path / "page" / "index.html").read_text()
-    assert "8 done, 1 without a capacity found" in html and 'data-status="not found"' in html
+    assert "8 with an answer, 1 found no answer" in html and 'data-status="no answer"' in html
 
 
 def test_a_level_without_power_says_no_tdp_is_published(tmp_path):

@@ -92,7 +92,8 @@ def test_show_prints_a_sweeps_table_as_the_sweep_printed_it(tmp_path, capsys):
     out = capsys.readouterr().out
     print_text(document)  # what `steptrace sweep` prints of the same document
     assert out == capsys.readouterr().out
-    assert out.startswith("steptrace sweep: my-sweep (run mode): 9 points, 8 done")
+    assert out.startswith("steptrace sweep: my-sweep (run mode): Pareto fronts by device")
+    assert out.splitlines()[-1] == "9 points: 8 with an answer, 1 failed"
     assert "RuntimeError: boom" in out
 
 

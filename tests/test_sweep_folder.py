@@ -219,9 +219,12 @@ def test_a_point_without_a_capacity_is_shown_as_its_outcome_and_on_no_front(tmp_
     capsys.readouterr()
     assert sweep(tmp_path) == 0
     out = capsys.readouterr().out
-    assert "2 done (2 skipped, complete before, 1 without a capacity, 1 a lower bound)" in out
+    assert out.splitlines()[-1] == ("2 points: 1 with an answer (1 a lower bound), 1 found "
+                                    "no answer (trace_too_short: 1); 2 skipped (complete "
+                                    "before)")
     (shown,) = [line for line in out.splitlines() if line.startswith(short.key)]
-    assert shown.split()[1] == "trace_too_short" and not shown.split()[-2] == "*"
+    assert shown.split()[1:6] == ["trace_too_short", "-", "-", "-", "-"]  # no figures
+    assert not shown.split()[-2] == "*"
     assert "no capacity: the answer misses the target on a trace twice as long" in out
     (shown,) = [line for line in out.splitlines() if line.startswith(bound.key)]
     assert shown.split()[1] == "at_least" and shown.split()[-2] == "*"

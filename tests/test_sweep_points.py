@@ -123,7 +123,7 @@ def test_a_sweep_file_read_whole(tmp_path):
     ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: optuna, n: 4, objective: "
      "goodput, direction: up}\n", "s.yaml:3: search.direction: expected one of maximize"),
     ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: bayes}\n",
-     "s.yaml:3: search.method: expected one of grid, random, optuna, pd_ratio, got 'bayes'"),
+     "s.yaml:3: search.method: expected one of grid, random, optuna, pd_ratio, frontier, got 'bayes'"),
     ("base: base.yaml\naxes: {device: [a]}\nsearch: {method: random}\n",
      "s.yaml:3: search.n: expected an integer >= 1, got None"),
     ("base: base.yaml\naxes: {engine.no_such_key: [1]}\n",

@@ -170,3 +170,19 @@ def test_sigterm_cancels_the_queued_tasks_and_writes_no_table(tmp_path, head):
     time.sleep(3)  # a task left running would go on writing points
     assert sorted(f.name for f in points.iterdir()) == started
     assert sorted(f.name for f in points.iterdir() if (f / MARKER).exists()) == complete
+
+
+def test_a_frontier_search_through_ray_equals_the_host_pools_point_for_point(tmp_path, head):
+    from tests.test_frontier_search import sweep_file as frontier_file
+
+    path = frontier_file(tmp_path, {"mtp": [0], "most": 8, "keep": 2, "levels": [20, 40],
+                                    "disaggregated": False})
+    tables = {}
+    for executor, args in (("ray", ("--ray", head)), ("pool", ("--workers", "2"))):
+        done = _sweep(path, tmp_path / executor, *args)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["frontier"]["readings"]
+        tables[executor] = {name: pq.read_table(tmp_path / executor / "fr" / f"{name}.parquet")
+                            .to_pandas() for name in ("frontier_points", "frontier_readings")}
+    for name in ("frontier_points", "frontier_readings"):
+        assert_frame_equal(tables["ray"][name], tables["pool"][name], check_exact=True)

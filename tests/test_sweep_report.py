@@ -42,7 +42,7 @@ BEST = """Array.from(document.querySelectorAll('tr.best-row')).map(tr => [
   tr.closest('section').id, tr.dataset.level, tr.dataset.group, tr.dataset.point,
   Number(tr.dataset.value), Number(tr.dataset.ratio)])"""
 NOT_DONE = """Array.from(document.querySelectorAll('tr.not-done-row')).map(
-  tr => [tr.dataset.status, tr.cells[3].innerText])"""
+  tr => [tr.dataset.status, tr.cells[4].innerText])"""
 
 
 def steptrace(*args):

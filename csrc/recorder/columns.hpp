@@ -3,10 +3,12 @@
 // in step). Each table is an X-macro: X(type, name, ...how its value is written). The rows'
 // structs, their each_column and the log's writes (step_log.cpp) all expand it.
 //
-// steps: one row per (step, DP rank). A STEP column's value is the step's own, the same on
-// every rank's row (written once for all of them); a RANK column's is the rank's. The
-// values name what step_log.cpp has in hand: the plan, its postprocess result, the step's
-// times, the ranks' imbalance; the rank's batch `b`, its cost, and its rows' sums.
+// steps: one row per (step, DP rank), but for idle ranks whose rows say nothing the step's
+// other rows don't (step_log.cpp, written_rows). A STEP column's value is the step's own, the
+// same on every row of the step (written once for all of them); a RANK column's is the
+// rank's. The values name what step_log.cpp has in hand: the plan, its postprocess result,
+// the step's times, its ranks' aggregates `all`; the rank's batch `b`, its cost, and its
+// rows' sums.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +57,11 @@
   X(double, allreduce_s, RANK, cost.allreduce_s)                        \
   X(int8_t, extrapolated, RANK, static_cast<int8_t>(cost.extrapolated)) \
   X(double, rank_s, RANK, cost.rank_s)                                  \
-  X(double, dp_imbalance, STEP, imbalance)
+  X(double, slowest_rank_s, STEP, all.slowest_rank_s)                   \
+  X(double, mean_rank_s, STEP, all.mean_rank_s)                         \
+  X(double, dp_imbalance, STEP, all.dp_imbalance)                       \
+  X(int32_t, idle_ranks, STEP, all.idle_ranks)                          \
+  X(int64_t, idle_kv_blocks_free, STEP, all.idle_kv_blocks_free)
 
 // batches: one row per scheduled sequence; a FILL column repeats the batch's value on each
 // of its rows, a COPY column copies one of the batch's arrays.

@@ -13,16 +13,15 @@ namespace {
 
 [[noreturn]] void bad_arg(const std::string& message) { throw std::invalid_argument(message); }
 
-// The slowest rank's own time over the mean rank's (rank_s): what waiting for the slowest
-// costs DP attention; NaN where the step's ranks have no modeled time.
-double dp_imbalance(const std::vector<StepCost>& costs) {
-  double slowest = 0, sum = 0;
-  for (const StepCost& c : costs) {
-    slowest = std::max(slowest, c.rank_s);
-    sum += c.rank_s;
-  }
-  return sum > 0 ? slowest * static_cast<double>(costs.size()) / sum
-                 : std::numeric_limits<double>::quiet_NaN();
+// Scheduled nothing and holds no sequence, running or waiting.
+bool idle(const Batch& b) { return b.empty() && b.num_running == 0 && b.num_waiting == 0; }
+
+constexpr int kTimes = 7;  // a cost's times: its parts and rank_s
+
+void times_of(const StepCost& c, double (&out)[kTimes]) {
+  const double t[kTimes] = {c.attention_s, c.dense_s,     c.experts_s, c.dispatch_s,
+                            c.combine_s,   c.allreduce_s, c.rank_s};
+  std::copy(t, t + kTimes, out);
 }
 
 }  // namespace
@@ -95,13 +94,56 @@ void StepLog::check(const ScheduleOutput& plan, const PostprocessOutput& post,
   owner_ = plan.owner;
 }
 
+// Which ranks of the step get a row (written_), and the step's aggregates over all of them.
+// A busy rank always has one; an idle rank only where it holds a time larger than the rows
+// before it (a part, rank_s) or an extrapolated bit they lack. So the written rows keep
+// every part's and rank_s's maximum over the step's ranks and all its extrapolated bits,
+// and a step with no busy rank keeps its first rank's row.
+StepRanks StepLog::written_rows(const ScheduleOutput& plan, const std::vector<StepCost>& costs) {
+  const size_t ranks = plan.batches.size();
+  StepRanks all;
+  written_.assign(ranks, 0);
+  double most[kTimes], t[kTimes];
+  std::fill(most, most + kTimes, -std::numeric_limits<double>::infinity());
+  uint8_t bits = 0;
+  const auto write = [&](size_t r) {
+    written_[r] = 1;
+    times_of(costs[r], t);
+    for (int i = 0; i < kTimes; ++i) most[i] = std::max(most[i], t[i]);
+    bits |= costs[r].extrapolated;
+  };
+  double sum = 0;
+  for (size_t r = 0; r < ranks; ++r) {
+    sum += costs[r].rank_s;
+    all.slowest_rank_s = std::max(all.slowest_rank_s, costs[r].rank_s);
+    if (!idle(plan.batches[r])) write(r);
+  }
+  const double n = static_cast<double>(ranks);
+  all.mean_rank_s = ranks > 0 ? sum / n : 0;
+  if (sum > 0) all.dp_imbalance = all.slowest_rank_s * n / sum;
+  for (size_t r = 0; r < ranks; ++r) {
+    if (written_[r]) continue;
+    times_of(costs[r], t);
+    bool adds = (costs[r].extrapolated & ~bits) != 0;
+    for (int i = 0; i < kTimes; ++i) adds = adds || t[i] > most[i];
+    if (adds) {
+      write(r);
+    } else {
+      ++all.idle_ranks;
+      all.idle_kv_blocks_free += plan.batches[r].kv_blocks_free;
+    }
+  }
+  return all;
+}
+
 void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
                      const RecordedTimes& times, const std::vector<StepCost>& costs) {
   check(plan, post, costs);
-  record_step(plan, post, times, costs);
+  const StepRanks all = written_rows(plan, costs);
+  record_step(plan, post, times, all, plan.batches.size() - static_cast<size_t>(all.idle_ranks));
   size_t row = 0;  // the plan's rows, rank after rank: post.output_len's order
   for (size_t r = 0; r < plan.batches.size(); ++r)
-    row = record_rank(plan, post, times, plan.batches[r], costs[r], row);
+    row = record_rank(plan, post, times, plan.batches[r], costs[r], row, written_[r] != 0);
   const auto none = live_.end();
   for (int64_t seq_id : plan.preempted) {
     const auto it = live_.find(seq_id);
@@ -129,25 +171,21 @@ void StepLog::record(const ScheduleOutput& plan, const PostprocessOutput& post,
 #define STEPTRACE_WHEN_RANK_STEP(x)
 #define STEPTRACE_WHEN_RANK_RANK(x) x
 
-// The step's own values, the same on every rank's row.
+// The step's own values, the same on each of its `rows` rows.
 void StepLog::record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
-                          const RecordedTimes& times, const std::vector<StepCost>& costs) {
-  const size_t ranks = plan.batches.size();
-  const double imbalance = dp_imbalance(costs);
-  const auto each = [ranks](auto& column, auto value) {
-    column.insert(column.end(), ranks, value);
-  };
+                          const RecordedTimes& times, const StepRanks& all, size_t rows) {
+  const auto each = [rows](auto& column, auto value) { column.insert(column.end(), rows, value); };
 #define STEPTRACE_WRITE(type, name, part, value) \
   STEPTRACE_WHEN_STEP_##part(each(steps_.name, static_cast<type>(value));)
   STEPTRACE_STEP_COLUMNS(STEPTRACE_WRITE)
 #undef STEPTRACE_WRITE
 }
 
-// A rank's values: its row of the step, its batch rows, its live requests' first schedule
-// and tokens. Returns the plan's row after this rank's.
+// A rank's values: its row of the step (if `written`), its batch rows, its live requests'
+// first schedule and tokens. Returns the plan's row after this rank's.
 size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
                             const RecordedTimes& times, const Batch& b, const StepCost& cost,
-                            size_t row) {
+                            size_t row, bool written) {
   const auto none = live_.end();
   const double before = busy_s_, after = busy_s_ + (times.t_end_s - times.t_start_s);
   RankSums sums;
@@ -175,10 +213,12 @@ size_t StepLog::record_rank(const ScheduleOutput& plan, const PostprocessOutput&
       req.stall_mark = after;  // decoding from here, if not before
     }
   }
+  if (written) {
 #define STEPTRACE_WRITE(type, name, part, value) \
   STEPTRACE_WHEN_RANK_##part(steps_.name.push_back(static_cast<type>(value));)
-  STEPTRACE_STEP_COLUMNS(STEPTRACE_WRITE)
+    STEPTRACE_STEP_COLUMNS(STEPTRACE_WRITE)
 #undef STEPTRACE_WRITE
+  }
   if (!b.empty()) record_batch(plan.step, b);
   return row;
 }

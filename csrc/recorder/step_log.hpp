@@ -1,6 +1,7 @@
-// The recorder's core: each post-processed plan is copied into chunked columns (one row per
-// step and rank, one per scheduled sequence) and folded into per-request token times, in
-// one call. A request's row joins the request columns when it leaves the scheduler. The
+// The recorder's core: each post-processed plan is copied into chunked columns (a row per
+// step and rank, idle ranks' rows left out where the step's other rows say what they
+// would; a row per scheduled sequence) and folded into per-request token times, in one
+// call. A request's row joins the request columns when it leaves the scheduler. The
 // harness takes the columns chunk by chunk and streams them to disk, so memory stays
 // bounded by the chunk, the live requests, and the distinct inter-token gaps.
 //
@@ -34,6 +35,16 @@ namespace steptrace {
 struct RankSums {  // a rank's rows summed: the steps table's RANK columns of its batch
   int64_t tokens_q = 0, padded_q = 0, prefill_q = 0, sum_seqlen_k = 0;
   int32_t max_seqlen_k = 0;
+};
+
+// A step's values over all its DP ranks, written rows or not: the steps table's aggregates.
+struct StepRanks {
+  double slowest_rank_s = 0, mean_rank_s = 0;  // of every rank's rank_s
+  // The slowest rank's own time over the mean rank's: what waiting for the slowest costs DP
+  // attention; NaN where the step's ranks have no modeled time.
+  double dp_imbalance = std::numeric_limits<double>::quiet_NaN();
+  int32_t idle_ranks = 0;           // ranks whose rows are left out
+  int64_t idle_kv_blocks_free = 0;  // their free KV blocks, summed
 };
 
 // What the engine measured around one step, in ns of perf_counter_ns: engine._core.StepTimes,
@@ -101,10 +112,12 @@ class StepLog {
   std::vector<std::pair<double, int64_t>> itl() const;
 
  private:
+  StepRanks written_rows(const ScheduleOutput& plan, const std::vector<StepCost>& costs);
   void record_step(const ScheduleOutput& plan, const PostprocessOutput& post,
-                   const RecordedTimes& times, const std::vector<StepCost>& costs);
+                   const RecordedTimes& times, const StepRanks& all, size_t rows);
   size_t record_rank(const ScheduleOutput& plan, const PostprocessOutput& post,
-                     const RecordedTimes& times, const Batch& b, const StepCost& cost, size_t row);
+                     const RecordedTimes& times, const Batch& b, const StepCost& cost, size_t row,
+                     bool written);
   void record_batch(int64_t step, const Batch& b);
   void check(const ScheduleOutput& plan, const PostprocessOutput& post,
              const std::vector<StepCost>& costs);
@@ -116,6 +129,7 @@ class StepLog {
   int64_t warmup_steps_;
   uint64_t owner_ = 0;  // the scheduler of the requests and plans recorded so far
   StepRows steps_;
+  std::vector<uint8_t> written_;  // scratch: whether each rank of the step has a row
   BatchRows batches_;
   RequestRows requests_;
   std::unordered_map<int64_t, LiveRequest> live_;

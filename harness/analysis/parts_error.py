@@ -122,6 +122,14 @@ def _device(run: Run) -> str:
     return f"{run.device} ({run.keys.get('device')})"
 
 
+def _ranks(run: Run, frame: pd.DataFrame, present: set) -> int:
+    """The run's DP ranks: a step's rows and the idle ranks it left out (docs/tables.md)."""
+    if "idle_ranks" not in present:
+        return int(frame["dp_rank"].nunique())
+    steps = run.table("steps", ["step", "idle_ranks"]).groupby("step")
+    return int((steps.size() + steps["idle_ranks"].first()).max())
+
+
 def _rows(runs: Sequence[Run]) -> pd.DataFrame:
     """The arm's step rows that ran a batch past warm-up, every run's: a rank of a step
     each, with its `phase`, its bucket's `low` end and the parts' times in s (NaN where a
@@ -131,7 +139,7 @@ def _rows(runs: Sequence[Run]) -> pd.DataFrame:
         present = set(run.columns("steps"))
         times = [c for c in (*(f"{p}_s" for p in PARTS[:-1]), "forward_ns") if c in present]
         frame = run.table("steps", ROWS + times)
-        frames.append(frame.assign(ranks=frame["dp_rank"].nunique()))
+        frames.append(frame.assign(ranks=_ranks(run, frame, present)))
     rows = pd.concat(frames, ignore_index=True)
     rows = rows[~rows["warmup"].astype(bool) & ~rows["empty"].astype(bool)
                 & (rows["tokens_q"] > 0)]

@@ -111,7 +111,8 @@ def _sweep(args) -> int:
         print_json(dict(dir=str(written.dir), index=str(index), summary=str(summary),
                         done=written.runs, groups=written.arms, figures=written.figures))
     else:
-        print(f"{index}  (sweep: {written.runs} done point{'s' * (written.runs != 1)}, "
-              f"fronts of {', '.join(written.arms)}; {len(written.figures)} figures)")
+        points = f"{written.runs} point{'s' * (written.runs != 1)}"
+        print(f"{index}  (sweep: {points} with an answer, fronts of "
+              f"{', '.join(written.arms)}; {len(written.figures)} figures)")
         print(summary)
     return 0

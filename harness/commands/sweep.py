@@ -3,11 +3,13 @@ run (or searched for its capacity) in processes of this host or, with --ray, as 
 Ray cluster, into one `sweep` table with each front's Pareto points (docs/sweeps.md). Not
 `run`'s sweep of one workload's runs.
 
-Exit 0 when every valid point is done; 1 when a point failed (the others ran, the table is
-written) or the table could not be written (the points kept); 2 bad input (the sweep file,
-its base, --set, --front-by; --ray without Ray installed or no cluster there; nothing to
-run; a folder another sweep owns or this one cannot: harness/sweeps/points/owner.py),
-before anything runs; 130 / 143 when a signal stopped it.
+Exit 0 when every valid point is done, with an answer or without one (a capacity search
+that found none: said by its outcome and counted apart); 1 when a point failed or was not
+run (the others ran, the table is written) or the table could not be written (the points
+kept); 2 bad input (the sweep file, its base, --set, --front-by; --ray without Ray
+installed or no cluster there; nothing to run; a folder another sweep owns or this one
+cannot: harness/sweeps/points/owner.py), before anything runs; 130 / 143 when a signal
+stopped it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Dict, List
 
+from ..analysis import sweep_state
 from ..errors import BadInput, RunFailed
 from ..schema.capacity_outcomes import LOWER_BOUND, NOT_A_CAPACITY
 from .common import add_json, add_set, interrupted, print_json
@@ -60,6 +63,7 @@ def main(args) -> int:
 
 
 def _sweep(args, seen: Dict[str, Any]) -> int:
+    from ..sweeps.frontier import search as frontier_search
     from ..sweeps.points import pd_ratio as ratio_search
     from ..sweeps.points.owner import owned
     from ..sweeps.points.table import table
@@ -73,8 +77,10 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
             import_optuna()
         except SearchError as e:
             raise BadInput(f"{the_plan.sweep.path}: search.method optuna: {e}") from None
+    deployments = _deployments(the_plan) if method == "frontier" else []
     total = (the_plan.sweep.n or 0) if method == "optuna" else \
-        ratio_search.planned(the_plan) if method == "pd_ratio" else len(the_plan.unique)
+        ratio_search.planned(the_plan) if method == "pd_ratio" else \
+        frontier_search.planned(deployments) if method == "frontier" else len(the_plan.unique)
     args.workers = workers(args.workers or cores(), total,
                            not (args.ray or the_plan.sweep.ray_address))
     progress = _progress(total, seen)
@@ -87,7 +93,7 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
         with start() as executor:
             if not args.fresh:
                 _said_incomplete(the_plan.unique)
-            rows = _points(the_plan, executor, args, progress)
+            rows = _points(the_plan, executor, args, progress, deployments)
             if all(r["status"] == "refused" for r in rows):  # an optuna search's draws
                 raise _nothing_to_run(the_plan.sweep, [r["reason"] for r in rows])
             df = table(rows, the_plan.sweep.prices)
@@ -95,19 +101,39 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
     result = dict(sweep=str(the_plan.sweep.path), name=the_plan.sweep.name,
                   mode=the_plan.sweep.mode, folder=str(the_plan.folder), table=str(path),
                   front_by=args.front_by, **_counts(df), rows=_rows(df))
+    if method == "frontier":
+        result["frontier"] = frontier_search.answer_of(the_plan.folder)
     if args.json:
         print_json(result)
     else:
         print_text(result)
+        if method == "frontier":
+            print(f"\n{result['frontier']['summary_text']}", end="")
     return 1 if result["failed"] else 0
 
 
-def _points(the_plan, executor, args, progress) -> list:
+def _deployments(the_plan) -> list:
+    """The frontier search's deployments, estimated and pruned before anything runs;
+    BadInput where a device is left without one."""
+    from ..sweeps.frontier.search import deployments
+    from ..sweeps.points.sweep_file import SweepError
+
+    try:
+        return deployments(the_plan)
+    except SweepError as e:
+        raise BadInput(e) from None
+
+
+def _points(the_plan, executor, args, progress, deployments: list) -> list:
     """Every point's row, as the sweep's search method runs them on `executor`."""
     from ..sweeps.points import pd_ratio as ratio_search
     from ..sweeps.points.execute import execute
     from ..sweeps.points.pool import run_unless_stopped
 
+    if the_plan.sweep.method == "frontier":
+        from ..sweeps.frontier.search import search as frontier
+        return frontier(the_plan, deployments, executor, run_unless_stopped, args.fresh,
+                        progress)
     if the_plan.sweep.method == "pd_ratio":
         return ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh, progress)
     if the_plan.sweep.method == "optuna":
@@ -233,17 +259,24 @@ def _executor(args, the_plan, points: int) -> Callable[[], ContextManager[Execut
 
 
 def _counts(df) -> dict:
+    """The table's counts by status (a point failed or not run is `failed`), and by state
+    (harness/analysis/sweep_state.py): `answered`, `lower_bounds`, `no_answer` by outcome,
+    `not_run`."""
     status = df["status"]
+    by_state = sweep_state.counts(df.astype(object).where(df.notna(), None).to_dict("records"))
     return dict(points=len(df), done=int((status == "done").sum()),
                 skipped=int(df["skipped"].sum()), failed=int((status == "failed").sum()),
-                refused=int((status == "refused").sum()))
+                refused=int((status == "refused").sum()),
+                **{k: by_state[k] for k in ("answered", "lower_bounds", "no_answer",
+                                            "not_run")})
 
 
 def _rows(df) -> list:
     import json
 
     return [dict(r, axes=json.loads(r["axes"]), concurrency=None if r["concurrency"] is None
-                 or r["concurrency"] != r["concurrency"] else int(r["concurrency"]))
+                 or r["concurrency"] != r["concurrency"] else int(r["concurrency"]),
+                 state=sweep_state.of(r))
             for r in df.astype(object).where(df.notna(), None).to_dict("records")]
 
 
@@ -284,33 +317,36 @@ def _progress(total: int, seen: Dict[str, Any]):
 
 
 def print_text(r: dict) -> None:
-    short = [row for row in r["rows"] if _shown(row) in NOT_A_CAPACITY]
-    bounds = [row for row in r["rows"] if _shown(row) in LOWER_BOUND]
-    without = (f", {len(short)} without a capacity" if short else "") + \
-        (f", {len(bounds)} a lower bound" if bounds else "")
-    print(f"steptrace sweep: {r['name']} ({r['mode']} mode): {r['points']} points, "
-          f"{r['done']} done ({r['skipped']} skipped, complete before{without}), "
-          f"{r['failed']} failed, {r['refused']} refused; Pareto fronts by {r['front_by']}")
+    """The table, a line a point (and one saying why, for a point failed, refused or
+    without an answer, or with a lower bound of one), then the counts by state."""
+    print(f"steptrace sweep: {r['name']} ({r['mode']} mode): Pareto fronts by "
+          f"{r['front_by']}")
     wide = max([len("status")] + [len(_shown(row)) for row in r["rows"]])
     print(f"{'point':<12} {'status':<{wide}} {'out tok/s/device':>17} {'tok/s/user':>11} "
           f"{'ttft p99 s':>11} {'tpot p50 s':>11} {'pareto':>6}  axes")
     for row in r["rows"]:
-        figures = "".join(f" {_figure(row[k], w)}" for k, w in (
+        answered = sweep_state.of(row) == sweep_state.ANSWER  # the others' figures: none
+        figures = "".join(f" {_figure(row[k] if answered else None, w)}" for k, w in (
             ("output_tokens_per_device", 17), ("tokens_per_s_per_user", 11),
             ("ttft_p99_s", 11), ("tpot_p50_s", 11)))
         print(f"{row['point'] or '-':<12} {_shown(row):<{wide}}{figures} "
               f"{'*' if row['pareto'] else '':>6}  {_axes(row['axes'])}")
         reason = row["reason"] or _SAID.get(_shown(row))
-        if reason:
+        if reason and reason != _shown(row):
             print(f"{'':<12} {reason}")
     print(f"  table: {r['table']}")
+    skipped = f"; {r['skipped']} skipped (complete before)" if r["skipped"] else ""
+    print(f"{sweep_state.said(sweep_state.counts(r['rows']))}{skipped}")
 
 
 def _shown(row: dict) -> str:
-    """The row's status, or for a done capacity point without a capacity, or with a lower
-    bound of one, its outcome."""
-    return row["outcome"] if row["status"] == "done" and row["outcome"] in _SAID \
-        else row["status"]
+    """The point's state as its status column reads it: `done`, or a capacity search's
+    outcome where it is no answer or a lower bound of one; `failed`, `not run`,
+    `refused`."""
+    state = sweep_state.of(row)
+    if state in (sweep_state.ANSWER, sweep_state.NO_ANSWER) and row.get("outcome") in _SAID:
+        return row["outcome"]
+    return "done" if state == sweep_state.ANSWER else state
 
 
 def _figure(v, width: int) -> str:

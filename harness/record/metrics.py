@@ -293,6 +293,11 @@ class LatencySummary:
             self._stall = (stalled + float(stall.sum()), spans + float(span.sum()))
             self._keep("decode_stall", stall)
 
+    @property
+    def nbytes(self) -> int:
+        """The per-request values' arrays, in bytes (sized for the capacity up front)."""
+        return sum(v.nbytes for v in self._values.values())
+
     def _keep(self, metric: str, values: np.ndarray) -> None:
         at = self._filled[metric]
         self._values[metric][at:at + len(values)] = values  # numpy refuses past the capacity

@@ -52,6 +52,12 @@ class PDJoin:
         # their chunks independently); in one process a prefill row always comes first
         self._held: List[Mapping[str, np.ndarray]] = []
 
+    @property
+    def nbytes(self) -> int:
+        """The per-request arrays, in bytes (the decode rows held aside are a chunk's)."""
+        return sum(a.nbytes for a in (*self.transfers.columns.values(), *self._kept.values(),
+                                      self._handed, self._joined))
+
     def rows(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
             -> List[Dict[str, np.ndarray]]:
         """The requests-table rows of a chunk's step-log rows ((role, rows) per instance,

@@ -140,6 +140,16 @@ class Recorder:
         """Requests finished, handed off or rejected so far (a co-located instance)."""
         return self.log.num_done
 
+    def retained_bytes(self) -> Tuple[int, int]:
+        """What the recorder keeps to the run's end for the summary's exact answers, in
+        bytes: (its arrays by trace request: the arrivals it copied, two flags, the latency
+        values, a P/D deployment's join; the step summaries' per-step values). The
+        inter-token gaps (a count per distinct gap, in C++) are not counted."""
+        trace = [a for a in (self._trace or {}).values() if a.base is None]  # not views
+        requests = sum(a.nbytes for a in (*trace, self.warm, self._written)) \
+            + self.latency.nbytes + (self.join.nbytes if self.join is not None else 0)
+        return requests, sum(s.nbytes for s in self.step_summaries.values())
+
     def itl(self):
         """(gap values, counts) of measured, completed requests, over every instance."""
         parts = [log.itl() for log in self.logs]

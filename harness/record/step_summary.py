@@ -51,15 +51,20 @@ class StepSummary:
 
     def add(self, steps: Mapping[str, np.ndarray]) -> None:
         """Columns of whole steps (a DataFrame or a mapping of arrays) in step order, the
-        rows of one step adjacent, one per DP rank: step, dp_rank, warmup, the TIMINGS,
-        model_flops, t_start_s, t_end_s, prefill_tokens_q (or, in a table from before it,
-        phase and tokens_q), prefix_hit_tokens, kv_blocks_evicted and, where present, the
-        PARTS."""
+        rows of one step adjacent, one per DP rank with a row (docs/tables.md, "steps"):
+        step, dp_rank, warmup, the TIMINGS, model_flops, t_start_s, t_end_s,
+        prefill_tokens_q (or, in a table from before it, phase and tokens_q),
+        prefix_hit_tokens, kv_blocks_evicted and, where present, the PARTS and the rank
+        aggregates (a table from before them has every rank's row)."""
         step = np.asarray(steps["step"])
         if not len(step):
             return
-        self.steps += int(np.count_nonzero(np.r_[True, step[1:] != step[:-1]]))
-        self._ranks = max(self._ranks, int(np.max(steps["dp_rank"])) + 1)
+        starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+        self.steps += len(starts)
+        ranks = np.diff(np.r_[starts, len(step)])
+        if "idle_ranks" in steps:
+            ranks = ranks + np.asarray(steps["idle_ranks"])[starts]
+        self._ranks = max(self._ranks, int(ranks.max()))
         measured = ~np.asarray(steps["warmup"], bool)
         if not measured.any():
             return
@@ -75,11 +80,8 @@ class StepSummary:
         if "extrapolated" in steps:
             bits = np.asarray(steps["extrapolated"])[measured]
             self._extrapolated += int(np.count_nonzero(np.bitwise_or.reduceat(bits, first)))
-        if "rank_s" in steps and self._ranks > 1:  # every step has a row per rank
-            rank_s = np.asarray(steps["rank_s"], dtype=np.float64)[measured]
-            ranks = np.diff(np.r_[first, len(rank_s)])
-            self._rank_s["slowest"].append(np.maximum.reduceat(rank_s, first))
-            self._rank_s["mean"].append(np.add.reduceat(rank_s, first) / ranks)
+        if self._ranks > 1:
+            self._add_rank_s(steps, measured, first)
         self._model_flops += float(np.asarray(steps["model_flops"])[measured].sum())
         if "prefill_tokens_q" in steps:  # a mixed round's decode rows are no prefill
             self._prefill_tokens += int(np.asarray(steps["prefill_tokens_q"])[measured].sum())
@@ -94,6 +96,26 @@ class StepSummary:
         self._evicted += int(np.asarray(steps["kv_blocks_evicted"])[measured].sum())
         self._start = min(self._start, float(np.asarray(steps["t_start_s"])[measured].min()))
         self._end = max(self._end, float(np.asarray(steps["t_end_s"])[measured].max()))
+
+    def _add_rank_s(self, steps: Mapping[str, np.ndarray], measured: np.ndarray,
+                    first: np.ndarray) -> None:
+        """Each measured step's slowest and mean rank time: its aggregates, or in a table
+        from before them (every rank's row) its rows'."""
+        if "mean_rank_s" in steps:
+            for name in self._rank_s:
+                self._rank_s[name].append(
+                    np.asarray(steps[f"{name}_rank_s"], dtype=np.float64)[measured][first])
+        elif "rank_s" in steps:
+            rank_s = np.asarray(steps["rank_s"], dtype=np.float64)[measured]
+            ranks = np.diff(np.r_[first, len(rank_s)])
+            self._rank_s["slowest"].append(np.maximum.reduceat(rank_s, first))
+            self._rank_s["mean"].append(np.add.reduceat(rank_s, first) / ranks)
+
+    @property
+    def nbytes(self) -> int:
+        """The per-step values kept so far, in bytes."""
+        return sum(a.nbytes for kept in (self._timings, self._parts, self._rank_s)
+                   for arrays in kept.values() for a in arrays)
 
     def window(self) -> Optional[Tuple[float, float]]:
         """The measured steps' span on the run's clock; None if no step was measured."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .column import CODES, TEXT, Column, Table
+from .frontier_tables import FRONTIER_TABLES
 
 I32, I64, F64, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 WORK = "metrics.md#work-per-step"
@@ -45,7 +46,8 @@ _INSTANCE = (
     _col("instance", I32, "", "the instance within its pool, from 0", DISAGGREGATION),
 )
 
-STEPS = Table("steps", "engine step and DP rank of an instance",
+STEPS = Table("steps", "engine step and DP rank of an instance (idle ranks' rows are left "
+              "out: see below)",
               "by step, then dp_rank, each instance's rows in its own step order", (
     *_INSTANCE,
     _col("step", I64, "", "the plan's step number, from 0 on each instance"),
@@ -111,10 +113,30 @@ STEPS = Table("steps", "engine step and DP rank of an instance",
     _col("rank_s", F64, "s", "modeled: the rank's own step (its parts, overlapped as its "
          "micro-batches allow, or its roofline), before it waits for the slowest rank; 0 where "
          "steps are not modeled", DP_IMBALANCE),
-    _col("dp_imbalance", F64, "ratio", "modeled: the step's largest `rank_s` over its ranks' "
-         "mean (1: balanced); NaN where steps are not modeled", DP_IMBALANCE),
-), "`preempted`, `rejected`, `finished` and `discarded_tokens` count the whole plan and "
-   "repeat on every rank's row; the step's times too.")
+    _col("slowest_rank_s", F64, "s", "modeled: the largest `rank_s` of the step's DP ranks, "
+         "idle ones included: the rank the step waits for; 0 where steps are not modeled",
+         DP_IMBALANCE),
+    _col("mean_rank_s", F64, "s", "modeled: the mean `rank_s` over all the step's DP ranks, "
+         "idle ones included (an idle rank's is its devices' share of the experts and the "
+         "all-to-alls it waits in); 0 where steps are not modeled", DP_IMBALANCE),
+    _col("dp_imbalance", F64, "ratio", "modeled: the step's `slowest_rank_s` over its "
+         "`mean_rank_s` (1: balanced); NaN where steps are not modeled", DP_IMBALANCE),
+    _col("idle_ranks", I32, "", "the step's DP ranks whose rows are left out (idle ones, "
+         "see below): the step ran on its rows' ranks and these"),
+    _col("idle_kv_blocks_free", I64, "blocks", "those ranks' free KV blocks, summed: the "
+         "step's free blocks over all its ranks are its rows' `kv_blocks_free` and these"),
+), "An idle DP rank (it scheduled nothing and holds no sequence, running or waiting) writes "
+   "no row, unless it holds a time larger than the step's other rows do (a part or "
+   "`rank_s`) or an `extrapolated` bit they lack; a step with no busy rank keeps its first "
+   "rank's row. So every step has a row, and its rows hold each part's and `rank_s`'s "
+   "largest value over all its ranks and every `extrapolated` bit. A left-out row would "
+   "read `empty` true and 0 in every count (`num_seqs` ... `kv_blocks_evicted`, the FLOPs "
+   "and bytes); its free KV blocks are in `idle_kv_blocks_free`, its `rank_s` in "
+   "`mean_rank_s`; its retained blocks and its parts are not kept. A run over rank "
+   "processes (DP ranks on a torch device, each recording its own steps) writes every "
+   "rank's row. `preempted`, `rejected`, `finished` and `discarded_tokens` count the whole "
+   "plan and repeat on every row of the step; the step's times and `slowest_rank_s` ... "
+   "`idle_kv_blocks_free` too.")
 
 BATCHES = Table("batches", "sequence scheduled in a step of an instance",
                 "by step, then dp_rank, then the plan's row order, each instance's rows in "
@@ -363,5 +385,6 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
 ), notes="The answer's columns are null or NaN for a refused or failed point.")
 
 TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, TOKENS, DEVICE, SUMMARY, GIL, CAPACITY,
-                              SWEEP)}
-SWEEP_TABLES = ("gil", "capacity", "sweep")  # one per sweep or search, beside its run folders
+                              SWEEP, *FRONTIER_TABLES)}
+# one per sweep or search, beside its run folders
+SWEEP_TABLES = ("gil", "capacity", "sweep", *(t.name for t in FRONTIER_TABLES))

@@ -1,7 +1,8 @@
 """Memory bounded by what is live: peak RSS of a 1,000,000-request modeled replay against a
 100,000-request one (workloads/bench_million.yaml), each `steptrace run` in its own process:
 the harness's process (from wait4), and the whole tree (the harness and its table writer,
-their resident sets summed, sampled every 10 ms).
+their resident sets summed, sampled every 10 ms). And what grows with the run, in bytes per
+request and per step: what the recorder keeps for the summary's exact answers.
 
 Run: python -m pytest tests/bench/test_memory_bench.py --benchmark-enable -s
 In the ordinary test run (benchmarks disabled) it replays 2,000 and 20,000 requests.
@@ -11,10 +12,16 @@ import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import psutil
 import pytest
+
+from harness.record.recorder import Recorder
+from harness.replay import run as run_module
+from harness.sweeps.sweep import run_workload
+from harness.workload import load_workload
 
 pytestmark = pytest.mark.slow
 
@@ -61,3 +68,44 @@ def test_peak_rss_does_not_grow_with_requests(benchmark, tmp_path):
                                 tree_ratio=tree)
     if not benchmark.disabled:
         assert process <= 1.3 and tree <= 1.3
+
+
+def test_bytes_kept_per_request_and_per_step(benchmark, tmp_path, monkeypatch):
+    """The 1,000,000-request replay in this process: what the recorder keeps to its close
+    for the summary's exact answers (Recorder.retained_bytes: its arrays by trace request,
+    the step summaries' values by step) at most 250 bytes a request and 100 a step; and all
+    that Python allocated from the recorder's start to its close and still holds
+    (tracemalloc, numpy's arrays included; C++ allocations, bounded by the live requests
+    and the distinct inter-token gaps, are not traced) within the two budgets together."""
+    requests = 20_000 if benchmark.disabled else 1_000_000
+    kept: dict = {}
+
+    class Measured(Recorder):
+        def __init__(self, *args, **kwargs) -> None:
+            kept["start"] = tracemalloc.get_traced_memory()[0]
+            super().__init__(*args, **kwargs)
+
+        def close(self) -> None:
+            super().close()
+            kept["traced"] = tracemalloc.get_traced_memory()[0] - kept["start"]
+            kept["request_bytes"], kept["step_bytes"] = self.retained_bytes()
+            kept["steps"] = sum(s.steps for s in self.step_summaries.values())
+
+    monkeypatch.setattr(run_module, "Recorder", Measured)
+    workload = load_workload(WORKLOAD, [f"trace.generate.requests={requests}",
+                                        f"output={tmp_path}"])
+    tracemalloc.start()
+    try:
+        benchmark.pedantic(lambda: run_workload(workload), rounds=1, iterations=1)
+    finally:
+        tracemalloc.stop()
+    steps = kept["steps"]
+    per_request, per_step = kept["request_bytes"] / requests, kept["step_bytes"] / steps
+    budget = 250 * requests + 100 * steps
+    print(f"\n{requests:,} requests, {steps:,} steps: the recorder keeps {per_request:.1f} B a "
+          f"request and {per_step:.1f} B a step; Python holds {kept['traced'] / 2**20:.1f} MB "
+          f"more at its close ({kept['traced'] / budget:.0%} of the budget)")
+    benchmark.extra_info.update(bytes_per_request=per_request, bytes_per_step=per_step,
+                                traced_mb=kept["traced"] / 2**20, steps=steps)
+    if not benchmark.disabled:
+        assert per_request <= 250 and per_step <= 100 and kept["traced"] <= budget

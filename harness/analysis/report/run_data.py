@@ -68,6 +68,16 @@ class RunData:
                 self._columns[("steps", KEY)] = self.columns("steps", ["step"])["step"]
         return self._columns[("steps", KEY)]
 
+    def idle_sums(self, names: Sequence[str]) -> Dict[str, np.ndarray]:
+        """Per steps-table row, what its step's left-out idle ranks (docs/tables.md, "steps")
+        add to a sum over the step's ranks of each of these count columns: their free KV
+        blocks, 0 to every other count. A steps table from before idle rows were left out
+        adds nothing."""
+        present = "idle_kv_blocks_free" in self.run.columns("steps")
+        n = len(self.step_key())
+        return {name: self.columns("steps", ["idle_kv_blocks_free"])["idle_kv_blocks_free"]
+                if name == "kv_blocks_free" and present else np.zeros(n) for name in names}
+
     def instances(self, role: str):
         """[(instance, its steps-table rows as a mask)] of one pool of a P/D run, by
         instance."""

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...errors import BadInput
 from ...schema.capacity_outcomes import NOT_A_CAPACITY
+from .. import sweep_state
 from ..pareto import front
 from ..runs import read_sweep_table
 
@@ -34,7 +35,6 @@ WITHOUT = {
     "output_tokens_per_dollar_hour": "no price: the sweep file's prices name none for "
                                      "{device}",
 }
-NOT_FOUND = "not found"  # a done point whose capacity search found no capacity
 LEVELS = (20.0, 50.0, 100.0)  # tok/s per user, the default interactivity levels
 NEEDED = ("point", "axes", "device", "front", "status", "reason", "folder", USER,
           "output_tokens_per_device")
@@ -54,22 +54,28 @@ class Best:
 @dataclass
 class Sweep:
     path: Path  # the sweep's folder
-    rows: pd.DataFrame  # the table, `group` and `label` added
+    rows: pd.DataFrame  # the table, `group`, `label` and `state` (sweep_state) added
     front_by: str
     groups: List[str]  # in the order they first appear in the table
-    measures: List[str]  # the MEASURES some done point has a finite value of
+    measures: List[str]  # the MEASURES some point with an answer has a finite value of
     levels: Sequence[float]
+
+    @property
+    def answered(self) -> pd.Series:
+        """Per row: the point has an answer (sweep_state), what the fronts, the figures
+        and the best per level are drawn from."""
+        return self.rows["state"] == sweep_state.ANSWER
 
     def fronts(self, measure: str) -> pd.Series:
         """Per row: on its group's Pareto front of `measure` and tokens/s per user."""
-        done = self.rows["status"] == "done"
         pairs = list(zip(self.rows[measure].astype(float), self.rows[USER].astype(float)))
-        return pd.Series(front(list(self.rows["group"]), pairs, list(done)),
+        return pd.Series(front(list(self.rows["group"]), pairs, list(self.answered)),
                          index=self.rows.index)
 
     def best(self, measure: str) -> List[Best]:
-        """Per level, per group: the done point with the highest `measure` among those at
-        or above the level's tokens/s per user, and its ratio to the first group's."""
+        """Per level, per group: the point with an answer with the highest `measure` among
+        those at or above the level's tokens/s per user, and its ratio to the first
+        group's."""
         out = []
         for level in self.levels:
             picked = {g: _best_of(self.rows, g, measure, level) for g in self.groups}
@@ -82,12 +88,18 @@ class Sweep:
 
     @property
     def not_done(self) -> pd.DataFrame:
-        return self.rows[self.rows["status"] != "done"]
+        """The points without an answer: found none, failed, not run or refused."""
+        return self.rows[~self.answered]
+
+    @property
+    def counts(self) -> dict:
+        return sweep_state.counts(self.rows.to_dict("records"))
 
 
 def _best_of(rows: pd.DataFrame, group: str, measure: str, level: float) -> dict:
     value, per_user = rows[measure].astype(float), rows[USER].astype(float)
-    fast = rows[(rows["group"] == group) & (rows["status"] == "done") & (per_user >= level)]
+    fast = rows[(rows["group"] == group) & (rows["state"] == sweep_state.ANSWER)
+                & (per_user >= level)]
     meets = fast[value[fast.index].notna()]
     if not len(meets):
         why = WITHOUT[measure].format(device=", ".join(dict.fromkeys(map(str, fast["device"])))) \
@@ -113,16 +125,19 @@ def read_sweep(folder: Path, front_by: Optional[str] = None,
     for measure in MEASURES:  # a table from before the cost columns: NaN, not drawn
         if measure not in rows.columns:
             rows[measure] = math.nan
-    if "outcome" in rows.columns:  # ran, and its capacity search found none: not done
-        unfound = (rows["status"] == "done") & rows["outcome"].isin(list(NOT_A_CAPACITY))
-        rows.loc[unfound, "reason"] = [f"{o}: {NOT_A_CAPACITY[o]}"
-                                       for o in rows.loc[unfound, "outcome"]]
-        rows.loc[unfound, "status"] = NOT_FOUND
-    done = rows["status"] == "done"
-    measures = [m for m in MEASURES if rows.loc[done, m].astype(float).notna().any()]
+    rows["state"] = [sweep_state.of(r) for r in rows.to_dict("records")]
+    answered = rows["state"] == sweep_state.ANSWER
+    measures = [m for m in MEASURES if rows.loc[answered, m].astype(float).notna().any()]
     groups = list(dict.fromkeys(rows.loc[rows["status"] != "refused", "group"]))
     return Sweep(Path(folder), rows, named_by or "the sweep's --front-by", groups,
                  measures or ["output_tokens_per_device"], tuple(levels))
+
+
+def why(row) -> str:
+    """Why a point has no answer: its reason, or the words of its search's outcome."""
+    if row["state"] == sweep_state.NO_ANSWER:
+        return NOT_A_CAPACITY[row["outcome"]]
+    return str(row["reason"] or "")
 
 
 def _groups(path: Path, rows: pd.DataFrame, axes: List[dict], front_by: Optional[str]):

@@ -1,7 +1,8 @@
 """The sweep page (`steptrace report SWEEP_DIR`, docs/report.md, "The sweep page"): the
 fronts of a `steptrace sweep`'s table, the best configuration per group at each
-interactivity level with its ratio to the first group's, and the points that were refused
-or failed, written as `build` writes a report (the same rules for DIR)."""
+interactivity level with its ratio to the first group's, and the points without an answer
+(found none, failed, not run or refused) with why, written as `build` writes a report (the
+same rules for DIR)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .. import sweep_state
 from . import destination, page
 from .build import Written, _write_folder
 from .figures import fronts
 from .headline import fmt
-from .sweep_data import LEVELS, MEASURES, NOT_FOUND, Sweep, read_sweep
+from .sweep_data import LEVELS, MEASURES, Sweep, read_sweep, why
 
 SWEEP_ROLE = "the sweep folder {}, which the page is drawn from"
 
@@ -43,15 +45,12 @@ def build_sweep(folder: Path, out: Path, front_by: Optional[str] = None,
                           *(["--front-by", front_by] if front_by else []),
                           "--interactivity", ",".join(f"{x:g}" for x in sweep.levels)])
     _write_folder(out, [folder], [], files, command, False, SWEEP_ROLE)
-    done = int((sweep.rows["status"] == "done").sum())
-    return Written(out, done, list(sweep.groups),
+    return Written(out, int(sweep.answered.sum()), list(sweep.groups),
                    sorted(n for n, _ in files if n.startswith("figures/")))
 
 
 def _context(sweep: Sweep) -> dict:
     rows = sweep.rows
-    counts = {s: int((rows["status"] == s).sum())
-              for s in ("done", NOT_FOUND, "failed", "refused")}
     measures = []
     for measure in sweep.measures:
         best = sweep.best(measure)
@@ -60,13 +59,21 @@ def _context(sweep: Sweep) -> dict:
                              best=[_best(b, sweep.groups) for b in best]))
     sources = sorted({str(s) for s in rows.get("power_source", []) if isinstance(s, str) and s})
     return dict(title=f"Sweep: {sweep.path.name}", folder=str(sweep.path),
-                front_by=sweep.front_by, groups=sweep.groups, counts=counts,
-                points=len(rows), levels=[f"{x:g}" for x in sweep.levels],
+                front_by=sweep.front_by, groups=sweep.groups,
+                counts=sweep_state.said(sweep.counts), levels=[f"{x:g}" for x in sweep.levels],
                 measures=measures, power_sources=sources,
                 first=sweep.groups[0] if sweep.groups else "",
-                not_done=[dict(status=r["status"], point=r["point"] or "-",
-                               label=r["label"], reason=r["reason"])
+                not_done=[dict(state=r["state"], shown=_shown(r), group=r["group"],
+                               point=r["point"] or "-", label=r["label"], reason=why(r))
                           for _, r in sweep.not_done.iterrows()])
+
+
+def _shown(row) -> str:
+    """A point without an answer as its status cell reads: its state, and for a search that
+    found none, its outcome."""
+    if row["state"] == sweep_state.NO_ANSWER:
+        return f"{row['state']} ({row['outcome']})"
+    return str(row["state"])
 
 
 def _best(b, groups) -> dict:

@@ -3,21 +3,26 @@ bounded number of time bins. Statistics never use the binned values."""
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
 BINS = 1500  # points a drawn timeline keeps, whatever the run's length
 
 
-def per_step(step: np.ndarray, values: Dict[str, np.ndarray], how: str = "sum"):
-    """Rows of the steps table (one per step and DP rank) to one value per step: `sum` over
-    ranks, or `first` (times that repeat on every rank's row). Returns (steps, values)."""
+def per_step(step: np.ndarray, values: Dict[str, np.ndarray], how: str = "sum",
+             idle: Optional[Dict[str, np.ndarray]] = None):
+    """Rows of the steps table (one per step and DP rank with a row) to one value per step:
+    `sum` over ranks, or `first` (times that repeat on every row of a step). `idle`: per
+    row, what the step's left-out idle ranks add to a sum (the same on each of its rows:
+    RunData.idle_sums). Returns (steps, values)."""
     steps, first, inverse = np.unique(step, return_index=True, return_inverse=True)
     if how == "first":
         return steps, {k: np.asarray(v, np.float64)[first] for k, v in values.items()}
+    added = {k: np.asarray(v, np.float64)[first] for k, v in (idle or {}).items()}
     return steps, {k: np.bincount(inverse, weights=np.asarray(v, np.float64),
-                                  minlength=len(steps)) for k, v in values.items()}
+                                  minlength=len(steps)) + added.get(k, 0.0)
+                   for k, v in values.items()}
 
 
 def binned(t: np.ndarray, values: Dict[str, np.ndarray], bins: int = BINS,

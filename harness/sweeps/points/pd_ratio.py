@@ -9,10 +9,11 @@ own folder, named by its hash, resumed as any point), run by the same task and e
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...workload import load_workload
+from .counter import Counter
 from .execute import Plan, Progress, Task, execute
 from .point import Point, Refused, resolve
 from .table import row
@@ -105,7 +106,7 @@ def search(the_plan: Plan, executor, task: Task, fresh: bool = False,
     """The rows of the xPyD deployments searched near each point's balance, in the grid's
     order, each with the balance beside it; a point whose pools could not be measured is
     one failed row, with the reason."""
-    counter = _Counter(planned(the_plan), progress)
+    counter = Counter(planned(the_plan), progress)
     configs = the_plan.unique
     prefill = _rates(the_plan, {c.key: _derived(the_plan, c, _prefill_alone(c))
                                 for c in configs}, "the prefill pool alone", executor, task,
@@ -166,7 +167,7 @@ def _prefill_alone(config: Point) -> Dict[str, Any]:
 
 
 def _decode_rates(the_plan: Plan, configs: List[Point], prefill: Measured, executor,
-                  task: Task, fresh: bool, counter: "_Counter") -> Measured:
+                  task: Task, fresh: bool, counter: Counter) -> Measured:
     """Each decode pool's capacity alone: one decode instance behind prefill instances
     enough that each carries at most LIGHT of its own capacity at the answer, measured
     again with more of them (sized for LIGHT / 2) while it is not so."""
@@ -195,7 +196,7 @@ def _decode_rates(the_plan: Plan, configs: List[Point], prefill: Measured, execu
 
 
 def _rates(the_plan: Plan, points: Dict[str, Any], what: str, executor, task: Task,
-           fresh: bool, counter: "_Counter") -> Measured:
+           fresh: bool, counter: Counter) -> Measured:
     keys = list(points)
     rows = _run(the_plan, [points[k] for k in keys], executor, task, fresh, counter)
     return {key: _rate(r, what) for key, r in zip(keys, rows)}
@@ -216,37 +217,6 @@ def _derived(the_plan: Plan, config: Point, extra: Dict[str, Any]):
 
 
 def _run(the_plan: Plan, points: list, executor, task: Task, fresh: bool,
-         counter: "_Counter") -> List[Dict]:
+         counter: Counter) -> List[Dict]:
     return execute(replace(the_plan, points=tuple(points)), executor, fresh,
                    counter.stage(), task)
-
-
-@dataclass
-class _Counter:
-    """The stages' counts as one sweep's: ended points add up; the total grows when a
-    decode pool is measured again."""
-
-    total: int
-    progress: Optional[Callable[[Dict[str, int]], None]]
-    ended: Dict[str, int] = field(default_factory=lambda: dict(done=0, skipped=0, failed=0))
-
-    def stage(self) -> Optional[Progress]:
-        if self.progress is None:
-            return None
-        start = dict(self.ended)
-
-        def update(counts: Dict[str, int]) -> None:
-            for k in start:
-                self.ended[k] = start[k] + counts[k]
-            n = sum(self.ended.values())
-            self.total = max(self.total, n + counts["left"])
-            assert self.progress is not None
-            self.progress(dict(self.ended, left=self.total - n, total=self.total))
-        return update
-
-    def finish(self) -> None:
-        """The counts at the end: the total is the points that ran (fewer than planned
-        where a point's pools could not be measured)."""
-        if self.progress is not None:
-            n = sum(self.ended.values())
-            self.progress(dict(self.ended, left=0, total=n))

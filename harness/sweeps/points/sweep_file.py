@@ -13,18 +13,20 @@ from engine.files import NotAFile, check_regular
 from engine.yaml_lines import KeyPath, YamlError, load_with_lines
 
 from ...workload.schema import SCHEMA
+from ..frontier.options import KEYS as FRONTIER_KEYS, FrontierOptions, read as frontier_options
 from .expand import MAX_POINTS, count, dimensions
 from .where import WhereError, compile_where, digits_limit, shown
 
 MODES = ("run", "capacity")
-METHODS = ("grid", "random", "optuna", "pd_ratio")
+METHODS = ("grid", "random", "optuna", "pd_ratio", "frontier")
 # optuna's objective: an answer's column of the sweep table (docs/sweeps.md, "The table")
 OBJECTIVES = ("output_tokens_per_device", "output_tokens_per_s", "tokens_per_s_per_user",
               "goodput", "attainment", "rate", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
               "tpot_p99_s")
 DIRECTIONS = ("maximize", "minimize")
 SEARCH_KEYS = {"grid": (), "random": ("n", "seed"),
-               "optuna": ("n", "seed", "objective", "direction"), "pd_ratio": ("near", "most")}
+               "optuna": ("n", "seed", "objective", "direction"), "pd_ratio": ("near", "most"),
+               "frontier": FRONTIER_KEYS}
 KEYS = ("name", "base", "mode", "axes", "zip", "where", "search", "ray", "prices")
 PLACED = ("output",)  # set by the sweep for each point: not an axis
 
@@ -50,6 +52,7 @@ class SweepFile:
     ray_address: Optional[str] = None  # ray.address: the points run on that Ray cluster
     near: int = 1  # pd_ratio: instance counts searched either side of the balance
     most: int = 8  # pd_ratio: the most instances of one pool searched
+    frontier: Optional[FrontierOptions] = None  # frontier: its keys
     # a device (as `device` names it) -> dollars per device-hour (docs/sweeps.md, "Cost")
     prices: Dict[str, float] = field(default_factory=dict)
     lines: Dict[KeyPath, int] = field(default_factory=dict, compare=False, repr=False)
@@ -91,10 +94,27 @@ def load_sweep(path) -> SweepFile:
     mode = _choice(data, "mode", MODES, fail)
     if search.get("method") == "pd_ratio":
         _pd_ratio(mode, axes, fail)
+    if search.get("method") == "frontier":
+        _frontier(mode, axes, fail)
     _planned(axes, zips, search, where, fail)
     return SweepFile(path, _name(data, path, fail), _base(data, path, fail), mode, axes,
                      zips, where, **search, ray_address=_ray(data, fail),
                      prices=_prices(data, fail), lines=lines)
+
+
+def _frontier(mode: str, axes, fail) -> None:
+    from ..frontier.search import SET_BY_SEARCH
+
+    if mode != "run":
+        fail(("search", "method"), f"frontier runs each deployment's ladder of concurrencies: "
+                                   f"expected mode: run, got {mode}")
+    for key in axes:
+        if any(key == s or key.startswith(s + ".") or s.startswith(key + ".")
+               for s in SET_BY_SEARCH):
+            fail(("axes", key), f"set by search.method frontier (each deployment's layout, "
+                                f"MTP, batching and load: {', '.join(SET_BY_SEARCH)}); an "
+                                f"axis may set the device and its deployment's precision, "
+                                f"stack and micro-batches")
 
 
 def _pd_ratio(mode: str, axes, fail) -> None:
@@ -307,6 +327,8 @@ def _search(search, fail) -> dict:
                                      f"{', '.join(sorted(allowed))}")
     if method == "grid":
         return dict(method=method)
+    if method == "frontier":
+        return dict(method=method, frontier=frontier_options(search, fail))
     if method == "pd_ratio":
         from .pd_ratio import MAX_NEAR
 

@@ -10,9 +10,9 @@ from typing import Any, Dict, List, Optional
 
 import pandas as pd
 
+from ...analysis import sweep_state
 from ...analysis.pareto import front
 from ...schema import TABLES
-from ...schema.capacity_outcomes import NOT_A_CAPACITY
 from .cost import costs
 from .point import Point, Refused
 from .task import ANSWER, empty_answer
@@ -28,7 +28,7 @@ def row(point, result: Optional[Dict], folder: Path, skipped: bool = False) -> D
         return dict(common, point="", device="", front="", status="refused",
                     reason=point.reason, skipped=False, folder="", **empty_answer())
     assert isinstance(point, Point)
-    result = result or dict(empty_answer(), status="failed", reason="not run")
+    result = result or dict(empty_answer(), status="failed", reason=sweep_state.NOT_RUN)
     answer = {k: result.get(k) for k in ANSWER}
     return dict(common, point=point.key, device=point.device, front=point.front,
                 status=result["status"], reason=result["reason"], skipped=skipped,
@@ -38,12 +38,12 @@ def row(point, result: Optional[Dict], folder: Path, skipped: bool = False) -> D
 def table(rows: List[Dict[str, Any]], prices: Optional[Dict[str, float]] = None) \
         -> pd.DataFrame:
     """The rows with their cost columns (cost.py: per kW, per dollar-hour at `prices`, the
-    sweep file's, by device) and their `pareto` column (a point whose capacity search
-    found none is on no front), in the declared columns and types."""
+    sweep file's, by device) and their `pareto` column (a point without an answer is on
+    no front: sweep_state), in the declared columns and types."""
     rows = [dict(r, **costs(r, prices or {})) for r in rows]
     pairs = [(_number(r["output_tokens_per_device"]), _number(r["tokens_per_s_per_user"]))
              for r in rows]
-    answered = [r["status"] == "done" and r["outcome"] not in NOT_A_CAPACITY for r in rows]
+    answered = [sweep_state.of(r) == sweep_state.ANSWER for r in rows]
     on_front = front([r["front"] for r in rows], pairs, answered)
     df = pd.DataFrame([dict(r, pareto=p) for r, p in zip(rows, on_front)],
                       columns=list(TABLES[TABLE].names))

@@ -1,13 +1,16 @@
 """A sweep's Pareto fronts: one measure (output tokens/s per device, per kW or per $/h)
 against tokens/s per user, one curve per group, each front point labelled with its
-configuration; the other done points hollow; the interactivity levels dashed."""
+configuration; the other points with an answer hollow; those whose capacity search found
+none hollow triangles on the x axis; the interactivity levels dashed; every point left
+out counted in the caption, by why."""
 
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.transforms import Bbox
 
-from ..sweep_data import MEASURES, NOT_FOUND, USER
+from ...sweep_state import ANSWER, FAILED, NO_ANSWER, NOT_RUN, REFUSED
+from ..sweep_data import MEASURES, USER
 from .canvas import done, drawable, figure, nothing
 
 COLOURS = ("#1f6fb4", "#d4651b", "#2f9a4a", "#b8323a", "#7a55b3", "#8c6a2f", "#c256a0",
@@ -27,7 +30,7 @@ def draw(sweep, measure: str):
     notes: list = []  # (text, point, colour): placed once the axes' limits are known
     for i, group in enumerate(sweep.groups):
         colour = COLOURS[i % len(COLOURS)]
-        mine = rows[(rows["group"] == group) & (rows["status"] == "done")]
+        mine = rows[(rows["group"] == group) & sweep.answered]
         x, y = drawable(mine[USER]), drawable(mine[measure])
         keep = np.isfinite(x) & np.isfinite(y)
         if not keep.any():
@@ -41,36 +44,81 @@ def draw(sweep, measure: str):
             if len(notes) < MAX_LABELS:  # equal points (ties) share one label
                 notes.append(("; ".join(labels), (x0, y0), colour))
     crowded: list = []  # front points whose label found no room
+    on_axis = 0
     if not drew:
-        nothing(ax, f"no done point has both tokens/s per user and {axis}")
+        nothing(ax, f"no point with an answer has both tokens/s per user and {axis}")
     else:
+        on_axis = _without_answer(ax, sweep)
         for level in sweep.levels:
             ax.axvline(level, color="#888", ls="--", lw=0.9)
         ax.set(xlabel="tokens/s per user (1 / TPOT p50)", ylabel=axis)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # room for the top point's label
-        x = drawable(rows.loc[rows["status"] == "done", USER])
+        shown = rows["state"].isin([ANSWER, NO_ANSWER])
+        x = drawable(rows.loc[shown, USER])
         x = np.concatenate([x[np.isfinite(x) & (x > 0)], list(sweep.levels)])
         if x.min() > 0 and x.max() / x.min() > 20:  # levels of 20 beside points of 2,000
             ax.set_xscale("log")
             ax.set_xlim(right=x.max() * 4)  # room for the rightmost point's label
         crowded = _annotate(ax, notes)
         ax.legend(loc="best")
-    unfound = int((rows["status"] == NOT_FOUND).sum())
     return done(fig, f"fronts_{_name(measure)}",
                 f"Pareto fronts: {axis} against tokens/s per user",
-                _caption(sweep.front_by, axis, unfound, crowded))
+                _caption(sweep, measure, axis, on_axis, crowded))
 
 
-def _caption(front_by: str, axis: str, unfound: int, crowded: list) -> str:
-    return (f"Each group's ({front_by}) done points (hollow) and its Pareto front "
-            f"(filled, joined): the points no other point of the group beats on both "
+def _without_answer(ax, sweep) -> int:
+    """The points whose capacity search found no capacity, each a hollow triangle on the x
+    axis at the tokens/s per user its search measured, in its group's colour, one legend
+    entry for them all; the count drawn."""
+    rows = sweep.rows
+    drawn = 0
+    for i, group in enumerate(sweep.groups):
+        mine = rows[(rows["group"] == group) & (rows["state"] == NO_ANSWER)]
+        x = drawable(mine[USER])
+        x = x[np.isfinite(x) & (x > 0)]
+        if len(x):
+            ax.plot(x, np.zeros(len(x)), "v", ms=7, color=COLOURS[i % len(COLOURS)],
+                    markerfacecolor="none", clip_on=False, zorder=5)
+            drawn += len(x)
+    if drawn:
+        ax.plot([], [], "v", ms=7, color="#555", markerfacecolor="none",
+                label=f"no answer ({drawn}): no capacity found")
+    return drawn
+
+
+def _caption(sweep, measure: str, axis: str, on_axis: int, crowded: list) -> str:
+    return (f"Each group's ({sweep.front_by}) points with an answer (hollow) and its Pareto "
+            f"front (filled, joined): the points no other point of the group beats on both "
             f"{axis} and tokens/s per user, each labelled with its configuration (its axis "
             f"values). Dashed: the interactivity levels of the table below "
             f"(docs/sweeps.md, \"Fronts and the report\")."
-            + (f" Not drawn: {unfound} point(s) whose capacity search found no capacity "
-               f"(the points not done, below, say why)." if unfound else "")
+            + (f" Hollow triangles on the x axis: {on_axis} point(s) whose capacity search "
+               f"found no capacity, at the tokens/s per user it measured; on no front."
+               if on_axis else "")
+            + _not_drawn(sweep, measure, axis, on_axis)
             + (f" Unlabelled, where a label would overlap another: {'; '.join(crowded)}."
                if crowded else ""))
+
+
+def _not_drawn(sweep, measure: str, axis: str, on_axis: int) -> str:
+    """The caption's count of the points the figure leaves out, by why: a point with an
+    answer but without one of the two values (per group), a search that found no capacity
+    and measured no tokens/s per user, failed, not run, refused."""
+    rows = sweep.rows
+    answered = rows[sweep.answered]
+    blank = ~(np.isfinite(drawable(answered[USER])) & np.isfinite(drawable(answered[measure])))
+    lacking = [f"{n} point(s) of {group} with an answer but no {axis} or tokens/s per user"
+               for group, n in answered[blank].groupby("group", sort=False).size().items()]
+    unplaced = int((rows["state"] == NO_ANSWER).sum()) - on_axis
+    others = [f"{unplaced} point(s) whose capacity search found no capacity"] if unplaced \
+        else []
+    others += [f"{n} {state}" for state, n in
+               ((s, int((rows["state"] == s).sum())) for s in (FAILED, NOT_RUN, REFUSED)) if n]
+    if not lacking + others:
+        return ""
+    return (f" Not drawn: {'; '.join(lacking + others)}"
+            + (" (the table of points without an answer, below, says why)" if others else "")
+            + ".")
 
 
 def _sources(sweep) -> list:

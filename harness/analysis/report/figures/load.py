@@ -16,7 +16,7 @@ def steps_over_time(run, names, how="sum"):
     """(time bins, {name: binned per-step value}) of steps-table columns."""
     c = run.columns("steps", ["step", "t_start_s", *names])
     steps, first = per_step(c["step"], {"t": c["t_start_s"]}, "first")
-    _, values = per_step(c["step"], {n: c[n] for n in names}, how)
+    _, values = per_step(c["step"], {n: c[n] for n in names}, how, run.idle_sums(names))
     return binned(first["t"], values)
 
 
@@ -24,11 +24,12 @@ def instance_steps(run, role, names, how="sum"):
     """[(instance, step start times, {name: per-step value})] of one pool of a P/D run:
     each instance's steps, its DP ranks' rows summed (or `first`)."""
     c = run.columns("steps", ["t_start_s", *names])
-    key = run.step_key()
+    key, idle = run.step_key(), run.idle_sums(names)
     out = []
     for instance, rows in run.instances(role):
         _, first = per_step(key[rows], {"t": c["t_start_s"][rows]}, "first")
-        _, values = per_step(key[rows], {n: c[n][rows] for n in names}, how)
+        _, values = per_step(key[rows], {n: c[n][rows] for n in names}, how,
+                             {n: v[rows] for n, v in idle.items()})
         out.append((instance, first["t"], values))
     return out
 

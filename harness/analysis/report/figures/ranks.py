@@ -24,7 +24,7 @@ def draw(arms):
             label = arm.label if len(runs) > 1 else ""
         else:
             label = f"{arm.label}, {role} pool" if len(arms) > 1 else f"{role} pool"
-        _draw_run(row, label, _by_rank(run, role))
+        _draw_run(row, label, _by_step(run, role))
     axes[0][1].legend(loc="best")
     return done(fig, "ranks", "DP ranks: who the step waits for",
                 "A step lasts as long as its slowest DP rank; `rank_s` is each rank's own "
@@ -46,67 +46,84 @@ def _ranked(run) -> list:
     if not run.disaggregated:
         if not np.isfinite(run.stat("dp_imbalance", "lost_share")):
             return []
-        return [None] if run.columns("steps", ["dp_rank"])["dp_rank"].max() > 0 else []
-    c = run.columns("steps", ["role", "dp_rank"])
+        return [None] if _by_step(run)["ranks"].max() > 1 else []
+    c = run.columns("steps", ["role"])
     return [role for role in POOLS if np.isfinite(run.stat(f"{role}_dp_imbalance",
                                                            "lost_share"))
-            and (c["role"] == role).any() and c["dp_rank"][c["role"] == role].max() > 0]
+            and (c["role"] == role).any() and _by_step(run, role)["ranks"].max() > 1]
 
 
-def _by_rank(run, role=None):
-    """The steps table (a P/D run's: one pool's, its instances' steps one after another)
-    as (steps x ranks) arrays, the phase as text; every step has a row per rank, in rank
-    order (the recorder writes them so; a pool's rows are put in that order)."""
-    c = run.columns("steps", [*COLUMNS, "phase"])
+def _by_step(run, role=None):
+    """The steps table (a P/D run's: one pool's, its instances' steps one after another) as
+    one value per step: its start, phase and DP ranks; its slowest and mean rank_s over all
+    its ranks; the rank it waited for (`who`: the first of its rows with the slowest
+    rank_s, which the recorder always writes) and that rank's tokens_q and sum_seqlen_k;
+    tokens_q and sum_seqlen_k summed over its ranks (an idle rank's, left out, are 0). A
+    steps table from before the rank aggregates has a row per rank: they are computed."""
+    names = [*COLUMNS, "phase"]
+    aggregates = {"slowest_rank_s", "mean_rank_s", "idle_ranks"} <= set(run.run.columns("steps"))
+    if aggregates:
+        names += ["slowest_rank_s", "mean_rank_s", "idle_ranks"]
+    c = run.columns("steps", names)
+    key = run.step_key()
     if role is not None:
-        instance, step = (run.columns("steps", [n])[n] for n in ("instance", "step"))
         rows = np.flatnonzero(run.columns("steps", ["role"])["role"] == role)
-        rows = rows[np.lexsort((c["dp_rank"][rows], step[rows], instance[rows]))]
-        c = {k: v[rows] for k, v in c.items()}
-    ranks = int(c["dp_rank"].max()) + 1
-    out = {k: np.asarray(c[k], np.float64).reshape(-1, ranks) for k in COLUMNS}
-    out["phase"] = c["phase"].reshape(-1, ranks)[:, 0]
+        rows = rows[np.lexsort((c["dp_rank"][rows], key[rows]))]
+        c, key = {k: v[rows] for k, v in c.items()}, key[rows]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    written = np.diff(np.r_[starts, len(key)])
+    rank_s = np.asarray(c["rank_s"], np.float64)
+    most = np.maximum.reduceat(rank_s, starts)
+    if aggregates:
+        slowest, mean = c["slowest_rank_s"][starts], c["mean_rank_s"][starts]
+        ranks = written + c["idle_ranks"][starts].astype(np.int64)
+    else:
+        slowest, mean, ranks = most, np.add.reduceat(rank_s, starts) / written, written
+    step = np.repeat(np.arange(len(starts)), written)
+    top = np.flatnonzero(rank_s == most[step])  # rows holding their step's largest rank_s
+    who = top[np.unique(step[top], return_index=True)[1]]  # the first of each step's
+    out = dict(t_start_s=c["t_start_s"][starts], phase=c["phase"][starts], ranks=ranks,
+               slowest=slowest, mean=mean, who=c["dp_rank"][who].astype(np.int64))
+    for column in ("tokens_q", "sum_seqlen_k"):
+        v = np.asarray(c[column], np.float64)
+        out[column], out[f"who_{column}"] = np.add.reduceat(v, starts), v[who]
     return out
 
 
 def _draw_run(axes, label: str, s) -> None:
     ratio_ax, lost_ax, why_ax = axes
-    rank_s = s["rank_s"]
-    slowest, mean = rank_s.max(axis=1), rank_s.mean(axis=1)
+    slowest, mean = s["slowest"], s["mean"]
     timed = mean > 0
     ratio = np.where(timed, slowest / np.where(timed, mean, 1), np.nan)
-    t, b = binned(s["t_start_s"][:, 0], {"ratio": ratio})
+    t, b = binned(s["t_start_s"], {"ratio": ratio})
     ratio_ax.plot(drawable(t), drawable(b["ratio"]))
     prefix = f"{label}: " if label else ""
     ratio_ax.set(title=f"{prefix}slowest over mean rank", xlabel="time (s)",
                  ylabel="max / mean rank_s")
-    lost = (slowest - mean) * rank_s.shape[1]  # rank-seconds spent waiting, per step
-    who = rank_s.argmax(axis=1)
-    ranks = np.arange(rank_s.shape[1])
+    lost = (slowest - mean) * s["ranks"]  # rank-seconds spent waiting, per step
+    ranks = np.arange(int(s["ranks"].max()))
     bottom = np.zeros(len(ranks))
     for phase, name, colour in ROUNDS:
         here = s["phase"] == phase
-        share = np.bincount(who[here], weights=lost[here], minlength=len(ranks)) / max(
+        share = np.bincount(s["who"][here], weights=lost[here], minlength=len(ranks)) / max(
             lost.sum(), 1e-300)
         lost_ax.bar(ranks, share, bottom=bottom, color=colour, label=name)
         bottom += share
     lost_ax.set(title="time lost, by the rank waited for", xlabel="DP rank",
                 ylabel="share of lost rank-time")
     lost_ax.set_ylim(0, max(bottom.max(), 1e-9) * 1.35)  # room for the legend
-    _why(why_ax, s, who, lost)
+    _why(why_ax, s, lost)
 
 
-def _why(ax, s, who, lost) -> None:
+def _why(ax, s, lost) -> None:
     """The slowest rank's tokens and attended keys over the ranks' mean, weighted by the
     time each step lost."""
     weight = lost / lost.sum() if lost.sum() > 0 else np.full(len(lost), 1 / len(lost))
-    rows = np.arange(len(who))
     names, values = [], []
     for column, name in (("tokens_q", "tokens"), ("sum_seqlen_k", "keys attended")):
-        v = s[column]
-        mean = v.mean(axis=1)
+        mean = s[column] / s["ranks"]  # over every rank, idle ones included
         names.append(name)
-        values.append(float((weight * v[rows, who]).sum()) /
+        values.append(float((weight * s[f"who_{column}"]).sum()) /
                       max(float((weight * mean).sum()), 1e-300))
     ax.bar(names, drawable(values), color="#6c757d")
     ax.axhline(1.0, color="#333", linewidth=0.8)

@@ -1,0 +1,188 @@
+"""One device's deployments for the frontier search, resolved and pruned (docs/frontier.md,
+"The deployments", "Pruning"): every candidate of the space set on the device's grid point
+(its precision, stack and the rest of its `deployment:` kept), refused where the workload's
+memory check refuses it, estimated from its modeled step, and kept where its estimate comes
+within the margin of the device's best estimate somewhere."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Optional, Tuple
+
+from engine.devices.profile import load_device_profile
+from engine.model_config import load_model_config
+
+from ...analysis import frontier
+from ...traces.of_workload import load_workload_trace
+from ...workload import Workload, load_workload
+from ..points.execute import Plan
+from ..points.point import Point, Refused, resolve
+from .estimate import Estimate, Lengths, colocated, disaggregated
+from .options import FrontierOptions
+from .space import Candidate, candidates
+
+# The grid point's `deployment:` keys a candidate keeps: the device's software and numbers
+OWN = ("precision", "stack", "cuda_graphs", "micro_batches", "expert_imbalance",
+       "memory_utilization")
+KEPT, PRUNED, REFUSED, FAILED = "kept", "pruned", "refused", "failed"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A candidate on one grid point: its axes (the grid's and the deployment's keys), the
+    sequences in flight that fill one more row on every decode rank (`ranks`), each rank's
+    batch cap, its estimate and what became of it."""
+
+    device: str
+    candidate: Candidate
+    axes: Dict[str, Any]
+    devices: int = 0
+    ranks: int = 0
+    cap: int = 0
+    estimate: Optional[Estimate] = None
+    state: str = KEPT
+    reason: str = ""
+    score: float = math.nan  # its estimate's best y over the device's estimated front there
+
+    @property
+    def label(self) -> str:
+        return self.candidate.label
+
+
+def of_device(the_plan: Plan, point: Point, options: FrontierOptions) -> List[Deployment]:
+    """Every candidate of the device at `point`, kept, pruned, refused or failed."""
+    workload = load_workload(point.workload, point.overrides)
+    values = workload.values
+    profile = load_device_profile(values["device"].split(":", 1)[1])
+    model = load_model_config(values["model"])
+    scaleup = int(profile.scaleup_devices.value)
+    own = {k: _given(v) for k, v in values["deployment"].items() if k in OWN and v is not None}
+    lengths = _lengths(workload)
+    acceptance = values["mtp_acceptance"] or 0.0
+    out = []
+    for c in candidates(scaleup, options.most, model.num_attention_heads,
+                        model.n_routed_experts or 1, options.mtp, options.colocated,
+                        options.disaggregated):
+        out.append(_estimated(the_plan, point, c, own, scaleup, model.n_routed_experts or 1,
+                              lengths, acceptance))
+    return _pruned(out, options)
+
+
+def _given(v: Any) -> Any:
+    """A resolved value as a --set gives it: a mapping without its null (default) keys."""
+    return {k: x for k, x in v.items() if x is not None} if isinstance(v, dict) else v
+
+
+def _lengths(workload: Workload) -> Lengths:
+    df = load_workload_trace(workload).df
+    return Lengths(float(df["prompt_len"].mean()), float(df["max_new_tokens"].mean()))
+
+
+def layout(c: Candidate, own: Dict[str, Any], experts: int, link: str = "",
+           counts: Tuple[int, int] = (1, 1)) -> Dict[str, Any]:
+    """The candidate's workload keys: its `deployment:` whole, its MTP, its batching."""
+    if not c.disaggregated:
+        return {"deployment": {**own, **c.decode.values(experts)}, "engine.num_mtp": c.mtp,
+                "engine.mixed_batches": c.mixed}
+    prefill, decode = counts
+    return {"deployment": {
+        "prefill": {"instances": prefill, **own, **c.prefill.values(experts)},
+        "decode": {"instances": decode, **own, **c.decode.values(experts)},
+        "kv_transfer": {"link": link}},
+        "engine.num_mtp": c.mtp, "engine.overlap": False}
+
+
+def _estimated(the_plan: Plan, point: Point, c: Candidate, own: Dict[str, Any], scaleup: int,
+               experts: int, lengths: Lengths, acceptance: float) -> Deployment:
+    def resolved(axes):
+        return resolve(the_plan.sweep.base, "run", axes, the_plan.sets, the_plan.folder,
+                       the_plan.front_by)
+
+    device = point.device
+    axes = dict(point.axes, **layout(c, own, experts, "scaleup"))
+    p = resolved(axes)
+    if isinstance(p, Refused):
+        return Deployment(device, c, axes, state=REFUSED, reason=p.reason)
+    assert p is not None  # no `where` here
+    try:
+        workload = load_workload(p.workload, p.overrides)
+        estimate, counts = _estimate(workload, c, lengths, acceptance)
+    except Exception as e:  # noqa: BLE001 - a candidate the model cannot step is dropped, said
+        return Deployment(device, c, axes, state=FAILED, reason=f"{type(e).__name__}: {e}")
+    if c.disaggregated:  # its instance counts, and its KV link as the racks have it
+        total = counts[0] * c.prefill.devices + counts[1] * c.decode.devices
+        axes = dict(point.axes, **layout(c, own, experts,
+                                         "scaleup" if total <= scaleup else "scaleout", counts))
+        p = resolved(axes)
+        if isinstance(p, Refused):
+            return Deployment(device, c, axes, state=REFUSED, reason=p.reason)
+        assert p is not None
+        workload = load_workload(p.workload, p.overrides)
+    return Deployment(device, c, axes, _devices(workload), _ranks(workload),
+                      _cap(workload), estimate)
+
+
+def _estimate(workload: Workload, c: Candidate, lengths: Lengths, acceptance: float):
+    service = workload.disaggregation
+    if service is None:
+        config = workload.engine_config("released")
+        return colocated(config, workload.values["deployment"]["devices"], lengths,
+                         acceptance), (1, 1)
+    prefill, decode = service.pools
+    estimate = disaggregated(workload.engine_config("released", prefill), prefill.devices,
+                             workload.engine_config("released", decode), decode.devices,
+                             lengths, acceptance)
+    need = estimate.prefill_per_decode or 1.0
+    counts = (max(1, round(need)), 1) if need >= 1 else (1, max(1, round(1 / need)))
+    return estimate, counts
+
+
+def _devices(workload: Workload) -> int:
+    service = workload.disaggregation
+    return service.devices if service else workload.values["deployment"]["devices"]
+
+
+def _ranks(workload: Workload) -> int:
+    """Decode DP ranks of the deployment: one more sequence each fills one more row."""
+    service = workload.disaggregation
+    if service is None:
+        return workload.engine_config("released").scheduler.dp_size
+    decode = service.pools[1]
+    return decode.instances * workload.engine_config("released", decode).scheduler.dp_size
+
+
+def _cap(workload: Workload) -> int:
+    service = workload.disaggregation
+    config = workload.engine_config("released", service.pools[1] if service else None)
+    return config.scheduler.max_num_seqs
+
+
+def _pruned(deployments: List[Deployment], options: FrontierOptions) -> List[Deployment]:
+    """The estimated ones scored against the device's estimated front, the best `keep` of
+    those within `margin` of it kept, the rest pruned, saying by how much."""
+    estimated = [d for d in deployments if d.state == KEPT and d.estimate is not None]
+    best = frontier.envelope(frontier.Point(x, y, d.label) for d in estimated
+                             for x, y in d.estimate.points)  # type: ignore[union-attr]
+    scored = {id(d): _score(d, best) for d in estimated}
+    ranked = sorted(estimated, key=lambda d: -scored[id(d)])
+    kept = {id(d) for d in ranked[:options.keep] if scored[id(d)] >= 1 - options.margin}
+    out = []
+    for d in deployments:
+        if d.state != KEPT:
+            out.append(d)
+            continue
+        score = scored[id(d)]
+        reason = "" if id(d) in kept else (
+            f"estimated at {score:.0%} of the device's best estimate at best, under "
+            f"1 - margin ({1 - options.margin:.0%})" if score < 1 - options.margin else
+            f"within the margin, but {options.keep} deployments scored higher (keep)")
+        out.append(replace(d, state=PRUNED if reason else KEPT, reason=reason, score=score))
+    return out
+
+
+def _score(d: Deployment, best: frontier.Front) -> float:
+    assert d.estimate is not None  # a kept deployment is estimated
+    ratios = [y / r.value for x, y in d.estimate.points
+              if (r := frontier.read(best, x)).found and r.value > 0]
+    return max(ratios, default=0.0)

@@ -1,0 +1,96 @@
+"""`search: {method: frontier}`: each device's own best deployments, found by search, and
+the devices read against each other at equal interactivity (docs/frontier.md). Each grid
+point is a device set up as its vendor serves the model (the sweep's axes: device,
+precision, stack); the search generates its deployments, prunes them on their modeled
+steps' estimates, runs each survivor's ladder of concurrencies, and reads the fronts.
+Besides the sweep's table (a row a rung), its folder gets `frontier_points`,
+`frontier_deployments` and `frontier_readings` tables and `frontier.md`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from ...io.atomic import atomic_open
+from ...record.table_sink import write_table
+from ...workload import load_workload
+from ..points.counter import Counter
+from ..points.execute import Plan, Progress, Task
+from ..points.point import Point
+from ..points.sweep_file import SweepError
+from . import answer
+from .deployments import KEPT, Deployment, of_device
+from .estimate import batches
+from .ladder import climb
+from .summary import markdown
+
+TABLES = ("frontier_points", "frontier_deployments", "frontier_readings")
+SUMMARY = "frontier.md"
+# The workload keys each deployment and rung sets: no axis may
+SET_BY_SEARCH = ("deployment.devices", "deployment.attention", "deployment.moe",
+                 "deployment.dense", "deployment.redundant_experts", "deployment.prefill",
+                 "deployment.decode", "deployment.kv_transfer", "engine.num_mtp",
+                 "engine.mixed_batches", "engine.overlap", "load", "trace.generate.requests")
+
+
+def deployments(the_plan: Plan) -> List[Deployment]:
+    """Every grid point's deployments, estimated and pruned; SweepError (exit 2) where a
+    device is left without a deployment to run."""
+    options = the_plan.sweep.frontier
+    assert options is not None  # load_sweep: the frontier method has its options
+    out: List[Deployment] = []
+    for point in (p for p in the_plan.points if isinstance(p, Point)):
+        theirs = of_device(the_plan, point, options)
+        if not any(d.state == KEPT for d in theirs):
+            raise SweepError(_empty(the_plan, point, theirs))
+        out += theirs
+    return out
+
+
+def planned(deployments: List[Deployment]) -> int:
+    """Rungs the search runs if every ladder climbs to its batch cap."""
+    return sum(len(batches(d.cap)) for d in deployments if d.state == KEPT)
+
+
+def search(the_plan: Plan, deployments: List[Deployment], executor, task: Task,
+           fresh: bool = False, progress: Optional[Progress] = None) -> List[Dict]:
+    """The rungs' sweep rows, in the devices' order, then the deployments', then the
+    ladders'; the frontier's tables written beside the sweep's."""
+    options = the_plan.sweep.frontier
+    assert options is not None
+    kept = [d for d in deployments if d.state == KEPT]
+    counter = Counter(planned(deployments), progress)
+    rungs = climb(the_plan, kept, options, executor, task, fresh, counter)
+    counter.finish()
+    values = load_workload(the_plan.sweep.base, the_plan.sets).values
+    points = answer.points_table(rungs, values["slo"]["ttft"])
+    reference = options.reference or kept[0].device
+    readings = answer.readings_table(points, options.levels, reference)
+    _write(the_plan.folder, points, answer.deployments_table(deployments), readings,
+           markdown(points, readings, reference))
+    return [r.row for r in rungs]
+
+
+def answer_of(folder: Path) -> Dict:
+    """What `sweep --json` says of the search: its tables, its readings, frontier.md."""
+    readings = pd.read_parquet(folder / f"{TABLES[2]}.parquet")
+    return dict(tables={name: str(folder / f"{name}.parquet") for name in TABLES},
+                summary=str(folder / SUMMARY), summary_text=(folder / SUMMARY).read_text(),
+                readings=readings.astype(object).where(readings.notna(), None)
+                .to_dict("records"))
+
+
+def _empty(the_plan: Plan, point: Point, theirs: List[Deployment]) -> str:
+    said = "; ".join(f"{d.label}: {d.state}: {d.reason}" for d in theirs[:3])
+    return (f"{the_plan.sweep.path}: search.method frontier: {point.device} is left without "
+            f"a deployment to run ({len(theirs)} considered; {said}{' ...' if len(theirs) > 3 else ''})")
+
+
+def _write(folder: Path, points: pd.DataFrame, deployments: pd.DataFrame,
+           readings: pd.DataFrame, summary: str) -> None:
+    for name, df in zip(TABLES, (points, deployments, readings)):
+        write_table(df, folder, name, "parquet")
+    with atomic_open(folder / SUMMARY) as f:
+        f.write(summary)
