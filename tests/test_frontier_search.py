@@ -134,6 +134,15 @@ def test_a_search_answers_in_its_tables_and_frontier_md(tmp_path, capsys):
     assert "| modeled:H200 | 1000 | - | - | above the fastest point" in text
 
 
+def test_a_reference_no_point_resolves_to_exits_2_naming_the_devices(tmp_path, capsys):
+    path = sweep_file(tmp_path, {"reference": "modeled:B200"})
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'out'}"]) == 2
+    err = capsys.readouterr().err
+    assert "search.reference: expected one of the devices the points resolve to " \
+           "(modeled:H200), got 'modeled:B200'" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_a_device_left_without_a_deployment_exits_2_naming_it(tmp_path, capsys):
     """Instances of at most 4 H200s cannot hold DeepSeek-V3's weights."""

@@ -7,8 +7,8 @@ as any point), so the host's pool and a Ray cluster run the same points."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ...analysis.runs import read_run

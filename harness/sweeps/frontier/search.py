@@ -40,8 +40,14 @@ def deployments(the_plan: Plan) -> List[Deployment]:
     device is left without a deployment to run."""
     options = the_plan.sweep.frontier
     assert options is not None  # load_sweep: the frontier method has its options
+    grid = [p for p in the_plan.points if isinstance(p, Point)]
+    devices = list(dict.fromkeys(p.device for p in grid))
+    if options.reference is not None and options.reference not in devices:
+        raise SweepError(f"{the_plan.sweep.at(('search', 'reference'))}: expected one of the "
+                         f"devices the points resolve to ({', '.join(devices)}), got "
+                         f"{options.reference!r}")
     out: List[Deployment] = []
-    for point in (p for p in the_plan.points if isinstance(p, Point)):
+    for point in grid:
         theirs = of_device(the_plan, point, options)
         if not any(d.state == KEPT for d in theirs):
             raise SweepError(_empty(the_plan, point, theirs))
