@@ -205,4 +205,6 @@ def test_show_reads_a_capacity_sweeps_point_folder(tmp_path, capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["outcome"] == point["outcome"] and document["folder"] == str(search)
     assert main(["show", str(the_plan.folder)]) == 0
-    assert capsys.readouterr().out.startswith("steptrace sweep: s (capacity mode): 1 points")
+    out = capsys.readouterr().out
+    assert out.startswith("steptrace sweep: s (capacity mode): Pareto fronts by device\n")
+    assert out.endswith("1 point: 1 with an answer (1 a lower bound)\n")

@@ -7,6 +7,7 @@ within the margin of the device's best estimate somewhere."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -159,13 +160,16 @@ def _cap(workload: Workload) -> int:
 
 
 def _pruned(deployments: List[Deployment], options: FrontierOptions) -> List[Deployment]:
-    """The estimated ones scored against the device's estimated front, the best `keep` of
-    those within `margin` of it kept, the rest pruned, saying by how much."""
+    """The estimated ones scored against the device's estimated front; of those within
+    `margin` of it, `keep` kept: first those owning the most of the front's points (so
+    that every stretch of it has its deployment), then by score; the rest pruned, saying
+    why."""
     estimated = [d for d in deployments if d.state == KEPT and d.estimate is not None]
     best = frontier.envelope(frontier.Point(x, y, d.label) for d in estimated
                              for x, y in d.estimate.points)  # type: ignore[union-attr]
     scored = {id(d): _score(d, best) for d in estimated}
-    ranked = sorted(estimated, key=lambda d: -scored[id(d)])
+    owned = Counter(p.label for p in best.points)
+    ranked = sorted(estimated, key=lambda d: (-owned[d.label], -scored[id(d)]))
     kept = {id(d) for d in ranked[:options.keep] if scored[id(d)] >= 1 - options.margin}
     out = []
     for d in deployments:
@@ -176,7 +180,8 @@ def _pruned(deployments: List[Deployment], options: FrontierOptions) -> List[Dep
         reason = "" if id(d) in kept else (
             f"estimated at {score:.0%} of the device's best estimate at best, under "
             f"1 - margin ({1 - options.margin:.0%})" if score < 1 - options.margin else
-            f"within the margin, but {options.keep} deployments scored higher (keep)")
+            f"within the margin, but {options.keep} deployments own more of the estimated "
+            f"front or scored higher (keep)")
         out.append(replace(d, state=PRUNED if reason else KEPT, reason=reason, score=score))
     return out
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from engine import EngineConfig, LLMEngine
-from engine.plan import KIND_DECODE
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # sequences per rank
 
@@ -40,42 +39,54 @@ def tokens_per_step(mtp: int, acceptance: float) -> float:
     return sum(acceptance ** i for i in range(mtp + 1))
 
 
+_STEPS: Dict[str, Tuple[float, bool]] = {}  # an engine's first step, by its call (below)
+
+
+def first_step(config: EngineConfig, rows: int, prompt: int, outputs: int,
+               batch: int) -> float:
+    """The first step of an engine of `config` given `rows` requests of `prompt` tokens, in
+    s; RuntimeError unless every DP rank ran `batch` rows of one kind. Once per distinct
+    call: candidates share instances (a P/D pool is a co-located candidate's shape;
+    configs hold dicts, so the call is keyed by its repr)."""
+    key = repr((config, rows, prompt, outputs))
+    if key not in _STEPS:
+        engine = LLMEngine(config)
+        for i in range(rows):
+            engine.add_request(i, prompt_len=prompt, max_new_tokens=outputs)
+        step = engine.step()
+        full = all(len(b.kind) == batch and (b.kind == b.kind[0]).all()
+                   for b in step.plan.batches)
+        _STEPS[key] = (step.forward_ns / 1e9, full)
+    seconds, full = _STEPS[key]
+    if not full:
+        raise RuntimeError(f"the estimate's first step is not {batch} rows on every rank")
+    return seconds
+
+
 def decode_step_s(config: EngineConfig, batch: int, context: int) -> float:
     """The modeled step of `config`'s instance with every DP rank decoding `batch` rows over
     `context` keys (a completion engine's first step)."""
     s = config.scheduler
     rows = batch * s.dp_size
-    blocks = rows * (context // s.block_size + 2 + s.num_mtp)
     scheduler = replace(s, engine_type="completion", max_num_seqs=batch, mixed_batches=False,
-                        overlap=False,
-                        max_num_batched_tokens=max(batch * (1 + s.num_mtp), 2),
-                        num_kv_blocks=blocks, prefix_caching=False)
-    engine = LLMEngine(replace(config, scheduler=scheduler))
-    for i in range(rows):
-        engine.add_request(i, prompt_len=max(context - 1, 1), max_new_tokens=s.num_mtp + 2)
-    step = engine.step()
-    if any(len(b.kind) != batch or (b.kind != KIND_DECODE).any() for b in step.plan.batches):
-        raise RuntimeError(f"the estimate's first step is not {batch} decode rows a rank")
-    return step.forward_ns / 1e9
+                        overlap=False, max_num_batched_tokens=max(batch * (1 + s.num_mtp), 2),
+                        num_kv_blocks=rows * (context // s.block_size + 2 + s.num_mtp),
+                        prefix_caching=False)
+    return first_step(replace(config, scheduler=scheduler), rows, max(context - 1, 1),
+                      s.num_mtp + 2, batch)
 
 
 def prefill_rate(config: EngineConfig, prompt: int) -> float:
     """Input tokens per second of `config`'s instance prefilling alone: every rank one
     full prefill step of `prompt`-token prompts (one chunk of it, where it is longer)."""
     s = config.scheduler
-    budget = s.max_num_batched_tokens
-    length = min(prompt, budget)
-    n = max(budget // length, 1)
+    length = min(prompt, s.max_num_batched_tokens)
+    n = max(s.max_num_batched_tokens // length, 1)
     rows = n * s.dp_size
     scheduler = replace(s, engine_type="prompt", max_num_seqs=n, mixed_batches=False,
-                        overlap=False,
-                        num_kv_blocks=rows * (length // s.block_size + 2),
+                        overlap=False, num_kv_blocks=rows * (length // s.block_size + 2),
                         prefix_caching=False, num_mtp=0)
-    engine = LLMEngine(replace(config, scheduler=scheduler))
-    for i in range(rows):
-        engine.add_request(i, prompt_len=length, max_new_tokens=1)
-    step = engine.step()
-    return rows * length / (step.forward_ns / 1e9)
+    return rows * length / first_step(replace(config, scheduler=scheduler), rows, length, 1, n)
 
 
 def batches(cap: int) -> List[int]:
