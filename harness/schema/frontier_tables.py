@@ -64,6 +64,13 @@ FRONTIER_POINTS = Table("frontier_points", "rung of a frontier search's ladder: 
          "`tokens_per_s_per_user`: 1 / the whole run's TPOT p50"),
     _col("attainment", F64, "fraction", "the run's SLO attainment (NaN without an SLO)",
          "metrics.md#run-level"),
+    _col("power_w", F64, "W", "the sweep table's `power_w`: power per device over the run",
+         "metrics.md#power-and-cost"),
+    _col("output_tokens_per_kw", F64, "tok/s per kW", "`output_tokens_per_s_per_device` over "
+         "`power_w` in kW", "metrics.md#power-and-cost"),
+    _col("output_tokens_per_dollar_hour", F64, "tok/s per $/h",
+         "`output_tokens_per_s_per_device` over the sweep file's `prices` for the device; "
+         "NaN without one", "sweeps.md#cost-and-energy"),
     _col("eligible", BOOL, "", "a front point: done, a steady window, its TTFT p90 within "
          "the SLO's TTFT limit", FRONT),
     _col("left_off", TEXT, "", "why it is no front point; empty when it is one", FRONT),
@@ -84,19 +91,21 @@ FRONTIER_DEPLOYMENTS = Table("frontier_deployments", "deployment a frontier sear
 ))
 FRONTIER_READINGS = Table("frontier_readings", "a device's front read at one level of tok/s "
                           "per user", "by metric, then level, then device", (
-    _col("metric", TEXT, "", "`output` or `total`: the front's tok/s per device"),
+    _col("metric", TEXT, "", "the front's measure: `output` or `total` tok/s per device, "
+         "`per_kw` (output tok/s per kW) or `per_dollar_hour` (per $/h)"),
     _col("device", TEXT, "", "the device"),
     _col("level", F64, "tok/s", "tok/s per user read at"),
-    _col("value", F64, "tok/s", "tok/s per device there, between the two front points around "
-         "the level; NaN beyond the front's points (`reason`)", FRONT),
-    _col("low", F64, "tok/s", "the interval's low end: the right neighbour's value", FRONT),
-    _col("high", F64, "tok/s", "its high end: the left neighbour's value", FRONT),
+    _col("value", F64, "", "the measure there (tok/s per device, per kW or per $/h), between "
+         "the two front points around the level; NaN beyond the front's points (`reason`)",
+         FRONT),
+    _col("low", F64, "", "the interval's low end: the right neighbour's value", FRONT),
+    _col("high", F64, "", "its high end: the left neighbour's value", FRONT),
     _col("left", TEXT, "", "the front point below the level: deployment @ concurrency"),
     _col("left_x", F64, "tok/s", "its tok/s per user"),
-    _col("left_y", F64, "tok/s", "its tok/s per device"),
+    _col("left_y", F64, "", "its measure"),
     _col("right", TEXT, "", "the front point above the level"),
     _col("right_x", F64, "tok/s", "its tok/s per user"),
-    _col("right_y", F64, "tok/s", "its tok/s per device"),
+    _col("right_y", F64, "", "its measure"),
     _col("reason", TEXT, "", "why there is no value; empty when there is"),
     _col("reference", TEXT, "", "the device the ratio is to"),
     _col("ratio", F64, "ratio", "`value` over the reference's at the level", FRONT),

@@ -1,4 +1,5 @@
-"""The sweep page (`steptrace report SWEEP_DIR`, docs/report.md, "The sweep page"): the
+"""The sweep page (`steptrace report SWEEP_DIR`, docs/report.md, "The sweep page"): a
+frontier search's answer first where the folder holds one (frontier_section.py), the
 fronts of a `steptrace sweep`'s table, the best configuration per group at each
 interactivity level with its ratio to the first group's, and the points without an answer
 (found none, failed, not run or refused) with why, written as `build` writes a report (the
@@ -14,9 +15,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .. import sweep_state
-from . import destination, page
+from . import destination, frontier_section, page
 from .build import Written, _write_folder
 from .figures import fronts
+from .frontier_data import read_frontier
 from .headline import fmt
 from .sweep_data import LEVELS, MEASURES, Sweep, read_sweep, why
 
@@ -36,9 +38,13 @@ def build_sweep(folder: Path, out: Path, front_by: Optional[str] = None,
     out, folder = Path(out), Path(folder)
     destination.check(out, [folder], SWEEP_ROLE)
     sweep = read_sweep(folder, front_by, levels)
+    frontier = read_frontier(folder, sweep.rows)
     with np.errstate(over="ignore", invalid="ignore"):
         context = _context(sweep)
-    files = [(f"figures/{m['figure'].name}.png", m["figure"].png) for m in context["measures"]]
+        context["frontier"] = frontier_section.context(frontier) if frontier else None
+    drawn = (context["frontier"]["figures"] if frontier else []) + [
+        m["figure"] for m in context["measures"]]
+    files = [(f"figures/{d.name}.png", d.png) for d in drawn]
     files += [("index.html", page.sweep_html(context).encode()),
               ("summary.md", page.sweep_markdown(context).encode())]
     command = shlex.join(["steptrace", "report", str(folder), "-o", str(out),

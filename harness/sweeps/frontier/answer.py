@@ -12,11 +12,14 @@ import pandas as pd
 
 from ...analysis import frontier
 from ...schema.frontier_tables import FRONTIER_DEPLOYMENTS, FRONTIER_POINTS, FRONTIER_READINGS
+from ..points.cost import costs
 from .deployments import Deployment
 from .ladder import Rung
 
 METRICS = {"output": "output_tokens_per_s_per_device",
-           "total": "total_tokens_per_s_per_device"}
+           "total": "total_tokens_per_s_per_device",
+           "per_kw": "output_tokens_per_kw", "per_dollar_hour": "output_tokens_per_dollar_hour"}
+FLAGGED = ("output", "total")  # the fronts each rung says it is on
 
 
 def kind(d: Deployment) -> str:
@@ -35,12 +38,17 @@ def eligibility(r: Rung, ttft_limit: Optional[float]) -> str:
     return ""
 
 
-def points_table(rungs: Sequence[Rung], ttft_limit: Optional[float]) -> pd.DataFrame:
-    """One row a rung, in the ladders' order; `front_output`, `front_total`: on that front."""
+def points_table(rungs: Sequence[Rung], ttft_limit: Optional[float],
+                 prices: Dict[str, float]) -> pd.DataFrame:
+    """One row a rung, in the ladders' order; `front_output`, `front_total`: on that front;
+    per kW and per dollar-hour as the sweep's table has them (cost.py), of the steady
+    output."""
     rows = []
     for r in rungs:
         d, s, row = r.deployment, r.steady, r.row
         reason = eligibility(r, ttft_limit)
+        cost = costs(dict(device=d.device, power_w=row.get("power_w"),
+                          output_tokens_per_device=s.output_tokens_per_s_per_device), prices)
         rows.append(dict(
             device=d.device, deployment=d.label, kind=kind(d), devices=d.devices,
             mtp=d.candidate.mtp, batch=r.batch, concurrency=r.concurrency,
@@ -54,11 +62,14 @@ def points_table(rungs: Sequence[Rung], ttft_limit: Optional[float]) -> pd.DataF
             tpot_p90_s=s.tpot_p90_s, ttft_p50_s=s.ttft_p50_s, ttft_p90_s=s.ttft_p90_s,
             whole_run_output_tokens_per_device=_float(row.get("output_tokens_per_device")),
             whole_run_tokens_per_s_per_user=_float(row.get("tokens_per_s_per_user")),
-            attainment=_float(row.get("attainment")), eligible=not reason, left_off=reason))
+            attainment=_float(row.get("attainment")), power_w=_float(row.get("power_w")),
+            output_tokens_per_kw=cost["output_tokens_per_kw"],
+            output_tokens_per_dollar_hour=cost["output_tokens_per_dollar_hour"],
+            eligible=not reason, left_off=reason))
     df = pd.DataFrame(rows, columns=[c for c in FRONTIER_POINTS.names
                                      if not c.startswith("front_")])
-    for metric, column in METRICS.items():
-        on = set()
+    for metric in FLAGGED:
+        column, on = METRICS[metric], set()
         for device in dict.fromkeys(df["device"]):
             on |= {(device, p.label) for p in _front(df[df["device"] == device], column).points}
         df[f"front_{metric}"] = [(r.device, _label(r)) in on for r in df.itertuples()]

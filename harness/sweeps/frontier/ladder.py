@@ -1,19 +1,18 @@
 """Each kept deployment run over a ladder of closed-loop concurrencies (docs/frontier.md,
 "The ladder"): one more row on every decode rank a rung (1, 2, 4, ... sequences a rank, up
-to its batch cap), until a rung misses the SLO. The rungs run in waves, the i-th rung of
-every deployment still climbing together, each a point of the sweep (its own folder, resumed
-as any point), so the host's pool and a Ray cluster run the same points."""
+to its batch cap), until a rung's steady window misses the SLO. The rungs run in waves,
+the i-th rung of every deployment still climbing together, each a point of the sweep (its
+own folder, resumed as any point), so the host's pool and a Ray cluster run the same
+points."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ...analysis.runs import read_run
 from ...analysis.steady_state import SteadyState, of_run
-from ...schema.values import DEFAULT_ATTAINMENT
 from ..points.counter import Counter
 from ..points.execute import Plan, Task, execute
 from ..points.point import Point, Refused, resolve
@@ -41,8 +40,10 @@ class Rung:
 
 
 def climb(the_plan: Plan, deployments: List[Deployment], options: FrontierOptions,
-          executor, task: Task, fresh: bool, counter: Counter) -> List[Rung]:
-    """Every rung run, wave by wave, in the deployments' order then the ladder's."""
+          slo: Dict[str, Optional[float]], executor, task: Task, fresh: bool,
+          counter: Counter) -> List[Rung]:
+    """Every rung run, wave by wave, in the deployments' order then the ladder's, until
+    the steady window misses a limit of `slo` (the base's)."""
     ladders = {id(d): batches(d.cap) for d in deployments}
     climbing = list(deployments)
     rungs: List[Rung] = []
@@ -56,10 +57,10 @@ def climb(the_plan: Plan, deployments: List[Deployment], options: FrontierOption
         step += 1
         next_climbing = []
         for r in wave:
-            r = _ended(the_plan, r, ran.get(id(r)), options)
+            r = _ended(the_plan, r, ran.get(id(r)), slo)
             if not r.stop and step == len(ladders[id(r.deployment)]):
                 r = replace(r, stop=f"the batch cap, {r.deployment.cap} sequences a rank: "
-                                    f"the SLO held on every rung")
+                                    f"the SLO held on every steady rung")
             rungs.append(r)
             if not r.stop:
                 next_climbing.append(r.deployment)
@@ -77,7 +78,8 @@ def _rung(the_plan: Plan, d: Deployment, batch: int, options: FrontierOptions) -
     return Rung(d, batch, concurrency, requests, point, {}, SteadyState(False, "not run"))
 
 
-def _ended(the_plan: Plan, r: Rung, result: Optional[Dict], options: FrontierOptions) -> Rung:
+def _ended(the_plan: Plan, r: Rung, result: Optional[Dict],
+           slo: Dict[str, Optional[float]]) -> Rung:
     """The rung with its row and steady state, and why the ladder stops there, if it does."""
     if isinstance(r.point, Refused):
         failed = dict(row(r.point, None, the_plan.folder), status="refused")
@@ -86,12 +88,19 @@ def _ended(the_plan: Plan, r: Rung, result: Optional[Dict], options: FrontierOpt
     if result["status"] != "done":
         return replace(r, row=result, stop=f"{result['status']}: {result['reason']}")
     steady = _steady(result["run_dir"])
-    attainment = result.get("attainment")
-    missed = attainment is not None and not math.isnan(attainment) \
-        and attainment < DEFAULT_ATTAINMENT
-    stop = f"the SLO: {attainment:.0%} of requests within it, under " \
-           f"{DEFAULT_ATTAINMENT:.0%}" if missed else ""
-    return replace(r, row=result, steady=steady, stop=stop)
+    return replace(r, row=result, steady=steady, stop=_missed(steady, slo))
+
+
+def _missed(steady: SteadyState, slo: Dict[str, Optional[float]]) -> str:
+    """Which SLO limit the steady window's requests miss at p90 ('' where none): a closed
+    loop's first wave arrives at once and queues for its prefill, so the whole run's
+    attainment would stop every ladder early."""
+    for name, limit, value in (("ttft", slo.get("ttft"), steady.ttft_p90_s),
+                               ("tpot", slo.get("tpot"), steady.tpot_p90_s)):
+        if steady.found and limit is not None and not value <= limit:
+            return (f"the SLO: {name.upper()} p90 over the steady window {value:.3g} s, "
+                    f"over its {limit:g} s")
+    return ""
 
 
 def _steady(run_dir: str) -> SteadyState:

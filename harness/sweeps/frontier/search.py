@@ -68,10 +68,10 @@ def search(the_plan: Plan, deployments: List[Deployment], executor, task: Task,
     assert options is not None
     kept = [d for d in deployments if d.state == KEPT]
     counter = Counter(planned(deployments), progress)
-    rungs = climb(the_plan, kept, options, executor, task, fresh, counter)
-    counter.finish()
     values = load_workload(the_plan.sweep.base, the_plan.sets).values
-    points = answer.points_table(rungs, values["slo"]["ttft"])
+    rungs = climb(the_plan, kept, options, values["slo"], executor, task, fresh, counter)
+    counter.finish()
+    points = answer.points_table(rungs, values["slo"]["ttft"], the_plan.sweep.prices)
     reference = options.reference or kept[0].device
     readings = answer.readings_table(points, options.levels, reference)
     _write(the_plan.folder, points, answer.deployments_table(deployments), readings,

@@ -9,6 +9,13 @@ from typing import List
 
 import pandas as pd
 
+# each reading's measure: its heading, its column's unit
+MEASURES = {"output": ("Output tok/s per device", "tok/s per device"),
+            "total": ("Total tok/s per device", "tok/s per device"),
+            "per_kw": ("Output tok/s per kW", "tok/s per kW"),
+            "per_dollar_hour": ("Output tok/s per $/h", "tok/s per $/h")}
+FIRST = ("output", "total")  # always shown
+
 
 def _number(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
@@ -25,13 +32,16 @@ def markdown(points: pd.DataFrame, readings: pd.DataFrame, reference: str) -> st
                         "Modeled: each device's steps are timed by its profile's kernel tables "
                         "or rooflines (docs/modeling.md says how far they miss published "
                         "figures). Figures over each run's steady window.", ""]
-    for metric in dict.fromkeys(readings["metric"]):
-        lines += [f"## {metric.capitalize()} tok/s per device at equal tok/s per user", "",
+    for metric, (title, unit) in MEASURES.items():
+        these = readings[readings["metric"] == metric]
+        if metric not in FIRST and not these["value"].notna().any():
+            continue  # no power or no prices: said in the tables' NaNs, not a page of dashes
+        lines += [f"## {title} at equal tok/s per user", "",
                   f"Ratio to {reference}; the interval spans the front's two measured points "
                   f"around the level.", "",
-                  "| device | tok/s per user | tok/s per device [interval] | ratio | between |",
+                  f"| device | tok/s per user | {unit} [interval] | ratio | between |",
                   "|---|---|---|---|---|"]
-        for r in readings[readings["metric"] == metric].itertuples():
+        for r in these.itertuples():
             if math.isfinite(r.value):
                 cell = f"{_number(r.value)} [{_number(r.low)}, {_number(r.high)}]"
                 between = r.left if r.left == r.right else f"{r.left}; {r.right}"
