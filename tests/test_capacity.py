@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis.runs import find_runs, read_run
+from harness.analysis.steady_state import of_run
 from harness.commands import main
 from harness.errors import BadInput
 from harness.schema import arrow_schema
@@ -68,11 +69,14 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     assert check["rate"] == pytest.approx(c["rate"] / 1.5)
     assert (check["requests"], check["met"]) == (400, True)
     assert {p["requests"] for p in probes} == {200}
+    steady = of_run(read_run(c["run_dir"]))  # the run at the answer reached its steady state
+    assert steady.found and steady.start_s < steady.end_s
     assert out["requests"] == 200 and out["length_check"] == dict(
         status="passed", requests=400, setting="trace.generate.requests=400", concurrency=None,
         rate=check["rate"],
         attainment=check["attainment"], goodput=check["goodput"], reason=None,
-        run_dir=str(Path(out["folder"]) / check["run_id"]))
+        run_dir=str(Path(out["folder"]) / check["run_id"]),
+        steady_state=dict(found=True, reason=None, start_s=steady.start_s, end_s=steady.end_s))
     assert read_run(out["length_check"]["run_dir"]).keys["trace.generate.requests"] == 400
     table = pq.read_table(out["table"])
     assert table.schema.remove_metadata() == arrow_schema("capacity")
@@ -138,7 +142,8 @@ def test_the_length_check_can_be_turned_off(tmp_path, capsys):
     assert out["length_check"] == dict(status="off", requests=400,
                                        setting="trace.generate.requests=400",
                                        concurrency=None, rate=None,
-                                       attainment=None, goodput=None, reason=None, run_dir=None)
+                                       attainment=None, goodput=None, reason=None, run_dir=None,
+                                       steady_state=None)
     assert ("length check: off (--no-length-check); the answer may depend on the trace's "
             "length") in capacity(capsys, argv, 0).out
 
@@ -228,26 +233,37 @@ def test_a_trace_file_is_probed_through_its_time_scale(tmp_path):
         knob(load_workload(tmp_path / "w.yaml"))
 
 
-@pytest.mark.parametrize("limit, checked", [(2, 4), (None, None), (3, None)])
+# A request a second, each served before the next arrives: 10 of them are enough steps for
+# a steady state (one sequence running), 3 too few.
+@pytest.mark.parametrize("rows, limit, checked", [(25, 10, 20), (25, None, None),
+                                                  (25, 15, None), (3, None, None)])
 def test_a_trace_file_is_checked_on_twice_its_limit_where_it_has_the_rows(tmp_path, capsys,
-                                                                          limit, checked):
-    rows = "".join(f"{i},8,4\n" for i in range(5))
-    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n" + rows)
+                                                                          rows, limit, checked):
+    lines = "".join(f"{i},8,4\n" for i in range(rows))
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_len,max_new_tokens\n" + lines)
     text = MODELED.replace(MODELED.split("engine:")[0],
                            f"trace: {{file: t.csv, limit: {'null' if limit is None else limit}}}\n")
     path = workload(tmp_path, "slo: {ttft: 10}\n", text)
-    out = json.loads(capacity(capsys, [path, "--highest", "1", "--json"], 0).out)
+    steady = rows > 3
+    out = json.loads(capacity(capsys, [path, "--highest", "1", "--json"], 0 if steady else 1).out)
     check = out["length_check"]
-    if checked is None:  # the file holds 5 rows: not twice the limit (null: all 5)
-        assert check["status"] == "unchecked" and check["rate"] is None
-        assert check["reason"] == (f"the trace file holds 5 requests, fewer than "
-                                   f"{2 * (limit or 5)} (twice the search's)")
-        assert not any(p["length_check"] for p in out["probes"])
+    assert check["steady_state"]["found"] == steady
+    if checked is None:  # the file holds too few rows: not twice the limit (null: all)
+        short = (f"the trace file holds {rows} requests, fewer than {2 * (limit or rows)} "
+                 f"(twice the search's)")
+        assert check["rate"] is None and not any(p["length_check"] for p in out["probes"])
+        if steady:
+            assert check["status"] == "unchecked" and check["reason"] == short
+        else:  # its run reached no steady state: no capacity, whatever the rows
+            assert (out["outcome"], check["status"]) == ("trace_too_short", "failed")
+            assert check["reason"] == (f"the run at the answer reached no steady state: "
+                                       f"{check['steady_state']['reason']}; {short}")
+            assert check["steady_state"]["reason"].startswith("too short: ")
         return
     assert check["status"] == "passed" and check["setting"] == f"trace.limit={checked}"
     run = read_run(check["run_dir"])
     assert run.keys["trace.limit"] == checked
-    # the doubled trace at the answer less its resolution: 3 gaps of 1.05 s at 1 / 1.05 req/s
+    # the doubled trace at the answer less its resolution: gaps of 1.05 s at 1 / 1.05 req/s
     assert run.keys["trace.time_scale"] == pytest.approx(1.05)
 
 
@@ -431,9 +447,14 @@ def test_a_closed_loop_on_a_trace_file_counts_its_rows_and_checks_twice_its_limi
     text = MODELED.replace(MODELED.split("engine:")[0], "trace: {file: t.csv, limit: 3}\n")
     path = workload(tmp_path, "slo: {ttft: 10}\n", text)
     argv = [path, "--set", "load.mode=concurrency", "--set", "load.concurrency=1", "--json"]
-    out = json.loads(capacity(capsys, argv, 0).out)
-    assert out["requests"] == 3 and out["outcome"] == "at_least"
+    out = json.loads(capacity(capsys, argv, 1).out)
+    assert out["requests"] == 3
     assert [p["concurrency"] for p in out["probes"]] == [1, 2, 3, 3]  # highest: the 3 rows
     check = out["length_check"]
-    assert check["status"] == "passed" and check["setting"] == "trace.limit=6"
+    assert check["setting"] == "trace.limit=6"
     assert check["concurrency"] == 3 and read_run(check["run_dir"]).keys["trace.limit"] == 6
+    # 3 in flight of 3 requests: all released at once, no steady state in between, so the
+    # lower bound is no answer though the doubled trace meets the target
+    assert out["probes"][-1]["met"] and check["status"] == "failed"
+    assert out["outcome"] == "trace_too_short"
+    assert check["steady_state"]["reason"].startswith("every request arrived at once")

@@ -130,6 +130,11 @@ def test_a_search_answers_in_its_tables_and_frontier_md(tmp_path, capsys):
     found = readings[readings["value"].notna()]
     assert (found["low"] <= found["value"]).all() and (found["value"] <= found["high"]).all()
     assert (found["ratio"] == 1).all()  # the only device is its own reference
+    assert set(readings["metric"]) == {"output", "total", "per_kw", "per_dollar_hour"}
+    by = {m: readings[readings["metric"] == m].set_index("level")["value"]
+          for m in ("output", "per_kw", "per_dollar_hour")}
+    assert (by["per_kw"].notna() == by["output"].notna()).all()  # power modeled: a profile's
+    assert by["per_dollar_hour"].isna().all()  # no prices in the sweep file
     text = (folder / "frontier.md").read_text()
     assert "| modeled:H200 | 1000 | - | - | above the fastest point" in text
 

@@ -15,7 +15,10 @@ from engine.kernels.table import read
 KERNELS = Path(aic.__file__).parent
 FAMILIES = {"gemm", "moe", "mla_decode", "mla_prefill", "mla_bmm", "dispatch", "combine",
             "all_reduce", "all_gather"}
+V4_FAMILIES = {"v4_decode", "v4_prefill"}
 TABLES = [(profile, stack) for profile in aic.SYSTEMS for stack in aic.STACKS]
+# TensorRT-LLM collected DeepSeek-V4's attention modules on SM100 alone
+NO_V4_ATTENTION = {("h100", "trtllm"), ("h200", "trtllm")}
 
 
 @pytest.mark.parametrize("profile, stack", TABLES)
@@ -26,7 +29,8 @@ def test_each_committed_table_reads_whole_and_names_its_source(profile, stack):
     assert table.source.startswith("aiconfigurator-core 0.12.0 (NVIDIA), collected data: ")
     assert f"gemm {stack} {version}" in table.source
     assert table.notice.startswith("Apache-2.0; Copyright (c) 2025-2026 NVIDIA CORPORATION")
-    assert {r.family for r in table.rows} == FAMILIES
+    v4 = set() if (profile, stack) in NO_V4_ATTENTION else V4_FAMILIES
+    assert {r.family for r in table.rows} == FAMILIES | v4
     assert {r.source for r in table.rows} == {"vendor"}
     assert (KERNELS / "NOTICE").read_text().count("Apache License") >= 2
 
@@ -41,6 +45,71 @@ def test_the_b200_tables_hold_deepseek_shapes_at_every_tp():
     assert max(r.tokens for r in rows if r.family == "moe") == 16384
     assert {r.heads for r in rows if r.family.startswith("mla")} == {16, 32, 64, 128}
     assert {r.topology for r in rows if r.family in ("dispatch", "combine")} == {"scaleup"}
+
+
+def test_the_b200_tables_hold_deepseek_v4_flash_shapes():
+    rows = read(KERNELS / "b200" / "trtllm.csv").rows
+    gemms = {(r.precision, r.n, r.k) for r in rows if r.family == "gemm"}
+    for tp in aic.TPS:  # the shared expert, the LM head
+        assert {("fp8", 4096 // tp, 4096), ("fp8", 4096, 2048 // tp),
+                ("bf16", 129280 // tp, 4096)} <= gemms
+    assert ("bf16", 256, 4096) in gemms  # the router
+    moe = {(r.precision, r.width) for r in rows if r.family == "moe" and r.n == 4096}
+    assert {r.topk for r in rows if r.family == "moe" and r.n == 4096} == {6}
+    assert {("fp8", 1), ("fp8", 8), ("fp4", 8)} <= moe
+    for family in V4_FAMILIES:
+        v4 = [r for r in rows if r.family == family]
+        assert {(r.mode, r.heads) for r in v4} == {(m, h) for m in ("csa", "hca")
+                                                  for h in (8, 16, 32, 64)}
+        assert {(r.precision, r.n) for r in v4} == {("fp8", 4096)}
+
+
+def module_frame(**overrides):
+    base = dict(model="sgl-project/DeepSeek-V4-Flash-FP8", mla_dtype="bfloat16",
+                kv_cache_dtype="fp8_e4m3", gemm_type="fp8_block", num_heads=8, tp_size=8,
+                batch_size=4, isl=1, step=4096, latency=0.1)
+    return {**base, **overrides}
+
+
+def test_v4_module_rows_are_flashs_fp8_ones_with_decode_context_isl_plus_step():
+    frame = pd.DataFrame([
+        module_frame(),
+        module_frame(gemm_type="bfloat16", latency=9.0),  # BF16 projections
+        module_frame(model="deepseek-ai/DeepSeek-V4-Pro", num_heads=8, tp_size=16,
+                     latency=9.0),  # V4-Pro's 128 heads
+        module_frame(latency=9.0),  # a repeat: the first wins
+    ])
+    (r,) = aic.v4_attention_rows(frame, "v4_decode", "hca", None)
+    assert (r.family, r.mode, r.precision, r.n, r.heads) == ("v4_decode", "hca", "fp8", 4096, 8)
+    assert (r.tokens, r.context, r.time_us) == (4, 4097, pytest.approx(100.0))
+    prefill = pd.DataFrame([module_frame(isl=2048, step=128, batch_size=1),
+                            module_frame(isl=2048, step=128, batch_size=2)])
+    (r,) = aic.v4_attention_rows(prefill, "v4_prefill", "csa", None)
+    assert (r.tokens, r.context) == (2048, 128)
+
+
+def calib_frame(mode, step, latency, isl=1, batch_size=4, num_heads=64):
+    return dict(score_mode=mode, step=step, isl=isl, batch_size=batch_size,
+                num_heads=num_heads, latency=latency)
+
+
+def test_a_csa_row_is_less_its_topk_delta_where_calibrated():
+    """aiconfigurator subtracts the topK's flat - top_last (decode: the v2 selector at
+    past_kv = context - 1), collected or interpolated in prefix, held past the ends."""
+    topk = aic.TopkDelta.of(pd.DataFrame([
+        calib_frame("v2_flat", 4096, 0.05), calib_frame("v2_top_last", 4096, 0.01),
+        calib_frame("v2_flat", 8192, 0.09), calib_frame("v2_top_last", 8192, 0.01),
+        calib_frame("v2_flat", 4096, 0.5, num_heads=128),  # V4-Pro's
+        calib_frame("v1_flat", 4096, 0.02), calib_frame("v1_top_last", 4096, 0.03)]))
+    assert topk.at("v2", 4096, 1, 4) == pytest.approx(0.04)
+    assert topk.at("v2", 6144, 1, 4) == pytest.approx(0.06)
+    assert topk.at("v2", 1 << 20, 1, 4) == pytest.approx(0.08)
+    assert topk.at("v1", 4096, 1, 4) == 0.0  # top_last slower: no delta
+    (r,) = aic.v4_attention_rows(pd.DataFrame([module_frame()]), "v4_decode", "csa", topk)
+    assert r.time_us == pytest.approx(60.0)
+    with pytest.raises(aic.DataError, match="the topK delta takes the whole 0.02 ms"):
+        aic.v4_attention_rows(pd.DataFrame([module_frame(latency=0.02)]), "v4_decode", "csa",
+                              topk)
 
 
 def moe_frame(**overrides):

@@ -13,16 +13,18 @@ from hypothesis import given, settings, strategies as st
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
 from engine.deployment import Deployment
-from engine.devices.profile import DEVICES_DIR
+from engine.devices.profile import DEVICES_DIR, load_device_profile
 from engine.kernels import table
+from engine.kernels.load import kernel_table
 from engine.kernels.lookup import Curve
-from engine.kernels.step import PARTS, part_kernels, step_terms
+from engine.kernels.step import PARTS, find, part_kernels, step_terms
 from engine.model_config import load_model_config
 from engine.plan import KIND_DECODE
 
 pytestmark = pytest.mark.core
 
 V3 = load_model_config("deepseek-v3")
+V4 = load_model_config("deepseek-v4-flash")
 FP8 = dict(attention="fp8", kv="fp8", dense="fp8", experts="fp8", dispatch="fp8",
            combine="bf16")
 ROW = dict(mode="", precision="", context=0, n=0, k=0, heads=0, experts=0, topk=0, width=0,
@@ -312,11 +314,11 @@ def test_a_run_says_what_its_step_was_timed_by(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("model, timed", [("deepseek-v3", ["attention", "dense", "experts"]),
-                                          ("deepseek-v4-flash", [])])
+                                          ("deepseek-v4-flash", ["dense", "experts"])])
 def test_roofline_tables_on_a_device_with_no_bf16_peak(model, timed):
     """The Ascend 950DT publishes FP8 and FP4 peaks only: MLA computes at the attention's
-    precision, a BF16 router or LM head at the dense part's; V4 has no kernel set, so its
-    step is the one roofline."""
+    precision, a BF16 router or LM head at the dense part's; V4's attention module has no
+    roofline row, so that part stays the part roofline."""
     fp8 = dict(attention="fp8", kv="fp8", dense="fp8", experts="fp4", dispatch="fp8",
                combine="bf16")
     d = Deployment(devices=16, attention_dp=16, moe_ep=16, precision=fp8)
@@ -327,6 +329,81 @@ def test_roofline_tables_on_a_device_with_no_bf16_peak(model, timed):
     assert engine.executor.step_model["timed"] == timed
     engine.add_request(0, prompt_len=100, max_new_tokens=2)
     assert engine.step().forward_ns > 0
+
+
+# DeepSeek-V4-Flash on the committed NVIDIA tables (engine/kernels/<profile>/<stack>.csv)
+
+def v4_engine(device="B200", stack="trtllm", kv="fp8"):
+    d = Deployment(devices=8, attention_dp=8, moe_ep=8, stack=stack,
+                   precision={**FP8, "kv": kv})
+    cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=16384,
+                                                 num_kv_blocks=16384, block_size=64,
+                                                 dp_size=8, max_num_seqs=64),
+                       model="deepseek-v4-flash", executor=f"modeled:{device}",
+                       precision="fp8", deployment=d)
+    return LLMEngine(cfg)
+
+
+def test_a_v4_deployments_attention_is_timed_from_its_modules():
+    """B200, TensorRT-LLM: each layer's attention module by its compress ratio, CSA on 21
+    layers and HCA on 20 plus the 2 sliding-window ones, decode and prefill apart."""
+    e = v4_engine()
+    assert {"attention", "dense", "experts"} <= set(e.executor.step_model["timed"])
+    assert "attention" not in e.executor.step_model["missing"]
+    kernels = part_kernels(V4, e.config.deployment, 72)["attention"]
+    assert sorted((k[0], k[1], kernel.calls, kernel.quantity) for k, kernel in kernels) == [
+        ("v4_decode", "csa", 21, "decode_rows"), ("v4_decode", "hca", 22, "decode_rows"),
+        ("v4_prefill", "csa", 21, "prefill_row"), ("v4_prefill", "hca", 22, "prefill_row")]
+
+
+def test_a_v4_decode_steps_attention_is_its_modules_at_the_rows_and_their_context():
+    e = v4_engine()
+    for i in range(8 * 16):
+        e.add_request(i, prompt_len=3000, max_new_tokens=8)
+    while True:
+        record = e.step()
+        if all(len(b.kind) == 16 and (b.kind == KIND_DECODE).all() for b in record.batches):
+            break
+    context = float(np.mean(record.batches[0].seqlen_k))
+    t = kernel_table(e.device_profile, "trtllm")
+    expected = sum(find(t, family, mode=mode, precision="fp8", n=4096, heads=64).at(16, context)[0]
+                   * calls for family, mode, calls in (("v4_decode", "csa", 21),
+                                                       ("v4_decode", "hca", 22)))
+    assert record.flops[0].attention_s == pytest.approx(expected * 1e-6, rel=1e-9)
+    assert not record.flops[0].extrapolated & 1
+
+
+@pytest.mark.parametrize("family, tokens, context", [("v4_decode", 3, 3000),
+                                                     ("v4_prefill", 3000, 1000)])
+def test_a_v4_module_is_looked_up_by_the_one_rule(family, tokens, context):
+    """By hand from the B200 table's rows: log-log between the tokens around, linear between
+    the contexts around."""
+    t = kernel_table(load_device_profile("b200"), "trtllm")
+    rows = [r for r in t.rows if (r.family, r.mode, r.heads) == (family, "csa", 8)]
+    ts = sorted({r.tokens for r in rows})
+    cs = sorted({r.context for r in rows})
+    t0, t1 = max(x for x in ts if x <= tokens), min(x for x in ts if x > tokens)
+    c0, c1 = max(x for x in cs if x <= context), min(x for x in cs if x > context)
+    at = {(r.tokens, r.context): r.time_us for r in rows}
+
+    def in_tokens(c):
+        f = np.log(tokens / t0) / np.log(t1 / t0)
+        return at[t0, c] * (at[t1, c] / at[t0, c]) ** f
+
+    by_hand = in_tokens(c0) + (context - c0) / (c1 - c0) * (in_tokens(c1) - in_tokens(c0))
+    curve = find(t, family, mode="csa", precision="fp8", n=4096, heads=8)
+    assert curve.at(tokens, context) == (pytest.approx(by_hand, rel=1e-12), False)
+
+
+@pytest.mark.parametrize("device, kv, lacking", [
+    ("H200", "fp8", "family=v4_decode, mode=csa, precision=fp8, n=4096, heads=64"),
+    ("B200", "bf16", "family=v4_decode, mode=csa, precision=bf16, n=4096, heads=64")])
+def test_a_v4_attention_the_table_lacks_stays_a_roofline_and_says_which(device, kv, lacking):
+    """TensorRT-LLM's V4 modules were collected on SM100 alone, every one at an FP8 KV
+    cache."""
+    model = v4_engine(device, kv=kv).executor.step_model
+    assert "attention" not in model["timed"] and "dense" in model["timed"]
+    assert model["missing"]["attention"] == lacking
 
 
 @pytest.mark.parametrize("value, message", [

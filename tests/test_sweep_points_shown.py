@@ -21,10 +21,10 @@ from tests.test_sweep_folder import InProcess
 from tests.test_sweep_fronts import B200, H200, POINTS, row
 from tests.test_sweep_points import TINY, sweep_file
 
-# Zipped: a target every rate meets (at_least), one no rate meets (none), and a target met
-# by 12 requests arriving at once (a batch of 12 at most) but not by twice as many, whose
-# second 12 wait for the first's 64 tokens (trace_too_short); the last point refused (no KV
-# blocks).
+# Zipped: a target every rate meets on a trace long enough to reach a steady state
+# (at_least), one no rate meets (none), and a target met by 12 requests arriving at once (a
+# batch of 12 at most) but not by twice as many, whose second 12 wait for the first's 64
+# tokens (trace_too_short); the last point refused (no KV blocks).
 SWEEP = """base: base.yaml
 mode: capacity
 axes:
@@ -32,7 +32,9 @@ axes:
   engine.max_num_seqs: [64, 64, 12, 64]
   trace.generate.output: [{fixed: 64}, {fixed: 64}, {fixed: 64}, {fixed: 64}]
   engine.num_kv_blocks: [256, 256, 256, 0]
-zip: [[slo.ttft, engine.max_num_seqs, trace.generate.output, engine.num_kv_blocks]]
+  trace.generate.requests: [400, 12, 12, 12]
+zip: [[slo.ttft, engine.max_num_seqs, trace.generate.output, engine.num_kv_blocks,
+       trace.generate.requests]]
 """
 CLOSING = ("4 points: 1 with an answer (1 a lower bound), 2 found no answer (none: 1, "
            "trace_too_short: 1), 1 refused")

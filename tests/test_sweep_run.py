@@ -132,7 +132,8 @@ def test_the_table_is_written_as_declared_with_its_front(grid_plan):
 
 
 def test_capacity_mode_answers_with_the_capacity_searchs_result(tmp_path):
-    base = TINY + "slo: {ttft: 0.002}\n"
+    # 400 requests: the run at the answer reaches a steady state (the length check asks)
+    base = TINY.replace("requests: 12", "requests: 400") + "slo: {ttft: 0.002}\n"
     path = sweep_file(tmp_path, "base: base.yaml\nmode: capacity\naxes: {device: "
                                 "[modeled:B200]}\n", base)
     (row,) = execute(plan(path, (f"output={tmp_path}",)), InProcess())

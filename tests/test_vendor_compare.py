@@ -15,6 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "modeling.md"
 # the repository's copy, not vc.CSV: the sanitizer stage imports an installed engine/
 CSV = REPO / "workloads" / "validation" / "kernels" / "aiconfigurator_steps.csv"
+CSV_V4 = CSV.with_name("aiconfigurator_steps_v4.csv")
+V4 = "deepseek-v4-flash"
 HEADING = "## Against the vendor's own step estimates"
 
 
@@ -33,6 +35,26 @@ def test_every_vendor_op_is_one_part_and_the_parts_are_its_step():
         parts = vc.vendor_parts(r, 61, 61)  # no rescaling: only the PDL discount undone
         undone = sum(ms * (1 - r.pdl) for op, ms in r.ops.items() if op not in vc.ONCE)
         assert sum(parts.values()) == pytest.approx(r.step_ms + undone / r.pdl, abs=2e-3)
+
+
+def test_every_v4_vendor_op_is_one_part_and_the_parts_are_its_step():
+    rows = vc.read_rows(CSV_V4)
+    assert len(rows) == 808 and {r.pdl for r in rows} == {1.0}
+    for r in rows:
+        assert sum(vc.vendor_parts(r, 43, 43).values()) == pytest.approx(r.step_ms, abs=2e-3)
+
+
+def test_v4_quoted_shapes_as_the_docs_state():
+    table = vc.markdown(vc.SAMPLE_HEADER,
+                        vc.sample_rows(vc.compare_all(vc.samples(vc.read_rows(CSV_V4), V4), V4)))
+    assert table in section()
+
+
+@pytest.mark.slow
+def test_v4_summary_as_the_docs_state():
+    table = vc.markdown(vc.summary_header(V4),
+                        vc.summary_rows(vc.compare_all(vc.read_rows(CSV_V4), V4), V4))
+    assert table in section()
 
 
 def test_quoted_shapes_as_the_docs_state():

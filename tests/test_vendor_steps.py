@@ -17,11 +17,12 @@ from engine.kernels import vendor_steps
 
 REPO = Path(__file__).resolve().parents[1]
 CSV = REPO / "workloads" / "validation" / "kernels" / "aiconfigurator_steps.csv"
+CSV_V4 = CSV.with_name("aiconfigurator_steps_v4.csv")
 ROUNDING_MS = 0.5e-4  # each part and step_ms is written to 4 decimals
 
 
-def read():
-    with CSV.open() as f:
+def read(path=CSV):
+    with path.open() as f:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
@@ -29,8 +30,9 @@ def parts(row):
     return {k: float(v) for k, v in row.items() if k.startswith("part_") and v != ""}
 
 
-def test_the_columns_come_in_order_then_one_part_each():
-    header = next(csv.reader(line for line in CSV.open() if not line.startswith("#")))
+@pytest.mark.parametrize("path", [CSV, CSV_V4], ids=["v3", "v4"])
+def test_the_columns_come_in_order_then_one_part_each(path):
+    header = next(csv.reader(line for line in path.open() if not line.startswith("#")))
     assert tuple(header[:len(vendor_steps.COLUMNS)]) == vendor_steps.COLUMNS
     assert all(c.startswith("part_") for c in header[len(vendor_steps.COLUMNS):])
 
@@ -56,15 +58,29 @@ def test_shapes_lie_between_the_grid_points_too():
     assert {3000, 6000} <= {int(r["context"]) for r in prefill}
 
 
-def test_steps_are_positive_and_their_parts_sum_to_them():
+@pytest.mark.parametrize("path", [CSV, CSV_V4], ids=["v3", "v4"])
+def test_steps_are_positive_and_their_parts_sum_to_them(path):
     """Parts add up to the step: an overlap's streams are both listed and
     part_overlap_hidden (never positive) takes back the shorter one."""
-    for row in read():
+    for row in read(path):
         step, split = float(row["step_ms"]), parts(row)
         assert step > 0, row
         assert split.get("part_overlap_hidden", 0.0) <= 0, row
         assert all(v >= 0 for k, v in split.items() if k != "part_overlap_hidden"), row
         assert sum(split.values()) == pytest.approx(step, abs=ROUNDING_MS * (len(split) + 1))
+
+
+def test_v4_is_the_fp8_checkpoint_on_every_stack_and_device_that_collected_its_modules():
+    """TensorRT-LLM's V4 attention modules exist at its `next` version on SM100 alone; no
+    expert-compute table covers V4's shape, so every graph is the fused one."""
+    rows = read(CSV_V4)
+    got = {(r["device"], r["stack"]) for r in rows}
+    assert got == {(d, s) for d in vendor_steps.DEVICES for s in ("trtllm 1.3.0rc23",
+                                                                   "sglang 0.5.14")
+                   if not (d.startswith("H") and s.startswith("trtllm"))}
+    assert {(r["precision_gemm"], r["precision_moe"], r["precision_kv"], r["moe_comm"])
+            for r in rows} == {("fp8_block", "fp8_block", "fp8", "fused")}
+    assert {"part_attention", "part_mhc_pre", "part_mhc_post"} <= set(rows[0])
 
 
 def test_the_pdl_discount_is_on_trtllm_large_ep_decode_rows_alone():

@@ -5,13 +5,16 @@ data NVIDIA collected for aiconfigurator-core 0.12.0 (Apache-2.0; engine/kernels
 
 with a Python that has aiconfigurator-core==0.12.0 installed (exactly: the next release moves
 its data to another namespace). The data is found without importing the package; only its
-parquet files and YAML are read. Only DeepSeek-V3/R1 shapes are kept.
+parquet files and YAML are read. Only DeepSeek-V3/R1 and DeepSeek-V4-Flash shapes are kept.
 
 Versions. Each stack is read at aiconfigurator's `current` version for it
 (systems/query_versions.yaml: trtllm 1.3.0rc20, sglang 0.5.14); a family that version did not
 collect comes from the newest older collection, as aiconfigurator's own backward fill does
-(trtllm all-to-all 1.3.0rc11, sglang DeepEP 0.5.12). NCCL: the newest collection per device
-(2.29.2, taken on the trtllm 1.3.0rc20 image), not the older one the system YAML names.
+(trtllm all-to-all 1.3.0rc11, sglang DeepEP 0.5.12). DeepSeek-V4's attention modules come
+from the newest collection of any version: TensorRT-LLM collected them only at 1.3.0rc23,
+aiconfigurator's `next` slot, where its own V4 estimate reads them. NCCL: the newest
+collection per device (2.29.2, taken on the trtllm 1.3.0rc20 image), not the older one the
+system YAML names.
 Duplicate rows keep the first, as aiconfigurator's loaders do. In every curve a time over 3x
 both its neighbours' along tokens is left out as a failed run, and the curve is cut to its
 largest full grid (tokens up to a bound, at every context that has them all).
@@ -43,11 +46,23 @@ Families, and what their columns meant in the collection:
   dispatch FP8 and combine BF16 in sglang's collection, trtllm's rows by their comm_dtype;
   normal: DeepEP normal mode, transmit + notify at 20 SMs (DeepEP's and aiconfigurator's
   default), dispatch FP8 (dispatch takes ~0.6x combine's time: half the bytes) and combine
-  BF16. Only single-node rows were collected: no scaleout rows.
+  BF16. Only single-node rows were collected: no scaleout rows. GB200's trtllm table takes the
+  NVLink all-to-all alone (what TensorRT-LLM runs across the NVL72), collected for V3 only.
+- v4_decode, v4_prefill (dsv4_{csa,hca}_{generation,context}_module_perf): DeepSeek-V4's
+  whole attention module per layer (q and kv projections, compressor, indexer, sparse and
+  windowed attention, grouped output projection), mode csa (compress ratio 4) or hca (128).
+  Decode as mla_decode (batch = tokens, context = isl + step); prefill as mla_prefill (batch-1
+  rows, tokens = isl, context = step, the cached prefix). `num_heads` is already per device;
+  the rows kept are V4-Flash's (num_heads x tp_size = 64; n = its hidden size), FP8
+  block-scaled projections and the FP8 KV cache (precision). Where the stack collected a
+  topK calibration (SGLang), a CSA row is less its measured topK delta, max(0, flat -
+  top_last) at the row's (prefix, isl, batch), as aiconfigurator corrects it (the module
+  was timed on degenerate scores).
 - all_reduce (the stack's custom all-reduce; sglang's CUDA-graph rows) and all_gather (NCCL):
   message sizes count bf16 elements, all powers of two, so none is a whole number of 7,168-wide
   tokens: each curve is read at power-of-two tokens by linear interpolation in message size,
-  aiconfigurator's rule for these curves. all_gather's size is the gathered output.
+  aiconfigurator's rule for these curves, for V3's and V4's hidden sizes. all_gather's size is
+  the gathered output.
 """
 
 from __future__ import annotations
@@ -59,7 +74,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import pandas as pd
@@ -81,9 +96,10 @@ HIDDEN, Q_LORA, KV_LORA, ROPE, NOPE, V_HEAD, HEADS = 7168, 1536, 512, 64, 128, 1
 DENSE_INTER, MOE_INTER, EXPERTS, TOPK, VOCAB = 18432, 2048, 256, 8, 129280
 TPS = (1, 2, 4, 8)
 HEADS_PER_DEVICE = tuple(HEADS // tp for tp in TPS)
+# DeepSeek-V4-Flash (its vocabulary is V3's)
+V4_HIDDEN, V4_MOE_INTER, V4_EXPERTS, V4_TOPK, V4_HEADS = 4096, 2048, 256, 6, 64
 
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "nvfp4": "fp4"}
-MOE_DTYPES = {"fp8_block": "fp8", "nvfp4": "fp4"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 COMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
 A2A_MODES = {"trtllm_deepep_ll": "low_latency", "trtllm_deepep_ht": "normal"}
@@ -100,6 +116,24 @@ BLANK: Dict[str, Any] = {  # Row columns a family leaves empty
     "mode": "", "precision": "", "context": 0, "n": 0, "k": 0, "heads": 0, "experts": 0,
     "topk": 0, "width": 0, "topology": ""}
 Sol = Callable[[float, float, float], float]  # (m, n, k) -> speed-of-light ms
+
+
+@dataclass(frozen=True)
+class Routing:
+    """One model's routed experts, and its expert precisions as collected (ours by theirs)."""
+    hidden: int
+    inter: int
+    experts: int
+    topk: int
+    dtypes: Mapping[str, str]
+
+
+# V4's experts are MXFP4 (MXFP8 activations), V3's NVFP4 checkpoint's NVFP4: `fp4` is each
+# model's 4-bit checkpoint
+ROUTINGS = (Routing(HIDDEN, MOE_INTER, EXPERTS, TOPK, {"fp8_block": "fp8", "nvfp4": "fp4"}),
+            Routing(V4_HIDDEN, V4_MOE_INTER, V4_EXPERTS, V4_TOPK,
+                    {"fp8_block": "fp8", "w4a8_mxfp4_mxfp8": "fp4"}))
+V4_MODES = ("csa", "hca")  # compress ratio 4 (indexed) and 128
 
 
 class DataError(RuntimeError):
@@ -254,17 +288,20 @@ def gemm_sol(gpu: dict, dtype: str) -> Sol:
 
 
 def gemm_shapes() -> Dict[Tuple[int, int], Tuple[str, ...]]:
-    """(n, k) -> our precisions, for DeepSeek-V3/R1's GEMMs at tp 1, 2, 4, 8: projections and
-    FFNs in every precision, the router and the LM head in bf16."""
+    """(n, k) -> our precisions, for DeepSeek-V3/R1's GEMMs and DeepSeek-V4-Flash's outside
+    its attention module, at tp 1, 2, 4, 8: projections and FFNs in every precision, the
+    router and the LM head in bf16."""
     layer = {(Q_LORA + KV_LORA + ROPE, HIDDEN), (HIDDEN, 2 * HIDDEN)}  # fused q_a+kv_a; eh_proj
     for tp in TPS:
         layer |= {(HEADS * (NOPE + ROPE) // tp, Q_LORA), (HEADS * (NOPE + V_HEAD) // tp, KV_LORA),
                   (HIDDEN, HEADS * V_HEAD // tp),  # q_b, kv_b, o_proj
                   (2 * DENSE_INTER // tp, HIDDEN), (HIDDEN, DENSE_INTER // tp),
-                  (2 * MOE_INTER // tp, HIDDEN), (HIDDEN, MOE_INTER // tp)}  # dense, shared FFN
+                  (2 * MOE_INTER // tp, HIDDEN), (HIDDEN, MOE_INTER // tp),  # dense, shared FFN
+                  (2 * V4_MOE_INTER // tp, V4_HIDDEN), (V4_HIDDEN, V4_MOE_INTER // tp)}  # V4's
     shapes = {shape: tuple(GEMM_DTYPES.values()) for shape in layer}
-    for shape in {(EXPERTS, HIDDEN)} | {(VOCAB // tp, HIDDEN) for tp in TPS}:
-        shapes[shape] = ("bf16",)
+    for hidden, experts in ((HIDDEN, EXPERTS), (V4_HIDDEN, V4_EXPERTS)):
+        for shape in {(experts, hidden)} | {(VOCAB // tp, hidden) for tp in TPS}:
+            shapes[shape] = ("bf16",)
     return shapes
 
 
@@ -303,29 +340,38 @@ def gemm_rows(frame: pd.DataFrame, gpu: dict) -> List[Row]:
 def moe_rows(frame: pd.DataFrame) -> List[Row]:
     """The fastest kernel collected at each shape (TensorRT-LLM's autotuner picks among its
     MoE kernels per shape: the min-latency one wins up to a few thousand tokens)."""
-    frame = frame[(frame["hidden_size"] == HIDDEN) & (frame["inter_size"] == MOE_INTER)
-                  & (frame["topk"] == TOPK) & (frame["num_experts"] == EXPERTS)
-                  & (frame["moe_tp_size"] == 1) & (frame["distribution"] == "balanced")
-                  & frame["moe_dtype"].isin(MOE_DTYPES)]
-    keys = ["moe_dtype", "moe_ep_size", "num_tokens"]
-    frame = first_wins(frame, keys + (["kernel_source"] if "kernel_source" in frame else []))
-    fastest = frame.sort_values("latency", kind="stable").drop_duplicates(keys, keep="first")
-    return [row("moe", r.num_tokens, r.latency * 1000, precision=MOE_DTYPES[r.moe_dtype],
-                n=HIDDEN, k=MOE_INTER, experts=EXPERTS, topk=TOPK, width=r.moe_ep_size)
-            for r in fastest.itertuples()]
+    rows = []
+    for m in ROUTINGS:
+        shape = _routed(frame, m) & (frame["moe_tp_size"] == 1) \
+            & (frame["distribution"] == "balanced") & frame["moe_dtype"].isin(m.dtypes)
+        keys = ["moe_dtype", "moe_ep_size", "num_tokens"]
+        kept = first_wins(frame[shape], keys + (["kernel_source"] if "kernel_source" in frame
+                                                else []))
+        fastest = kept.sort_values("latency", kind="stable").drop_duplicates(keys, keep="first")
+        rows += [row("moe", r.num_tokens, r.latency * 1000, precision=m.dtypes[r.moe_dtype],
+                     n=m.hidden, k=m.inter, experts=m.experts, topk=m.topk, width=r.moe_ep_size)
+                 for r in fastest.itertuples()]
+    return rows
+
+
+def _routed(frame: pd.DataFrame, m: Routing) -> pd.Series:
+    """The rows of a MoE table at model `m`'s routed-expert shape."""
+    return (frame["hidden_size"] == m.hidden) & (frame["inter_size"] == m.inter) \
+        & (frame["topk"] == m.topk) & (frame["num_experts"] == m.experts)
 
 
 def deepep_moe_rows(frame: pd.DataFrame, mode: str) -> List[Row]:
     """SGLang's DeepEP MoE (its `deepepmoe` grouped GEMMs: masked for decode, contiguous for
     prefill), balanced routing; tokens are the EP group's, as in moe_perf."""
-    frame = frame[(frame["hidden_size"] == HIDDEN) & (frame["inter_size"] == MOE_INTER)
-                  & (frame["topk"] == TOPK) & (frame["num_experts"] == EXPERTS)
-                  & (frame["moe_tp_size"] == 1) & (frame["distribution"] == "uniform")
-                  & frame["moe_dtype"].isin(MOE_DTYPES)]
-    frame = first_wins(frame, ["moe_dtype", "moe_ep_size", "num_tokens"])
-    return [row("moe", r.num_tokens, r.latency * 1000, mode=mode,
-                precision=MOE_DTYPES[r.moe_dtype], n=HIDDEN, k=MOE_INTER, experts=EXPERTS,
-                topk=TOPK, width=r.moe_ep_size) for r in frame.itertuples()]
+    rows = []
+    for m in ROUTINGS:
+        shape = _routed(frame, m) & (frame["moe_tp_size"] == 1) \
+            & (frame["distribution"] == "uniform") & frame["moe_dtype"].isin(m.dtypes)
+        kept = first_wins(frame[shape], ["moe_dtype", "moe_ep_size", "num_tokens"])
+        rows += [row("moe", r.num_tokens, r.latency * 1000, mode=mode,
+                     precision=m.dtypes[r.moe_dtype], n=m.hidden, k=m.inter, experts=m.experts,
+                     topk=m.topk, width=r.moe_ep_size) for r in kept.itertuples()]
+    return rows
 
 
 def mla_decode_rows(frame: pd.DataFrame) -> List[Row]:
@@ -359,23 +405,34 @@ def topology(node_num: int) -> str:
 
 
 def a2a_rows(frame: pd.DataFrame) -> List[Row]:
-    """trtllm's moe_a2a_perf: DeepEP LL and HT, `latency` in microseconds."""
-    frame = frame[(frame["hidden_size"] == HIDDEN) & (frame["topk"] == TOPK)
-                  & (frame["num_experts"] == EXPERTS) & frame["comm_backend"].isin(A2A_MODES)
-                  & frame["comm_dtype"].isin(COMM_DTYPES)]
-    frame = first_wins(frame, ["comm_backend", "phase", "comm_dtype", "ep_size", "node_num",
-                               "sms", "num_tokens"])
-    return [row(r.phase, r.num_tokens, r.latency, mode=A2A_MODES[r.comm_backend],
-                precision=COMM_DTYPES[r.comm_dtype], n=HIDDEN, experts=EXPERTS, topk=TOPK,
-                width=r.ep_size, topology=topology(r.node_num)) for r in frame.itertuples()]
+    """trtllm's moe_a2a_perf at each model's shape: DeepEP LL and HT, `latency` in
+    microseconds."""
+    rows = []
+    for m in ROUTINGS:
+        shape = (frame["hidden_size"] == m.hidden) & (frame["topk"] == m.topk) \
+            & (frame["num_experts"] == m.experts) & frame["comm_backend"].isin(A2A_MODES) \
+            & frame["comm_dtype"].isin(COMM_DTYPES)
+        kept = first_wins(frame[shape], ["comm_backend", "phase", "comm_dtype", "ep_size",
+                                         "node_num", "sms", "num_tokens"])
+        rows += [row(r.phase, r.num_tokens, r.latency, mode=A2A_MODES[r.comm_backend],
+                     precision=COMM_DTYPES[r.comm_dtype], n=m.hidden, experts=m.experts,
+                     topk=m.topk, width=r.ep_size, topology=topology(r.node_num))
+                 for r in kept.itertuples()]
+    return rows
 
 
 def nvlink_rows(frame: pd.DataFrame) -> List[Row]:
-    """trtllm_alltoall_perf: TensorRT-LLM's NVLink all-to-all across a multi-node NVLink
-    domain (GB200 NVL72), two-sided as aiconfigurator runs it, `latency` in ms: dispatch
-    with its prepare step, combine; one kernel for decode and prefill steps alike."""
-    frame = frame[(frame["hidden_size"] == HIDDEN) & (frame["topk"] == TOPK)
-                  & (frame["num_experts"] == EXPERTS) & (frame["kernel_source"] == "NVLinkTwoSided")
+    """trtllm_alltoall_perf at each model's shape: TensorRT-LLM's NVLink all-to-all across a
+    multi-node NVLink domain (GB200 NVL72), two-sided as aiconfigurator runs it, `latency` in
+    ms: dispatch with its prepare step, combine; one kernel for decode and prefill steps
+    alike."""
+    return [r for m in ROUTINGS for r in _nvlink_rows(frame, m)]
+
+
+def _nvlink_rows(frame: pd.DataFrame, m: Routing) -> List[Row]:
+    frame = frame[(frame["hidden_size"] == m.hidden) & (frame["topk"] == m.topk)
+                  & (frame["num_experts"] == m.experts)
+                  & (frame["kernel_source"] == "NVLinkTwoSided")
                   & frame["moe_dtype"].isin(COMM_DTYPES)]
     frame = first_wins(frame, ["op_name", "moe_dtype", "moe_ep_size", "num_tokens"])
     at = {(r.op_name, r.moe_dtype, r.moe_ep_size, r.num_tokens): r.latency
@@ -387,8 +444,8 @@ def nvlink_rows(frame: pd.DataFrame) -> List[Row]:
         elif op != "alltoall_combine":
             continue
         family = "dispatch" if op == "alltoall_dispatch" else "combine"
-        rows += [row(family, tokens, ms * 1000, mode=mode, precision=COMM_DTYPES[dtype], n=HIDDEN,
-                     experts=EXPERTS, topk=TOPK, width=ep, topology="scaleup")
+        rows += [row(family, tokens, ms * 1000, mode=mode, precision=COMM_DTYPES[dtype],
+                     n=m.hidden, experts=m.experts, topk=m.topk, width=ep, topology="scaleup")
                  for mode in ("low_latency", "normal")]
     return rows
 
@@ -396,35 +453,118 @@ def nvlink_rows(frame: pd.DataFrame) -> List[Row]:
 def deepep_rows(frame: pd.DataFrame, mode: str, gpus_per_node: int) -> List[Row]:
     """sglang's DeepEP tables: LL (`*_avg_t_us`) or normal (`*_transmit_us + *_notify_us` at
     DEEPEP_NORMAL_SMS); dispatch sends FP8, combine BF16."""
-    frame = frame[(frame["hidden_size"] == HIDDEN) & (frame["num_topk"] == TOPK)
-                  & (frame["num_experts"] == EXPERTS)]
     if mode == "normal":
         frame = frame[frame["dispatch_sms"] == DEEPEP_NORMAL_SMS]
-    frame = first_wins(frame, ["node_num", "num_token"])
     rows = []
-    for family, precision in (("dispatch", "fp8"), ("combine", "bf16")):
-        if mode == "normal":
-            times = frame[f"{family}_transmit_us"] + frame[f"{family}_notify_us"]
-        else:
-            times = frame[f"{family}_avg_t_us"]
-        rows += [row(family, r.num_token, t, mode=mode, precision=precision, n=HIDDEN,
-                     experts=EXPERTS, topk=TOPK, width=r.node_num * gpus_per_node,
-                     topology=topology(r.node_num))
-                 for r, t in zip(frame.itertuples(), times) if not math.isnan(t)]
+    for m in ROUTINGS:
+        kept = first_wins(frame[(frame["hidden_size"] == m.hidden)
+                                & (frame["num_topk"] == m.topk)
+                                & (frame["num_experts"] == m.experts)], ["node_num", "num_token"])
+        for family, precision in (("dispatch", "fp8"), ("combine", "bf16")):
+            if mode == "normal":
+                times = kept[f"{family}_transmit_us"] + kept[f"{family}_notify_us"]
+            else:
+                times = kept[f"{family}_avg_t_us"]
+            rows += [row(family, r.num_token, t, mode=mode, precision=precision, n=m.hidden,
+                         experts=m.experts, topk=m.topk, width=r.node_num * gpus_per_node,
+                         topology=topology(r.node_num))
+                     for r, t in zip(kept.itertuples(), times) if not math.isnan(t)]
     return rows
 
 
 def collective_rows(family: str, frame: pd.DataFrame) -> List[Row]:
-    """One row per power-of-two token count, per group size; `latency` in ms, `message_size`
-    in bf16 elements."""
+    """One row per power-of-two token count, per group size and model hidden size; `latency`
+    in ms, `message_size` in bf16 elements."""
     frame = first_wins(frame, ["num_gpus", "message_size"])
     rows = []
-    for width, curve in frame.groupby("num_gpus"):
-        points = at_tokens(curve["message_size"].to_numpy(float),
-                           curve["latency"].to_numpy(float), HIDDEN)
-        rows += [row(family, tokens, ms * 1000, precision="bf16", n=HIDDEN, width=width,
-                     topology="scaleup") for tokens, ms in points]
+    for hidden in (HIDDEN, V4_HIDDEN):
+        for width, curve in frame.groupby("num_gpus"):
+            points = at_tokens(curve["message_size"].to_numpy(float),
+                               curve["latency"].to_numpy(float), hidden)
+            rows += [row(family, tokens, ms * 1000, precision="bf16", n=hidden, width=width,
+                         topology="scaleup") for tokens, ms in points]
     return rows
+
+
+def v4_attention_rows(frame: pd.DataFrame, family: str, mode: str,
+                      topk: Optional["TopkDelta"]) -> List[Row]:
+    """DeepSeek-V4-Flash's attention module rows of one collected table (family v4_decode or
+    v4_prefill, mode csa or hca), less the topK delta where `topk` calibrates it."""
+    kv = frame["kv_cache_dtype"].replace({"fp8_e4m3": "fp8"})
+    frame = frame.assign(kv=kv)[(frame["num_heads"] * frame["tp_size"] == V4_HEADS)
+                                & (frame["gemm_type"] == "fp8_block") & kv.isin(KV_DTYPES)
+                                & (frame["mla_dtype"] == "bfloat16")]
+    if family == "v4_prefill":
+        frame = frame[frame["batch_size"] == 1]
+    frame = first_wins(frame, ["kv", "num_heads", "step", "isl", "batch_size"])
+    rows = []
+    for r in frame.itertuples():
+        if family == "v4_decode":  # one new token over isl + step keys, past_kv = step
+            tokens, context = r.batch_size, r.isl + r.step
+            delta = topk.at("v2", r.isl + r.step - 1, 1, r.batch_size) if topk else 0.0
+        else:
+            tokens, context = r.isl, r.step
+            delta = topk.at("v1", r.step, r.isl, 1) if topk else 0.0
+        ms = r.latency - delta
+        if ms <= 0:
+            raise DataError(f"{family} {mode}: the topK delta takes the whole {r.latency} ms "
+                            f"at batch {r.batch_size}, isl {r.isl}, step {r.step}")
+        rows.append(row(family, tokens, ms * 1000, mode=mode, precision=KV_DTYPES[r.kv],
+                        context=context, n=V4_HIDDEN, heads=r.num_heads))
+    return rows
+
+
+@dataclass(frozen=True)
+class TopkDelta:
+    """dsv4_csa_topk_calib_perf: the CSA module's topK timed on degenerate scores (flat) and
+    on realistic ones (top_last), per selector (v1 prefill, v2 decode) and (prefix, isl,
+    batch); V4-Flash's rows (num_heads is their native count, collected at tp 1)."""
+    exact: Dict[str, Dict[Tuple[int, int, int], float]]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> "TopkDelta":
+        frame = first_wins(frame[frame["num_heads"] == V4_HEADS],
+                           ["step", "isl", "batch_size", "score_mode"])
+        at = {(r.score_mode, r.step, r.isl, r.batch_size): r.latency
+              for r in frame.itertuples()}
+        exact: Dict[str, Dict[Tuple[int, int, int], float]] = {"v1": {}, "v2": {}}
+        for (mode, *shape), flat in at.items():
+            variant, _, score = mode.partition("_")
+            last = at.get((f"{variant}_top_last", *shape))
+            if score == "flat" and variant in exact and last is not None:
+                exact[variant][tuple(shape)] = max(0.0, flat - last)
+        return cls(exact)
+
+    def at(self, variant: str, prefix: int, isl: int, batch: int) -> float:
+        """aiconfigurator's delta (perf_database/dsv4.rs, topk_delta_ms): the collected one,
+        else interpolated in prefix at each (isl, batch), then in isl, then in batch, each
+        linearly and held at its ends; 0 where nothing resolves."""
+        exact = self.exact[variant]
+        if (prefix, isl, batch) in exact:
+            return exact[prefix, isl, batch]
+
+        def in_prefix(i: int, b: int) -> Optional[float]:
+            return _held([(p, d) for (p, i2, b2), d in exact.items() if (i2, b2) == (i, b)],
+                         prefix)
+
+        def in_isl(b: int) -> Optional[float]:
+            isls = sorted({i for _, i, b2 in exact if b2 == b})
+            return _held([(i, v) for i in isls if (v := in_prefix(i, b)) is not None], isl)
+
+        batches = sorted({b for _, _, b in exact})
+        got = _held([(b, v) for b in batches if (v := in_isl(b)) is not None], batch)
+        return max(0.0, got) if got is not None else 0.0
+
+
+def _held(points: List[Tuple[int, float]], x: int) -> Optional[float]:
+    """Linear in x between `points` (repeats averaged), held at the ends; None without any."""
+    if not points:
+        return None
+    merged: Dict[int, List[float]] = {}
+    for at, value in points:
+        merged.setdefault(at, []).append(value)
+    xs = sorted(merged)
+    return float(np.interp(x, xs, [sum(merged[a]) / len(merged[a]) for a in xs]))
 
 
 @dataclass
@@ -469,6 +609,7 @@ def derive(systems: Path, profile: str, stack: str) -> Derivation:
                                                    & (nccl["nccl_dtype"] == "half")])
     rows += expert_parallel_rows(read, data, stack, current,
                                  int(spec["node"]["num_gpus_per_node"]))
+    rows += v4_attention(read, data / "sparse_attention" / stack)
     rows, dropped = tidy(rows)
     source = f"{AIC} {AIC_VERSION} (NVIDIA), collected data: {', '.join(used)}"
     return Derivation(KernelTable(profile, f"{stack} {current}", source, NOTICE, rows), gaps,
@@ -495,6 +636,22 @@ def expert_parallel_rows(read, data: Path, stack: str, current: str, gpus: int) 
         frame = read(f"dispatch/combine {mode}", comm, a2a_file, current)
         if frame is not None:
             rows += deepep_rows(frame, mode, gpus)
+    return rows
+
+
+def v4_attention(read, folder: Path) -> List[Row]:
+    """DeepSeek-V4-Flash's attention modules, each phase and mode, from the newest collection
+    (TensorRT-LLM's only one is at aiconfigurator's `next` version); CSA less the topK delta
+    where the stack collected its calibration."""
+    calib = read("v4 topK calibration", folder, "dsv4_csa_topk_calib_perf.parquet", None)
+    topk = None if calib is None else TopkDelta.of(calib)
+    rows: List[Row] = []
+    for family, phase in (("v4_decode", "generation"), ("v4_prefill", "context")):
+        for mode in V4_MODES:
+            frame = read(f"{family} {mode}", folder, f"dsv4_{mode}_{phase}_module_perf.parquet",
+                         None)
+            if frame is not None:
+                rows += v4_attention_rows(frame, family, mode, topk if mode == "csa" else None)
     return rows
 
 

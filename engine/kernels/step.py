@@ -1,6 +1,6 @@
 """A deployment's step terms from a kernel table (docs/modeling.md, "The step from kernel
-tables"): for each part of a DeepSeek-V3-architecture layer, the kernels it runs, the curve
-of each at the deployment's shapes, the count a step looks it up at and how many calls a
+tables"): for each part of a DeepSeek-V3- or V4-architecture layer, the kernels it runs, the
+curve of each at the deployment's shapes, the count a step looks it up at and how many calls a
 step makes. A part is timed from the table only when every one of its kernels has a curve;
 otherwise the whole part stays a roofline, and `missing` says which curve it lacked.
 """
@@ -8,6 +8,7 @@ otherwise the whole part stays a roofline, and `missing` says which curve it lac
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -16,7 +17,6 @@ from .lookup import Curve, curves_of
 from .table import CURVE_KEYS, KernelTable
 
 PARTS = ("attention", "dense", "experts", "dispatch", "combine", "allreduce")
-ARCHITECTURES = ("deepseek_v3",)  # those a kernel set is declared for (part_kernels)
 # The all-to-alls' kernel modes, and the steps each serves (kernel_step.hpp's When)
 A2A_MODES = (("low_latency", "decode_only"), ("normal", "with_prefill"))
 
@@ -66,10 +66,10 @@ def _kernel(family, quantity, calls, when="always", within=False, **keys):
     return _key(family, **keys), _Kernel(quantity, calls, True, when, within=within)
 
 
-def _attention(m, d) -> list:
-    """MLA: the low-rank projections, then the absorbed form for decode rows (the batched
-    GEMMs around the latent attention) and the MHA form for prefill rows (kv_b up-projects
-    their keys), then o_proj."""
+def _mla(m, d) -> list:
+    """DeepSeek-V3's MLA: the low-rank projections, then the absorbed form for decode rows
+    (the batched GEMMs around the latent attention) and the MHA form for prefill rows (kv_b
+    up-projects their keys), then o_proj."""
     heads, layers, att, h = (m.num_attention_heads // d.attention_tp, m.num_hidden_layers,
                              d.precision["attention"], m.hidden_size)
     q_width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
@@ -94,17 +94,41 @@ def _attention(m, d) -> list:
             _gemm(att, h, heads * m.v_head_dim, "tokens", layers)]
 
 
+def _v4_attention(m, d) -> list:
+    """DeepSeek-V4's attention module whole (its projections, compressor, indexer, attention
+    and grouped output), per layer by its compress ratio: CSA (4) or HCA (128); a layer of
+    the sliding window alone (0) is timed as HCA, as aiconfigurator times it (no collection
+    has the window alone). Decode rows together, each prefill row apart."""
+    ratios = Counter(m.layer_compress_ratios)
+    layers = {"csa": ratios[4], "hca": ratios[128] + ratios[0]}
+    heads = m.num_attention_heads // d.attention_tp
+    return [_kernel(family, quantity, layers[mode], precision=d.precision["kv"], heads=heads,
+                    n=m.hidden_size, mode=mode)
+            for family, quantity in (("v4_decode", "decode_rows"), ("v4_prefill", "prefill_row"))
+            for mode in ("csa", "hca")]
+
+
+# architecture -> its attention's kernels; those a kernel set is declared for
+ATTENTION = {"deepseek_v3": _mla, "deepseek_v4": _v4_attention}
+ARCHITECTURES = tuple(ATTENTION)
+
+
 def _dense(m, d) -> list:
-    """The dense FFN layers, each MoE layer's shared experts and router, the LM head."""
+    """The dense FFN layers, each MoE layer's shared experts and router (none in a layer
+    that routes by token hash), the LM head."""
     dtp, dense, h = d.dense_tp, d.precision["dense"], m.hidden_size
     moe_layers = m.num_hidden_layers - m.first_k_dense_replace
+    routed = m.num_hidden_layers - max(m.first_k_dense_replace, m.num_hash_layers)
     shared = m.moe_intermediate_size * m.n_shared_experts // dtp
-    ffn = m.intermediate_size // dtp
-    return [_gemm(dense, 2 * ffn, h, "tokens", m.first_k_dense_replace, split=(ffn, ffn)),
-            _gemm(dense, h, ffn, "tokens", m.first_k_dense_replace),
+    out = []
+    if m.first_k_dense_replace:
+        ffn = m.dense_intermediate_size // dtp
+        out += [_gemm(dense, 2 * ffn, h, "tokens", m.first_k_dense_replace, split=(ffn, ffn)),
+                _gemm(dense, h, ffn, "tokens", m.first_k_dense_replace)]
+    return [*out,
             _gemm(dense, 2 * shared, h, "tokens", moe_layers, split=(shared, shared)),
             _gemm(dense, h, shared, "tokens", moe_layers),
-            _gemm("bf16", m.n_routed_experts, h, "tokens", moe_layers),
+            _gemm("bf16", m.n_routed_experts, h, "tokens", routed),
             _gemm("bf16", m.vocab_size // dtp, h, "logits", 1, per_layer=False)]
 
 
@@ -113,7 +137,7 @@ def part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Ker
     tp, dtp, ep, h = d.attention_tp, d.dense_tp, d.moe_ep, m.hidden_size
     moe_layers = m.num_hidden_layers - m.first_k_dense_replace
     routing = dict(topk=m.num_experts_per_tok, experts=m.n_routed_experts, width=ep)
-    parts = {"attention": _attention(m, d), "dense": _dense(m, d)}
+    parts = {"attention": ATTENTION[m.architecture](m, d), "dense": _dense(m, d)}
     parts["experts"] = [_kernel("moe", "group_tokens", moe_layers, when=when, mode=mode,
                                 precision=d.precision["experts"], n=h,
                                 k=m.moe_intermediate_size, **routing)

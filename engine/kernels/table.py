@@ -30,6 +30,12 @@ FAMILIES: Mapping[str, Tuple[str, Tuple[str, ...]]] = {
     "mla_prefill": ("prompt tokens of one sequence, after `context` cached ones",
                     ("precision", "heads")),
     "mla_bmm": ("tokens through the absorbed MLA's batched GEMM", ("precision", "heads", "mode")),
+    # DeepSeek-V4's attention module whole (projections, compressor, indexer, attention,
+    # grouped output), one layer of a compress ratio (mode); n: the model's hidden size
+    "v4_decode": ("decoding sequences on the device, each over `context` keys",
+                  ("precision", "heads", "n", "mode")),
+    "v4_prefill": ("prompt tokens of one sequence, after `context` cached ones",
+                   ("precision", "heads", "n", "mode")),
     "small": ("tokens through the layer's norms, RoPE, routing and quantisation", ("n",)),
     "dispatch": ("tokens each rank sends", ("precision", "n", "topk", "experts", "width",
                                              "topology", "mode")),
@@ -45,19 +51,22 @@ PRECISIONS = ("bf16", "fp8", "fp4", "int8", "")
 TOPOLOGIES = ("", "scaleup", "scaleout")
 # dispatch/combine: DeepEP's low-latency (decode) and normal (prefill) kernels, and moe: the
 # grouped GEMMs that take their layouts (masked, contiguous); mla_bmm: the absorbed form's
-# first (pre) and second (post) product
-MODES = ("", "low_latency", "normal", "pre", "post")
+# first (pre) and second (post) product; v4_*: the layer's compressed attention, CSA
+# (compress ratio 4, indexed) or HCA (128)
+MODES = ("", "low_latency", "normal", "pre", "post", "csa", "hca")
 SOURCES = ("measured", "vendor", "roofline", "fitted")
 # name -> (type, meaning); the file's columns, in this order
 COLUMNS: Mapping[str, Tuple[type, str]] = {
     "family": (str, "op family (FAMILIES)"),
     "mode": (str, "kernel mode (MODES), empty where the family has one"),
-    "precision": (str, "GEMM and expert weights, MLA's KV cache, or a collective's payload"),
+    "precision": (str, "GEMM and expert weights, attention's KV cache, or a collective's "
+                       "payload"),
     "tokens": (int, "the family's count (FAMILIES), >= 1"),
-    "context": (int, "MLA: KV length a sequence attends over; 0 elsewhere"),
-    "n": (int, "GEMM output columns; the hidden size of MoE, small kernels, collectives"),
+    "context": (int, "attention: KV length a sequence attends over; 0 elsewhere"),
+    "n": (int, "GEMM output columns; the hidden size of MoE, V4 attention, small kernels, "
+               "collectives"),
     "k": (int, "GEMM reduction depth; MoE: the experts' intermediate size"),
-    "heads": (int, "MLA: attention heads on the device"),
+    "heads": (int, "attention: heads on the device"),
     "experts": (int, "MoE, dispatch, combine: routed experts of the model"),
     "topk": (int, "experts a token is routed to"),
     "width": (int, "EP width (MoE, all-to-all) or group size (all-reduce, all-gather)"),

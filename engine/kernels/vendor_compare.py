@@ -1,12 +1,12 @@
 """steptrace's modeled step against NVIDIA aiconfigurator-core 0.12.0's own step estimates
-(workloads/validation/kernels/aiconfigurator_steps.csv; engine/kernels/vendor_steps.py),
-shape by shape and part by part (docs/modeling.md, "Against the vendor's own step
-estimates"):
+(workloads/validation/kernels/aiconfigurator_steps.csv, _v4.csv; engine/kernels/
+vendor_steps.py), shape by shape and part by part (docs/modeling.md, "Against the vendor's
+own step estimates"):
 
-    python -m engine.kernels.vendor_compare [--markdown]
+    python -m engine.kernels.vendor_compare [--markdown] [--model deepseek-v4-flash]
 
-Each CSV row is one rank's step of DeepSeek-V3 under attention DP 8 and EP 8 on one
-device and stack. steptrace runs the same step: a decode row as the completion engine's
+Each CSV row is one rank's step of DeepSeek-V3 (V4-Flash) under attention DP 8 and EP 8 on
+one device and stack. steptrace runs the same step: a decode row as the completion engine's
 first step (every sequence decodes one token over `context` keys), a prefill row as the
 prompt engine's first (`sequences_per_gpu` whole prompts of `context` tokens per rank),
 each part at the precision the vendor's row runs it at, the default expert_imbalance.
@@ -16,6 +16,8 @@ large-EP decode ops carry a PDL discount (pdl_factor) that steptrace lacks: the 
 parts are divided by it before the ratios. aiconfigurator prices all 61 layers as MoE
 layers, steptrace 58 MoE layers and 3 dense FFN ones: the vendor's MoE-layer parts are
 scaled by 58/61, and steptrace's dense FFN layers are reported apart (no vendor twin).
+V4's mHC (hyper-connection mixing around each block) is a vendor part steptrace's layer does
+not carry, reported apart too.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from .load import kernel_table
 from .lookup import Curve
 from .step import find
 
-CSV = Path(__file__).resolve().parents[2] / "workloads/validation/kernels/aiconfigurator_steps.csv"
-MODEL = "deepseek-v3"
+VALIDATION = Path(__file__).resolve().parents[2] / "workloads/validation/kernels"
+CSV = VALIDATION / "aiconfigurator_steps.csv"
+CSVS = {"deepseek-v3": CSV, "deepseek-v4-flash": VALIDATION / "aiconfigurator_steps_v4.csv"}
 BLOCK = 64
 PRECISION = {"nvfp4": "fp4", "fp8_block": "fp8", "fp8": "fp8", "bfloat16": "bf16"}
 # vendor op -> steptrace part. `small`: norms, RoPE and the KV write, activations, the
@@ -52,17 +55,27 @@ VENDOR_PARTS = {
     "dense": ("shared_gate_up_gemm", "shared_ffn2_gemm", "gate_ffn1_gemm", "ffn2_gemm",
               "router_gemm", "logits_gemm"),
     "small": ("embedding", "add_norm_1", "q_a_layernorm", "rope_kvcache", "add_norm_2",
-              "shared_act_gate", "act_gate", "moe_reduce_add", "p2p"),
+              "shared_act_gate", "act_gate", "moe_reduce_add", "p2p", "attn_norm", "ffn_norm"),
     "duplicate": ("qkv_a_proj_gemm",),
     "hidden": ("overlap_hidden",),
+    "mhc": ("mhc_pre", "mhc_post"),
 }
 # once a step, not per layer: neither PDL-discounted nor one of the 61 layers
 ONCE = ("embedding", "logits_gemm", "p2p")
 COMPARED = ("attention", "experts", "dispatch", "combine", "dense")
 # the shapes the docs quote one by one (device, stack, phase, sequences per GPU, context)
-SAMPLES = (("B200", "trtllm", "decode", 1, 1024), ("B200", "trtllm", "decode", 64, 4096),
-           ("GB200", "trtllm", "decode", 8, 2048), ("H200", "sglang", "decode", 64, 4096),
-           ("H100", "trtllm", "prefill", 2, 4096), ("B200", "sglang", "prefill", 1, 8192))
+SAMPLES = {"deepseek-v3": (("B200", "trtllm", "decode", 1, 1024),
+                           ("B200", "trtllm", "decode", 64, 4096),
+                           ("GB200", "trtllm", "decode", 8, 2048),
+                           ("H200", "sglang", "decode", 64, 4096),
+                           ("H100", "trtllm", "prefill", 2, 4096),
+                           ("B200", "sglang", "prefill", 1, 8192)),
+           "deepseek-v4-flash": (("B200", "trtllm", "decode", 1, 1024),
+                                 ("B200", "trtllm", "decode", 64, 4096),
+                                 ("B200", "trtllm", "decode", 256, 4096),
+                                 ("B200", "trtllm", "prefill", 1, 8192),
+                                 ("H200", "sglang", "decode", 64, 4096),
+                                 ("GB200", "sglang", "prefill", 4, 1024))}
 
 
 @dataclass
@@ -177,7 +190,7 @@ def deployment(row: VendorRow) -> Deployment:
         experts=gemm, dispatch=dispatch, combine=combine))
 
 
-def engine(row: VendorRow) -> LLMEngine:
+def engine(row: VendorRow, model: str) -> LLMEngine:
     """An engine whose first step is the row's: every rank `sequences` rows of it."""
     n, decode = row.sequences, row.phase == "decode"
     blocks = 8 * n * (row.context // BLOCK + 2)
@@ -185,7 +198,7 @@ def engine(row: VendorRow) -> LLMEngine:
         max_num_batched_tokens=max(n, 2) if decode else n * row.context, num_kv_blocks=blocks,
         block_size=BLOCK, dp_size=8, max_num_seqs=n,
         engine_type="completion" if decode else "prompt")
-    e = LLMEngine(EngineConfig(scheduler=scheduler, model=MODEL, executor=f"modeled:{row.device}",
+    e = LLMEngine(EngineConfig(scheduler=scheduler, model=model, executor=f"modeled:{row.device}",
                                precision="fp8", deployment=deployment(row)))
     for i in range(8 * n):  # decode: prefilled to context - 1, the step's token the last key
         e.add_request(i, prompt_len=row.context - (1 if decode else 0), max_new_tokens=2)
@@ -220,14 +233,16 @@ def _gemm(e: LLMEngine, stack: str, precision: str, n: int, k: int) -> Curve:
 def dense_ffn_ms(e: LLMEngine, row: VendorRow, tokens: int) -> float:
     """steptrace's dense FFN layers on one rank, looked up as its dense part looks them up."""
     m, d = e.model_config, e.config.deployment
-    width = m.intermediate_size // d.dense_tp
+    if not m.first_k_dense_replace:
+        return 0.0
+    width = m.dense_intermediate_size // d.dense_tp
     us = sum(_gemm(e, row.stack, d.precision["dense"], n, k).at(tokens)[0]
              for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width)))
     return m.first_k_dense_replace * us / 1e3
 
 
-def compare(row: VendorRow) -> Comparison:
-    e = engine(row)
+def compare(row: VendorRow, model: str = "deepseek-v3") -> Comparison:
+    e = engine(row, model)
     result = e.step()
     check_step(row, result)
     slowest = max(result.flops, key=lambda c: c.rank_s)
@@ -241,14 +256,14 @@ def compare(row: VendorRow) -> Comparison:
                       bool(slowest.extrapolated))
 
 
-def compare_all(rows: Iterable[VendorRow]) -> List[Comparison]:
-    return [compare(r) for r in rows]
+def compare_all(rows: Iterable[VendorRow], model: str = "deepseek-v3") -> List[Comparison]:
+    return [compare(r, model) for r in rows]
 
 
-def samples(rows: Sequence[VendorRow]) -> List[VendorRow]:
+def samples(rows: Sequence[VendorRow], model: str = "deepseek-v3") -> List[VendorRow]:
     """The rows of the shapes the docs quote, in SAMPLES' order."""
     at = {r.key: r for r in rows}
-    return [at[s] for s in SAMPLES]
+    return [at[s] for s in SAMPLES[model]]
 
 
 # -- the summary --------------------------------------------------------------------------
@@ -274,28 +289,39 @@ def groups(comparisons: Sequence[Comparison]) -> Dict[Tuple[str, str, str], List
     return out
 
 
-SUMMARY_HEADER = ("device", "stack", "phase", "shapes", "step error", *COMPARED,
-                  "vendor small ops", "vendor overlap", "steptrace dense FFN", "worst shape")
+# the vendor's parts reported as shares of its step, per model: column -> VENDOR_PARTS group
+SHARES = {"deepseek-v3": {"vendor small ops": "small", "vendor overlap": "hidden"},
+          "deepseek-v4-flash": {"vendor small ops": "small", "vendor mHC": "mhc",
+                                "vendor overlap": "hidden"}}
 
 
-def summary_rows(comparisons: Sequence[Comparison]) -> List[Tuple[str, ...]]:
+def summary_header(model: str = "deepseek-v3") -> Tuple[str, ...]:
+    return ("device", "stack", "phase", "shapes", "step error", *COMPARED, *SHARES[model],
+            "steptrace dense FFN", "worst shape")
+
+
+SUMMARY_HEADER = summary_header()
+
+
+def summary_rows(comparisons: Sequence[Comparison],
+                 model: str = "deepseek-v3") -> List[Tuple[str, ...]]:
     """One line per device, stack and phase: the step error and each part's ratio
-    (steptrace over vendor) as median [min, max]; the vendor's small ops and the time its
-    overlapped streams hide, and steptrace's dense FFN layers, as the median share of their
-    own step; the worst shape's error."""
+    (steptrace over vendor) as median [min, max]; the vendor's parts steptrace has no twin
+    for (SHARES) and steptrace's dense FFN layers, as the median share of their own step;
+    the worst shape's error."""
     out = []
     for (device, stack, phase), cs in groups(comparisons).items():
         worst = max(cs, key=lambda c: abs(c.error))
         ratios = [_range([r for c in cs if (r := c.ratio(p)) is not None], _ratio)
                   for p in COMPARED]
-        small, hidden = (statistics.median(c.row.share(p) for c in cs)
-                         for p in ("small", "hidden"))
+        shares = [f"{100 * statistics.median(c.row.share(p) for c in cs):.0f} %"
+                  for p in SHARES[model].values()]
         ffn = statistics.median(c.dense_ffn_ms / c.modeled_ms for c in cs)
         flagged = sum(c.flagged for c in cs)
         out.append((device, stack, phase, f"{len(cs)}" + (f" ({flagged} flagged)" if flagged
                                                           else ""),
-                    _range([c.error for c in cs], _pct), *ratios, f"{100 * small:.0f} %",
-                    f"{100 * hidden:.0f} %", f"{100 * ffn:.0f} %", f"{worst.row.shape}: {_pct(worst.error)}"))
+                    _range([c.error for c in cs], _pct), *ratios, *shares,
+                    f"{100 * ffn:.0f} %", f"{worst.row.shape}: {_pct(worst.error)}"))
     return out
 
 
@@ -337,13 +363,16 @@ def main(argv: Sequence[str] = ()) -> None:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true",
                         help="the docs' tables (summary, then the quoted shapes)")
-    parser.add_argument("--csv", type=Path, default=CSV, help="the vendor's step estimates")
+    parser.add_argument("--model", choices=CSVS, default="deepseek-v3",
+                        help="steptrace's model (default: deepseek-v3)")
+    parser.add_argument("--csv", type=Path, help="the vendor's step estimates (default: the "
+                        "model's under workloads/validation/kernels/)")
     args = parser.parse_args(list(argv) or None)
-    comparisons = compare_all(read_rows(args.csv))
-    quoted = sorted((c for c in comparisons if c.row.key in SAMPLES),
-                    key=lambda c: SAMPLES.index(c.row.key))
+    comparisons = compare_all(read_rows(args.csv or CSVS[args.model]), args.model)
+    quoted = sorted((c for c in comparisons if c.row.key in SAMPLES[args.model]),
+                    key=lambda c: SAMPLES[args.model].index(c.row.key))
     render = markdown if args.markdown else text
-    print(render(SUMMARY_HEADER, summary_rows(comparisons)))
+    print(render(summary_header(args.model), summary_rows(comparisons, args.model)))
     print()
     print(render(SAMPLE_HEADER, sample_rows(quoted)))
     if not args.markdown:

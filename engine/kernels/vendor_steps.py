@@ -1,12 +1,15 @@
-"""NVIDIA aiconfigurator-core 0.12.0's own step estimates for DeepSeek-V3 served with attention
-DP 8 and MoE EP 8 on one node, the step steptrace's modeled step is checked against
-(workloads/validation/kernels/aiconfigurator_steps.csv). Regenerate it with
+"""NVIDIA aiconfigurator-core 0.12.0's own step estimates for DeepSeek-V3 (and V4-Flash) served
+with attention DP 8 and MoE EP 8 on one node, the step steptrace's modeled step is checked
+against (workloads/validation/kernels/aiconfigurator_steps.csv, _v4.csv). Regenerate them with
 
     python -m engine.kernels.vendor_steps --out workloads/validation/kernels/aiconfigurator_steps.csv
+    python -m engine.kernels.vendor_steps --model deepseek-v4-flash \
+        --out workloads/validation/kernels/aiconfigurator_steps_v4.csv
 
 in an environment holding aiconfigurator-core 0.12.0 (imported here only when run).
 
-aiconfigurator builds one rank's op graph (sdk/models/deepseek.py) and its compiled engine
+aiconfigurator builds one rank's op graph (sdk/models/deepseek.py, deepseek_v4.py) and its
+compiled engine
 times each op from NVIDIA's collected tables. A part is one op of that graph over all layers
 (its scale factor), in ms, named without its phase prefix. The parts sum to step_ms: an
 OverlapOp's two streams are listed op by op and part_overlap_hidden (<= 0) takes back the
@@ -14,7 +17,12 @@ shorter stream. trtllm's large-EP decode ops carry its PDL discount (pdl_factor)
 
 The MoE regime is chosen as aiconfigurator's task enumerator chooses it: per phase, the first
 all-to-all backend whose comm and expert-compute tables cover EP 8 on the system's node width;
-unless both phases are covered the graph stays fused (moe_comm "fused").
+unless both phases are covered the graph stays fused (moe_comm "fused"): V4's always is (no
+expert-compute table covers its shape).
+
+DeepSeek-V4-Flash: the FP8 checkpoint (sgl-project/DeepSeek-V4-Flash-FP8) on every device, the
+one whose attention modules were collected; TensorRT-LLM at aiconfigurator's `next` version
+(1.3.0rc23), the only one with them, and only on SM100: its SM90 rows are left out.
 """
 
 from __future__ import annotations
@@ -27,13 +35,18 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 VERSION = "0.12.0"
-MODEL = "deepseek-ai/DeepSeek-V3"
 ATTENTION_DP = MOE_EP = 8
+# steptrace model -> aiconfigurator's model path
+MODELS = {"deepseek-v3": "deepseek-ai/DeepSeek-V3",
+          "deepseek-v4-flash": "sgl-project/DeepSeek-V4-Flash-FP8"}
 # steptrace profile -> aiconfigurator system, and the GEMM and expert precision its tables
 # hold for DeepSeek-V3 (SM100: NVFP4; SM90: FP8 with 128-wide block scales)
 DEVICES = {"B200": ("b200_sxm", "nvfp4"), "GB200": ("gb200", "nvfp4"),
            "B300": ("b300_sxm", "nvfp4"), "H100": ("h100_sxm", "fp8_block"),
            "H200": ("h200_sxm", "fp8_block")}
+# the aiconfigurator version each stack is estimated at, per model
+STACK_VERSIONS = {"deepseek-v3": {"trtllm": "current", "sglang": "current"},
+                  "deepseek-v4-flash": {"trtllm": "next", "sglang": "current"}}
 KV_CACHE = "fp8"
 # attention math: the precision each stack's MLA tables were collected in (trtllm's and the
 # fused sglang graph's MLA rows are bf16; sglang's large-EP MLA module rows fp8_block)
@@ -52,8 +65,9 @@ NOTICE = ("# source: aiconfigurator-core 0.12.0 (NVIDIA, Apache-2.0), its compil
           "its collected tables; engine/kernels/vendor_steps.py\n")
 
 
-def load_aiconfigurator():
-    """The aiconfigurator-core modules this script calls; exits with one line without 0.12.0."""
+def load_aiconfigurator(model: str = "deepseek-v3"):
+    """The aiconfigurator-core modules this script calls, with `model`'s config; exits with one
+    line without 0.12.0."""
     from importlib import metadata
     try:
         found = metadata.version("aiconfigurator-core")
@@ -74,7 +88,8 @@ def load_aiconfigurator():
     return argparse.Namespace(core=aiconfigurator_core, common=common, engine=engine,
                               perf_database=perf_database, ModelConfig=ModelConfig,
                               get_model=get_model, OverlapOp=OverlapOp, moe_comm=moe_comm,
-                              model_info=get_model_config_from_model_path(MODEL))
+                              model=MODELS[model],
+                              model_info=get_model_config_from_model_path(MODELS[model]))
 
 
 def comm_backends(aic, db, stack: str, moe_quant) -> Dict[str, str]:
@@ -112,8 +127,9 @@ class Engine:
     fmha: str
 
 
-def compile_engine(aic, system: str, stack: str, precision: str) -> Engine:
-    db = aic.perf_database.get_database(system, stack, "current")
+def compile_engine(aic, system: str, stack: str, precision: str,
+                   version: str = "current") -> Engine:
+    db = aic.perf_database.get_database(system, stack, version)
     if db is None:
         raise RuntimeError(f"aiconfigurator has no {stack} tables for {system}")
     comm = comm_backends(aic, db, stack, aic.common.MoEQuantMode[precision])
@@ -127,9 +143,9 @@ def compile_engine(aic, system: str, stack: str, precision: str) -> Engine:
     if comm:
         config.moe_comm_backend = comm
         config.num_gpus_per_node = db.system_spec["node"]["num_gpus_per_node"]
-    model = aic.get_model(MODEL, config, stack)
+    model = aic.get_model(aic.model, config, stack)
     spec = aic.engine.build_engine_spec_json(
-        model, model_path=MODEL, system=system, backend=stack, backend_version=db.version,
+        model, model_path=aic.model, system=system, backend=stack, backend_version=db.version,
         kv_block_size=None, systems_path=db.systems_root, nextn=0, database=db)
     handle = aic.engine.EngineHandle(aic.core.engine_spec_bincode_from_json(spec),
                                      systems_path=db.systems_root)
@@ -209,15 +225,21 @@ def rows(device: str, eng: Engine, precision: str) -> List[Dict[str, object]]:
     return out
 
 
-def estimates(aic) -> List[Dict[str, object]]:
-    """Every device's rows: the required stack must answer; another is kept where it does."""
+def estimates(aic, model: str = "deepseek-v3") -> List[Dict[str, object]]:
+    """Every device's rows: V3's required stack must answer; another stack, and V4's, are kept
+    where they do."""
     out: List[Dict[str, object]] = []
+    versions = STACK_VERSIONS[model]
     for device, (system, precision) in DEVICES.items():
-        out += rows(device, compile_engine(aic, system, REQUIRED_STACK, precision), precision)
-        for stack in OTHER_STACKS:
+        if model != "deepseek-v3":
+            precision = "fp8_block"
+        for stack in (REQUIRED_STACK, *OTHER_STACKS):
             try:
-                out += rows(device, compile_engine(aic, system, stack, precision), precision)
+                out += rows(device, compile_engine(aic, system, stack, precision,
+                                                   versions[stack]), precision)
             except Exception as err:  # aiconfigurator's data misses surface as many types
+                if model == "deepseek-v3" and stack == REQUIRED_STACK:
+                    raise
                 print(f"vendor_steps: {device} {stack}: left out: {err}", file=sys.stderr)
     return out
 
@@ -236,9 +258,11 @@ def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.kernels.vendor_steps",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the CSV to write")
+    parser.add_argument("--model", choices=MODELS, default="deepseek-v3",
+                        help="steptrace's model to estimate (default: deepseek-v3)")
     args = parser.parse_args(list(argv) or None)
-    aic = load_aiconfigurator()
-    table = estimates(aic)
+    aic = load_aiconfigurator(args.model)
+    table = estimates(aic, args.model)
     write(args.out, table)
     print(f"vendor_steps: {len(table)} rows -> {args.out}")
 

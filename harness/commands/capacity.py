@@ -4,8 +4,9 @@ concurrency, the highest number of requests in flight, with the request rate it 
 
 Exit 0 with the capacity (or a lower bound, when every rate up to the highest met the
 SLO); 1 when even the lowest rate probed misses it, when the search ran out of probes
-before its bracket reached the resolution, or when the answer less its resolution misses
-the target on a trace twice as long (it depends on the trace's length); 2 bad input;
+before its bracket reached the resolution, or when the answer depends on the trace's length
+(the run at it reached no steady state, or the answer less its resolution misses the target
+on a trace twice as long); 2 bad input;
 130 / 143 when a signal stopped the search (the probes run so far are written, no capacity
 table).
 """
@@ -13,6 +14,7 @@ table).
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 from ..errors import BadInput, RunFailed
 from ..schema.capacity_outcomes import NOT_A_CAPACITY
@@ -38,7 +40,8 @@ def add(p) -> None:
                    help="stop after N probes, unresolved if the bracket is still wider "
                         "than the resolution (default 40)")
     p.add_argument("--no-length-check", dest="length_check", action="store_false",
-                   help="skip re-checking the answer on a trace twice as long (one probe; "
+                   help="skip checking the answer for the trace's length (the run at it "
+                        "reaching steady state, and one probe on a trace twice as long; "
                         "skipped, an answer that depends on the trace's length goes "
                         "unnoticed)")
     add_json(p)
@@ -161,26 +164,61 @@ def _print_answer(r: dict) -> None:
 
 
 def _length_verdict(r: dict, check: dict) -> str:
+    steady = _steady(check)
     if check["status"] == "passed":
         return (f"on a trace twice as long ({check['requests']:,} requests) the target is met "
                 f"at {_value(r, _knob(r, check))}, the answer less its resolution (attainment "
                 f"{_percent(check['attainment'])}): the answer does not depend on the trace's "
-                f"length")
+                f"length{steady}")
     why = "off (--no-length-check)" if check["status"] == "off" else \
         f"not run: {check['reason']}"
-    return f"{why}; the answer may depend on the trace's length"
+    return f"{why}; the answer may depend on the trace's length{steady}"
+
+
+def _steady(check: dict) -> str:
+    """The run at the answer's steady-state window, where the check found one."""
+    steady = check.get("steady_state")  # older documents: none
+    if not (steady and steady["found"]):
+        return ""
+    return (f"; the run at the answer reached its steady state from {steady['start_s']:.4g} s "
+            f"to the last arrival ({steady['end_s']:.4g} s)")
 
 
 def _print_too_short(r: dict) -> None:
     c, check = r["capacity"], r["length_check"]
+    steady = check.get("steady_state") or {"found": True}  # older documents: none
+    if check["run_dir"] is None or _met(r, check["attainment"]):  # the steady state failed it
+        _print_unsteady(r)
+        return
     queue = "; too short a trace is mostly the closed loop's start and end" if _closed(r) \
         else "; too short a trace never builds the queue that saturation means"
+    unsteady = "" if steady["found"] else \
+        f"; nor did the run at the answer reach a steady state: {steady['reason']}"
     print(f"no capacity: the answer depends on the trace's length: {_value(r, _knob(r, c))} met "
           f"the target on {r['requests']:,} requests (attainment {_percent(c['attainment'])}), "
           f"but on {check['requests']:,} even {_value(r, _knob(r, check))}, the answer less its "
           f"resolution, misses it ({_percent(check['attainment'])}, goodput "
-          f"{check['goodput']:.4g} req/s){queue}: use at least {check['requests']:,} requests "
-          f"(--set {check['setting']})")
+          f"{check['goodput']:.4g} req/s){queue}{unsteady}: use at least "
+          f"{check['requests']:,} requests (--set {check['setting']})")
+
+
+def _met(r: dict, attainment: Optional[float]) -> bool:
+    return attainment is not None and attainment >= r["attainment_target"]  # None: NaN
+
+
+def _print_unsteady(r: dict) -> None:
+    """A length check failed by the run at the answer alone, which reached no steady state:
+    its reason, the doubled trace's verdict where it ran, and the setting that lengthens
+    it."""
+    c, check = r["capacity"], r["length_check"]
+    doubled = "; the trace file holds too few rows for a trace twice as long" \
+        if check["run_dir"] is None else \
+        (f"; on {check['requests']:,} requests {_value(r, _knob(r, check))}, the answer less "
+         f"its resolution, meets it ({_percent(check['attainment'])})")
+    print(f"no capacity: the answer depends on the trace's length: {_value(r, _knob(r, c))} met "
+          f"the target on {r['requests']:,} requests (attainment {_percent(c['attainment'])}), "
+          f"but that run reached no steady state: {check['steady_state']['reason']}{doubled}: "
+          f"lengthen the trace (--set {check['setting']}, twice the requests, or more)")
 
 
 def _print_unresolved(r: dict) -> None:
@@ -199,5 +237,5 @@ def _print_unresolved(r: dict) -> None:
           f"with {got}")
 
 
-def _percent(share: float) -> str:
-    return "–" if share != share else f"{share:.1%}"
+def _percent(share: Optional[float]) -> str:
+    return "–" if share is None or share != share else f"{share:.1%}"  # NaN: JSON's null

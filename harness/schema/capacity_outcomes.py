@@ -8,8 +8,9 @@ NOT_A_CAPACITY = {
     "none": "no capacity: even the lowest rate probed missed the target",
     "probe_limit": "no capacity: the search ran out of probes before its bracket reached "
                    "the resolution",
-    "trace_too_short": "no capacity: the answer misses the target on a trace twice as long "
-                       "(it depends on the trace's length: lengthen the trace)",
+    "trace_too_short": "no capacity: the answer misses the target on a trace twice as long, "
+                       "or the run at it reached no steady state (it depends on the trace's "
+                       "length: lengthen the trace)",
 }
 LOWER_BOUND = {
     "at_least": "a lower bound: every rate probed met the target, up to the highest; the "

@@ -21,8 +21,8 @@ def _col(name, type_, unit, meaning, defined=""):
 _DEPLOYMENT = (
     _col("device", TEXT, "", "the grid point's `device`"),
     _col("deployment", TEXT, "", "the deployment's name: its instances' shapes (DEP8: DP "
-         "attention and EP over 8 devices; TEP8: attention TP and EP over 8; P ... + D ...: "
-         "a prefill and a decode worker), `vote` or `mixed` batches, its MTP", SPACE),
+         "attention and EP over 8 devices; TEP8: attention TP and EP over 8; xP ... + yD ...: "
+         "x prefill and y decode instances), `vote` or `mixed` batches, its MTP", SPACE),
     _col("kind", TEXT, "", "`co-located` or `P/D`"),
     _col("devices", I64, "devices", "the deployment's devices, every instance of both pools"),
     _col("mtp", I64, "tokens", "MTP draft tokens a step"),

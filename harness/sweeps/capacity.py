@@ -9,8 +9,11 @@ document, what `steptrace show` prints again) once it ends. The rate is trace.ge
 trace; for a trace file it is the file's mean arrival rate, set through trace.time_scale.
 In a closed loop the knob is load.concurrency, searched over whole numbers, and the rate is
 an outcome: each probe's achieved request rate (its summary's throughput requests).
-The answer is then re-checked on a trace twice as long (the length check): a trace too short
-to build the queue that saturation means finds a "capacity" that a longer one misses.
+The answer is then checked for the trace's length (the length check): a trace too short to
+build the queue that saturation means, or to fill the decode pool, finds a "capacity" that a
+longer one misses. The run at the answer must reach its steady state (the deciding pool's
+running sequences at their plateau before the last arrival), and the answer is re-run on a
+trace twice as long.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -38,6 +41,9 @@ from .capacity_search import (
     search_integers,
 )
 from .gil_protocol import planned
+
+if TYPE_CHECKING:
+    from ..analysis.steady_state import SteadyState
 
 DEFAULT_RESOLUTION = 0.05  # the answer's bracket: high / low <= 1.05
 GENERATED_RATE = "trace.generate.rate"
@@ -102,16 +108,20 @@ class Options:
 
 @dataclass(frozen=True)
 class LengthCheck:
-    """The answer re-checked on a trace twice as long (docs/capacity.md, "Trace length"), at
-    the answer less its resolution. `status`: passed (the doubled trace meets the target
-    there), failed (it misses it: the answer depends on the trace's length), unchecked (the
-    trace cannot be doubled: `reason`) or off (--no-length-check)."""
+    """The answer checked for the trace's length (docs/capacity.md, "Trace length"): the run
+    at the answer's steady state, and the answer less its resolution re-run on a trace twice
+    as long. `status`: passed (the run at the answer reached its steady state and the
+    doubled trace meets the target), failed (the run reached no steady state, `reason` why,
+    or the doubled trace misses the target: the answer depends on the trace's length),
+    unchecked (it reached its steady state, but the trace cannot be doubled: `reason`) or
+    off (--no-length-check: neither is asked)."""
 
     status: str
     requests: int  # in the doubled trace
     setting: str  # the --set that doubles it
     row: Optional[dict] = None  # the check's probe row, when it ran
     reason: str = ""
+    steady: Optional[SteadyState] = None  # the run at the answer's; None when off
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ class Capacity:
     def outcome(self) -> str:
         """capacity (bracketed), at_least (every rate met, up to the highest), none (even the
         lowest missed), probe_limit (out of probes) or trace_too_short (the length check
-        missed)."""
+        failed)."""
         found, check = self.search, self.length_check
         return "probe_limit" if found.out_of_probes else \
             "trace_too_short" if check is not None and check.status == "failed" else \
@@ -152,7 +162,8 @@ class Capacity:
                 for p in self.search.probes]
         check = self.length_check
         if check is not None and check.row is not None:
-            rows.append(dict(check.row, met=check.status == "passed", at_capacity=False))
+            met = bool(check.row["attainment"] >= self.options.target)  # NaN misses
+            rows.append(dict(check.row, met=met, at_capacity=False))
         return pd.DataFrame(rows, columns=list(TABLES["capacity"].names))
 
     @property
@@ -188,12 +199,15 @@ class Capacity:
         check = self.length_check
         if check is None:
             return None
-        row = check.row or {}
+        row, steady = check.row or {}, check.steady
         return dict(status=check.status, requests=check.requests, setting=check.setting,
                     concurrency=row.get("concurrency"), rate=row.get("rate"),
                     attainment=row.get("attainment"),
                     goodput=row.get("goodput"), reason=check.reason or None,
-                    run_dir=str(self.folder / row["run_id"]) if row else None)
+                    run_dir=str(self.folder / row["run_id"]) if row else None,
+                    steady_state=None if steady is None else dict(
+                        found=steady.found, reason=steady.reason or None,
+                        start_s=steady.start_s, end_s=steady.end_s))
 
 
 def check(workload: Workload) -> Dict[str, float]:
@@ -353,8 +367,9 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     else:
         found = search(lambda rate: prober.run(rate, rate_knob), rate_knob.rate,
                        options.resolution, options.lowest, options.highest, options.max_probes)
-    answer = None if found.low is None or found.out_of_probes else found.low
-    length = None if answer is None else _length_check(prober, rate_knob, answer, options)
+    answer = None if found.out_of_probes else found.at(found.low)  # None: none met
+    length = None if answer is None else _length_check(
+        prober, rate_knob, answer.rate, folder / answer.result["run_id"], options)
     capacity = Capacity(found, folder, rate_knob, options, slo, spec.profile, length, workload)
     write_table(capacity.table(), folder, "capacity", workload.values["table_format"])
     with atomic_open(folder / RESULT_FILE) as f:  # a sweep's point's search too
@@ -362,28 +377,41 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     return capacity
 
 
-def _length_check(prober: _Prober, rate_knob: AnyKnob, rate: float,
+def _length_check(prober: _Prober, rate_knob: AnyKnob, rate: float, run_dir: Path,
                   options: Options) -> LengthCheck:
-    """The answer, `rate`, re-checked on the workload's trace twice as long (a generated
-    trace's requests doubled, a trace file's limit doubled where the file has the rows) at
-    the answer less its resolution (in a closed loop, the fewest requests in flight within
-    it): passed when the doubled trace's capacity is within the resolution of the answer or
-    above it."""
+    """The answer, `rate`, checked for the trace's length: the run at it (`run_dir`) must
+    reach its steady state, and the answer is re-run on the workload's trace twice as long
+    (a generated trace's requests doubled, a trace file's limit doubled where the file has
+    the rows) at the answer less its resolution (in a closed loop, the fewest requests in
+    flight within it), where the doubled trace's capacity must be within the resolution of
+    the answer or above it. Either failing fails the check; the doubled trace runs even
+    where the steady state already failed it, so that both are shown."""
+    from ..analysis.runs import read_run
+    from ..analysis.steady_state import of_run
+
     requests = 2 * rate_knob.requests
     generated = prober.load().values["trace"]["generate"] is not None
     key = GENERATED_REQUESTS if generated else FILE_LIMIT
     setting = f"{key}={requests}"
     if not options.length_check:
         return LengthCheck("off", requests, setting)
+    steady = of_run(read_run(run_dir))
+    # any run without a window is unsteady: still filling at the last arrival, its plateau
+    # reached too late or over too few steps, or no arrival span to be steady in
+    unsteady = "" if steady.found else f"the run at the answer reached no steady state: " \
+        f"{steady.reason}"
     rate_knob = knob(prober.load((setting,)))  # a trace file's mean rate is the new rows'
     if rate_knob.requests < requests:  # a file short of rows (trace.limit null: all replayed)
-        return LengthCheck("unchecked", requests, setting, reason=(
-            f"the trace file holds {rate_knob.requests} requests, fewer than {requests} "
-            f"(twice the search's)"))
+        short = (f"the trace file holds {rate_knob.requests} requests, fewer than {requests} "
+                 f"(twice the search's)")
+        return LengthCheck("failed", requests, setting, reason=f"{unsteady}; {short}",
+                           steady=steady) if unsteady else \
+            LengthCheck("unchecked", requests, setting, reason=short, steady=steady)
     at = less_resolution(int(rate), options.resolution) \
         if isinstance(rate_knob, ConcurrencyKnob) else rate / (1 + options.resolution)
     met, row = prober.run(at, rate_knob, (setting,))
-    return LengthCheck("passed" if met else "failed", requests, setting, row)
+    return LengthCheck("passed" if met and not unsteady else "failed", requests, setting, row,
+                       unsteady, steady)
 
 
 def less_resolution(concurrency: int, resolution: float) -> int:

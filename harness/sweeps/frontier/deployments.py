@@ -27,6 +27,10 @@ from .space import Candidate, candidates
 OWN = ("precision", "stack", "cuda_graphs", "micro_batches", "expert_imbalance",
        "memory_utilization")
 KEPT, PRUNED, REFUSED, FAILED = "kept", "pruned", "refused", "failed"
+# The most a P/D deployment's prefill pool carries at its decode pool's full rate: its
+# instances are counted for the decode pool's estimated rate over this, so that its queue,
+# the TTFT, stays bounded at the top of the ladder (a pool near 100 % queues without end).
+PREFILL_LOAD = 0.8
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,19 @@ class Deployment:
     ranks: int = 0
     cap: int = 0
     estimate: Optional[Estimate] = None
+    counts: Tuple[int, int] = (1, 1)  # P/D: prefill and decode instances
     state: str = KEPT
     reason: str = ""
     score: float = math.nan  # its estimate's best y over the device's estimated front there
 
     @property
     def label(self) -> str:
-        return self.candidate.label
+        """The candidate's name; a P/D deployment's with its instance counts (xPyD)."""
+        c = self.candidate
+        if not c.disaggregated:
+            return c.label
+        (x, y), mtp = self.counts, f" MTP{c.mtp}" if c.mtp else ""
+        return f"{x}P {c.prefill.name} + {y}D {c.decode.name}{mtp}"
 
 
 def of_device(the_plan: Plan, point: Point, options: FrontierOptions) -> List[Deployment]:
@@ -121,7 +131,7 @@ def _estimated(the_plan: Plan, point: Point, c: Candidate, own: Dict[str, Any], 
         assert p is not None
         workload = load_workload(p.workload, p.overrides)
     return Deployment(device, c, axes, _devices(workload), _ranks(workload),
-                      _cap(workload), estimate)
+                      _cap(workload), estimate, counts)
 
 
 def _estimate(workload: Workload, c: Candidate, lengths: Lengths, acceptance: float):
@@ -134,8 +144,8 @@ def _estimate(workload: Workload, c: Candidate, lengths: Lengths, acceptance: fl
     estimate = disaggregated(workload.engine_config("released", prefill), prefill.devices,
                              workload.engine_config("released", decode), decode.devices,
                              lengths, acceptance)
-    need = estimate.prefill_per_decode or 1.0
-    counts = (max(1, round(need)), 1) if need >= 1 else (1, max(1, round(1 / need)))
+    need = (estimate.prefill_per_decode or 1.0) / PREFILL_LOAD
+    counts = (math.ceil(need), 1) if need >= 1 else (1, max(1, math.floor(1 / need)))
     return estimate, counts
 
 

@@ -27,20 +27,8 @@ def draw(frontier, metric: str, timed: str):
     notes: list = []  # (text, point, colour): placed once the axes' limits are known
     drew = False
     for i, device in enumerate(frontier.devices):
-        colour = COLOURS[i % len(COLOURS)]
-        mine = points[(points["device"] == device) & points["eligible"]]
-        x, y = drawable(mine[USER]), drawable(mine[column])
-        keep = np.isfinite(x) & np.isfinite(y)
-        if not keep.any():
-            continue
-        drew = True
-        ax.plot(x[keep], y[keep], "o", ms=4, color=colour, markerfacecolor="none", alpha=0.6)
-        front = mine[mine[flag].to_numpy(bool)].sort_values(USER, kind="stable")
-        ax.plot(drawable(front[USER]), drawable(front[column]), "o-", ms=6, color=colour,
-                label=f"{device} ({len(front)} on the front of {int(keep.sum())} eligible)")
-        for (x0, y0), labels in _alike(front, column).items():
-            if len(notes) < MAX_LABELS:  # equal points share one label
-                notes.append(("; ".join(labels), (x0, y0), colour))
+        drew |= _device(ax, points[(points["device"] == device) & points["eligible"]],
+                        device, column, flag, COLOURS[i % len(COLOURS)], notes)
     crowded: list = []
     if not drew:
         nothing(ax, f"no eligible rung has both tok/s per user and {axis}")
@@ -70,6 +58,23 @@ def draw(frontier, metric: str, timed: str):
                    f"why)." if off else "")
                 + (f" Unlabelled, where a label would overlap another: {'; '.join(crowded)}."
                    if crowded else ""))
+
+
+def _device(ax, mine, device: str, column: str, flag: str, colour, notes: list) -> bool:
+    """One device's eligible rungs (hollow) and its front (joined), its front points' labels
+    added to `notes`; False where it has no point to draw."""
+    x, y = drawable(mine[USER]), drawable(mine[column])
+    keep = np.isfinite(x) & np.isfinite(y)
+    if not keep.any():
+        return False
+    ax.plot(x[keep], y[keep], "o", ms=4, color=colour, markerfacecolor="none", alpha=0.6)
+    front = mine[mine[flag].to_numpy(bool)].sort_values(USER, kind="stable")
+    ax.plot(drawable(front[USER]), drawable(front[column]), "o-", ms=6, color=colour,
+            label=f"{device} ({len(front)} on the front of {int(keep.sum())} eligible)")
+    for (x0, y0), labels in _alike(front, column).items():
+        if len(notes) < MAX_LABELS:  # equal points share one label
+            notes.append(("; ".join(labels), (x0, y0), colour))
+    return True
 
 
 def _alike(front, column: str) -> dict:
