@@ -99,6 +99,20 @@ def test_tokens_a_step_count_leading_accepted_drafts():
     assert tokens_per_step(3, 0.5) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
 
 
+def test_a_ladder_stops_where_its_steady_window_misses_the_slo():
+    """Not on the whole run's attainment: a closed loop's first wave arrives at once and
+    queues for its prefill, which no steady load does."""
+    from harness.analysis.steady_state import SteadyState
+    from harness.sweeps.frontier.ladder import _missed
+
+    window = SteadyState(True, "", ttft_p90_s=2.5, tpot_p90_s=0.04)
+    assert _missed(window, {"ttft": 2.0, "tpot": None}).startswith(
+        "the SLO: TTFT p90 over the steady window 2.5 s, over its 2 s")
+    assert _missed(window, {"ttft": 3.0, "tpot": 0.03}).startswith("the SLO: TPOT p90")
+    assert _missed(window, {"ttft": 3.0, "tpot": 0.05}) == ""
+    assert _missed(SteadyState(False, "too short"), {"ttft": 0.1, "tpot": None}) == ""
+
+
 @pytest.mark.slow
 def test_a_search_answers_in_its_tables_and_frontier_md(tmp_path, capsys):
     path = sweep_file(tmp_path, {"mtp": [0], "most": 8, "keep": 2, "levels": [20, 40, 1000],
