@@ -195,8 +195,10 @@ def test_show_reads_a_capacity_sweeps_point_folder(tmp_path, capsys):
     from tests.test_sweep_points import TINY, sweep_file
     from tests.test_sweep_run import InProcess
 
+    # 400 requests: the run at the answer reaches a steady state (the length check asks)
+    base = TINY.replace("requests: 12", "requests: 400") + "slo: {ttft: 0.002}\n"
     path = sweep_file(tmp_path, "base: base.yaml\nmode: capacity\naxes: {device: "
-                                "[modeled:B200]}\n", TINY + "slo: {ttft: 0.002}\n")
+                                "[modeled:B200]}\n", base)
     the_plan = plan(path, (f"output={tmp_path / 'out'}",))
     (point,) = execute(the_plan, InProcess())
     write_table(table([point]), the_plan.folder, "sweep", "parquet")
