@@ -5,6 +5,8 @@ meets the target; a workload whose running sequences plateau early still passes.
 
 import json
 
+import pytest
+
 from harness.analysis.runs import read_run
 from harness.analysis.steady_state import of_run
 from harness.commands import main
@@ -30,6 +32,7 @@ def search(tmp_path, capsys, output, status, *argv):
     return capsys.readouterr().out
 
 
+@pytest.mark.slow  # two capacity searches of 1,000-token decodes
 def test_an_answer_whose_run_is_still_filling_is_refused_though_the_doubled_trace_agrees(
         tmp_path, capsys):
     out = json.loads(search(tmp_path, capsys, 1000, 1, "--json"))

@@ -32,6 +32,8 @@ from tests.test_report_figures import clashes, drawn_figures
 from tests.test_security import FULL
 from tests.test_sweep_fronts import row
 
+pytestmark = pytest.mark.slow  # draws reports' figures
+
 B200, H200 = "modeled:B200", "modeled:H200"
 LEVELS = (25.0, 50.0, 75.0, 100.0)
 STEADY_FILLING = "no steady window: still filling at the last arrival"

@@ -21,6 +21,8 @@ from tests.test_sweep_folder import InProcess
 from tests.test_sweep_fronts import B200, H200, POINTS, row
 from tests.test_sweep_points import TINY, sweep_file
 
+pytestmark = pytest.mark.slow  # runs a capacity sweep and its report
+
 # Zipped: a target every rate meets on a trace long enough to reach a steady state
 # (at_least), one no rate meets (none), and a target met by 12 requests arriving at once (a
 # batch of 12 at most) but not by twice as many, whose second 12 wait for the first's 64

@@ -131,6 +131,7 @@ def test_the_table_is_written_as_declared_with_its_front(grid_plan):
                                          "device": "modeled:B200", "engine.num_kv_blocks": 256}
 
 
+@pytest.mark.slow  # a capacity search of 400 requests
 def test_capacity_mode_answers_with_the_capacity_searchs_result(tmp_path):
     # 400 requests: the run at the answer reaches a steady state (the length check asks)
     base = TINY.replace("requests: 12", "requests: 400") + "slo: {ttft: 0.002}\n"
