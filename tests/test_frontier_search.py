@@ -162,6 +162,16 @@ def test_a_reference_no_point_resolves_to_exits_2_naming_the_devices(tmp_path, c
     assert not (tmp_path / "out").exists()
 
 
+def test_a_device_that_is_not_modeled_exits_2_naming_it(tmp_path, capsys):
+    path = sweep_file(tmp_path, {}, {"device": ["cpu"]})
+    assert main(["sweep", str(path), "--set", f"output={tmp_path / 'out'}",
+                 "--set", "model=tiny", "--set", "deployment.devices=1"]) == 2
+    assert ("search.method frontier: cpu: the search estimates and runs each deployment on "
+            "a modeled device's virtual clock: expected modeled:<profile>") \
+        in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_a_device_left_without_a_deployment_exits_2_naming_it(tmp_path, capsys):
     """Instances of at most 4 H200s cannot hold DeepSeek-V3's weights."""

@@ -17,6 +17,7 @@ from engine.model_config import load_model_config
 from ...analysis import frontier
 from ...traces.of_workload import load_workload_trace
 from ...workload import Workload, load_workload
+from ...workload.schema import executor_spec
 from ..points.execute import Plan
 from ..points.point import Point, Refused, resolve
 from .estimate import Estimate, Lengths, colocated, disaggregated
@@ -65,7 +66,9 @@ def of_device(the_plan: Plan, point: Point, options: FrontierOptions) -> List[De
     """Every candidate of the device at `point`, kept, pruned, refused or failed."""
     workload = load_workload(point.workload, point.overrides)
     values = workload.values
-    profile = load_device_profile(values["device"].split(":", 1)[1])
+    spec = executor_spec(values["device"])
+    assert spec is not None and spec.profile is not None  # search.deployments: modeled
+    profile = load_device_profile(spec.profile)
     model = load_model_config(values["model"])
     scaleup = int(profile.scaleup_devices.value)
     own = {k: _given(v) for k, v in values["deployment"].items() if k in OWN and v is not None}

@@ -16,6 +16,7 @@ import pandas as pd
 from ...io.atomic import atomic_open
 from ...record.table_sink import write_table
 from ...workload import load_workload
+from ...workload.schema import executor_spec
 from ..points.counter import Counter
 from ..points.execute import Plan, Progress, Task
 from ..points.point import Point
@@ -48,6 +49,11 @@ def deployments(the_plan: Plan) -> List[Deployment]:
                          f"{options.reference!r}")
     out: List[Deployment] = []
     for point in grid:
+        spec = executor_spec(point.device)
+        if spec is None or not spec.modeled:
+            raise SweepError(f"{the_plan.sweep.path}: search.method frontier: {point.device}: "
+                             f"the search estimates and runs each deployment on a modeled "
+                             f"device's virtual clock: expected modeled:<profile>")
         theirs = of_device(the_plan, point, options)
         if not any(d.state == KEPT for d in theirs):
             raise SweepError(_empty(the_plan, point, theirs))
