@@ -68,7 +68,7 @@ def _show_sweep(folder: Path, as_json: bool) -> int:
     mode = "run" if outcomes == {"run"} else "capacity" if outcomes else "unknown"
     result = dict(name=folder.name, mode=mode, folder=str(folder),
                   table=str(folder / SWEEP_TABLE), front_by=table.front_by,
-                  **sweep._counts(df), rows=sweep._rows(df))
+                  **sweep.points(df))
     print_json(result) if as_json else sweep.print_text(result)
     return 0
 

@@ -100,7 +100,7 @@ def _sweep(args, seen: Dict[str, Any]) -> int:
             seen["table"] = path = _write(df, the_plan.folder)
     result = dict(sweep=str(the_plan.sweep.path), name=the_plan.sweep.name,
                   mode=the_plan.sweep.mode, folder=str(the_plan.folder), table=str(path),
-                  front_by=args.front_by, **_counts(df), rows=_rows(df))
+                  front_by=args.front_by, **points(df))
     if method == "frontier":
         result["frontier"] = frontier_search.answer_of(the_plan.folder)
     if args.json:
@@ -258,12 +258,18 @@ def _executor(args, the_plan, points: int) -> Callable[[], ContextManager[Execut
     return lambda: ray_tasks(ray)
 
 
-def _counts(df) -> dict:
+def points(df) -> dict:
+    """The sweep table's counts and rows, as `--json` and the text say them."""
+    records = df.astype(object).where(df.notna(), None).to_dict("records")
+    return dict(**_counts(df, records), rows=_rows(records))
+
+
+def _counts(df, records: list) -> dict:
     """The table's counts by status (a point failed or not run is `failed`), and by state
-    (harness/analysis/sweep_state.py): `answered`, `lower_bounds`, `no_answer` by outcome,
-    `not_run`."""
+    (harness/analysis/sweep_state.py) of its rows as `records`: `answered`, `lower_bounds`,
+    `no_answer` by outcome, `not_run`."""
     status = df["status"]
-    by_state = sweep_state.counts(df.astype(object).where(df.notna(), None).to_dict("records"))
+    by_state = sweep_state.counts(records)
     return dict(points=len(df), done=int((status == "done").sum()),
                 skipped=int(df["skipped"].sum()), failed=int((status == "failed").sum()),
                 refused=int((status == "refused").sum()),
@@ -271,13 +277,13 @@ def _counts(df) -> dict:
                                             "not_run")})
 
 
-def _rows(df) -> list:
+def _rows(records: list) -> list:
     import json
 
     return [dict(r, axes=json.loads(r["axes"]), concurrency=None if r["concurrency"] is None
                  or r["concurrency"] != r["concurrency"] else int(r["concurrency"]),
                  state=sweep_state.of(r))
-            for r in df.astype(object).where(df.notna(), None).to_dict("records")]
+            for r in records]
 
 
 def _axes(axes: dict) -> str:

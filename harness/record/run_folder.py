@@ -122,6 +122,14 @@ def read(run_dir: Path) -> dict:
 LINK_PARTS = ("dispatch", "combine", "allreduce")  # timed by the link model without a table
 
 
+def untimed_parts(missing) -> list:
+    """[(what timed them, parts)] of the parts a step model's tables lack: the link model
+    the all-to-alls and all-reduces, rooflines the rest; only those with parts."""
+    return [(how, parts) for how, parts in (
+        ("the link model", [p for p in missing if p in LINK_PARTS]),
+        ("rooflines", [p for p in missing if p not in LINK_PARTS])) if parts]
+
+
 def _step_models(manifest: dict, rows) -> list:
     """What a modeled run's steps were timed by (docs/modeling.md), where kernel tables
     timed any part: each instance's (or each P/D pool's) tables and the parts left to
@@ -147,11 +155,9 @@ def _step_model(m: dict) -> str:
     else:
         source = str(m.get("source", "")).split(",")[0]
         text = f"modeled step: {m.get('stack')} kernel tables ({m.get('table')}; {source})"
-    for how, parts in (("the link model", [p for p in missing if p in LINK_PARTS]),
-                       ("rooflines", [p for p in missing if p not in LINK_PARTS])):
-        if parts:
-            text += f"; by {how}: " + ", ".join(
-                f"{part}{' in part' if part in timed else ''}" for part in parts)
+    for how, parts in untimed_parts(missing):
+        text += f"; by {how}: " + ", ".join(
+            f"{part}{' in part' if part in timed else ''}" for part in parts)
     if missing:
         text += " (the manifest's step_model names each curve the tables lack)"
     return text

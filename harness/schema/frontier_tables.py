@@ -9,6 +9,14 @@ import pyarrow as pa
 from .column import TEXT, Column, Table
 
 I64, F64, BOOL = pa.int64(), pa.float64(), pa.bool_()
+# Each front's measure: its readings' `metric` -> the frontier_points column it reads; the
+# first two each rung says it is on (`front_<metric>`), the others read where some point
+# has the figure (power, prices)
+MEASURES = {"output": "output_tokens_per_s_per_device",
+            "total": "total_tokens_per_s_per_device",
+            "per_kw": "output_tokens_per_kw", "per_dollar_hour": "output_tokens_per_dollar_hour"}
+FLAGGED = ("output", "total")
+STATES = ("kept", "pruned", "refused", "failed")  # frontier_deployments' `state`
 STEADY = "frontier.md#the-steady-state-window"
 FRONT = "frontier.md#the-front-and-its-readings"
 SPACE = "frontier.md#the-deployments"
@@ -115,3 +123,4 @@ FRONTIER_READINGS = Table("frontier_readings", "a device's front read at one lev
     _col("ratio_reason", TEXT, "", "why there is no ratio; empty when there is"),
 ))
 FRONTIER_TABLES = (FRONTIER_POINTS, FRONTIER_DEPLOYMENTS, FRONTIER_READINGS)
+TABLE_NAMES = tuple(t.name for t in FRONTIER_TABLES)  # the files a search writes together

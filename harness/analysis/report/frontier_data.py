@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 from engine.files import not_regular
 
 from ...errors import BadInput
-from ...record.run_folder import LINK_PARTS, read_manifest
+from ...record.run_folder import read_manifest, untimed_parts
+from ...schema.frontier_tables import FLAGGED, MEASURES, STATES, TABLE_NAMES
 from ..runs import check_values
 
-TABLES = ("frontier_points", "frontier_deployments", "frontier_readings")
 NEEDED = {
     "frontier_points": ("device", "deployment", "kind", "concurrency", "point", "status",
                         "tokens_per_s_per_user", "output_tokens_per_s_per_device",
@@ -29,10 +29,8 @@ NEEDED = {
                           "reason", "reference", "ratio", "ratio_low", "ratio_high",
                           "ratio_reason"),
 }
-STATES = ("kept", "pruned", "refused", "failed")  # frontier_deployments' `state`
 # the fronts drawn: the readings' metric -> (its points' column, its front flag)
-DRAWN = {"output": ("output_tokens_per_s_per_device", "front_output"),
-         "total": ("total_tokens_per_s_per_device", "front_total")}
+DRAWN = {m: (MEASURES[m], f"front_{m}") for m in FLAGGED}
 
 
 @dataclass
@@ -70,7 +68,7 @@ class Frontier:
 
 def is_frontier(folder: Path) -> bool:
     """The folder holds a frontier search's answer: any of its tables."""
-    return any((Path(folder) / f"{name}.parquet").exists() for name in TABLES)
+    return any((Path(folder) / f"{name}.parquet").exists() for name in TABLE_NAMES)
 
 
 def read_frontier(folder: Path, sweep_rows: pd.DataFrame) -> Optional[Frontier]:
@@ -81,14 +79,14 @@ def read_frontier(folder: Path, sweep_rows: pd.DataFrame) -> Optional[Frontier]:
     folder = Path(folder)
     if not is_frontier(folder):
         return None
-    points, deployments, readings = (_read(folder / f"{name}.parquet", name) for name in TABLES)
+    points, deployments, readings = (_read(folder / f"{name}.parquet", name) for name in TABLE_NAMES)
     return Frontier(points, deployments, readings, _timed_by(folder, points, sweep_rows))
 
 
 def _read(path: Path, name: str) -> pd.DataFrame:
     why = not_regular(path)
     if why:
-        raise BadInput(f"{path}: {why} (a frontier search writes {', '.join(TABLES)} "
+        raise BadInput(f"{path}: {why} (a frontier search writes {', '.join(TABLE_NAMES)} "
                        f"together)")
     try:
         present = pq.read_schema(path).names
@@ -152,8 +150,6 @@ def _step_model(m) -> str:
         return "rooflines" + (f" ({source})" if source else "")
     text = f"{m['table']} kernel tables ({str(m.get('source', '')).split(',')[0]})"
     missing = [str(part) for part in m.get("missing") or {}]
-    for how, parts in (("the link model", [p for p in missing if p in LINK_PARTS]),
-                       ("rooflines", [p for p in missing if p not in LINK_PARTS])):
-        if parts:
-            text += f", {' and '.join(parts)} by {how}"
+    for how, parts in untimed_parts(missing):
+        text += f", {' and '.join(parts)} by {how}"
     return text

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 
+from ...schema.frontier_tables import STATES
 from .figures import device_fronts
-from .frontier_data import DRAWN, STATES, Frontier
+from .frontier_data import DRAWN, Frontier
 from .headline import fmt
 
 # the readings' metric -> the measure it reads; `output` and `total` always shown, the

@@ -11,15 +11,16 @@ from typing import Dict, Optional, Sequence, Tuple
 import pandas as pd
 
 from ...analysis import frontier
-from ...schema.frontier_tables import FRONTIER_DEPLOYMENTS, FRONTIER_POINTS, FRONTIER_READINGS
+from ...schema.frontier_tables import (
+    FLAGGED,
+    FRONTIER_DEPLOYMENTS,
+    FRONTIER_POINTS,
+    FRONTIER_READINGS,
+    MEASURES,
+)
 from ..points.cost import costs
 from .deployments import Deployment
 from .ladder import Rung
-
-METRICS = {"output": "output_tokens_per_s_per_device",
-           "total": "total_tokens_per_s_per_device",
-           "per_kw": "output_tokens_per_kw", "per_dollar_hour": "output_tokens_per_dollar_hour"}
-FLAGGED = ("output", "total")  # the fronts each rung says it is on
 
 
 def kind(d: Deployment) -> str:
@@ -69,7 +70,7 @@ def points_table(rungs: Sequence[Rung], ttft_limit: Optional[float],
     df = pd.DataFrame(rows, columns=[c for c in FRONTIER_POINTS.names
                                      if not c.startswith("front_")])
     for metric in FLAGGED:
-        column, on = METRICS[metric], set()
+        column, on = MEASURES[metric], set()
         for device in dict.fromkeys(df["device"]):
             on |= {(device, p.label) for p in _front(df[df["device"] == device], column).points}
         df[f"front_{metric}"] = [(r.device, _label(r)) in on for r in df.itertuples()]
@@ -85,21 +86,29 @@ def readings_table(points: pd.DataFrame, levels: Sequence[float],
     """Each device's fronts read at each level, and its ratio to `reference` there."""
     rows = []
     devices = list(dict.fromkeys(points["device"]))
-    for metric, column in METRICS.items():
+    for metric, column in MEASURES.items():
         fronts = {d: _front(points[points["device"] == d], column) for d in devices}
         for level in levels:
             ref = frontier.read(fronts[reference], level) if reference in fronts else None
             for device in devices:
                 reading = frontier.read(fronts[device], level)
-                ratio = frontier.Ratio(reason=f"the reference {reference} has no point") \
-                    if ref is None else frontier.ratio(reading, ref) if device != reference \
-                    else frontier.Ratio(1.0, 1.0, 1.0) if reading.found else \
-                    frontier.Ratio(reason=reading.reason)
+                ratio = _ratio(reading, ref, device == reference, reference)
                 rows.append(dict(metric=metric, device=device, level=level,
                                  **_reading(reading), reference=reference,
                                  ratio=ratio.value, ratio_low=ratio.low,
                                  ratio_high=ratio.high, ratio_reason=ratio.reason))
     return pd.DataFrame(rows, columns=list(FRONTIER_READINGS.names))
+
+
+def _ratio(reading: frontier.Reading, ref: Optional[frontier.Reading], itself: bool,
+           reference: str) -> frontier.Ratio:
+    """The reading over the reference's at its level; the reference over itself exactly 1."""
+    if ref is None:
+        return frontier.Ratio(reason=f"the reference {reference} has no point")
+    if not itself:
+        return frontier.ratio(reading, ref)
+    return frontier.Ratio(1.0, 1.0, 1.0) if reading.found else \
+        frontier.Ratio(reason=reading.reason)
 
 
 def _front(points: pd.DataFrame, column: str) -> frontier.Front:

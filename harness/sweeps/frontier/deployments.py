@@ -15,6 +15,7 @@ from engine.devices.profile import load_device_profile
 from engine.model_config import load_model_config
 
 from ...analysis import frontier
+from ...schema.frontier_tables import STATES
 from ...traces.of_workload import load_workload_trace
 from ...workload import Workload, load_workload
 from ...workload.schema import executor_spec
@@ -27,7 +28,7 @@ from .space import Candidate, candidates
 # The grid point's `deployment:` keys a candidate keeps: the device's software and numbers
 OWN = ("precision", "stack", "cuda_graphs", "micro_batches", "expert_imbalance",
        "memory_utilization")
-KEPT, PRUNED, REFUSED, FAILED = "kept", "pruned", "refused", "failed"
+KEPT, PRUNED, REFUSED, FAILED = STATES
 # The most a P/D deployment's prefill pool carries at its decode pool's full rate: its
 # instances are counted for the decode pool's estimated rate over this, so that its queue,
 # the TTFT, stays bounded at the top of the ladder (a pool near 100 % queues without end).
@@ -74,13 +75,11 @@ def of_device(the_plan: Plan, point: Point, options: FrontierOptions) -> List[De
     own = {k: _given(v) for k, v in values["deployment"].items() if k in OWN and v is not None}
     lengths = _lengths(workload)
     acceptance = values["mtp_acceptance"] or 0.0
-    out = []
-    for c in candidates(scaleup, options.most, model.num_attention_heads,
-                        model.n_routed_experts or 1, options.mtp, options.colocated,
-                        options.disaggregated):
-        out.append(_estimated(the_plan, point, c, own, scaleup, model.n_routed_experts or 1,
-                              lengths, acceptance))
-    return _pruned(out, options)
+    experts = model.n_routed_experts or 1
+    return _pruned([_estimated(the_plan, point, c, own, scaleup, experts, lengths, acceptance)
+                    for c in candidates(scaleup, options.most, model.num_attention_heads,
+                                        experts, options.mtp, options.colocated,
+                                        options.disaggregated)], options)
 
 
 def _given(v: Any) -> Any:

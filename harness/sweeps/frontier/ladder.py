@@ -82,8 +82,8 @@ def _ended(the_plan: Plan, r: Rung, result: Optional[Dict],
            slo: Dict[str, Optional[float]]) -> Rung:
     """The rung with its row and steady state, and why the ladder stops there, if it does."""
     if isinstance(r.point, Refused):
-        failed = dict(row(r.point, None, the_plan.folder), status="refused")
-        return replace(r, row=failed, stop=f"refused: {r.point.reason}")
+        return replace(r, row=row(r.point, None, the_plan.folder),
+                       stop=f"refused: {r.point.reason}")
     assert result is not None
     if result["status"] != "done":
         return replace(r, row=result, stop=f"{result['status']}: {result['reason']}")

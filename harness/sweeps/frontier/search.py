@@ -15,6 +15,7 @@ import pandas as pd
 
 from ...io.atomic import atomic_open
 from ...record.table_sink import write_table
+from ...schema.frontier_tables import FRONTIER_READINGS, TABLE_NAMES
 from ...workload import load_workload
 from ...workload.schema import executor_spec
 from ..points.counter import Counter
@@ -27,7 +28,6 @@ from .estimate import batches
 from .ladder import climb
 from .summary import markdown
 
-TABLES = ("frontier_points", "frontier_deployments", "frontier_readings")
 SUMMARY = "frontier.md"
 # The workload keys each deployment and rung sets: no axis may
 SET_BY_SEARCH = ("deployment.devices", "deployment.attention", "deployment.moe",
@@ -87,8 +87,8 @@ def search(the_plan: Plan, deployments: List[Deployment], executor, task: Task,
 
 def answer_of(folder: Path) -> Dict:
     """What `sweep --json` says of the search: its tables, its readings, frontier.md."""
-    readings = pd.read_parquet(folder / f"{TABLES[2]}.parquet")
-    return dict(tables={name: str(folder / f"{name}.parquet") for name in TABLES},
+    readings = pd.read_parquet(folder / f"{FRONTIER_READINGS.name}.parquet")
+    return dict(tables={name: str(folder / f"{name}.parquet") for name in TABLE_NAMES},
                 summary=str(folder / SUMMARY), summary_text=(folder / SUMMARY).read_text(),
                 readings=readings.astype(object).where(readings.notna(), None)
                 .to_dict("records"))
@@ -102,7 +102,7 @@ def _empty(the_plan: Plan, point: Point, theirs: List[Deployment]) -> str:
 
 def _write(folder: Path, points: pd.DataFrame, deployments: pd.DataFrame,
            readings: pd.DataFrame, summary: str) -> None:
-    for name, df in zip(TABLES, (points, deployments, readings)):
+    for name, df in zip(TABLE_NAMES, (points, deployments, readings)):
         write_table(df, folder, name, "parquet")
     with atomic_open(folder / SUMMARY) as f:
         f.write(summary)

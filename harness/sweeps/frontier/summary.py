@@ -9,12 +9,13 @@ from typing import List
 
 import pandas as pd
 
-# each reading's measure: its heading, its column's unit
-MEASURES = {"output": ("Output tok/s per device", "tok/s per device"),
-            "total": ("Total tok/s per device", "tok/s per device"),
-            "per_kw": ("Output tok/s per kW", "tok/s per kW"),
-            "per_dollar_hour": ("Output tok/s per $/h", "tok/s per $/h")}
-FIRST = ("output", "total")  # always shown
+from ...schema.frontier_tables import FLAGGED
+
+# each measure's heading and unit (schema MEASURES)
+TITLES = {"output": ("Output tok/s per device", "tok/s per device"),
+          "total": ("Total tok/s per device", "tok/s per device"),
+          "per_kw": ("Output tok/s per kW", "tok/s per kW"),
+          "per_dollar_hour": ("Output tok/s per $/h", "tok/s per $/h")}
 
 
 def _number(x: float) -> str:
@@ -32,9 +33,9 @@ def markdown(points: pd.DataFrame, readings: pd.DataFrame, reference: str) -> st
                         "Modeled: each device's steps are timed by its profile's kernel tables "
                         "or rooflines (docs/modeling.md says how far they miss published "
                         "figures). Figures over each run's steady window.", ""]
-    for metric, (title, unit) in MEASURES.items():
+    for metric, (title, unit) in TITLES.items():
         these = readings[readings["metric"] == metric]
-        if metric not in FIRST and not these["value"].notna().any():
+        if metric not in FLAGGED and not these["value"].notna().any():
             continue  # no power or no prices: said in the tables' NaNs, not a page of dashes
         lines += [f"## {title} at equal tok/s per user", "",
                   f"Ratio to {reference}; the interval spans the front's two measured points "
