@@ -70,13 +70,13 @@ class RunData:
 
     def idle_sums(self, names: Sequence[str]) -> Dict[str, np.ndarray]:
         """Per steps-table row, what its step's left-out idle ranks (docs/tables.md, "steps")
-        add to a sum over the step's ranks of each of these count columns: their free KV
-        blocks, 0 to every other count. A steps table from before idle rows were left out
-        adds nothing."""
-        present = "idle_kv_blocks_free" in self.run.columns("steps")
-        n = len(self.step_key())
-        return {name: self.columns("steps", ["idle_kv_blocks_free"])["idle_kv_blocks_free"]
-                if name == "kv_blocks_free" and present else np.zeros(n) for name in names}
+        add to a sum over the step's ranks of these count columns: their free KV blocks;
+        nothing to any other count (a name left out), nor in a steps table from before idle
+        rows were left out."""
+        if "kv_blocks_free" not in names or "idle_kv_blocks_free" not in self.run.columns("steps"):
+            return {}
+        return {"kv_blocks_free":
+                self.columns("steps", ["idle_kv_blocks_free"])["idle_kv_blocks_free"]}
 
     def instances(self, role: str):
         """[(instance, its steps-table rows as a mask)] of one pool of a P/D run, by

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..frontier_data import DRAWN
 from .canvas import done, drawable, figure, nothing
-from .fronts import COLOURS, MAX_LABELS, _annotate
+from .fronts import COLOURS, MAX_LABELS, annotate
 
 AXES = {"output": "output tok/s per device", "total": "total tok/s per device (prompt and "
                                                      "output)"}
@@ -44,7 +44,7 @@ def draw(frontier, metric: str, timed: str):
             ax.set_xlim(right=x.max() * 4)  # room for the rightmost point's label
         ax.set_title(("modeled; " if frontier.modeled else "") + "over each run's steady "
                      "window", loc="left", fontsize=8.5, fontweight="normal", color="#555")
-        crowded = _annotate(ax, notes)
+        crowded = annotate(ax, notes)
         ax.legend(loc="best")
     off = int((~points["eligible"]).sum())
     return done(fig, f"device_fronts_{metric}",

@@ -59,7 +59,7 @@ def draw(sweep, measure: str):
         if x.min() > 0 and x.max() / x.min() > 20:  # levels of 20 beside points of 2,000
             ax.set_xscale("log")
             ax.set_xlim(right=x.max() * 4)  # room for the rightmost point's label
-        crowded = _annotate(ax, notes)
+        crowded = annotate(ax, notes)
         ax.legend(loc="best")
     return done(fig, f"fronts_{_name(measure)}",
                 f"Pareto fronts: {axis} against tokens/s per user",
@@ -145,7 +145,7 @@ def _name(measure: str) -> str:
 OFFSETS = [(4, dy) for dy in (3, -3, 10, -10, 17, -17, 24, -24)]
 
 
-def _annotate(ax, notes) -> list:
+def annotate(ax, notes) -> list:
     """Each label beside its point, at the first of OFFSETS where it stays inside the axes
     and overlaps no label placed before it and no labelled point (extents as the renderer
     lays them out); the labels with no such place are left out, and returned for the
