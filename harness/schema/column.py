@@ -10,6 +10,7 @@ import pyarrow as pa
 
 TEXT = pa.string()
 CODES = pa.dictionary(pa.int8(), pa.string())  # text from a few values, stored as codes
+I32, I64, F64, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 
 
 @dataclass(frozen=True)
@@ -57,3 +58,10 @@ class Table:
             if c.name == name:
                 return c
         raise KeyError(f"the {self.name} table has no column {name!r}")
+
+
+def col(name: str, type_: pa.DataType, unit: str, meaning: str, defined: str = "",
+        values=()) -> Column:
+    """A column declared as the tables declare theirs: a coded column's values in code
+    order."""
+    return Column(name, type_, unit, meaning, defined, tuple(enumerate(values)))

@@ -4,11 +4,8 @@ each device's fronts read at the levels."""
 
 from __future__ import annotations
 
-import pyarrow as pa
+from .column import BOOL, F64, I64, TEXT, Table, col as _col
 
-from .column import TEXT, Column, Table
-
-I64, F64, BOOL = pa.int64(), pa.float64(), pa.bool_()
 # Each front's measure: its readings' `metric` -> the frontier_points column it reads; the
 # first two each rung says it is on (`front_<metric>`), the others read where some point
 # has the figure (power, prices)
@@ -20,10 +17,6 @@ STATES = ("kept", "pruned", "refused", "failed")  # frontier_deployments' `state
 STEADY = "frontier.md#the-steady-state-window"
 FRONT = "frontier.md#the-front-and-its-readings"
 SPACE = "frontier.md#the-deployments"
-
-
-def _col(name, type_, unit, meaning, defined=""):
-    return Column(name, type_, unit, meaning, defined, ())
 
 
 _DEPLOYMENT = (

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .column import CODES, TEXT, Column, Table
+from .column import BOOL, CODES, F64, I32, I64, TEXT, Column, Table, col as _col
 from .frontier_tables import FRONTIER_TABLES
 
-I32, I64, F64, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 WORK = "metrics.md#work-per-step"
 PER_REQUEST = "metrics.md#per-request"
 DECODE_STALL = "metrics.md#decode-stall"
@@ -23,10 +22,6 @@ DP_IMBALANCE = "metrics.md#dp-imbalance"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
 CAPACITY_DOC = "capacity.md#the-search"
-
-
-def _col(name, type_, unit, meaning, defined="", values=()):
-    return Column(name, type_, unit, meaning, defined, tuple(enumerate(values)))
 
 
 # The labels the table sink adds to every table of a run, one value per run.
