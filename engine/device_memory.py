@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,6 +44,7 @@ class DeviceMemory:
         return int(self.kv_budget // (block_size * self.kv_per_token))
 
 
+@lru_cache(maxsize=None)  # a search sizes hundreds of deployments of a few models
 def attention_params(cfg: ModelConfig, ratio: int) -> float:
     """One attention layer's weights (projections, indexer, compressor)."""
     none = np.zeros(0, np.int64)

@@ -18,7 +18,9 @@ PyYAML's SafeLoader with YAML 1.2's number rules (YAML 1.1's, PyYAML's own, read
 
 from __future__ import annotations
 
+import copy
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
@@ -101,13 +103,26 @@ def load_with_lines(path: Path) -> Tuple[Any, Dict[KeyPath, int]]:
         line = data[:e.start].count(b"\n") + 1
         raise YamlError(f"{path}:{line}: not a YAML text file: expected UTF-8, got the byte "
                         f"{data[e.start]:#04x}") from None
-    lines: Dict[KeyPath, int] = {}
-    value = _load(text, str(path), lines)
-    return ({} if value is None else value), lines
+    value, lines = _document(text, str(path))
+    return ({} if value is None else copy.deepcopy(value)), dict(lines)
 
 
 def load_value(text: str, label: str) -> Any:
     """One YAML value (a --set VALUE) under the workload's rules; YamlError naming label."""
+    return copy.deepcopy(_value(text, label))
+
+
+# Parsed once per text: a sweep resolves hundreds of points from one base file and a few
+# dozen --set values, and the pure-Python loader takes milliseconds a document. Callers
+# get copies, as the values are mutable.
+@lru_cache(maxsize=256)
+def _document(text: str, label: str) -> Tuple[Any, Dict[KeyPath, int]]:
+    lines: Dict[KeyPath, int] = {}
+    return _load(text, label, lines), lines
+
+
+@lru_cache(maxsize=4096)
+def _value(text: str, label: str) -> Any:
     return _load(text, label, {}, at_line=False, invalid="the value is not valid YAML")
 
 

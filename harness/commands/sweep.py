@@ -132,8 +132,10 @@ def _points(the_plan, executor, args, progress, deployments: list) -> list:
 
     if the_plan.sweep.method == "frontier":
         from ..sweeps.frontier.search import search as frontier
+        from ..sweeps.points.ray_cluster import RayTasks
+        workers = executor.cpus() if isinstance(executor, RayTasks) else args.workers
         return frontier(the_plan, deployments, executor, run_unless_stopped, args.fresh,
-                        progress)
+                        progress, workers)
     if the_plan.sweep.method == "pd_ratio":
         return ratio_search.search(the_plan, executor, run_unless_stopped, args.fresh, progress)
     if the_plan.sweep.method == "optuna":

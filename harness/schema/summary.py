@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Collection, Dict, Iterable, List, Mapping, Optional, Tuple
 
 # A distribution's statistics (harness/record/metrics.py `describe`): its count in samples.
@@ -136,12 +137,16 @@ _DEVICE_PREFIX = r"(?:gpu|npu)\d+_"
 _POOL_PREFIX = re.compile(r"(?:prefill|decode)\d*_")
 
 
+_PATTERNS = tuple((re.compile(re.escape(m.name).replace(re.escape(DEVICE), _DEVICE_PREFIX)), m)
+                  for m in SUMMARY)
+
+
+@lru_cache(maxsize=None)  # a run's reads ask for the same few hundred names
 def find(metric: str) -> Optional[Metric]:
     """The catalogue's entry for a summary row's metric (a device's by its pattern, a
     pool's by its name's prefix)."""
-    for m in SUMMARY:
-        pattern = re.escape(m.name).replace(re.escape(DEVICE), _DEVICE_PREFIX)
-        if re.fullmatch(pattern, metric):
+    for pattern, m in _PATTERNS:
+        if pattern.fullmatch(metric):
             return m
     pool = _POOL_PREFIX.match(metric)
     if pool:

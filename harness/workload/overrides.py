@@ -7,6 +7,7 @@ collection followed by a comment is refused (docs/workloads.md, "--set")."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, Tuple
 
 
@@ -25,6 +26,7 @@ def parse_set(item: str) -> Tuple[Tuple[str, ...], Any]:
     return parts, raw.strip() if _read_otherwise(item, raw) else value
 
 
+@lru_cache(maxsize=4096)  # a sweep's points share their --set values: composed once each
 def _read_otherwise(item: str, raw: str) -> bool:
     """Whether YAML reads `raw` as other than one value written out in full: as a plain
     text and a comment (`D/my results #1` is `D/my results`), as a block mapping or list

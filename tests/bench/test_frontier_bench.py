@@ -3,7 +3,7 @@
 `keep`, each survivor's ladder run, the fronts read; with one and with two workers of this
 host's pool, each `steptrace sweep` in its own process. Targets: with benchmarks enabled,
 30 deployments and at least 6 rungs each in under 10 minutes on two workers, and two
-workers at least 1.6x one (the rungs of a wave are independent runs).
+workers at least 1.6x one (each ladder climbs while the others run).
 
 Run: python -m pytest tests/bench/test_frontier_bench.py -m slow --benchmark-enable -s
 In the slow tier (benchmarks disabled) it runs a front of 2 deployments, as a smoke test.

@@ -1,9 +1,9 @@
 """Each kept deployment run over a ladder of closed-loop concurrencies (docs/frontier.md,
 "The ladder"): one more row on every decode rank a rung (1, 2, 4, ... sequences a rank, up
-to its batch cap), until a rung's steady window misses the SLO. The rungs run in waves,
-the i-th rung of every deployment still climbing together, each a point of the sweep (its
-own folder, resumed as any point), so the host's pool and a Ray cluster run the same
-points."""
+to its batch cap), until a rung's steady window misses the SLO. Each rung is a point of
+the sweep (its own folder, resumed as any point), so the host's pool and a Ray cluster run
+the same points; a ladder's next rung starts as soon as its last has ended, its steady
+window read where it ran."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from ...analysis.runs import read_run
 from ...analysis.steady_state import SteadyState, of_run
 from ..points.counter import Counter
-from ..points.execute import Plan, Task, execute
+from ..points.execute import Fan, Plan, Task
 from ..points.point import Point, Refused, resolve
 from ..points.table import row
 from .deployments import Deployment
@@ -41,31 +41,50 @@ class Rung:
 
 def climb(the_plan: Plan, deployments: List[Deployment], options: FrontierOptions,
           slo: Dict[str, Optional[float]], executor, task: Task, fresh: bool,
-          counter: Counter) -> List[Rung]:
-    """Every rung run, wave by wave, in the deployments' order then the ladder's, until
-    the steady window misses a limit of `slo` (the base's)."""
+          counter: Counter, workers: int) -> List[Rung]:
+    """Every rung run, in the deployments' order then the ladder's, until the steady window
+    misses a limit of `slo` (the base's). The rung of the highest concurrency starts
+    first (the largest deployments' top rungs are the search's longest runs: started last,
+    they would run alone at its end), with one queued behind each of the `workers` running,
+    so that no worker waits for the driver to read a rung's end."""
     ladders = {id(d): batches(d.cap) for d in deployments}
-    climbing = list(deployments)
-    rungs: List[Rung] = []
-    step = 0
-    while climbing:
-        wave = [_rung(the_plan, d, ladders[id(d)][step], options) for d in climbing]
-        runnable = [r for r in wave if isinstance(r.point, Point)]
-        rows = execute(replace(the_plan, points=tuple(r.point for r in runnable)), executor,
-                       fresh, counter.stage(), task)
-        ran = {id(r): x for r, x in zip(runnable, rows)}
-        step += 1
-        next_climbing = []
-        for r in wave:
-            r = _ended(the_plan, r, ran.get(id(r)), slo)
-            if not r.stop and step == len(ladders[id(r.deployment)]):
-                r = replace(r, stop=f"the batch cap, {r.deployment.cap} sequences a rank: "
-                                    f"the SLO held on every steady rung")
-            rungs.append(r)
-            if not r.stop:
-                next_climbing.append(r.deployment)
-        climbing = next_climbing
-    return rungs
+    climbed: Dict[int, List[Rung]] = {id(d): [] for d in deployments}
+    ready = [_rung(the_plan, d, ladders[id(d)][0], options) for d in deployments]
+    running: Dict[int, Rung] = {}  # by id(point)
+
+    def settle(r: Rung, result: Optional[Dict], skipped: bool = False) -> None:
+        ladder, done = ladders[id(r.deployment)], climbed[id(r.deployment)]
+        r = _ended(the_plan, r, result, skipped, slo)
+        if not r.stop and len(done) + 1 == len(ladder):
+            r = replace(r, stop=f"the batch cap, {r.deployment.cap} sequences a rank: "
+                                f"the SLO held on every steady rung")
+        done.append(r)
+        if not r.stop:
+            ready.append(_rung(the_plan, r.deployment, ladder[len(done)], options))
+
+    fan = Fan(executor, measured, fresh, counter.stage(), counter.total, args=(task,))
+    try:
+        while ready or fan.busy:
+            while ready and len(fan.running) < 2 * workers:
+                r = ready.pop(max(range(len(ready)), key=lambda i: (ready[i].concurrency, -i)))
+                if isinstance(r.point, Point):
+                    running[id(r.point)] = r
+                    fan.start(r.point)
+                else:
+                    settle(r, None)
+            for point, result, skipped in fan.ended():
+                settle(running.pop(id(point)), result, skipped)
+    finally:  # on a signal: no rung not yet started starts
+        fan.cancel()
+    return [r for d in deployments for r in climbed[id(d)]]
+
+
+def measured(point: Point, task: Task) -> Dict:
+    """`task`'s result of a rung's point, with its run's steady state read where it ran."""
+    result = task(point)
+    if result["status"] == "done":
+        result = dict(result, steady=_steady(result["run_dir"]))
+    return result
 
 
 def _rung(the_plan: Plan, d: Deployment, batch: int, options: FrontierOptions) -> Rung:
@@ -78,17 +97,18 @@ def _rung(the_plan: Plan, d: Deployment, batch: int, options: FrontierOptions) -
     return Rung(d, batch, concurrency, requests, point, {}, SteadyState(False, "not run"))
 
 
-def _ended(the_plan: Plan, r: Rung, result: Optional[Dict],
+def _ended(the_plan: Plan, r: Rung, result: Optional[Dict], skipped: bool,
            slo: Dict[str, Optional[float]]) -> Rung:
     """The rung with its row and steady state, and why the ladder stops there, if it does."""
     if isinstance(r.point, Refused):
         return replace(r, row=row(r.point, None, the_plan.folder),
                        stop=f"refused: {r.point.reason}")
     assert result is not None
+    ran = row(r.point, result, the_plan.folder, skipped)
     if result["status"] != "done":
-        return replace(r, row=result, stop=f"{result['status']}: {result['reason']}")
-    steady = _steady(result["run_dir"])
-    return replace(r, row=result, steady=steady, stop=_missed(steady, slo))
+        return replace(r, row=ran, stop=f"{result['status']}: {result['reason']}")
+    steady = result.get("steady") or _steady(result["run_dir"])  # skipped: read here
+    return replace(r, row=ran, steady=steady, stop=_missed(steady, slo))
 
 
 def _missed(steady: SteadyState, slo: Dict[str, Optional[float]]) -> str:

@@ -67,15 +67,18 @@ def planned(deployments: List[Deployment]) -> int:
 
 
 def search(the_plan: Plan, deployments: List[Deployment], executor, task: Task,
-           fresh: bool = False, progress: Optional[Progress] = None) -> List[Dict]:
+           fresh: bool = False, progress: Optional[Progress] = None,
+           workers: int = 1) -> List[Dict]:
     """The rungs' sweep rows, in the devices' order, then the deployments', then the
-    ladders'; the frontier's tables written beside the sweep's."""
+    ladders'; `workers` rungs run at once (the pool's, or the Ray cluster's CPUs). The
+    frontier's tables written beside the sweep's."""
     options = the_plan.sweep.frontier
     assert options is not None
     kept = [d for d in deployments if d.state == KEPT]
     counter = Counter(planned(deployments), progress)
     values = load_workload(the_plan.sweep.base, the_plan.sets).values
-    rungs = climb(the_plan, kept, options, values["slo"], executor, task, fresh, counter)
+    rungs = climb(the_plan, kept, options, values["slo"], executor, task, fresh, counter,
+                  workers)
     counter.finish()
     points = answer.points_table(rungs, values["slo"]["ttft"], the_plan.sweep.prices)
     reference = options.reference or kept[0].device

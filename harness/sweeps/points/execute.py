@@ -4,7 +4,7 @@ point a task, to an executor's processes; the rows gathered in the grid's order.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple, Union
@@ -87,46 +87,83 @@ def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
     """Every point's row, in the grid's order, each point run by `task` on `executor`. A
     point whose folder holds a complete result is not run again unless `fresh`; a point
     that fails is recorded and the others go on."""
-    counts = dict(done=0, skipped=0, failed=0, left=len(the_plan.unique))
-    results: Dict[str, Dict] = {}
-    skipped = set()
-    todo = []
-    for point in the_plan.unique:
-        done = None if fresh else marker.read(point.folder)
-        if done is not None:
-            results[point.key] = done
-            skipped.add(point.key)
-            _count(counts, "skipped", progress)
-        else:
-            todo.append(point)
-    _fan_out(todo, executor, task, results, counts, progress)
-    return [row(p, results.get(p.key) if isinstance(p, Point) else None, the_plan.folder,
-                isinstance(p, Point) and p.key in skipped) for p in the_plan.points]
-
-
-def _fan_out(todo: List[Point], executor: Executor, task: Task, results: Dict[str, Dict],
-             counts: Dict[str, int], progress: Optional[Progress]) -> None:
-    futures = {executor.submit(task, p): p for p in todo}
+    fan = Fan(executor, task, fresh, progress, len(the_plan.unique))
+    results: Dict[str, Tuple[Dict, bool]] = {}
     try:
-        for future in as_completed(futures):
-            try:
-                result = future.result()
-            except Exception as e:  # noqa: BLE001 - the point's process died (a broken pool)
-                result = dict(empty_answer(), status="failed",
-                              reason=f"the point's process ended: {type(e).__name__}: {e}")
-            point = futures[future]
-            if result["status"] == "done" and marker.read(point.folder) is None:
-                result = dict(empty_answer(), status="failed", reason=_NOT_SEEN.format(
-                    folder=point.folder, marker=marker.MARKER))
-            results[point.key] = result
-            _count(counts, "done" if result["status"] == "done" else "failed", progress)
+        for point in the_plan.unique:
+            fan.start(point)
+        while fan.busy:
+            for point, result, skipped in fan.ended():
+                results[point.key] = result, skipped
     finally:  # on a signal: no point not yet started starts
-        for future in futures:
+        fan.cancel()
+    ran = [results.get(p.key, (None, False)) if isinstance(p, Point) else (None, False)
+           for p in the_plan.points]
+    return [row(p, result, the_plan.folder, skipped)
+            for p, (result, skipped) in zip(the_plan.points, ran)]
+
+
+class Fan:
+    """Points started one at a time on `executor`, each run by `task(point, *args)`, and
+    their results taken as they end: a point whose folder holds a complete result ends at
+    once, skipped, unless `fresh`; one whose process dies, or whose folder the driver
+    cannot see, is failed. The counts (done, skipped, failed, left of `planned`) go to
+    `progress` as points end."""
+
+    def __init__(self, executor: Executor, task: Callable[..., Dict], fresh: bool = False,
+                 progress: Optional[Progress] = None, planned: int = 0, args: tuple = ()):
+        self.executor, self.task, self.args, self.fresh = executor, task, args, fresh
+        self.progress = progress
+        self.counts = dict(done=0, skipped=0, failed=0, left=planned)
+        self.running: Dict[Future, Point] = {}
+        self._ended: List[Tuple[Point, Dict, bool]] = []
+
+    @property
+    def busy(self) -> bool:
+        """Some point started and not yet taken by ended()."""
+        return bool(self.running or self._ended)
+
+    def start(self, point: Point) -> None:
+        done = None if self.fresh else marker.read(point.folder)
+        if done is not None:
+            self._end(point, done, True)
+        else:
+            self.running[self.executor.submit(self.task, point, *self.args)] = point
+
+    def ended(self) -> List[Tuple[Point, Dict, bool]]:
+        """(point, result, skipped) of each point ended since the last call, waiting for
+        one to end if none has."""
+        if not self._ended and self.running:
+            finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                point = self.running.pop(future)
+                self._end(point, _result(future, point), False)
+        ended, self._ended = self._ended, []
+        return ended
+
+    def cancel(self) -> None:
+        """No point started and not yet running starts."""
+        for future in self.running:
             future.cancel()
 
+    def _end(self, point: Point, result: Dict, skipped: bool) -> None:
+        self._ended.append((point, result, skipped))
+        what = "skipped" if skipped else "done" if result["status"] == "done" else "failed"
+        self.counts[what] += 1
+        self.counts["left"] = max(0, self.counts["left"] - 1)
+        if self.progress is not None:
+            self.progress(dict(self.counts))
 
-def _count(counts: Dict[str, int], what: str, progress: Optional[Progress]) -> None:
-    counts[what] += 1
-    counts["left"] -= 1
-    if progress is not None:
-        progress(dict(counts))
+
+def _result(future: Future, point: Point) -> Dict:
+    try:
+        result = future.result()
+    except Exception as e:  # noqa: BLE001 - the point's process died (a broken pool)
+        return dict(empty_answer(), status="failed",
+                    reason=f"the point's process ended: {type(e).__name__}: {e}")
+    if result["status"] == "done" and marker.read(point.folder) is None:
+        return dict(empty_answer(), status="failed", reason=_NOT_SEEN.format(
+            folder=point.folder, marker=marker.MARKER))
+    return result
+
+

@@ -40,6 +40,10 @@ class RayTasks(Executor):
         self.refs.append(ref)
         return ref.future()
 
+    def cpus(self) -> int:
+        """The cluster's CPUs now: how many points run at once."""
+        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+
     def cancel_all(self) -> None:
         """Queued tasks never start; running ones get a KeyboardInterrupt, which stops
         their run as Ctrl-C stops `steptrace run`; waited for, so no point is left

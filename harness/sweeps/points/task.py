@@ -49,8 +49,9 @@ def _run(workload) -> Dict:
     from ..sweep import run_workload
 
     (run_dir,) = run_workload(workload)  # point.refusal(): one planned run
-    return dict(_measured(run_dir), outcome="run",
-                rate=_read(run_dir).value("throughput.requests"), concurrency=None)
+    run = _read(run_dir)
+    return dict(_measured(run), outcome="run", rate=run.value("throughput.requests"),
+                concurrency=None)
 
 
 def _capacity(point: Point, workload) -> Dict:
@@ -60,7 +61,7 @@ def _capacity(point: Point, workload) -> Dict:
     at = capacity.at_capacity
     if at is None:  # no rate met the target: no answer, the search's folder
         return dict(empty_answer(), run_dir=str(capacity.folder), outcome=capacity.outcome)
-    measured = _measured(capacity.folder / at["run_id"])
+    measured = _measured(_read(capacity.folder / at["run_id"]))
     return dict(measured, outcome=capacity.outcome, rate=at["rate"],
                 concurrency=at["concurrency"])
 
@@ -71,18 +72,17 @@ def _read(run_dir):
     return read_run(run_dir)
 
 
-def _measured(run_dir) -> Dict:
-    """The answer's summary values of one complete run, per device and per user too, and
-    its power per device (power.py)."""
+def _measured(run) -> Dict:
+    """The answer's summary values of one complete run (read with analysis/runs.py), per
+    device and per user too, and its power per device (power.py)."""
     from .power import run_power
 
-    run = _read(run_dir)
     if run.state != "complete":  # stopped by a signal, or failed: not an answer
-        raise RuntimeError(f"the run {run_dir} is {run.state}")
+        raise RuntimeError(f"the run {run.path} is {run.state}")
     values = {column: run.value(name) for column, name in SUMMARY_VALUES.items()}
     tpot = values["tpot_p50_s"]
     power = run_power(run)
-    return dict(values, run_dir=str(run_dir), power_w=power.watts,
+    return dict(values, run_dir=str(run.path), power_w=power.watts,
                 power_source=power.source, busy=power.busy,
                 output_tokens_per_device=values["output_tokens_per_s"] / run.devices,
                 tokens_per_s_per_user=1 / tpot if tpot > 0 else math.nan)
