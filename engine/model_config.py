@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
-from .files import check_regular
-from .yaml_lines import load_with_lines
+from fileio.regular import check_regular
+from fileio.yaml_lines import load_with_lines
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 ARCHITECTURES = ("deepseek_v3", "deepseek_v4")

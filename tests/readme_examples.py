@@ -1,10 +1,11 @@
-"""The README's example outputs, made by the commands they show.
+"""The example outputs README.md and the docs show, made by the commands they show.
 
     python -m tests.readme_examples --write [NAME ...]   # run them, rewrite their blocks
     python -m tests.readme_examples [NAME ...]           # run them, check the blocks
 
-An example's block in README.md follows a line `<!-- example: NAME -->`. Each runs in a
-fresh working directory (so its paths read `results/...`), from the repository's files.
+An example's block follows a line `<!-- example: NAME -->` on its page (README.md's
+quickstart; the others on the docs page they belong to). Each runs in a fresh working
+directory (so its paths read `results/...`), from the repository's files.
 The check holds every line of a block to the command's output, exactly where the output is
 the model's (a modeled run's figures, a plan's counts), and in its shape where the host
 times it (its numbers masked: a timing, a CPU share, a busy host's note, a run's time
@@ -27,8 +28,7 @@ from pathlib import Path
 from typing import List, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
-MARK = "<!-- example: {} -->"
+MARKER = re.compile(r"<!-- example: ([\w-]+) -->")
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?")
 STAMP = re.compile(r"\d{8}-\d{6}")  # a run folder's time stamp
 NOTE = re.compile(r"\s*note: ")
@@ -37,6 +37,7 @@ NOTE = re.compile(r"\s*note: ")
 @dataclass(frozen=True)
 class Example:
     name: str
+    page: str  # the file that shows it, relative to the repository
     commands: Tuple[Tuple[str, ...], ...]  # the last one's output is the block
     host_timed: str  # a regex: lines whose numbers the host times, checked in shape only
 
@@ -46,17 +47,18 @@ def _steptrace(*args: str) -> Tuple[str, ...]:
 
 
 EXAMPLES = {e.name: e for e in (
-    Example("quickstart", (_steptrace("run", str(REPO / "workloads" / "quickstart.yaml")),),
-            r"."),
-    Example("pd", (_steptrace("run", str(REPO / "workloads" / "pd_azure_code_h800.yaml")),),
+    Example("quickstart", "README.md",
+            (_steptrace("run", str(REPO / "workloads" / "quickstart.yaml")),), r"."),
+    Example("pd", "docs/disaggregation.md",
+            (_steptrace("run", str(REPO / "workloads" / "pd_azure_code_h800.yaml")),),
             r"process_cpu|host_cpu|note: busy host"),
-    Example("replay-scheduler", (_steptrace("replay-scheduler", str(
+    Example("replay-scheduler", "docs/scheduling.md", (_steptrace("replay-scheduler", str(
         REPO / "workloads" / "traces" / "synthetic_small.csv")),),
             r"schedule\(\) p|faster per schedule"),
-    Example("sweep", (_steptrace(
+    Example("sweep", "docs/sweeps.md", (_steptrace(
         "sweep", str(REPO / "workloads" / "sweeps" / "batch_mtp.yaml"), "--workers", "2"),),
             r"$^"),
-    Example("gate", (
+    Example("gate", "docs/comparing.md", (
         _steptrace("run", str(REPO / "workloads" / "ci_gate.yaml"),
                    "--set", "engine.max_num_batched_tokens=1024"),
         ("GATE",)), r"$^"),
@@ -87,7 +89,7 @@ def blocks(text: str) -> dict:
     lines = text.splitlines()
     found = {}
     for i, line in enumerate(lines):
-        m = re.fullmatch(r"<!-- example: ([\w-]+) -->", line)
+        m = MARKER.fullmatch(line)
         if m:
             start = i + 2  # past the fence
             end = lines.index("```", start)
@@ -103,7 +105,7 @@ def shape(line: str, host_timed: str) -> str:
 
 
 def differences(example: Example, shown: Sequence[str], made: Sequence[str]) -> List[str]:
-    """What differs between the README's block and the command's output, line by line; a
+    """What differs between the page's block and the command's output, line by line; a
     note the host's state decides (a busy host, an engine that fell behind) is left out."""
     shown, made = ([line for line in lines if not NOTE.match(line)] for lines in (shown, made))
     out = []
@@ -111,34 +113,34 @@ def differences(example: Example, shown: Sequence[str], made: Sequence[str]) -> 
         a = shown[i] if i < len(shown) else "(no line)"
         b = made[i] if i < len(made) else "(no line)"
         if shape(a, example.host_timed) != shape(b, example.host_timed):
-            out.append(f"line {i + 1}: README {a!r}, the command {b!r}")
+            out.append(f"line {i + 1}: shown {a!r}, the command {b!r}")
     return out
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.readme_examples")
     p.add_argument("names", nargs="*", help=f"examples (default: all): {', '.join(EXAMPLES)}")
-    p.add_argument("--write", action="store_true", help="rewrite the README's blocks")
+    p.add_argument("--write", action="store_true", help="rewrite the pages' blocks")
     args = p.parse_args(argv)
-    text = README.read_text()
-    marked = blocks(text)
+    texts = {}  # page -> its text, as rewritten so far
     failed = 0
     for name in args.names or list(EXAMPLES):
         example = EXAMPLES[name]
+        text = texts.setdefault(example.page, (REPO / example.page).read_text())
         made = run(example)
-        start, end = marked[name]
+        start, end = blocks(text)[name]
         lines = text.splitlines()
         if args.write:
-            text = "\n".join(lines[:start] + made + lines[end:]) + "\n"
-            marked = blocks(text)
+            texts[example.page] = "\n".join(lines[:start] + made + lines[end:]) + "\n"
             continue
         diff = differences(example, lines[start:end], made)
         if diff:
             failed += 1
-            print(f"README.md example {name!r} differs from its command's output "
+            print(f"{example.page}: example {name!r} differs from its command's output "
                   f"(python -m tests.readme_examples --write {name}):", *diff[:5], sep="\n  ")
     if args.write:
-        README.write_text(text)
+        for page, text in texts.items():
+            (REPO / page).write_text(text)
     return 1 if failed else 0
 
 

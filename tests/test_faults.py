@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fileio import atomic
+from fileio.atomic import NotAnOutputFile, WriteFailed, atomic_open
 from harness.commands import main
-from harness.io import atomic
-from harness.io.atomic import NotAnOutputFile, WriteFailed, atomic_open
 from harness.io.interrupt import Stop
 from harness.record import run_folder
 from harness.record.run_folder import read_requests
@@ -53,7 +53,7 @@ def listing(folder):
 
 @pytest.fixture
 def full_disk(monkeypatch):
-    """full_disk(room=0, when=...): files harness.io.atomic opens whose final name passes `when`
+    """full_disk(room=0, when=...): files fileio.atomic opens whose final name passes `when`
     get `room` bytes before ENOSPC."""
     def install(room=0, when=lambda final_name: True):
         def fake_open(path, mode, **kwargs):

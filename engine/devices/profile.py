@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple, Union
 
-from ..files import check_regular, not_regular
-from ..yaml_lines import KeyPath, load_with_lines
+from fileio.regular import check_regular, not_regular
+from fileio.yaml_lines import KeyPath, load_with_lines
 
 DEVICES_DIR = Path(__file__).resolve().parent
 KERNELS_DIR = DEVICES_DIR.parent / "kernels"  # the bundled kernel tables

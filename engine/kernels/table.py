@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ..files import check_regular
+from fileio.regular import check_regular
 
 # family -> what `tokens` counts for it, and the keys its rows carry besides tokens
 FAMILIES: Mapping[str, Tuple[str, Tuple[str, ...]]] = {

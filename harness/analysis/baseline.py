@@ -24,10 +24,11 @@ from typing import Callable, Iterator, List, Sequence, Tuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fileio.atomic import WriteFailed
+from fileio.json_file import read_json
+
 from ..errors import BadInput
-from ..io.atomic import WriteFailed
 from ..io.interrupt import Stop, signals_stop
-from ..io.json_file import read_json
 from .destination import BASELINE_MARKER, check_place, contents, listed, name, them
 from .exact import TABLES, compared_columns
 from .runs import Run

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, TypeGuard
 
-from engine.files import not_regular
+from fileio.atomic import atomic_open
+from fileio.regular import not_regular
 
 from ..errors import BadInput
-from ..io.atomic import atomic_open
 
 FAST = "cpp"        # the `impl` parameter of the C++ side; the other side is the reference
 TOLERANCE = 0.6  # N = 1,024: 169x on a quiet host, 328 - 1,538x on a busy one (2026-12-01)

@@ -15,9 +15,10 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from fileio.atomic import atomic_open
+from fileio.json_file import read_json
+
 from ..errors import BadInput
-from ..io.atomic import atomic_open
-from ..io.json_file import read_json
 from .destination import check_place, contents, listed, name
 
 MARKER = "history.json"

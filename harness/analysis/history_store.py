@@ -4,7 +4,7 @@ per (metric, stat), with the run's labels and the commit of the engine it measur
 the marker that says `add` made the folder (harness/analysis/history_place.py).
 
 Every file is written whole under a hidden temporary name and renamed into place
-(harness/io/atomic.py), and its name is the run's identity: two `add`s never write the
+(fileio/atomic.py), and its name is the run's identity: two `add`s never write the
 same file but for the same run (then either rename leaves the same rows), a run added again
 is found by name and skipped, and a kill mid-add leaves only a hidden `.*.tmp` file,
 which reading ignores.
@@ -24,10 +24,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.files import not_regular
+from fileio.atomic import atomic_open
+from fileio.regular import not_regular
 
 from ..errors import BadInput
-from ..io.atomic import atomic_open
 from ..io.one_word import one_word
 from . import history_place
 from .runs import Run

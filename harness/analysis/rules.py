@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from engine.files import NotAFile, check_regular
-from engine.yaml_lines import YamlError, load_with_lines
+from fileio.regular import NotAFile, check_regular
+from fileio.yaml_lines import YamlError, load_with_lines
 
 from ..errors import BadInput
 from .compare import NEGLIGIBLE

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.files import not_regular
+from fileio.regular import not_regular
 
 from ..errors import BadInput
 from ..record import run_folder

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from engine.devices.detect import REQUESTS
+from fileio.atomic import NotAnOutputFile, check_output
 
 from ..errors import BadInput, RunFailed
-from ..io.atomic import NotAnOutputFile, check_output
 from .common import add_json, print_json
 
 TOKENS_MAX = 1 << 20

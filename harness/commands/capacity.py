@@ -49,7 +49,8 @@ def add(p) -> None:
 
 
 def main(args) -> int:
-    from ..io.atomic import WriteFailed
+    from fileio.atomic import WriteFailed
+
     from ..io.interrupt import Stop, signals_stop
     from ..sweeps.capacity import CapacityError, Options, Stopped, find
 
@@ -72,7 +73,7 @@ def main(args) -> int:
         except Stopped as e:
             print(f"steptrace: interrupted by {stop.signal_name}: {e}", file=sys.stderr)
             return stop.exit_code
-        except WriteFailed as e:  # an output could not be written (harness/io/atomic.py)
+        except WriteFailed as e:  # an output could not be written (fileio/atomic.py)
             raise RunFailed(e) from e
         except Exception as e:  # a probe's run failed: report it, with what is on disk
             raise RunFailed(f"{type(e).__name__}: {e}") from e

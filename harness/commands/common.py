@@ -6,7 +6,7 @@ import re
 import sys
 from contextlib import contextmanager
 
-from ..io.json_text import json_text
+from fileio.json_text import json_text
 
 # What a terminal would act on rather than show: C0 controls but tab, newline and carriage
 # return (a progress bar's), DEL and C1 controls (ESC and CSI start escape sequences that

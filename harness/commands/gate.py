@@ -7,8 +7,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from fileio.atomic import WriteFailed
+
 from ..errors import BadInput, RunFailed
-from ..io.atomic import WriteFailed
 from .common import add_json, fail, print_json
 
 

@@ -10,11 +10,12 @@ from functools import partial
 from pathlib import Path
 from typing import List
 
+from fileio.atomic import WriteFailed
+
 from ..analysis import change_points, history_bench, history_series, history_store
 from ..analysis.gate import check_complete
 from ..analysis.runs import find_runs, read_run
 from ..errors import BadInput, RunFailed
-from ..io.atomic import WriteFailed
 from .common import add_json, print_json
 
 

@@ -20,7 +20,7 @@ from ..traces.read import read_trace
 from ..workload.overrides import parse_set
 from .common import add_json, add_set, print_json
 
-# The bundled trace, relative to the repository root (where the README's commands run).
+# The bundled trace, relative to the repository root (where the documented commands run).
 DEFAULT_TRACE = Path("workloads") / "traces" / "synthetic_small.csv"
 # Where replay-scheduler's SchedulerConfig starts, before --set.
 DEFAULTS = dict(max_num_batched_tokens=2048, max_num_seqs=64, num_kv_blocks=2048)

@@ -35,8 +35,9 @@ def add(p) -> None:
 
 
 def main(args) -> int:
+    from fileio.atomic import WriteFailed
+
     from ..analysis.report import build
-    from ..io.atomic import WriteFailed
 
     if bool(args.runs) == bool(args.history):
         raise BadInput("report: name runs (RUN_OR_SWEEP) or --history STORE, not both")
@@ -74,8 +75,9 @@ def main(args) -> int:
 
 
 def _history(args) -> int:
+    from fileio.atomic import WriteFailed
+
     from ..analysis.report import build_history
-    from ..io.atomic import WriteFailed
 
     if args.trace_events:
         raise BadInput("report --history: --trace-events is for runs")
@@ -95,9 +97,10 @@ def _history(args) -> int:
 
 
 def _sweep(args) -> int:
+    from fileio.atomic import WriteFailed
+
     from ..analysis.report.sweep_data import LEVELS, levels_from
     from ..analysis.report.sweep_page import build_sweep
-    from ..io.atomic import WriteFailed
 
     if args.trace_events:
         raise BadInput("report: --trace-events is for runs, not a sweep's page")

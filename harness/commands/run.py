@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from fileio.atomic import WriteFailed
+
 from ..errors import BadInput, RunFailed
-from ..io.atomic import WriteFailed
 from ..io.interrupt import Stop, signals_stop
 from .common import add_json, add_set, print_json
 
@@ -72,8 +73,8 @@ def sweep(workload, stop, progress=None, ran=None):
     from engine.device_memory import DoesNotFit
 
     from ..sweeps.sweep import run_workload
-    from ..traces.of_workload import TraceLoadError
     from ..workload import WorkloadError
+    from ..workload.trace import TraceLoadError
     try:
         return run_workload(workload, _progress() if progress is None else progress, stop,
                             ran=ran)
@@ -83,7 +84,7 @@ def sweep(workload, stop, progress=None, ran=None):
         raise BadInput(e) from None
     except DoesNotFit as e:  # the model on the device leaves no room: before any table
         raise BadInput(f"{workload.path}: engine.num_kv_blocks: {e}") from None
-    except WriteFailed as e:  # an output could not be written (harness/io/atomic.py)
+    except WriteFailed as e:  # an output could not be written (fileio/atomic.py)
         raise RunFailed(e) from e
     except Exception as e:  # the run failed: report it, with what was recorded on disk
         raise RunFailed(f"{type(e).__name__}: {e}") from e

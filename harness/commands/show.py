@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.files import check_regular
+from fileio.regular import check_regular
 
 from ..errors import BadInput
 from ..record import vllm_result

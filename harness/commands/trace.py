@@ -9,9 +9,9 @@ from typing import Dict
 import numpy as np
 
 from engine.block_hashes import block_size_mismatch
+from fileio.atomic import NotAnOutputFile, WriteFailed, check_output
 
 from ..errors import BadInput, RunFailed
-from ..io.atomic import NotAnOutputFile, WriteFailed, check_output
 from ..traces.read import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace
 from ..traces.reuse import reuse_bound
 from ..traces.write import write_mooncake, write_tidy
@@ -81,7 +81,7 @@ def convert(args) -> int:
         raise BadInput(f"{args.dst}: {e.strerror}; give the output file's path") from None
     res = _read(args)
     to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
-    try:  # the output is written whole or not at all (harness/io/atomic.py)
+    try:  # the output is written whole or not at all (fileio/atomic.py)
         (write_mooncake if to == "mooncake" else write_tidy)(res.df, args.dst)
     except WriteFailed as e:
         raise RunFailed(e) from None

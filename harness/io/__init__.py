@@ -1,5 +1,4 @@
-"""What every part of the harness writes and starts with: outputs written whole or not at
-all (atomic.py), into folders of its own (own_folder.py), its own child processes, isolated
-(child_process.py), and SIGINT and SIGTERM turned into a flag a run checks between steps
-(interrupt.py), JSON as the commands print it (json_text.py), and a small JSON file read
-as data it may not be (json_file.py)."""
+"""What every part of the harness starts with: its own child processes, isolated
+(child_process.py), SIGINT and SIGTERM turned into a flag a run checks between steps
+(interrupt.py), and labels that name one thing as a word (one_word.py). Files as they are
+read and written are the ground floor's, beneath engine/ too (fileio/)."""

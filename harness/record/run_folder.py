@@ -21,10 +21,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.files import check_regular
+from fileio.atomic import atomic_open
+from fileio.regular import check_regular
 
 from ..errors import BadInput
-from ..io.atomic import atomic_open
 from ..schema.values import STATUSES
 from .busy_host import busy_host, note
 from .device_label import device_name

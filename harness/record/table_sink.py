@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from engine.files import KINDS
+from fileio.regular import KINDS
 
 from ..errors import BadInput
 from ..schema import TABLES, arrow_schema

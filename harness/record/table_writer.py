@@ -59,8 +59,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 import numpy as np
 import pyarrow as pa
 
+from fileio.atomic import atomic_open
+
 from ..io import child_process
-from ..io.atomic import atomic_open
 from ..schema import TABLES
 from ..schema.column import CODES
 from .table_sink import TableSink

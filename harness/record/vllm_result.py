@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..io.atomic import atomic_open
+from fileio.atomic import atomic_open
 
 WIDTH = 50  # vLLM's rules: "=" around the title, "-" around each latency's heading
 

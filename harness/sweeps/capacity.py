@@ -240,7 +240,7 @@ def knob(workload: Workload) -> AnyKnob:
     """The rate a probe sets, and the workload's own (in a closed loop, the requests in
     flight); CapacityError for a trace file whose requests all arrive at once (no rate to
     scale)."""
-    from ..traces.of_workload import TraceLoadError, load_workload_trace
+    from ..workload.trace import TraceLoadError, load_workload_trace
 
     trace = workload.values["trace"]
     if workload.values["load"]["mode"] == "concurrency":  # the trace's times are not used
@@ -344,9 +344,10 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     answer. Stopped when `stop` is set
     during a probe (that probe's run is written whole). CapacityError, before anything is
     written, for an option out of its bounds, named as the command line names it."""
-    from ..io.atomic import atomic_open
+    from fileio.atomic import atomic_open
+    from fileio.json_text import json_text
+
     from ..io.interrupt import Stop
-    from ..io.json_text import json_text
     from ..record.run_folder import new_run_dir
     from ..record.table_sink import write_table
 

@@ -16,8 +16,8 @@ import numpy as np
 from ..io.interrupt import Stop, signals_stop
 from ..record.table_sink import write_table
 from ..replay.run import run_once
-from ..traces.of_workload import load_workload_trace
 from ..workload import Workload
+from ..workload.trace import load_workload_trace
 from . import gil_protocol
 
 NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # not measured

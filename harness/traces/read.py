@@ -58,7 +58,7 @@ from typing import Dict, Generic, List, Optional, TypeVar
 import numpy as np
 import pandas as pd
 
-from engine.files import NotAFile, check_regular
+from fileio.regular import NotAFile, check_regular
 
 COLUMNS = ("arrival_s", "prompt_len", "max_new_tokens")
 OLD_TIDY_NAMES = {"max_new_tokens": "output_len"}  # a tidy file may still use these

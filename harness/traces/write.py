@@ -1,6 +1,6 @@
 """Traces written back: the tidy form (CSV or Parquet) and Mooncake's JSONL, each checked
 first (harness/traces/read.py's rules) and written whole or not at all
-(harness/io/atomic.py)."""
+(fileio/atomic.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Dict
 
 import numpy as np
 
-from ..io.atomic import atomic_open
+from fileio.atomic import atomic_open
+
 from .read import (
     COLUMNS,
     MAX_HASH_BLOCK,
@@ -26,7 +27,7 @@ from .read import (
 def write_tidy(df, path, *, hash_block_size=None) -> None:
     """Write arrival_s,prompt_len,max_new_tokens[,hash_ids] as CSV, or Parquet for .parquet/.pq.
     Parquet keeps the hash block size in its metadata; a CSV needs it again on reading.
-    Both writers write whole files or none (harness/io/atomic.py: WriteFailed on an OSError)."""
+    Both writers write whole files or none (fileio/atomic.py: WriteFailed on an OSError)."""
     path = Path(path)
     check_trace(df, str(path))
     block = hash_block_size or df.attrs.get("hash_block_size")

@@ -11,10 +11,10 @@ from typing import Any, Dict, Optional
 
 from engine.block_hashes import block_size_mismatch
 from engine.deployment import Deployment
-from engine.files import not_regular
+from fileio.own_folder import link_refusal, not_a_folder
+from fileio.path_names import unnamable
+from fileio.regular import not_regular
 
-from ..io.own_folder import link_refusal, not_a_folder
-from ..io.path_names import unnamable
 from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
 from . import real_deployment

@@ -16,8 +16,8 @@ from engine import disaggregation
 from engine.config import EngineConfig, SchedulerConfig
 from engine.deployment import Deployment
 from engine.disaggregation import Disaggregation, Pool
-from engine.files import NotAFile, check_regular
-from engine.yaml_lines import KeyPath, load_with_lines
+from fileio.regular import NotAFile, check_regular
+from fileio.yaml_lines import KeyPath, load_with_lines
 
 from ..io.one_word import commit_variables
 from ..traces.read import TraceResult

@@ -13,7 +13,7 @@ from typing import Any, Tuple
 
 def parse_set(item: str) -> Tuple[Tuple[str, ...], Any]:
     """`a.b=value` -> (("a", "b"), value); ValueError naming the item otherwise."""
-    from engine.yaml_lines import YamlError, load_value
+    from fileio.yaml_lines import YamlError, load_value
 
     key, sep, raw = item.partition("=")
     parts = tuple(key.split("."))

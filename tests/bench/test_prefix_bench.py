@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from harness.sweeps.sweep import run_workload
-from harness.traces.of_workload import load_workload_trace
 from harness.traces.write import write_tidy
 from harness.workload import load_workload
+from harness.workload.trace import load_workload_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 HASH_BLOCK = 64  # the workload's block_size: one hash id per engine block

@@ -1,4 +1,4 @@
-"""The README's picture of a trend page: `steptrace report --history STORE`, opened in
+"""docs/comparing.md's picture of a trend page: `steptrace report --history STORE`, opened in
 headless chromium (tests/browser.py), the page down to its first figure saved as a palette
 PNG.
 

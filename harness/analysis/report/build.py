@@ -20,8 +20,9 @@ from typing import List, Sequence
 
 import numpy as np
 
+from fileio.atomic import WriteFailed
+
 from ...errors import BadInput
-from ...io.atomic import WriteFailed
 from .. import change_points
 from ..runs import POOLS, find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events, trend

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 import pyarrow.parquet as pq
 
-from engine.files import not_regular
+from fileio.regular import not_regular
 
 from ...errors import BadInput
 from ...record.run_folder import read_manifest, untimed_parts

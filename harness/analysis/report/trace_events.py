@@ -18,7 +18,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from ...io.atomic import atomic_open
+from fileio.atomic import atomic_open
+
 from ..runs import POOLS
 
 COUNTERS = (("tokens_q", "batch tokens"), ("running", "running"), ("waiting", "waiting"),

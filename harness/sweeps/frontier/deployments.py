@@ -16,9 +16,9 @@ from engine.model_config import load_model_config
 
 from ...analysis import frontier
 from ...schema.frontier_tables import STATES
-from ...traces.of_workload import load_workload_trace
 from ...workload import Workload, load_workload
 from ...workload.schema import executor_spec
+from ...workload.trace import load_workload_trace
 from ..points.execute import Plan
 from ..points.point import Point, Refused, resolve
 from .estimate import Estimate, Lengths, colocated, disaggregated

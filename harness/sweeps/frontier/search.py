@@ -13,7 +13,8 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from ...io.atomic import atomic_open
+from fileio.atomic import atomic_open
+
 from ...record.table_sink import write_table
 from ...schema.frontier_tables import FRONTIER_READINGS, TABLE_NAMES
 from ...workload import load_workload

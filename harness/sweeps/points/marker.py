@@ -14,10 +14,10 @@ from typing import Any, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from engine.files import not_regular
+from fileio.atomic import atomic_open
+from fileio.own_folder import not_a_folder
+from fileio.regular import not_regular
 
-from ...io.atomic import atomic_open
-from ...io.own_folder import not_a_folder
 from .owner import LinkRefused, NotAFolder, link_refusal
 
 MARKER = "point.json"

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from engine.files import not_regular
+from fileio.regular import not_regular
 
 from .execute import Plan, Progress, Task, execute
 from .expand import count, dimensions, kept

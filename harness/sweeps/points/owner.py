@@ -23,9 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
+from fileio.own_folder import link_refusal as linked, not_a_folder
+from fileio.path_names import unnamable
+
 from ...errors import BadInput
-from ...io.own_folder import link_refusal as linked, not_a_folder
-from ...io.path_names import unnamable
 from .point import POINTS
 
 LOCK = ".sweep.lock"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
-from engine.yaml_lines import YamlError, load_value
+from fileio.yaml_lines import YamlError, load_value
 
 from ...workload import Workload, WorkloadError, load_workload
 from ..capacity import CapacityError, check, knob

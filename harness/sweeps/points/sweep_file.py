@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Dict, Optional, Tuple
 
-from engine.files import NotAFile, check_regular
-from engine.yaml_lines import KeyPath, YamlError, load_with_lines
+from fileio.regular import NotAFile, check_regular
+from fileio.yaml_lines import KeyPath, YamlError, load_with_lines
 
 from ...workload.schema import SCHEMA
 from ..frontier.options import KEYS as FRONTIER_KEYS, FrontierOptions, read as frontier_options

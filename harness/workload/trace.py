@@ -7,11 +7,11 @@ from typing import Optional
 
 import pandas as pd
 
-from ..workload import Workload
-from . import generate as arrivals
-from .generate import length_dist
-from .read import TraceError, read_trace
-from .shared_prefix import shared_prefix
+from ..traces import generate as arrivals
+from ..traces.generate import length_dist
+from ..traces.read import TraceError, read_trace
+from ..traces.shared_prefix import shared_prefix
+from .load import Workload
 
 TraceLoadError = TraceError
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Tuple
 
-from engine.files import not_regular
+from .regular import not_regular
 
 
 def read_json(path: Path) -> Tuple[object, str]:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator, Union
 
-from engine.files import KINDS
+from .regular import KINDS
 
 
 class WriteFailed(OSError):
