@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -271,7 +272,7 @@ def test_progress_lines_say_the_pace_and_the_time_left(monkeypatch, capsys):
     from harness.commands import run
 
     clock = iter([100.0, 102.0, 104.0])
-    monkeypatch.setattr(run.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(run.sys.stderr, "isatty", lambda: False, raising=False)
     update = run._progress()
     for done in (0, 20, 40):
@@ -285,7 +286,7 @@ def test_each_run_of_a_sweep_gets_its_progress_lines(monkeypatch, capsys):
     from harness.commands import run
 
     clock = iter([100.0, 102.0, 104.0, 106.0])
-    monkeypatch.setattr(run.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(run.sys.stderr, "isatty", lambda: False, raising=False)
     update = run._progress()
     for done in (0, 200, 0, 100):  # the first run ends, the second begins

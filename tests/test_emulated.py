@@ -26,9 +26,15 @@ def emulated_engine(**sched):
 
 
 def roofline_ns(engine, record) -> float:
-    """What the modeled executor gives the same step."""
+    """What the modeled executor gives the same step: each rank's roofline time and the
+    step overhead (the overhead alone for a rank that moves no byte), the slowest rank's."""
     device = engine.executor.roofline
-    return max(device.step_seconds(f.executed_flops, f.bytes) for f in record.flops) * 1e9
+    r, overhead = device.roofline, device.overhead_s
+
+    def rank_s(f) -> float:
+        return overhead + (max(f.executed_flops / r.flops_per_s, f.bytes / r.bytes_per_s,
+                               r.floor_s) if f.bytes else 0.0)
+    return max(rank_s(f) for f in record.flops) * 1e9
 
 
 def test_step_is_the_roofline_plus_the_host_time():

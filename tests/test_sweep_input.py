@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from harness.commands import main
-from harness.sweeps.points import pd_ratio, task
+from harness.sweeps.points import pd_ratio
+from harness.sweeps.points.answer import empty_answer
 from harness.sweeps.points.execute import plan
 from harness.sweeps.points.expand import MAX_POINTS, count, drawn, grid, sample
 from harness.sweeps.points.sweep_file import SweepError, load_sweep
@@ -56,7 +57,7 @@ def bad_input(capsys, tmp_path, text, *words, args=()):
 
 def failing(point):
     """A point's task that fails at once: what the search does, not what a run measures."""
-    return dict(task.empty_answer(), status="failed", reason="not run here")
+    return dict(empty_answer(), status="failed", reason="not run here")
 
 
 # ---------------------------------------------------------------- where

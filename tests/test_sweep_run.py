@@ -14,6 +14,7 @@ from harness.commands import main
 from harness.record.table_sink import write_table
 from harness.schema import arrow_schema
 from harness.sweeps.points import marker, task
+from harness.sweeps.points.answer import empty_answer
 from harness.sweeps.points.execute import execute, plan
 from harness.sweeps.points.table import table
 from tests.test_sweep_points import TINY, sweep_file
@@ -179,7 +180,7 @@ def test_set_output_moves_the_sweep_and_random_draws_its_points(tmp_path):
 
 def test_a_point_done_where_the_driver_cannot_see_its_marker_fails_naming_the_shared_path(
         grid_plan):
-    elsewhere = lambda point: dict(task.empty_answer(), status="done", reason="")  # noqa: E731
+    elsewhere = lambda point: dict(empty_answer(), status="done", reason="")  # noqa: E731
     rows = execute(grid_plan, InProcess(), task=elsewhere)
     failed = [r for r in rows if r["status"] == "failed"]
     assert len(failed) == len(grid_plan.unique)

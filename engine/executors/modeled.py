@@ -136,12 +136,3 @@ class ModeledExecutor:
         seconds, costs, accepted = self.core.execute(plan)
         return ExecutorOutput(accepted=accepted, forward_ns=int(round(seconds * 1e9)),
                               sample_ns=0, modeled=True, flops=costs)
-
-    def step_seconds(self, executed_flops: float, nbytes: float) -> float:
-        """One rank's step on the roofline, the overhead included; the overhead alone for
-        a rank that moves no byte."""
-        r = self.roofline
-        if not nbytes:
-            return self.overhead_s
-        return self.overhead_s + max(executed_flops / r.flops_per_s, nbytes / r.bytes_per_s,
-                                     r.floor_s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from contextlib import contextmanager
 
 from fileio.json_text import json_text
@@ -77,3 +78,15 @@ def add_json(parser) -> None:
 
 def print_json(data) -> None:
     print(json_text(data))
+
+
+def pace(done: int, total: int, start: list, unit: str = "req") -> str:
+    """", 4.2 req/s, about 40 s left": the pace since the first report (`start` keeps its
+    time and count, or is given them), and the time left at it; "" at the first report."""
+    now = time.perf_counter()
+    if not start:
+        start += [now, done]
+        return ""
+    rate = (done - start[1]) / (now - start[0]) if now > start[0] else 0.0
+    left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
+    return f", {rate:.1f} {unit}/s{left}" if rate >= 1 else f", {rate:.2g} {unit}/s{left}"

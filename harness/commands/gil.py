@@ -14,7 +14,7 @@ from ..io.interrupt import Stop, signals_stop
 from ..record import run_folder
 from ..sweeps import gil_protocol
 from . import compare, run
-from .common import add_json, add_set, print_json
+from .common import add_json, add_set, pace, print_json
 from .validate import load
 
 BASELINE = "released"
@@ -62,7 +62,7 @@ def _ran_lines():
     def ran(done: int, planned: int, which) -> None:
         print(f"  run {done} of {planned} written ({which.arm}, block {which.block}, switch "
               f"interval {which.switch_interval_s:g} s)"
-              f"{run.pace(done, planned, start, unit='run')}", file=sys.stderr)
+              f"{pace(done, planned, start, unit='run')}", file=sys.stderr)
     return ran
 
 

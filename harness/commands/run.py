@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -11,7 +10,7 @@ from fileio.atomic import WriteFailed
 
 from ..errors import BadInput, RunFailed
 from ..io.interrupt import Stop, signals_stop
-from .common import add_json, add_set, print_json
+from .common import add_json, add_set, pace, print_json
 
 
 def add(p) -> None:
@@ -114,15 +113,3 @@ def _progress():
             last[0] = tenth
             print(f"  {done}/{total} requests done{pace(done, total, start)}", file=sys.stderr)
     return update
-
-
-def pace(done: int, total: int, start: list, unit: str = "req") -> str:
-    """", 4.2 req/s, about 40 s left": the pace since the first report (`start` keeps its
-    time and count, or is given them), and the time left at it; "" at the first report."""
-    now = time.perf_counter()
-    if not start:
-        start += [now, done]
-        return ""
-    rate = (done - start[1]) / (now - start[0]) if now > start[0] else 0.0
-    left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
-    return f", {rate:.1f} {unit}/s{left}" if rate >= 1 else f", {rate:.2g} {unit}/s{left}"

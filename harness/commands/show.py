@@ -60,7 +60,7 @@ def _show_sweep(folder: Path, as_json: bool) -> int:
     """A sweep's table as `steptrace sweep` printed it (its --json document, less the sweep
     file's path, which the table does not hold)."""
     from ..analysis.report.sweep_data import read_sweep
-    from . import sweep
+    from .sweep_text import points, print_text
 
     table = read_sweep(folder)  # BadInput naming the file for a table that is not a sweep's
     df = table.rows.drop(columns=["group", "label"])
@@ -68,8 +68,8 @@ def _show_sweep(folder: Path, as_json: bool) -> int:
     mode = "run" if outcomes == {"run"} else "capacity" if outcomes else "unknown"
     result = dict(name=folder.name, mode=mode, folder=str(folder),
                   table=str(folder / SWEEP_TABLE), front_by=table.front_by,
-                  **sweep.points(df))
-    print_json(result) if as_json else sweep.print_text(result)
+                  **points(df))
+    print_json(result) if as_json else print_text(result)
     return 0
 
 

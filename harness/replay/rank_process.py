@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
-import signal
 import time
 from datetime import timedelta
 from typing import NamedTuple, Tuple
@@ -42,31 +41,6 @@ class RankSetup(NamedTuple):
     warmup_steps: int
     chunk_steps: int
     tokens: bool  # the run writes its tokens table: each rank sends its tokens at its end
-
-
-def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
-    """The process's body; a failure is sent to the harness, then exits 1."""
-    # Ctrl-C reaches the terminal's whole process group: the harness stops the ranks
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    harness = os.getppid()
-    process = None
-    try:
-        if setup.roles[rank] == "colocated":
-            process = _Rank(rank, setup, inbox, outbox, harness)
-        else:
-            from .pd_rank_process import PDRank
-
-            process = PDRank(rank, setup, inbox, outbox, harness)
-        process.run()
-    except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)
-        # reported before the clean-up: a group torn down with work pending may block
-        outbox.put(("failed", rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
-        if os.getppid() != harness:  # nobody reads the outbox: exit without flushing it
-            outbox.cancel_join_thread()
-        raise SystemExit(1) from None
-    finally:
-        if process is not None:
-            process.close()
 
 
 class HarnessGone(RuntimeError):

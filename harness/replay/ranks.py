@@ -26,7 +26,8 @@ from engine.devices import detect_device
 
 from ..schema.tables import REQUESTS
 from ..workload.real_deployment import rendezvous
-from .rank_process import END, STOP, RankSetup, rank_main
+from .rank_main import rank_main
+from .rank_process import END, STOP, RankSetup
 
 UNFINISHED, REJECTED = (REQUESTS.column("status").code(s) for s in ("unfinished", "rejected"))
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined

@@ -20,10 +20,11 @@ import pytest
 
 from harness.record.table_sink import write_table
 from harness.sweeps.points import marker
+from harness.sweeps.points.answer import empty_answer
 from harness.sweeps.points.execute import execute, plan
 from harness.sweeps.points.pool import host_pool
 from harness.sweeps.points.table import table
-from harness.sweeps.points.task import empty_answer, run_point
+from harness.sweeps.points.task import run_point
 
 pytestmark = pytest.mark.slow  # starts a pool's processes and runs a capacity search
 

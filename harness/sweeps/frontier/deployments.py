@@ -19,7 +19,7 @@ from ...schema.frontier_tables import STATES
 from ...workload import Workload, load_workload
 from ...workload.schema import executor_spec
 from ...workload.trace import load_workload_trace
-from ..points.execute import Plan
+from ..points.execute import SweepPlan
 from ..points.point import Point, Refused, resolve
 from .estimate import Estimate, Lengths, colocated, disaggregated
 from .options import FrontierOptions
@@ -63,7 +63,7 @@ class Deployment:
         return f"{x}P {c.prefill.name} + {y}D {c.decode.name}{mtp}"
 
 
-def of_device(the_plan: Plan, point: Point, options: FrontierOptions) -> List[Deployment]:
+def of_device(the_plan: SweepPlan, point: Point, options: FrontierOptions) -> List[Deployment]:
     """Every candidate of the device at `point`, kept, pruned, refused or failed."""
     workload = load_workload(point.workload, point.overrides)
     values = workload.values
@@ -106,7 +106,7 @@ def layout(c: Candidate, own: Dict[str, Any], experts: int, link: str = "",
         "engine.num_mtp": c.mtp, "engine.overlap": False}
 
 
-def _estimated(the_plan: Plan, point: Point, c: Candidate, own: Dict[str, Any], scaleup: int,
+def _estimated(the_plan: SweepPlan, point: Point, c: Candidate, own: Dict[str, Any], scaleup: int,
                experts: int, lengths: Lengths, acceptance: float) -> Deployment:
     def resolved(axes):
         return resolve(the_plan.sweep.base, "run", axes, the_plan.sets, the_plan.folder,

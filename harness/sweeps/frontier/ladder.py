@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from ...analysis.runs import read_run
 from ...analysis.steady_state import SteadyState, of_run
 from ..points.counter import Counter
-from ..points.execute import Fan, Plan, Task
+from ..points.execute import Fan, SweepPlan, Task
 from ..points.point import Point, Refused, resolve
 from ..points.table import row
 from .deployments import Deployment
@@ -39,7 +39,7 @@ class Rung:
     stop: str = ""
 
 
-def climb(the_plan: Plan, deployments: List[Deployment], options: FrontierOptions,
+def climb(the_plan: SweepPlan, deployments: List[Deployment], options: FrontierOptions,
           slo: Dict[str, Optional[float]], executor, task: Task, fresh: bool,
           counter: Counter, workers: int) -> List[Rung]:
     """Every rung run, in the deployments' order then the ladder's, until the steady window
@@ -87,7 +87,7 @@ def measured(point: Point, task: Task) -> Dict:
     return result
 
 
-def _rung(the_plan: Plan, d: Deployment, batch: int, options: FrontierOptions) -> Rung:
+def _rung(the_plan: SweepPlan, d: Deployment, batch: int, options: FrontierOptions) -> Rung:
     concurrency = d.ranks * batch
     requests = min(options.requests, max(MIN_REQUESTS, options.rounds * concurrency))
     axes = dict(d.axes, **{"load.mode": "concurrency", "load.concurrency": concurrency,
@@ -97,7 +97,7 @@ def _rung(the_plan: Plan, d: Deployment, batch: int, options: FrontierOptions) -
     return Rung(d, batch, concurrency, requests, point, {}, SteadyState(False, "not run"))
 
 
-def _ended(the_plan: Plan, r: Rung, result: Optional[Dict], skipped: bool,
+def _ended(the_plan: SweepPlan, r: Rung, result: Optional[Dict], skipped: bool,
            slo: Dict[str, Optional[float]]) -> Rung:
     """The rung with its row and steady state, and why the ladder stops there, if it does."""
     if isinstance(r.point, Refused):

@@ -9,6 +9,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 LEVELS = (25.0, 50.0, 75.0, 100.0, 125.0, 150.0)  # tok/s per user: InferenceX's readings
 
+# The workload keys each deployment and rung sets: no axis may
+SET_BY_SEARCH = ("deployment.devices", "deployment.attention", "deployment.moe",
+                 "deployment.dense", "deployment.redundant_experts", "deployment.prefill",
+                 "deployment.decode", "deployment.kv_transfer", "engine.num_mtp",
+                 "engine.mixed_batches", "engine.overlap", "load", "trace.generate.requests")
+
 
 @dataclass(frozen=True)
 class FrontierOptions:

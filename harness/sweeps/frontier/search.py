@@ -20,7 +20,7 @@ from ...schema.frontier_tables import FRONTIER_READINGS, TABLE_NAMES
 from ...workload import load_workload
 from ...workload.schema import executor_spec
 from ..points.counter import Counter
-from ..points.execute import Plan, Progress, Task
+from ..points.execute import Progress, SweepPlan, Task
 from ..points.point import Point
 from ..points.sweep_file import SweepError
 from . import answer
@@ -30,14 +30,9 @@ from .ladder import climb
 from .summary import markdown
 
 SUMMARY = "frontier.md"
-# The workload keys each deployment and rung sets: no axis may
-SET_BY_SEARCH = ("deployment.devices", "deployment.attention", "deployment.moe",
-                 "deployment.dense", "deployment.redundant_experts", "deployment.prefill",
-                 "deployment.decode", "deployment.kv_transfer", "engine.num_mtp",
-                 "engine.mixed_batches", "engine.overlap", "load", "trace.generate.requests")
 
 
-def deployments(the_plan: Plan) -> List[Deployment]:
+def deployments(the_plan: SweepPlan) -> List[Deployment]:
     """Every grid point's deployments, estimated and pruned; SweepError (exit 2) where a
     device is left without a deployment to run."""
     options = the_plan.sweep.frontier
@@ -67,7 +62,7 @@ def planned(deployments: List[Deployment]) -> int:
     return sum(len(batches(d.cap)) for d in deployments if d.state == KEPT)
 
 
-def search(the_plan: Plan, deployments: List[Deployment], executor, task: Task,
+def search(the_plan: SweepPlan, deployments: List[Deployment], executor, task: Task,
            fresh: bool = False, progress: Optional[Progress] = None,
            workers: int = 1) -> List[Dict]:
     """The rungs' sweep rows, in the devices' order, then the deployments', then the
@@ -98,7 +93,7 @@ def answer_of(folder: Path) -> Dict:
                 .to_dict("records"))
 
 
-def _empty(the_plan: Plan, point: Point, theirs: List[Deployment]) -> str:
+def _empty(the_plan: SweepPlan, point: Point, theirs: List[Deployment]) -> str:
     said = "; ".join(f"{d.label}: {d.state}: {d.reason}" for d in theirs[:3])
     return (f"{the_plan.sweep.path}: search.method frontier: {point.device} is left without "
             f"a deployment to run ({len(theirs)} considered; {said}{' ...' if len(theirs) > 3 else ''})")

@@ -11,11 +11,12 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from ...workload import WorkloadError, load_workload
 from . import marker
+from .answer import empty_answer
 from .expand import drawn, grid, kept, sample
 from .point import LateWhere, Point, Refused, resolve
 from .sweep_file import SweepError, SweepFile, check_prices, load_sweep, not_a_key
 from .table import row
-from .task import empty_answer, run_point
+from .task import run_point
 from .where import WhereError, compile_where, shown
 
 Progress = Callable[[Dict[str, int]], None]  # counts: done, skipped, failed, left
@@ -26,7 +27,7 @@ _NOT_SEEN = ("its task ended done, but {folder}/{marker} is not visible here: th
 
 
 @dataclass(frozen=True)
-class Plan:
+class SweepPlan:
     sweep: SweepFile
     folder: Path  # <output>/<sweep name>/: the table and points/
     points: Tuple[Union[Point, Refused], ...]  # in the grid's order; optuna: drawn as it goes
@@ -43,7 +44,7 @@ class Plan:
         return list({p.key: p for p in self.points if isinstance(p, Point)}.values())
 
 
-def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
+def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> SweepPlan:
     """The sweep file's points, resolved; SweepError (bad input) naming the file and key,
     before anything runs."""
     sweep = load_sweep(path)
@@ -54,7 +55,7 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
     folder = Path(base.values["output"]) / sweep.name
     if sweep.method == "optuna":  # its points are drawn as the search goes (optuna_search.py)
         check_prices(sweep, sweep.axes.get("device", (base.values["device"],)))
-        return Plan(sweep, folder, (), sets, front_by)
+        return SweepPlan(sweep, folder, (), sets, front_by)
     where = compile_where(sweep.where, sweep.axes, not_a_key) if sweep.where else None
     # a `where` of axes alone filters the grid; one naming other keys each resolved point
     late = LateWhere(where, base.values) \
@@ -74,7 +75,7 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> Plan:
     devices = {p.device for p in points if isinstance(p, Point)}
     if devices:  # none: nothing to run, said by the caller
         check_prices(sweep, devices)
-    return Plan(sweep, folder, tuple(points), sets, front_by)
+    return SweepPlan(sweep, folder, tuple(points), sets, front_by)
 
 
 def _sampled(sweep: SweepFile, points: list) -> list:
@@ -82,7 +83,7 @@ def _sampled(sweep: SweepFile, points: list) -> list:
     return sample(points, sweep.n, sweep.seed)
 
 
-def execute(the_plan: Plan, executor: Executor, fresh: bool = False,
+def execute(the_plan: SweepPlan, executor: Executor, fresh: bool = False,
             progress: Optional[Progress] = None, task: Task = run_point) -> List[Dict]:
     """Every point's row, in the grid's order, each point run by `task` on `executor`. A
     point whose folder holds a complete result is not run again unless `fresh`; a point

@@ -18,6 +18,7 @@ from fileio.atomic import atomic_open
 from fileio.own_folder import not_a_folder
 from fileio.regular import not_regular
 
+from .answer import ANSWER
 from .owner import LinkRefused, NotAFolder, link_refusal
 
 MARKER = "point.json"
@@ -59,7 +60,6 @@ def _not_a_row(row: Any) -> Optional[str]:
     """Why `row` is not a done point's row: each of the answer's columns (and `reason`) a
     value of the sweep table's type for it, or null."""
     from ...schema import arrow_schema
-    from .task import ANSWER
 
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not an object"

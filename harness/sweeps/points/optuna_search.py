@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from fileio.regular import not_regular
 
-from .execute import Plan, Progress, Task, execute
+from .execute import Progress, SweepPlan, Task, execute
 from .expand import count, dimensions, kept
 from .point import resolve
 from .where import WhereError, compile_where, shown
@@ -42,7 +42,7 @@ def import_optuna():
     return optuna
 
 
-def search(the_plan: Plan, executor: Executor, task: Task, fresh: bool = False,
+def search(the_plan: SweepPlan, executor: Executor, task: Task, fresh: bool = False,
            progress: Optional[Progress] = None, batch: int = 1) -> List[Dict]:
     """The rows of the study's points, in the order drawn (each point once); the points
     of an earlier session of the study first, run again where incomplete."""
@@ -82,7 +82,7 @@ def search(the_plan: Plan, executor: Executor, task: Task, fresh: bool = False,
     return _once(rows)
 
 
-def _draw(study, the_plan: Plan, want: int, pruned, tried: Set[Tuple],
+def _draw(study, the_plan: SweepPlan, want: int, pruned, tried: Set[Tuple],
           space: int) -> List[Tuple[Any, Any]]:
     """`want` trials asked of the study and their points, fewer where the draws have met
     every one of the `space` points (`tried`, the combinations drawn, grows); those `where`
@@ -108,7 +108,7 @@ def _draw(study, the_plan: Plan, want: int, pruned, tried: Set[Tuple],
                       f"{DRAWS_PER_POINT * want} draws of the study")
 
 
-def _study(optuna, the_plan: Plan, fresh: bool):
+def _study(optuna, the_plan: SweepPlan, fresh: bool):
     from sqlalchemy.exc import SQLAlchemyError
 
     the_plan.folder.mkdir(parents=True, exist_ok=True)
@@ -184,12 +184,12 @@ def _combination(params: Dict) -> Tuple:
     return tuple(sorted(params.items()))
 
 
-def _point(the_plan: Plan, params: Dict):
+def _point(the_plan: SweepPlan, params: Dict):
     return resolve(the_plan.sweep.base, the_plan.sweep.mode, _combo(the_plan.sweep, params),
                    the_plan.sets, the_plan.folder, the_plan.front_by)
 
 
-def _run(the_plan: Plan, points, executor, task, fresh, progress) -> List[Dict]:
+def _run(the_plan: SweepPlan, points, executor, task, fresh, progress) -> List[Dict]:
     return execute(replace(the_plan, points=tuple(points)), executor, fresh, progress, task)
 
 

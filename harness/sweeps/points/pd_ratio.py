@@ -13,20 +13,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...workload import load_workload
+from .answer import empty_answer
 from .counter import Counter
-from .execute import Plan, Progress, Task, execute
+from .execute import Progress, SweepPlan, Task, execute
+from .pd_ratio_keys import DECODE, PREFILL
 from .point import Point, Refused, resolve
 from .table import row
-from .task import empty_answer
 
-PREFILL, DECODE = "deployment.prefill.instances", "deployment.decode.instances"
-INSTANCES = (PREFILL, DECODE)  # set by the search: not axes
 FIRST_PREFILL = 4  # prefill instances in front of the decode pool's first measurement
 LIGHT = 0.5  # of its own capacity, the most a prefill instance there may carry
 ROUNDS = 3  # decode measurements, each with more prefill instances, at most
-# `near`, at most: 33 deployments searched a point; wider is a grid of instance counts (the
-# sweep's axes), and a million planned two million capacity searches
-MAX_NEAR = 16
 # The one outcome whose rate is a capacity to balance: `at_least` (the target met up to the
 # search's highest rate) is a bound, the others no answer.
 ANSWERED = "capacity"
@@ -81,7 +77,7 @@ def refusal(values: Dict[str, Any]) -> str:
     return ""
 
 
-def checked(the_plan: Plan) -> Plan:
+def checked(the_plan: SweepPlan) -> SweepPlan:
     """The plan with every point whose pools cannot be measured refused, with the reason."""
     def judged(p):
         if not isinstance(p, Point):
@@ -91,7 +87,7 @@ def checked(the_plan: Plan) -> Plan:
     return replace(the_plan, points=tuple(judged(p) for p in the_plan.points))
 
 
-def planned(the_plan: Plan) -> int:
+def planned(the_plan: SweepPlan) -> int:
     """Points the search runs if no decode measurement is run again: the measurements and
     the ratios searched, no more than `most` (the progress bar's total)."""
     sweep = the_plan.sweep
@@ -101,7 +97,7 @@ def planned(the_plan: Plan) -> int:
 Measured = Dict[str, Any]  # a configuration's key -> its rate (req/s), or why there is none
 
 
-def search(the_plan: Plan, executor, task: Task, fresh: bool = False,
+def search(the_plan: SweepPlan, executor, task: Task, fresh: bool = False,
            progress: Optional[Progress] = None) -> List[Dict]:
     """The rows of the xPyD deployments searched near each point's balance, in the grid's
     order, each with the balance beside it; a point whose pools could not be measured is
@@ -140,7 +136,7 @@ def _pairs(sweep, balances: Dict[str, Balance], decode: Measured) -> Dict[str, l
     return pairs
 
 
-def _rows(the_plan: Plan, searched: Dict[str, List[Dict]], prefill: Measured,
+def _rows(the_plan: SweepPlan, searched: Dict[str, List[Dict]], prefill: Measured,
           decode: Measured) -> List[Dict]:
     """In the grid's order: a point's searched deployments, or its one failed row (its
     pools not measured), or its refused row."""
@@ -166,7 +162,7 @@ def _prefill_alone(config: Point) -> Dict[str, Any]:
             "slo": {"ttft": ttft}}
 
 
-def _decode_rates(the_plan: Plan, configs: List[Point], prefill: Measured, executor,
+def _decode_rates(the_plan: SweepPlan, configs: List[Point], prefill: Measured, executor,
                   task: Task, fresh: bool, counter: Counter) -> Measured:
     """Each decode pool's capacity alone: one decode instance behind prefill instances
     enough that each carries at most LIGHT of its own capacity at the answer, measured
@@ -195,7 +191,7 @@ def _decode_rates(the_plan: Plan, configs: List[Point], prefill: Measured, execu
     return found
 
 
-def _rates(the_plan: Plan, points: Dict[str, Any], what: str, executor, task: Task,
+def _rates(the_plan: SweepPlan, points: Dict[str, Any], what: str, executor, task: Task,
            fresh: bool, counter: Counter) -> Measured:
     keys = list(points)
     rows = _run(the_plan, [points[k] for k in keys], executor, task, fresh, counter)
@@ -210,13 +206,13 @@ def _rate(r: Dict, what: str) -> Any:
     return float(r["rate"])
 
 
-def _derived(the_plan: Plan, config: Point, extra: Dict[str, Any]):
+def _derived(the_plan: SweepPlan, config: Point, extra: Dict[str, Any]):
     """The point `config` with `extra` key paths set after its axes: a Point, or Refused."""
     return resolve(the_plan.sweep.base, "capacity", dict(config.axes, **extra),
                    the_plan.sets, the_plan.folder, the_plan.front_by)
 
 
-def _run(the_plan: Plan, points: list, executor, task: Task, fresh: bool,
+def _run(the_plan: SweepPlan, points: list, executor, task: Task, fresh: bool,
          counter: Counter) -> List[Dict]:
     return execute(replace(the_plan, points=tuple(points)), executor, fresh,
                    counter.stage(), task)

@@ -13,8 +13,14 @@ from fileio.regular import NotAFile, check_regular
 from fileio.yaml_lines import KeyPath, YamlError, load_with_lines
 
 from ...workload.schema import SCHEMA
-from ..frontier.options import KEYS as FRONTIER_KEYS, FrontierOptions, read as frontier_options
+from ..frontier.options import (
+    KEYS as FRONTIER_KEYS,
+    SET_BY_SEARCH,
+    FrontierOptions,
+    read as frontier_options,
+)
 from .expand import MAX_POINTS, count, dimensions
+from .pd_ratio_keys import INSTANCES, MAX_NEAR
 from .where import WhereError, compile_where, digits_limit, shown
 
 MODES = ("run", "capacity")
@@ -103,8 +109,6 @@ def load_sweep(path) -> SweepFile:
 
 
 def _frontier(mode: str, axes, fail) -> None:
-    from ..frontier.search import SET_BY_SEARCH
-
     if mode != "run":
         fail(("search", "method"), f"frontier runs each deployment's ladder of concurrencies: "
                                    f"expected mode: run, got {mode}")
@@ -118,8 +122,6 @@ def _frontier(mode: str, axes, fail) -> None:
 
 
 def _pd_ratio(mode: str, axes, fail) -> None:
-    from .pd_ratio import INSTANCES
-
     if mode != "capacity":
         fail(("search", "method"), f"pd_ratio balances the pools' capacities: expected "
                                    f"mode: capacity, got mode: {mode}")
@@ -330,8 +332,6 @@ def _search(search, fail) -> dict:
     if method == "frontier":
         return dict(method=method, frontier=frontier_options(search, fail))
     if method == "pd_ratio":
-        from .pd_ratio import MAX_NEAR
-
         near, most = search.get("near", 1), search.get("most", 8)
         for key, value, low, high, what in (
                 ("near", near, 0, MAX_NEAR, " (instance counts either side of the balance)"),

@@ -13,9 +13,9 @@ import pandas as pd
 from ...analysis import sweep_state
 from ...analysis.pareto import front
 from ...schema import TABLES
+from .answer import ANSWER, empty_answer
 from .cost import costs
 from .point import Point, Refused
-from .task import ANSWER, empty_answer
 
 TABLE = "sweep"
 

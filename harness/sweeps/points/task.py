@@ -9,21 +9,8 @@ from typing import Dict
 
 from ...workload import load_workload
 from . import marker
+from .answer import SUMMARY_VALUES, empty_answer
 from .point import Point
-
-# The answer's columns of a point's row (docs/sweeps.md, "The table"): summary values of
-# the point's run, by name (harness/schema/summary.py).
-SUMMARY_VALUES = {
-    "output_tokens_per_s": "throughput.output_tokens",
-    "attainment": "goodput.attainment",
-    "goodput": "goodput.requests",
-    "ttft_p50_s": "ttft.p50",
-    "ttft_p99_s": "ttft.p99",
-    "tpot_p50_s": "tpot.p50",
-    "tpot_p99_s": "tpot.p99",
-}
-ANSWER = ("run_dir", "outcome", "rate", "concurrency", "output_tokens_per_device",
-          "tokens_per_s_per_user", *SUMMARY_VALUES, "power_w", "power_source", "busy")
 
 
 def run_point(point: Point) -> Dict:
@@ -39,10 +26,6 @@ def run_point(point: Point) -> Dict:
     row = dict(answer, status="done", reason="")
     marker.write(point.folder, row)
     return row
-
-
-def empty_answer() -> Dict:
-    return dict.fromkeys(ANSWER, None)
 
 
 def _run(workload) -> Dict:
