@@ -122,7 +122,7 @@ class LLMEngine:
         # device_profile: that of the device the steps run on, where one is known (modeled).
         # The executor comes first: on a real accelerator it sizes the pool (kv_pool) with
         # the model resident, and the scheduler is built with that pool.
-        self.executor, self.flops, self.device, self.device_profile, self.kv_pool = \
+        self.executor, self.estimator, self.device, self.device_profile, self.kv_pool = \
             ExecutorSpec.parse(config.executor).build(config, self.model_config)
         if self.kv_pool is not None:
             config = replace(config, scheduler=replace(
@@ -132,7 +132,7 @@ class LLMEngine:
         # reused): the recorder and the executor keep what they need of it.
         self.scheduler = _core.Scheduler(config.scheduler, retain_finished=False)
         self._mtp = config.scheduler.num_mtp > 0  # the Worker runs MTP on every position
-        self._cost = self.flops.cost_model()
+        self._cost = self.estimator.cost_model()
         self._release_gil = config.release_gil
         self._release_gil_postprocess = config.release_gil_postprocess
         self._prompt_rng = np.random.default_rng(config.seed)

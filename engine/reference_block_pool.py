@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 
-class RefBlockPool:
+class ReferenceBlockPool:
     def __init__(self, num_blocks: int) -> None:
         self.num_total = num_blocks
         self._free: List[int] = list(range(num_blocks - 1, -1, -1))  # pop() -> lowest id first

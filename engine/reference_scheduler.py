@@ -36,7 +36,7 @@ from .plan import (
     check_accepted,
     parse_accepted,
 )
-from .reference_block_pool import RefBlockPool
+from .reference_block_pool import ReferenceBlockPool
 from .scheduler_config import MAX_SEQ_TOKENS
 
 
@@ -51,7 +51,7 @@ class _Postprocessed:
 
 
 @dataclass(eq=False)
-class RefSequence:
+class ReferenceSequence:
     seq_id: int
     prompt_len: int
     max_new_tokens: int
@@ -81,10 +81,10 @@ class RefSequence:
 
 class _Rank:
     def __init__(self, num_blocks: int) -> None:
-        self.pool = RefBlockPool(num_blocks)
-        self.waiting: Deque[RefSequence] = deque()
-        self.prefilling: List[RefSequence] = []  # part-way through a prefill, add order
-        self.decoding: List[RefSequence] = []  # prefill fully scheduled, still generating
+        self.pool = ReferenceBlockPool(num_blocks)
+        self.waiting: Deque[ReferenceSequence] = deque()
+        self.prefilling: List[ReferenceSequence] = []  # part-way through a prefill, add order
+        self.decoding: List[ReferenceSequence] = []  # prefill fully scheduled, still generating
         self.members: set = set()  # unfinished sequences, for least_loaded
         self.num_running = 0
         self.round_hit_tokens = 0  # prefix hits admitted in the present round
@@ -129,7 +129,7 @@ class ReferenceScheduler:
             footprint = prompt_len
         else:
             footprint = prompt_len + max(max_new_tokens, self._lookahead)
-        seq = RefSequence(seq_id, prompt_len, max_new_tokens, arrival_time, -1, order,
+        seq = ReferenceSequence(seq_id, prompt_len, max_new_tokens, arrival_time, -1, order,
                           footprint, num_tokens=prompt_len + completion,
                           num_cached=prompt_len if completion else 0, prefill_target=prompt_len,
                           block_hashes=tuple(block_hashes(ids, hash_block, cfg.block_size,
@@ -177,7 +177,7 @@ class ReferenceScheduler:
                              f"{self.config.engine_type} engine")
         return seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer
 
-    def _place(self, seq: RefSequence, too_long: Optional[int], completion: bool) -> None:
+    def _place(self, seq: ReferenceSequence, too_long: Optional[int], completion: bool) -> None:
         """A new sequence rejected (`too_long`: the tokens it needs beyond what a sequence
         holds, or its footprint beyond a rank's pool), finished (a completion engine's
         one-token request) or waiting on its rank."""
@@ -199,7 +199,7 @@ class ReferenceScheduler:
             rank.members.add(seq)
             self._num_unfinished += 1
 
-    def _assign_rank(self, seq: RefSequence) -> int:
+    def _assign_rank(self, seq: ReferenceSequence) -> int:
         if self.config.dp_assign == "round_robin":
             return seq.order % self.config.dp_size
         if self.config.dp_assign == "cache_aware":
@@ -208,7 +208,7 @@ class ReferenceScheduler:
                      for s in rank.members) for rank in self._ranks]
         return loads.index(min(loads))
 
-    def _cache_aware_rank(self, seq: RefSequence) -> int:
+    def _cache_aware_rank(self, seq: ReferenceSequence) -> int:
         """SGLang router's cache_aware policy, its defaults, over DP ranks: imbalanced ranks
         (the most unfinished sequences above the fewest by more than 64 and 1.5 times over)
         send seq to the least loaded; else the rank holding the longest run of its leading
@@ -333,7 +333,7 @@ class ReferenceScheduler:
                     rank.decoding.append(seq)
             budget -= padded
 
-    def _next_chunk(self, rank: _Rank, seq: RefSequence, budget: int):
+    def _next_chunk(self, rank: _Rank, seq: ReferenceSequence, budget: int):
         """seq's next chunk as (seqlen_q, padded_q, is_final, new_blocks, shared_blocks,
         tokens_done), or None to stop. A sequence being admitted starts after the prompt
         blocks it can share."""
@@ -374,7 +374,7 @@ class ReferenceScheduler:
                 return None
         return q, padded, final, need, shared, done
 
-    def _prefix_hit(self, rank: _Rank, seq: RefSequence) -> List[int]:
+    def _prefix_hit(self, rank: _Rank, seq: ReferenceSequence) -> List[int]:
         """Indexed blocks holding seq's leading full prompt blocks. A hit never covers the
         whole prefill: the last block is then computed again, in a block of its own, to
         produce the logits (writing into a shared block would overwrite its owners' KV)."""
@@ -388,7 +388,7 @@ class ReferenceScheduler:
             shared.append(block)
         return shared
 
-    def _index_prompt_blocks(self, rank: _Rank, seq: RefSequence) -> None:
+    def _index_prompt_blocks(self, rank: _Rank, seq: ReferenceSequence) -> None:
         """Offer seq's committed full prompt blocks to the prefix index."""
         bs = self.config.block_size
         full = min(len(seq.block_hashes), seq.num_cached // bs)
@@ -396,7 +396,7 @@ class ReferenceScheduler:
             rank.pool.index(seq.blocks[i], seq.block_hashes[i])
         seq.num_indexed = max(seq.num_indexed, full)
 
-    def _prefill_blocks(self, seq: RefSequence) -> int:
+    def _prefill_blocks(self, seq: ReferenceSequence) -> int:
         return self._blocks_for(min(seq.prefill_target + self._lookahead, seq.footprint))
 
     def _decode_round(self, rank: _Rank, builder: "_BatchBuilder", preempted: List[int],
@@ -440,7 +440,7 @@ class ReferenceScheduler:
         preempted.extend(v.seq_id for v in victims)
         return 0 if budget is None else budget
 
-    def _decode_q(self, seq: RefSequence) -> int:
+    def _decode_q(self, seq: ReferenceSequence) -> int:
         """Positions seq computes in its next decode step; 0 while its KV is in transfer,
         and once its committed output plus one token per in-flight sampling step reaches
         max_new_tokens."""
@@ -461,7 +461,7 @@ class ReferenceScheduler:
             rank.num_running += 1
             rank.decoding.append(seq)
 
-    def _preempt(self, rank: _Rank, seq: RefSequence) -> None:
+    def _preempt(self, rank: _Rank, seq: ReferenceSequence) -> None:
         rank.decoding.remove(seq)
         rank.num_running -= 1
         seq.status = "waiting"
@@ -501,7 +501,7 @@ class ReferenceScheduler:
                                  done.discarded, np.array(done.output_len, dtype=np.int32),
                                  done.left)
 
-    def _postprocess_row(self, rank: _Rank, seq: RefSequence, q: int, kind: int, a: int,
+    def _postprocess_row(self, rank: _Rank, seq: ReferenceSequence, q: int, kind: int, a: int,
                          done: "_Postprocessed") -> None:
         """One planned row's work committed: `a` of its drafts accepted."""
         seq.num_inflight -= q
@@ -530,7 +530,7 @@ class ReferenceScheduler:
             done.finished.append(seq.seq_id)
             done.left.append(_record(seq))
 
-    def _finish(self, rank: _Rank, seq: RefSequence) -> None:
+    def _finish(self, rank: _Rank, seq: ReferenceSequence) -> None:
         if seq in rank.decoding:
             rank.decoding.remove(seq)
         rank.num_running -= 1
@@ -545,7 +545,7 @@ class ReferenceScheduler:
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.config.block_size)
 
-    def seq(self, seq_id: int) -> RefSequence:
+    def seq(self, seq_id: int) -> ReferenceSequence:
         seq_id = integer("seq_id", seq_id)
         if seq_id not in self._seqs:
             raise ValueError(f"unknown seq_id {seq_id}")
@@ -582,7 +582,7 @@ class _BatchBuilder:
         self.rank = rank
         self.rows: list = []
 
-    def add(self, seq: RefSequence, q: int, padded: int, seqlen_k: int, kind: int) -> None:
+    def add(self, seq: ReferenceSequence, q: int, padded: int, seqlen_k: int, kind: int) -> None:
         self.rows.append((seq.seq_id, q, seqlen_k, padded, kind, list(seq.blocks)))
 
     def build(self, rank: _Rank, evicted: int) -> Batch:
@@ -604,12 +604,12 @@ class _BatchBuilder:
                      num_evicted_blocks=evicted, num_retained_blocks=rank.pool.num_retained)
 
 
-def _record(seq: RefSequence) -> SeqRecord:
+def _record(seq: ReferenceSequence) -> SeqRecord:
     return SeqRecord(seq.seq_id, seq.dp_rank, seq.status, seq.output_len, seq.num_preemptions,
                      seq.recomputed_tokens, seq.prefix_hit_tokens, seq.reason)
 
 
-def _insert_by_order(seqs: List[RefSequence], seq: RefSequence) -> None:
+def _insert_by_order(seqs: List[ReferenceSequence], seq: ReferenceSequence) -> None:
     i = len(seqs)
     while i > 0 and seqs[i - 1].order > seq.order:
         i -= 1

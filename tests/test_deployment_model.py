@@ -48,7 +48,7 @@ def prefill(d, prompts, profile="H800"):
 
 
 def breakdown(engine, n):
-    return engine.flops.calc_flops(np.array([n]), np.array([n]), phase="prompt")
+    return engine.estimator.calc_flops(np.array([n]), np.array([n]), phase="prompt")
 
 
 def test_attention_and_dense_are_rooflines_of_their_own_work():

@@ -26,7 +26,7 @@ def test_decode_step_lasts_what_the_roofline_says():
     engine.step()  # prefill
     record = engine.step()  # one decode token at seqlen_k 4096
     h200 = load_device_profile("H200")
-    f = engine.flops.calc_flops(np.array([1]), np.array([4096]), phase="decode")
+    f = engine.estimator.calc_flops(np.array([1]), np.array([4096]), phase="decode")
     compute = f.executed_flops / (989e12 * h200.compute_efficiency.value)
     memory = f.bytes / (4.8e12 * h200.memory_efficiency.value)
     assert memory > compute  # one decode token is bandwidth-bound

@@ -32,7 +32,7 @@ def main(args) -> int:
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
-        runs = run.sweep(workload, stop, progress=_quiet, ran=_ran_lines())
+        runs = run.planned_runs(workload, stop, progress=_quiet, ran=_ran_lines())
         results = [run_folder.read(run_dir) for run_dir in runs]
         verdict = _verdict(runs)
         planned = len(gil_protocol.planned(workload))

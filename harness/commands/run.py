@@ -32,7 +32,7 @@ def main(args) -> int:
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
-        results = [run_folder.read(run_dir) for run_dir in sweep(workload, stop)]
+        results = [run_folder.read(run_dir) for run_dir in planned_runs(workload, stop)]
         planned = len(gil_protocol.planned(workload))
         if args.json:
             print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
@@ -65,7 +65,7 @@ def print_busy(results) -> None:
               f"host-timed figures may be inflated (compare --drop-busy leaves them out)")
 
 
-def sweep(workload, stop, progress=None, ran=None):
+def planned_runs(workload, stop, progress=None, ran=None):
     """Every run the workload plans, run (harness/sweeps/sweep.py); their folders.
     `progress` hears each run's requests (default: the lines or bar of `_progress`), `ran`
     each run written (run_workload)."""

@@ -5,14 +5,14 @@ side of every step for real and waiting out the modeled device's time: docs/gil.
 
 from __future__ import annotations
 
-EMULATED = "emulated:"  # the executor's prefix
+from ..schema.manifest import executor_of
 
 
 def kind(manifest: dict) -> str:
     """"modeled", "emulated" or "measured"."""
     if manifest.get("modeled"):
         return "modeled"
-    return "emulated" if str(manifest.get("executor", "")).startswith(EMULATED) else "measured"
+    return "emulated" if executor_of(manifest)[0] == "emulated" else "measured"
 
 
 def device_name(manifest: dict) -> str:
@@ -26,8 +26,7 @@ def device_name(manifest: dict) -> str:
         return measured
     record = manifest.get("device_profile")
     profile = manifest.get("modeled_device") or \
-        (record.get("name") if isinstance(record, dict) else None) or \
-        str(manifest.get("executor", "")).split(":", 1)[-1]
+        (record.get("name") if isinstance(record, dict) else None) or executor_of(manifest)[1]
     if which == "modeled":
         return str(profile)
     return f"{profile} (emulated on {measured}: the host's CPU doing its work)"

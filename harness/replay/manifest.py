@@ -1,6 +1,7 @@
-"""A run's manifest as it starts: what ran (the workload, its trace, the engine, the device
-and its profile), where (host, versions, git commit) and who writes it (pid, host: `show`
-tells a killed run from a running one by them).
+"""A run's manifest as it starts (its keys declared in harness/schema/manifest.py): what
+ran (the workload, its trace, the engine, the device and its profile), where (host,
+versions, git commit) and who writes it (pid, host: `show` tells a killed run from a
+running one by them).
 
 The git commit (`git_sha`, `git_date`) is the engine's under test: $STEPTRACE_COMMIT and
 $STEPTRACE_COMMIT_DATE where CI sets them, else the checkout steptrace runs from, only where
@@ -31,7 +32,8 @@ from ..io.one_word import commit_variables
 
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
-    modeled = ExecutorSpec.parse(engine.config.executor).modeled
+    spec = ExecutorSpec.parse(engine.config.executor)
+    modeled = spec.modeled
     sha, date = engine_commit()
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
@@ -45,7 +47,8 @@ def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
         host_cpu=_cpu_name(), host_cpus=os.cpu_count(),
         device=dict(backend=engine.device.backend, name=engine.device.name,
                     chip=engine.device.chip, capability=engine.device.capability),
-        executor=engine.config.executor, modeled=modeled,
+        executor=engine.config.executor, executor_kind=spec.kind, profile=spec.profile,
+        modeled=modeled,
         modeled_device=engine.device_profile.name if modeled else None,
         device_profile=profile_record(engine.device_profile) if engine.device_profile else None,
         step_model=getattr(getattr(engine, "executor", None), "step_model", None),

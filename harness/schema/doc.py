@@ -7,6 +7,7 @@ import textwrap
 import pyarrow as pa
 
 from .column import Column, Table
+from .manifest import MANIFEST
 from .tables import LABELS, TABLES
 
 INTRO = """\
@@ -29,8 +30,20 @@ replay's start; the device table's `t_s` is on the wall clock even in a virtual-
 
 
 def markdown() -> str:
-    parts = [INTRO, _labels()] + [_table(t) for t in TABLES.values()]
+    parts = [INTRO, _labels()] + [_table(t) for t in TABLES.values()] + [_manifest()]
     return "\n".join(parts)
+
+
+def _manifest() -> str:
+    lines = ["| key | JSON | written | meaning |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{k.name}` | {' or '.join(k.kinds)} | {k.when or 'always'} | {k.meaning} |"
+              for k in MANIFEST]
+    return ("## manifest.json\n\n"
+            + _paragraph("A run folder's `manifest.json` says what ran, where, and how it "
+                         "ended; its keys are declared in `harness/schema/manifest.py`. "
+                         "`executor_kind` and `profile` are the executor's two parts: "
+                         "readers take them from there, not from `executor`'s text.")
+            + "\n".join(lines) + "\n")
 
 
 def _labels() -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ...errors import BadInput
 from ...record import device_label
+from ...schema.manifest import executor_of
 from ..runs import POOLS, Run
 
 KEY = "#step"  # step_key's entry among the columns read
@@ -37,7 +38,7 @@ class RunData:
     def profile(self) -> str:
         """The profile a modeled run's executor names ("B200", or a path: never opened,
         harness/analysis/report/hardware.py); empty for a measured run."""
-        return str(self.manifest.get("executor", "")).partition(":")[2] if self.modeled else ""
+        return (executor_of(self.manifest)[1] or "") if self.modeled else ""
 
     def has(self, table: str) -> bool:
         try:

@@ -1,0 +1,80 @@
+"""A run's `manifest.json`, declared once: every key a run writes, its JSON kind and its
+meaning (docs/tables.md, "manifest.json", is rendered from it; tests/test_manifest.py
+checks a real run's manifest against it). Readers take the executor and its profile from
+`executor_of`, never by splitting the executor's text themselves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    kinds: Tuple[str, ...]  # JSON kinds: string, integer, number, boolean, object, array, null
+    meaning: str
+    when: str = ""  # "" for a key every run writes; else when it is there
+
+
+STRING, INTEGER, NUMBER, BOOLEAN = "string", "integer", "number", "boolean"
+OBJECT, ARRAY, NULL = "object", "array", "null"
+PD, RANKS = "a P/D deployment's run", "a run over engine processes, one per device"
+
+MANIFEST = (
+    Key("workload", (STRING,), "the workload file, its absolute path"),
+    Key("workload_sha256", (STRING,), "the workload file's SHA-256"),
+    Key("trace", (STRING,), "the trace file replayed, or `generated`"),
+    Key("trace_sha256", (STRING, NULL), "the trace file's SHA-256; null for a generated trace"),
+    Key("trace_rows", (INTEGER,), "requests in the trace as replayed (scaled and limited)"),
+    Key("trace_dropped", (OBJECT,), "rows dropped while reading the trace, by reason"),
+    Key("values", (OBJECT,), "the workload's every key, defaults filled and `--set` applied"),
+    Key("gil_mode", (STRING,), "the GIL arm: `released` or `held`"),
+    Key("repeat", (INTEGER,), "the repeat's index among the arm's runs"),
+    Key("switch_interval_s", (NUMBER,), "the interpreter's switch interval during the run"),
+    Key("git_sha", (STRING, NULL), "the commit under test ($STEPTRACE_COMMIT, else the "
+                              "checkout's HEAD); null outside a checkout"),
+    Key("git_date", (STRING, NULL), "that commit's date, ISO 8601"),
+    Key("versions", (OBJECT,), "python, steptrace, torch (null when not installed) and numpy"),
+    Key("host_cpu", (STRING,), "the host's CPU model"),
+    Key("host_cpus", (INTEGER,), "the host's logical CPUs"),
+    Key("device", (OBJECT,), "the device the host ran: backend, name, chip, capability"),
+    Key("executor", (STRING,), "the workload's executor as given: `torch`, or "
+                          "`<kind>:<profile>` (`modeled:B200`)"),
+    Key("executor_kind", (STRING,), "how steps ran: `torch`, `modeled`, `emulated` or `null`"),
+    Key("profile", (STRING, NULL), "the device profile the executor names (`B200`, or a path); "
+                              "null for torch"),
+    Key("modeled", (BOOLEAN,), "whether steps were timed by the step model, not measured"),
+    Key("modeled_device", (STRING, NULL), "the modeled device's name, from its profile"),
+    Key("device_profile", (OBJECT, NULL), "the profile's figures, each with its source"),
+    Key("step_model", (OBJECT, NULL), "a modeled run's step model: its kernel tables, or the "
+                                 "roofline"),
+    Key("kv_pool", (OBJECT, NULL), "the KV pool as sized: blocks and how they were sized"),
+    Key("started", (STRING,), "when the run started, UTC, ISO 8601"),
+    Key("complete", (BOOLEAN,), "whether the run ended and wrote every table"),
+    Key("pid", (INTEGER,), "the harness's process, while the run is written"),
+    Key("host", (STRING,), "the host's name (with `pid`: a running run's writer)"),
+    Key("block", (INTEGER,), "the interleaved GIL protocol's block"),
+    Key("order", (INTEGER,), "the run's place in its block"),
+    Key("calibration", (OBJECT,), "the null-engine calibration's figures, or why it is off"),
+    Key("interrupted", (BOOLEAN,), "whether a signal stopped the run"),
+    Key("ended", (STRING,), "when the run ended, UTC, ISO 8601", "a run that ended"),
+    Key("host_share", (OBJECT, NULL), "other processes' CPU and steal time, and whether they "
+                                 "passed the contamination threshold", "a run that ended"),
+    Key("telemetry", (OBJECT,), "each telemetry source and what it read", "a run that ended"),
+    Key("pools", (OBJECT,), "the prefill and decode pools: instances, devices, shapes", PD),
+    Key("ranks", (ARRAY,), "each engine process: rank, pid, role, instance, DP rank", RANKS),
+    Key("error", (STRING,), "why the run failed", "a failed run"),
+    Key("killed", (OBJECT,), "when a killed run was found, and what its tables hold",
+        "a run whose harness died"),
+)
+KEYS = {k.name: k for k in MANIFEST}
+
+
+def executor_of(manifest: dict) -> Tuple[str, Optional[str]]:
+    """(the executor's kind, its profile or None): the manifest's own keys; a manifest
+    written before they were declared, from its executor's text."""
+    if "executor_kind" in manifest:
+        return str(manifest["executor_kind"]), manifest.get("profile")
+    kind, _, profile = str(manifest.get("executor", "")).partition(":")
+    return kind, profile or None
