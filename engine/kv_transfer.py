@@ -2,7 +2,7 @@
 latent cache of every cache layer (the MTP module's included) at its prompt positions,
 gathered from the prefill rank's paged cache into one contiguous tensor, sent point to
 point, and scattered into the blocks the decode rank's scheduler reserved for it
-(harness/replay/pd_rank_process.py moves it).
+(harness/ranks/pd_rank_process.py moves it).
 
 The prefill side copies the KV out in the step that hands the sequence off, before any
 later forward can write into its freed blocks; the copy waits for the decode router's

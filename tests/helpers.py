@@ -122,7 +122,7 @@ def synthetic_run(run_dir, metrics, *, gil_mode="released", values=None, complet
                   trace_sha256="0" * 64, host_cpus=None, modeled=False, host_share=None):
     """A run folder holding what a run's summary says, without running anything: its
     manifest and a summary table of `metrics` ({"ttft.p99": (0.12, "s"), ...});
-    `host_share` the manifest's (harness/replay/host_share.py), none when None."""
+    `host_share` the manifest's (harness/run/host_share.py), none when None."""
     import json
 
     import pandas as pd

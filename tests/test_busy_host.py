@@ -14,7 +14,7 @@ from harness.analysis.report.run_data import RunData
 from harness.analysis.runs import load_runs
 from harness.commands import main
 from harness.record.busy_host import busy_host
-from harness.replay import run as run_module
+from harness.run import end_to_end as run_module
 from harness.schema.summary import host_timed
 from tests.helpers import MODELED, synthetic_run
 
@@ -168,7 +168,7 @@ def test_the_host_share_is_of_the_hosts_counted_cpu_time(monkeypatch):
     processes' work and steal sum to at most 100 %."""
     from collections import namedtuple
 
-    import harness.replay.host_share as host_share
+    import harness.run.host_share as host_share
 
     times = namedtuple("scputimes", "user nice system idle iowait irq softirq steal")
     counters = iter([times(10, 0, 5, 100, 0, 0, 0, 1), times(16, 0, 7, 100.5, 0, 0, 0, 1.5)])

@@ -14,7 +14,7 @@ import pytest
 from engine.kernels.table import read
 from engine.model_config import load_model_config
 from harness.commands import main
-from harness.replay import kernel_calibration as kc
+from harness.run import kernel_calibration as kc
 from tests.device import measured_profile
 
 REPO = Path(__file__).resolve().parents[1]

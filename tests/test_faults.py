@@ -383,19 +383,19 @@ def test_a_stopped_sweep_starts_no_run(tmp_path):
 
 
 def test_a_signal_during_calibration_makes_no_run_directory(tmp_path, monkeypatch):
-    import harness.replay.run
+    import harness.run.end_to_end
     from harness.sweeps.sweep import run_workload
 
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n"
                     + MODELED.replace("calibration_requests: 0", "calibration_requests: 4")
                     + "gil: both\n")
-    calibrate = harness.replay.run.calibrate
+    calibrate = harness.run.end_to_end.calibrate
 
     def ctrl_c_while_calibrating(*args):
         os.kill(os.getpid(), signal.SIGINT)  # handled: the sweep's handler sets the flag
         return calibrate(*args)
-    monkeypatch.setattr(harness.replay.run, "calibrate", ctrl_c_while_calibrating)
+    monkeypatch.setattr(harness.run.end_to_end, "calibrate", ctrl_c_while_calibrating)
     stop = Stop()
     assert run_workload(load_workload(path), stop=stop) == []
     assert stop.exit_code == 130 and not (tmp_path / "results").exists()
@@ -512,12 +512,12 @@ def test_a_run_that_fails_mid_replay_is_recorded_failed_not_interrupted(tmp_path
 
 
 def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypatch):
-    import harness.replay.run
+    import harness.run.end_to_end
     from harness.sweeps.sweep import run_workload
 
     def no_writer(*args, **kwargs):
         raise OSError("cannot start the table writer")
-    monkeypatch.setattr(harness.replay.run, "Recorder", no_writer)
+    monkeypatch.setattr(harness.run.end_to_end, "Recorder", no_writer)
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
     with pytest.raises(OSError, match="table writer"):

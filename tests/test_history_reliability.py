@@ -20,7 +20,7 @@ from harness.analysis import change_points, history_place, history_series, histo
 from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.io.one_word import COMMIT_VARIABLES
-from harness.replay import manifest
+from harness.run import manifest
 from tests.bench import history_power as power
 from tests.helpers import synthetic_run
 from tests.test_history import add, commit, needs_otava, on_gpu
@@ -96,7 +96,7 @@ def test_a_package_installed_inside_another_repository_records_none_of_its_commi
     (project / "README").write_text("another project\n")
     git(project, "add", "README")
     git(project, "commit", "-q", "-m", "theirs")
-    package = project / ".venv" / "lib" / "site-packages" / "harness" / "replay"
+    package = project / ".venv" / "lib" / "site-packages" / "harness" / "run"
     package.mkdir(parents=True)
     installed = package / "manifest.py"
     installed.write_text("# installed\n")

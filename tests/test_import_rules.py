@@ -20,11 +20,15 @@ MAY_IMPORT = {
     "record": {"errors", "io", "schema"},
     "telemetry": {"errors", "io", "schema", "record"},
     "replay": {"errors", "io", "schema", "workload", "traces", "record", "telemetry"},
+    "ranks": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
+              "replay"},
+    "run": {"errors", "io", "schema", "workload", "traces", "record", "telemetry", "replay",
+            "ranks"},
     "sweeps": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
-               "replay", "analysis"},
+               "replay", "ranks", "run", "analysis"},
     "analysis": {"errors", "io", "schema", "record"},
     "commands": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
-                 "replay", "sweeps", "analysis"},
+                 "replay", "ranks", "run", "sweeps", "analysis"},
 }
 
 

@@ -1,4 +1,4 @@
-"""Point-to-point works waited for off the engine's thread (harness/replay/p2p_waits.py):
+"""Point-to-point works waited for off the engine's thread (harness/ranks/p2p_waits.py):
 each peer's in its order, one peer's slow transfer never holding another's back, a failed
 one's error raised on the engine's thread."""
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness.replay.p2p_waits import P2PWaits
+from harness.ranks.p2p_waits import P2PWaits
 
 
 class Work:

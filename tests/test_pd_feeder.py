@@ -1,4 +1,4 @@
-"""The P/D feeder's decode routing of real ranks' hand-offs (harness/replay/pd_ranks_replay.py),
+"""The P/D feeder's decode routing of real ranks' hand-offs (harness/ranks/pd_replay.py),
 against fake ranks: least_kv counts the prompt blocks of the sequences it added to a decode
 rank since that rank's last report, so a burst of hand-offs is spread."""
 
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from harness.ranks.pd_replay import PDFeeder
 from harness.record.pd_join import Transfers
 from harness.replay.driver import Requests
-from harness.replay.pd_ranks_replay import PDFeeder
 
 BLOCK = 16
 

@@ -105,7 +105,7 @@ def test_a_rank_process_engine_has_its_pool_as_the_rank_sized_it():
     """`num_kv_blocks: auto` is sized in the rank on its device: the harness's view of the
     engine (the manifest's pools, the P/D routers' free blocks) takes that size."""
     from engine.config import EngineConfig
-    from harness.replay.ranks import RankedEngine
+    from harness.ranks.processes import RankedEngine
 
     sized = RankedEngine(EngineConfig(model="tiny", device="cpu"),
                          {"num_kv_blocks": 77, "sized": "device memory"})

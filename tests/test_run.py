@@ -11,7 +11,7 @@ import pytest
 from harness.commands import main
 from harness.record.run_folder import read_requests
 from harness.replay import driver as replay_module
-from harness.replay.calibration import VIRTUAL_CLOCK, planned
+from harness.run.calibration import VIRTUAL_CLOCK, planned
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from tests.helpers import MODELED

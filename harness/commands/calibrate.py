@@ -56,7 +56,7 @@ def main(args) -> int:
                               ("--repeats", args.repeats, REPEATS_MAX)):
         if not 1 <= value <= high:
             raise BadInput(f"{name} must be an integer in 1..{high}, got {value}")
-    from ..replay import kernel_calibration as kc  # torch: only once the input is good
+    from ..run import kernel_calibration as kc  # torch: only once the input is good
 
     device, ours = _device(args.device)
     try:

@@ -1,5 +1,5 @@
 """Whether a busy host moved a run's figures, and which: the run's manifest flags it
-`contaminated` (harness/replay/host_share.py: other processes' CPU and steal time above
+`contaminated` (harness/run/host_share.py: other processes' CPU and steal time above
 the workload's `gil_contamination_pct`), and the figures it may have moved are the
 host-timed ones (harness/schema/summary.py `host_timed`; docs/metrics.md, "Host-timed
 figures"). `show`, `run`, `gil`, `compare` and `report` all judge a run by this."""

@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..replay.planned_run import PlannedRun
+from ..run.planned_run import PlannedRun
 from ..schema.summary import GIL_PRIMARY
 
 # (summary metric, stat) -> gil table column

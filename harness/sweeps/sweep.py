@@ -15,7 +15,7 @@ import numpy as np
 
 from ..io.interrupt import Stop, signals_stop
 from ..record.table_sink import write_table
-from ..replay.run import run_once
+from ..run.end_to_end import run_once
 from ..workload import Workload
 from ..workload.trace import load_workload_trace
 from . import gil_protocol

@@ -81,7 +81,7 @@ class Workload:
     @property
     def ranks(self) -> int:
         """Engine processes of a run on a torch device: its deployment's devices, or its
-        P/D instances' (harness/replay/ranks.py); 1 elsewhere (the engine, or a modeled
+        P/D instances' (harness/ranks/processes.py); 1 elsewhere (the engine, or a modeled
         P/D deployment's engines, in the harness's process)."""
         v = self.values
         if executor_spec(v["device"]) is not None:

@@ -1,6 +1,6 @@
 """A `deployment:` on a torch device (cpu, cuda, npu, auto): its devices are engine
-processes, one DP attention rank each (harness/replay/ranks.py), or a P/D deployment's
-instances, a process each (harness/replay/pd_ranks_replay.py). What the real engine does
+processes, one DP attention rank each (harness/ranks/processes.py), or a P/D deployment's
+instances, a process each (harness/ranks/pd_replay.py). What the real engine does
 not run yet is refused by key; so are more devices than the host has, a process-group
 backend the torch build lacks and a rendezvous (MASTER_ADDR, MASTER_PORT) torch cannot
 use. docs/workloads.md, "A deployment on a real device"."""

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from harness.record.recorder import Recorder
-from harness.replay import run as run_module
+from harness.run import end_to_end as run_module
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 

@@ -25,14 +25,14 @@ ROUNDS = 7
 RATIO = 3.5  # the whole run over the floor: 1.2x - 2.9x measured, 4.3x - 4.7x before
 FLOOR = "import numpy, pandas, pyarrow, engine._core"
 # `steptrace run` as the console script runs it, with the time the replay loop is entered
-# printed: harness.replay.run's two loops wrapped as the module is imported, so that
+# printed: harness.run.end_to_end's two loops wrapped as the module is imported, so that
 # nothing is imported earlier than in a plain run.
 RUN = """
 import importlib.util, sys, time
 
 class FirstStep:
     def find_spec(self, name, path=None, target=None):
-        if name != "harness.replay.run":
+        if name != "harness.run.end_to_end":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)

@@ -22,26 +22,26 @@ from engine import LLMEngine
 from engine.devices.profile import profile_record
 
 from ..io.interrupt import Stop, install, restore
+from ..ranks.pd_replay import PDFeeder
+from ..ranks.processes import Ranks, local_devices
+from ..ranks.recorder import RanksRecorder
+from ..ranks.replay import Colocated, Feeder, replay_ranks
 from ..record import run_folder, vllm_result
 from ..record.metrics import SUMMARY_COLUMNS
 from ..record.pd_summary import pd_rows
 from ..record.recorder import Recorder
 from ..record.table_sink import write_table
 from ..record.table_writer import NotStarted
+from ..replay.disaggregated import Instance, replay_disaggregated
+from ..replay.driver import Requests, replay
+from ..replay.frontend import Frontend
+from ..replay.native import replay_disaggregated_native, replay_native
 from ..telemetry import Sampler, device_frame, device_summary
 from ..workload import Workload
 from .calibration import calibrate, planned as planned_calibration
-from .disaggregated import Instance, replay_disaggregated
-from .driver import Requests, replay
-from .frontend import Frontend
 from .host_share import HostShare
 from .manifest import manifest as start_manifest, now
-from .native import replay_disaggregated_native, replay_native
-from .pd_ranks_replay import PDFeeder
 from .planned_run import PlannedRun
-from .ranks import Ranks, local_devices
-from .ranks_recorder import RanksRecorder
-from .ranks_replay import Colocated, Feeder, replay_ranks
 from .tokens import tokens_frame
 
 PD_UNCALIBRATED = "off: a P/D deployment's harness cost is not calibrated"

@@ -1,4 +1,4 @@
-"""The body of every engine process of a run over several devices (harness/replay/ranks.py
+"""The body of every engine process of a run over several devices (harness/ranks/processes.py
 starts them): a DP rank of a co-located deployment (rank_process.py) or a rank of a P/D
 instance (pd_rank_process.py), each run until its end; a failure is sent to the harness."""
 

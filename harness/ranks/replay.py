@@ -1,8 +1,8 @@
 """The harness's side of a run over rank processes: the trace's requests fed to the ranks
 at their arrival times on the real clock, the ranks' step-log chunks handed to the
-recorder as they come (harness/replay/ranks.py). What feeds the ranks is a co-located
+recorder as they come (harness/ranks/processes.py). What feeds the ranks is a co-located
 deployment's round robin (Colocated) or a P/D deployment's routers
-(harness/replay/pd_ranks_replay.py)."""
+(harness/ranks/pd_replay.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Callable, Optional, Protocol
 
 import numpy as np
 
-from .driver import Requests
-from .ranks import POLL_S, SETTLE_S, RankFailed, Ranks
+from ..replay.driver import Requests
+from .processes import POLL_S, SETTLE_S, RankFailed, Ranks
 
 
 class Feeder(Protocol):

@@ -1,5 +1,5 @@
 """The harness's side of a P/D deployment on a real device: every instance engine
-processes, one per device (harness/replay/pd_rank_process.py), the prefill instances'
+processes, one per device (harness/ranks/pd_rank_process.py), the prefill instances'
 ranks first. The harness replays the trace on the real clock (ranks_replay.py) through the
 prefill router, routes each prefilled sequence through the decode router (telling the
 decode instance to take it and the prefill where to send its KV), records each hand-off
@@ -16,14 +16,14 @@ from typing import Deque, Dict, Optional, Tuple
 import numpy as np
 
 from ..record.pd_join import Transfers
-from .driver import Requests
-from .ranks import Ranks
-from .routers import DecodeRouter, PrefillRouter, awaited_blocks
+from ..replay.driver import Requests
+from ..replay.routers import DecodeRouter, PrefillRouter, awaited_blocks
+from .processes import Ranks
 
 
 class PDFeeder:
     """A P/D deployment's routers in front of its instances' ranks (a Feeder of
-    harness/replay/ranks_replay.py)."""
+    harness/ranks/replay.py)."""
 
     def __init__(self, service, ranks: Ranks, requests: Requests, transfers: Transfers):
         self.service, self.ranks, self.requests = service, ranks, requests

@@ -1,4 +1,4 @@
-"""One engine process of a run over several devices (harness/replay/ranks.py starts them):
+"""One engine process of a run over several devices (harness/ranks/processes.py starts them):
 a DP rank (engine/dp.py's DPEngine: its scheduler, block pool and Worker) stepping in
 lockstep with the others, fed requests by the harness through its inbox, recording its
 steps in a step log of its own and sending each chunk of columns, then its tokens, to the

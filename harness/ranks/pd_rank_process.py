@@ -1,5 +1,5 @@
 """A DP rank of a P/D instance as an engine process, one per device of the instance
-(harness/replay/pd_ranks_replay.py feeds them): a prefill instance's `prompt` engine or a
+(harness/ranks/pd_replay.py feeds them): a prefill instance's `prompt` engine or a
 decode instance's `completion` engine, in lockstep with its instance's other ranks alone. The KV of each prefilled
 sequence moves from the prefill process to the decode process over the process group's
 point-to-point send and receive (gloo, NCCL, HCCL; engine/kv_transfer.py gathers and
@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Dict, Optional
 
+from ..replay.routers import awaited_blocks
 from .p2p_waits import P2PWaits
 from .rank_process import _Rank
-from .routers import awaited_blocks
 
 if TYPE_CHECKING:
     import torch

@@ -19,7 +19,7 @@ import numpy as np
 from engine import LLMEngine
 
 from ..record.recorder import Recorder
-from .driver import Requests, replay
+from ..replay.driver import Requests, replay
 
 REAL_CLOCK_REQUESTS = 500  # calibration_requests: null on the real clock
 VIRTUAL_CLOCK = ("off on the virtual clock: the harness's time between steps is not on its "

@@ -1,5 +1,5 @@
 """The recorder of a run over rank processes: each rank keeps its own step log
-(harness/replay/rank_process.py) and sends its columns; here one chunk of every rank of an
+(harness/ranks/rank_process.py) and sends its columns; here one chunk of every rank of an
 instance is merged into the instance's rows (by step, then dp_rank) and handed to the one
 table writer, as an in-process run's chunks are (harness/record/recorder.py). A co-located
 run is one instance of every rank; each instance of a P/D deployment hands its chunks over

@@ -1,5 +1,5 @@
 """A run over several devices of a real device: one engine process per device (a DP
-attention rank each, harness/replay/rank_process.py), started with torch.multiprocessing's
+attention rank each, harness/ranks/rank_process.py), started with torch.multiprocessing's
 spawn on this host; rank r uses local device r mod the host's devices. The process group
 is gloo on the CPU, NCCL on CUDA, HCCL on an NPU, its rendezvous at MASTER_ADDR and
 MASTER_PORT (default: this host, a free port).
@@ -7,7 +7,7 @@ MASTER_PORT (default: this host, a free port).
 The harness's process replays the trace on the real clock and feeds each request to a
 rank's inbox, round robin by request id (arrival order), as the in-process DP dispatch's
 round_robin does; every rank sends its step log's columns back, and the harness's one
-table writer writes them (harness/replay/ranks_recorder.py). A rank that fails or dies
+table writer writes them (harness/ranks/recorder.py). A rank that fails or dies
 fails the run: the others are stopped, what ran is written, the run marked failed.
 """
 
