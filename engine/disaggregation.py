@@ -1,6 +1,7 @@
 """Prefill/decode disaggregation: a service of two pools of identical instances, prefill
 instances running `prompt` engines and decode instances running `completion` engines,
-the KV moving between them over a link, and a router in front of each pool.
+the KV moving between them over a link, and a router in front of each pool. Each
+instance is a Deployment on its device, with its own engine keys.
 
 The names are the field's: SGLang's PD router and Dynamo's disaggregated serving (xPyD: x
 prefill and y decode instances). docs/disaggregation.md is the reference; the replay

@@ -7,6 +7,7 @@ joins the collectives; else every rank decodes. With mixed batches there is no v
 rank runs its mixed round, an empty one where it has nothing to do. The same all-reduce tells whether any rank
 still has work, so idle ranks keep stepping (empty steps) until all are done.
 Requests are assigned round robin by request id; every process sees every request.
+`steptrace run` starts such ranks as processes of its own (harness/ranks/processes.py).
 With a deployment's `moe.ep` the ranks are also one EP group (engine/ep.py): an empty step
 still runs every MoE layer's all-to-alls, so the vote's empty steps keep the ranks in step.
 """

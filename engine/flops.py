@@ -8,6 +8,7 @@ Two FLOP counts (docs/metrics.md defines them):
   kv_b re-up-projection of a prefill's cached prefix, and the MTP draft module.
 Bytes: what the executed step moves through device memory (weights touched plus KV
 cache read and written); activations and the embedding lookup are not counted.
+csrc/cost_model.hpp's CostModel is its fast twin, held to it by tests/test_cost_model.py.
 """
 
 from __future__ import annotations

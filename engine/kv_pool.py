@@ -1,6 +1,6 @@
 """`num_kv_blocks: auto` on a real accelerator (CUDA, or an Ascend NPU through torch_npu):
-the pool is what the device's memory leaves once the model is resident, as vLLM's
-gpu_memory_utilization sizes its pool (its Worker's determine_num_available_blocks):
+the pool is what the device's memory leaves once the model is resident. It is sized as
+vLLM's gpu_memory_utilization sizes its pool (its Worker's determine_num_available_blocks):
 
     KV bytes      = total * memory_utilization - in use after the weights - reserve
     num_kv_blocks = KV bytes / DP ranks on the device / bytes per block

@@ -1,5 +1,7 @@
 """LLMEngine: requests in, one engine iteration per step(), a StepRecord out per step.
 
+Its calls: add_request, kv_arrived (a P/D decode's KV in place), step, run.
+
 One iteration: schedule -> metadata -> Worker forward -> sample -> postprocess -> cost.
 With overlap the order is schedule(i) -> launch forward(i) -> postprocess(i-1) ->
 sample(i): forward and sampling run on a worker thread (torch releases the GIL inside its

@@ -7,7 +7,9 @@ the same seeded weights.
 The KV cache holds, per layer and token, the normalised latent c_kv (kv_lora_rank) and the
 rotated shared key k_rope (qk_rope_head_dim): [layers, num_blocks, block_size, dim].
 Prefill rows attend in MHA form (the latent up-projected to per-head K and V); decode rows
-in absorbed form (W_UK folded into q, W_UV into the output), over the same cache.
+in absorbed form (W_UK folded into q, W_UV into the output), over the same cache. With
+two micro-batches (split_rows) their layers run interleaved (MoE.staged, drive), each up to
+its next all-to-all in flight.
 """
 
 from __future__ import annotations

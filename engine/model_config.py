@@ -1,4 +1,5 @@
-"""Model geometry: one dataclass, loaded from the YAML files in engine/models/.
+"""Model geometry: one dataclass, loaded from the YAML files in engine/models/: `tiny`
+(CI's CPU model), `small` (a GPU smoke size), `deepseek-v3`, `deepseek-v4-flash`.
 
 Field names follow the checkpoints' config.json (DeepSeek-V3 naming). `architecture`
 says which block the geometry describes: `deepseek_v3` (MLA + MoE, the block the torch

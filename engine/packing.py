@@ -1,6 +1,7 @@
 """A batch's packed layout, as a Worker hands it to the forward: each row's positions, the
 KV slot of each position, the padded block tables, where each row's queries start, and
-which packed positions get logits. Only lengths and blocks: no token ids."""
+which packed positions get logits. Only lengths and blocks: no token ids. The Worker's,
+and the emulated executor's (engine/executors/emulated.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """Outputs written whole or not at all: every file the harness writes outside the recorder's
-table sinks (converted traces, manifest.json) goes to a temporary name in its directory and
-is renamed over the final name only once it is written, flushed to disk and closed.
+table sinks (converted traces, manifest.json). Each goes to a temporary name in its
+directory and is renamed over the final name only once it is written, flushed to disk and
+closed.
 
 A full disk, any other write error, or an exception in the code writing the file removes
 the temporary file and leaves whatever was under the final name before untouched; the
-error names the final path. (The run's tables follow the same pattern in
+error, WriteFailed, names the final path. (The run's tables follow the same pattern in
 harness/record/table_sink.py.)
 
 The rename would put a plain file in place of whatever is under the final name, so a path

@@ -1,5 +1,6 @@
 """How the harness says an operation failed, whatever asked for it (a command, a test, a
-library user): the command line turns each into its one line and exit status."""
+library user): BadInput (exit 2), RunFailed (exit 1), Terminated (SIGTERM, unwinding as
+Ctrl-C does); the command line turns each into its one line and exit status."""
 
 
 class BadInput(Exception):

@@ -1,4 +1,5 @@
-"""Which device this process runs on: CUDA, Ascend NPU (torch_npu) or CPU.
+"""Which device this process runs on: CUDA (SM90, SM100), Ascend NPU (910B, 910C, 950;
+torch_npu) or CPU.
 
 torch is imported on call; torch_npu only when npu is requested, or under "auto" when no
 CUDA device is available (importing it registers the NPU backend with torch).

@@ -1,4 +1,4 @@
-"""The modeled executor: no forward. A step lasts what a roofline of its FLOPs and bytes
+"""The modeled executor: no forward; a step lasts what a roofline of its FLOPs and bytes
 on a device profile says, so a run needs no such device:
 
     step = overhead + max(executed_flops / (peak * compute_eff), bytes / (hbm_bw * memory_eff))

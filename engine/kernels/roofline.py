@@ -1,8 +1,8 @@
 """Roofline kernel tables: for a device with no collected kernel data (Ascend), each kernel
 a deployment runs timed as a roofline of its own FLOPs and bytes, at an efficiency per
-family (the profile's `family_efficiency`: `gemm` for the cube units' large matrix
-products, GEMMs, grouped experts and prefill attention; `decode_attention` for the absorbed
-MLA decode and its batched products, bound by the vector units and the latent reads). The
+family (the profile's `family_efficiency`). `gemm` is the cube units' large matrix
+products, GEMMs, grouped experts and prefill attention; `decode_attention` the absorbed
+MLA decode and its batched products, bound by the vector units and the latent reads. The
 rows are made for the deployment at hand, over the same grid a measured table has, so the
 step looks them up as any table (docs/modeling.md, "Roofline tables"). The all-to-alls and
 all-reduces are left to the link model.

@@ -1,7 +1,7 @@
-"""steptrace's modeled step against NVIDIA aiconfigurator-core 0.12.0's own step estimates
-(workloads/validation/kernels/aiconfigurator_steps.csv, _v4.csv; engine/kernels/
-vendor_steps.py), shape by shape and part by part (docs/modeling.md, "Against the vendor's
-own step estimates"):
+"""steptrace's modeled step against NVIDIA aiconfigurator-core 0.12.0's own step estimates,
+shape by shape and part by part (docs/modeling.md, "Against the vendor's own step
+estimates"). The estimates are workloads/validation/kernels/aiconfigurator_steps.csv and
+_v4.csv (engine/kernels/vendor_steps.py); the comparison:
 
     python -m engine.kernels.vendor_compare [--markdown] [--model deepseek-v4-flash]
 

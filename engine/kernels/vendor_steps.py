@@ -1,5 +1,5 @@
 """NVIDIA aiconfigurator-core 0.12.0's own step estimates for DeepSeek-V3 (and V4-Flash) served
-with attention DP 8 and MoE EP 8 on one node, the step steptrace's modeled step is checked
+with attention DP 8 and MoE EP 8 on one node: the step steptrace's modeled step is checked
 against (workloads/validation/kernels/aiconfigurator_steps.csv, _v4.csv). Regenerate them with
 
     python -m engine.kernels.vendor_steps --out workloads/validation/kernels/aiconfigurator_steps.csv

@@ -1,6 +1,6 @@
 """A modeled run's tables against its baseline's, exactly: a modeled device and the
 virtual clock make the steps, batches and requests tables a function of the workload and
-the build, so any difference is a change in behaviour.
+the build, so any difference is a change in behaviour, named by its first difference.
 
 The columns that time the host (the scheduler call, postprocess, the step, table
 flushes) and the run's name are the only ones left out.

@@ -1,7 +1,7 @@
 """The results history (docs/comparing.md, "History and change points"): a folder of
-Parquet files, one per run added, each holding that run's summary in long format, one row
-per (metric, stat), with the run's labels and the commit of the engine it measured, and
-the marker that says `add` made the folder (harness/analysis/history_place.py).
+Parquet files, one per run added, and the marker that says `add` made the folder
+(harness/analysis/history_place.py). Each file holds that run's summary in long format, one
+row per (metric, stat), with the run's labels and the commit of the engine it measured.
 
 Every file is written whole under a hidden temporary name and renamed into place
 (fileio/atomic.py), and its name is the run's identity: two `add`s never write the

@@ -1,5 +1,6 @@
-"""Result folders read back as runs: the manifest, the run's state, its labels and
-workload keys, and its summary metrics; tables on demand, only the columns asked for.
+"""Result folders read back as runs (run folders, globs, or folders of runs): the
+manifest, the run's state, its labels and workload keys, and its summary metrics; tables on
+demand, only the columns asked for, each checked against its declared kind.
 
 Everything here reads files a run wrote and never imports the engine. A run's summary and
 state are what `steptrace show` reads (harness/record/run_folder.py), so the two never

@@ -1,7 +1,8 @@
 """The steptrace command line: one module per command, one entry point, one `--set` syntax
 (KEY.PATH=VALUE, the value read as YAML) and `--json` on every command.
 
-Exit codes: 0 ok, 1 the run failed, 2 bad input. Only the commands that run the engine (`run`,
+Exit codes: 0 ok, 1 the run failed, 2 bad input; Ctrl-C or SIGTERM at any point is one
+line and exit 130 / 143 (entry). Only the commands that run the engine (`run`,
 `gil`, `capacity`) may import torch: --version, validate, show, trace and replay-scheduler
 never do (tests/test_cli.py checks the first four).
 

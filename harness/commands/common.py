@@ -1,4 +1,5 @@
-"""What every command shares: --set and --json, one-line failures, text made printable."""
+"""What every command shares: --set and --json, one-line failures, text made printable,
+a progress line's pace."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """steptrace sweep SWEEP.yaml: many points, each the base workload with its own overrides,
-run (or searched for its capacity) in processes of this host or, with --ray, as tasks of a
-Ray cluster, into one `sweep` table with each front's Pareto points (docs/sweeps.md). Not
+run (or searched for its capacity) in processes of this host or a Ray cluster's (--ray),
+into one `sweep` table with each front's Pareto points (docs/sweeps.md). Not
 `run`'s sweep of one workload's runs.
 
 Exit 0 when every valid point is done, with an answer or without one (a capacity search

@@ -1,4 +1,5 @@
-"""How the harness starts its own Python processes (the table writer, the telemetry child).
+"""How the harness starts its own Python processes (the table writer, the telemetry child):
+isolated, with this process's import path less the working directory, and no LD_PRELOAD.
 
 `python -m harness...` would put the working directory first on the child's import path: a
 `fcntl.py`, `pyarrow.py` or `harness/` lying where the user runs `steptrace` would run in

@@ -1,4 +1,5 @@
-"""Ctrl-C and SIGTERM during a run: a flag the replay checks between steps, not an exception.
+"""Ctrl-C and SIGTERM during a run: a flag (Stop) the replay checks between steps, not an
+exception.
 
 The first signal of a sweep stops all of it: the run in progress writes its tables whole,
 marked incomplete, and no later run starts. The command then exits 128 + the signal's

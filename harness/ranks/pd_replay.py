@@ -1,6 +1,6 @@
 """The harness's side of a P/D deployment on a real device: every instance engine
 processes, one per device (harness/ranks/pd_rank_process.py), the prefill instances'
-ranks first. The harness replays the trace on the real clock (ranks_replay.py) through the
+ranks first. The harness replays the trace on the real clock (replay.py) through the
 prefill router, routes each prefilled sequence through the decode router (telling the
 decode instance to take it and the prefill where to send its KV), records each hand-off
 and transfer in the requests table's P/D columns, and hands the ranks' chunks to the

@@ -1,6 +1,6 @@
 """What a run's numbers describe, as a person reads it: a device measured, one modeled
-(the step model on the virtual clock), or one emulated (the host's CPU running the host's
-side of every step for real and waiting out the modeled device's time: docs/gil.md).
+(the step model on the virtual clock), or one emulated (the host's side of every step run
+for real, the modeled device's time waited out: docs/gil.md).
 `show`, `compare` and the report all name a run's device by this."""
 
 from __future__ import annotations

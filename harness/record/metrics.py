@@ -1,4 +1,6 @@
-"""Latency and throughput metrics from per-request records, each defined once.
+"""Latency and throughput metrics from per-request records, each defined once: TTFT,
+TPOT, ITL, E2E, throughput, goodput and their percentiles, over a whole table or fed a
+chunk at a time (LatencySummary).
 
 Definitions, formulas and units: docs/metrics.md, "Latency and throughput". Everything
 here is vectorised over requests and tokens (no per-request Python loops).

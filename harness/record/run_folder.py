@@ -1,7 +1,7 @@
 """A run folder read back: its state, summary rows and notes (what `steptrace show`,
-`compare`, `report` and a sweep read), the requests table, and manifest.json written
-(docs/tables.md has every column; the recorder streams the steps, batches and requests
-tables).
+`compare`, `report` and a sweep read), the requests table, and manifest.json written.
+The columns are docs/tables.md's; the recorder streams the steps, batches and requests
+tables.
 
 The manifest is written to a temporary name and renamed into place, as every table is; it
 says `complete: false` until the run ended cleanly.

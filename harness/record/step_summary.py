@@ -1,7 +1,8 @@
 """The engine summary: scheduler-call, step and forward percentiles, achieved TFLOP/s and
 MFU, the prefix cache's hit rate and evictions, a modeled deployment's step parts over the
-measured steps (docs/metrics.md, "Engine", "Prefix cache", "Modeled step parts"), fed the
-steps table a chunk at a time, as the recorder writes it, or whole (`engine_summary`)."""
+measured steps. It is fed the steps table a chunk at a time, as the recorder writes it, or
+whole (`engine_summary`); docs/metrics.md defines each row ("Engine", "Prefix cache",
+"Modeled step parts")."""
 
 from __future__ import annotations
 

@@ -10,10 +10,10 @@ written through its descriptor: one a writer that ended part way left is removed
 but a symbolic link at its name is refused, never written through (BadInput naming it),
 and anything else there is a write fault; at the final name the rename replaces a link,
 not its target. An interrupted run still closes its sinks: the tables hold every chunk
-written (chunks are gathered into row groups of ROW_GROUP_ROWS; close writes what is
-gathered). The run's labels (some of run_id, gil_mode, overlap) join every chunk as
-constant columns, text ones dictionary-encoded, so that every table reads back with the
-same dtypes (categorical).
+written (chunks are gathered into row groups of ROW_GROUP_ROWS, with min/max statistics
+for the columns a reader selects rows by; close writes what is gathered). The run's labels
+(some of run_id, gil_mode, overlap) join every chunk as constant columns, text ones
+dictionary-encoded, so that every table reads back with the same dtypes (categorical).
 """
 
 from __future__ import annotations

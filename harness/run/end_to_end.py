@@ -1,6 +1,6 @@
 """One run of a workload, end to end: its engine, calibration, replay and telemetry, and
 its tables in <output>/<name>/<run_id>/ (harness/sweeps/sweep.py runs every run a workload
-plans).
+plans). It returns what it wrote (Written).
 
 A run directory is new for every run (never overwritten). Ctrl-C or SIGTERM stops the replay
 and still writes readable tables of what was recorded, with `complete: false`

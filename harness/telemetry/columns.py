@@ -1,5 +1,5 @@
 """The `device` table's column names, for the sampler's child, which imports no pyarrow:
-one row per sample per source and device. harness/schema declares the table (types,
+one row per sample per source and device. The table is declared in harness/schema the table (types,
 units); tests/test_tables_schema.py holds these names to it.
 
 Every value column is null where its source cannot tell; a source never fills one with

@@ -1,6 +1,8 @@
-"""Traces: readers for the public LLM request-trace formats, a validator and writers.
-Statistics and the `steptrace trace` commands: harness/commands/trace.py.
-Generators: harness.traces.generate.
+"""Traces: readers for the public LLM request-trace formats (Azure, Mooncake/Bailian,
+BurstGPT, Vidur, tidy CSV/Parquet), streamed a chunk at a time, every row checked, and a
+validator (check_trace). Statistics and the `steptrace trace` commands:
+harness/commands/trace.py. Writers: harness/traces/write.py. Generators:
+harness.traces.generate.
 
 A trace is a pandas DataFrame, one row per request, in arrival order:
     arrival_s   float64  seconds after the first request (the first is 0.0), non-decreasing

@@ -1,6 +1,7 @@
-"""A trace's reuse bound: the share of its prompt tokens in leading blocks that an earlier
-request's prompt already held, which an infinite prefix cache, every prefill committed
-before the next request arrives, would serve (docs/metrics.md, "Prefix cache"). Like the
+"""A trace's reuse bound (docs/metrics.md, "Prefix cache"): the share of its prompt tokens
+in leading blocks that an earlier request's prompt already held, which an infinite prefix
+cache would serve. The cache is taken to commit every prefill before the next request
+arrives. Like the
 cache, the bound counts full blocks only and never a prompt's last block, and converts the
 trace's hash blocks to the engine's block size as the scheduler does (engine/block_hashes.py)."""
 

@@ -1,5 +1,6 @@
 """A workload's checks across keys, run by load_workload once every key has its value:
-the trace read as the run will replay it, the generator's lengths, the model, the
+the trace read as the run will replay it (kept for the run), the generator's lengths, the
+model, the
 deployment against the device's memory, where the results go. Each failure is
 `fail(key path, message)`, which names the file and line (or the --set)."""
 

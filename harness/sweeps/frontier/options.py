@@ -1,5 +1,6 @@
 """`search: {method: frontier, ...}`: the frontier search's keys, read and checked with the
-sweep file (docs/frontier.md, "The sweep file")."""
+sweep file (docs/frontier.md, "The sweep file"), and the workload keys the search sets,
+which no axis may (SET_BY_SEARCH)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """A sweep planned and run: the points from the sweep file, resolved and refused before
 any work; the complete ones taken from their folders (resume); the rest fanned out, one
-point a task, to an executor's processes; the rows gathered in the grid's order."""
+point a task, to an executor's processes (Fan: points started one at a time, their
+results taken as they end); the rows gathered in the grid's order."""
 
 from __future__ import annotations
 

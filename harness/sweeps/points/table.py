@@ -1,5 +1,5 @@
 """The sweep's table: one row per point, in the grid's order (harness/schema/tables.py
-declares its columns)."""
+declares its columns), its `pareto` column from harness/analysis/pareto.py."""
 
 from __future__ import annotations
 
