@@ -111,27 +111,11 @@ def test_no_module_imports_itself_round_a_cycle():
                        for p in (root / top).rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {name: {m for m, _ in _imports(path, root) if m in modules and m != name
+    graph = {name: {m for m, _ in imported(path) if m in modules and m != name
                     and not name.startswith(m + ".")}  # a package's own __init__
              for name, path in modules.items()}
     cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
     assert cycles == []
-
-
-def _imports(path: Path, root: Path):
-    """`imported`, for a module anywhere under `root`: each name imported, and each name
-    `from` imports (a module or a module's attribute)."""
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    package = parts if parts[-1] == "__init__" else parts[:-1]
-    package = package[:-1] if package and package[-1] == "__init__" else package
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            yield from ((a.name, node.lineno) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
-            yield module, node.lineno
-            yield from ((f"{module}.{a.name}", node.lineno) for a in node.names)
 
 
 def _strongly_connected(graph):
