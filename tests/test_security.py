@@ -323,7 +323,8 @@ def test_a_manifest_naming_a_profile_path_opens_no_file(plain_runs, tmp_path,
     assert name == name.lower().replace(" ", "-").replace("_", "-")
     assert (DEVICES_DIR / f"{name}.yaml").resolve() == secret.with_suffix(".yaml")
     run = crafted(plain_runs["h200"], tmp_path, executor=f"modeled:{name}",
-                  modeled_device=None, device_profile=None)  # a manifest from before the key
+                  executor_kind="modeled", profile=name, modeled_device=None,
+                  device_profile=None)  # the profile's name, not its figures
     hardware, opened = report_opening([run, plain_runs["b200"]], tmp_path / "r")
     assert "planted-secret-6f1d" not in hardware and "31337" not in hardware
     assert "is not bundled" in hardware and f"{name} (modeled)" in hardware
