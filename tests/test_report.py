@@ -488,7 +488,8 @@ def test_an_emulated_device_is_named_as_emulated(runs, tmp_path, capsys):
     run = shutil.copytree(runs["released"], tmp_path / "emulated")
     manifest = json.loads((run / "manifest.json").read_text())
     manifest.update(modeled=False, modeled_device=None, executor="emulated:H200",
-                    executor_kind="emulated", profile="H200", device=dict(backend="cpu", name="x86_64", chip="x86_64", capability=None))
+                    executor_kind="emulated", profile="H200",
+                    device=dict(backend="cpu", name="x86_64", chip="x86_64", capability=None))
     (run / "manifest.json").write_text(json.dumps(manifest))
     label = "H200 (emulated on x86_64: the host's CPU doing its work)"
     assert main(["show", str(run)]) == 0
