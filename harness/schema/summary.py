@@ -141,7 +141,8 @@ _PATTERNS = tuple((re.compile(re.escape(m.name).replace(re.escape(DEVICE), _DEVI
                   for m in SUMMARY)
 
 
-@lru_cache(maxsize=None)  # a run's reads ask for the same few hundred names
+@lru_cache(maxsize=4096)  # a run's reads ask for the same few hundred names; a table read
+# back may name any, so the memo is bounded
 def find(metric: str) -> Optional[Metric]:
     """The catalogue's entry for a summary row's metric (a device's by its pattern, a
     pool's by its name's prefix)."""

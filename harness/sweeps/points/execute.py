@@ -152,7 +152,7 @@ class Fan:
         self._ended.append((point, result, skipped))
         what = "skipped" if skipped else "done" if result["status"] == "done" else "failed"
         self.counts[what] += 1
-        self.counts["left"] = max(0, self.counts["left"] - 1)
+        self.counts["left"] -= 1
         if self.progress is not None:
             self.progress(dict(self.counts))
 
