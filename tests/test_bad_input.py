@@ -16,7 +16,7 @@ import pytest
 from engine import EngineConfig, LLMEngine, ReferenceScheduler, Scheduler, SchedulerConfig, _core
 from engine.config import ENGINE_TYPES
 from engine.scheduler_config import MAX_SEQ_TOKENS
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from tests.helpers import IMPLS, in_subprocess, make_requests, make_scheduler

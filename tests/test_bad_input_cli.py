@@ -332,7 +332,7 @@ def test_a_failed_run_shows_its_cause_only_with_debug(home, capsys, monkeypatch)
 
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
-    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
+    monkeypatch.setattr(harness.sweeps.sweep, "run_sweep", broken)
     path = write(home / "g.yaml", MODELED)
     steptrace(capsys, ["run", path], 1, "steptrace: run failed: RuntimeError: the device fell over")
     assert main(["run", str(path), "--debug"]) == 1
@@ -575,8 +575,9 @@ def test_an_engine_behind_its_arrivals_is_said(wait, load, said):
     """Latencies that measure the engine's queue, not its steps, say so; not of a closed
     loop or an offline load, whose queue is by design."""
     from harness.record import run_folder
+    from harness.schema.manifest import view
     notes = run_folder._behind([dict(metric="queueing_delay", stat="p50", value=wait,
-                                     unit="s")], dict(values=dict(load=dict(mode=load))))
+                                     unit="s")], view(dict(values=dict(load=dict(mode=load)))))
     assert bool(notes) == said
     assert not said or notes[0].startswith("the engine fell behind the arrivals: half the "
                                            "requests waited 392 s or more")

@@ -15,6 +15,7 @@ from harness.analysis.runs import load_runs
 from harness.commands import main
 from harness.record.busy_host import busy_host
 from harness.run import end_to_end as run_module
+from harness.schema.manifest import view
 from harness.schema.summary import host_timed
 from tests.helpers import MODELED, synthetic_run
 
@@ -44,7 +45,7 @@ def test_which_figures_are_host_timed():
     (True, BUSY, ["sched_call", "harness"]),
     (False, QUIET, None), (True, QUIET, None), (False, None, None)])
 def test_busy_host_names_the_host_timed_metrics(modeled, share, timed):
-    manifest = dict(modeled=modeled, **({"host_share": share} if share else {}))
+    manifest = view(dict(modeled=modeled, **({"host_share": share} if share else {})))
     busy = busy_host(manifest, [(*name.split("."), v) for name, (v, _) in ROWS.items()])
     assert (busy and busy["host_timed"]) == timed
     if busy:
@@ -52,7 +53,7 @@ def test_busy_host_names_the_host_timed_metrics(modeled, share, timed):
 
 
 def test_a_run_without_a_host_timed_figure_is_not_flagged():
-    modeled, measured = (dict(modeled=m, host_share=BUSY) for m in (True, False))
+    modeled, measured = (view(dict(modeled=m, host_share=BUSY)) for m in (True, False))
     assert busy_host(modeled, [("ttft", "p99", 0.5), ("throughput", "requests", 9.0),
                                ("requests", "finished", 12.0)]) is None
     nothing_measured = [("sched_call", "count", 0.0), ("sched_call", "p50", float("nan")),

@@ -24,7 +24,7 @@ from fileio.atomic import NotAnOutputFile, WriteFailed, atomic_open
 from harness.commands import main
 from harness.io.interrupt import Stop
 from harness.record import run_folder
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from harness.replay import driver as replay_module
 from harness.telemetry import Sampler
 from harness.traces.read import read_trace
@@ -512,12 +512,13 @@ def test_a_run_that_fails_mid_replay_is_recorded_failed_not_interrupted(tmp_path
 
 
 def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypatch):
-    import harness.run.end_to_end
+    from harness.replay.loop import EngineLoop, NativeLoop, PDLoop
     from harness.sweeps.sweep import run_workload
 
     def no_writer(*args, **kwargs):
         raise OSError("cannot start the table writer")
-    monkeypatch.setattr(harness.run.end_to_end, "Recorder", no_writer)
+    for loop in (EngineLoop, NativeLoop, PDLoop):
+        monkeypatch.setattr(loop, "recorder_type", no_writer)
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")
     with pytest.raises(OSError, match="table writer"):

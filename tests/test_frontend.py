@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from harness.replay.driver import Requests, replay
 from harness.replay.frontend import Frontend
 from tests.helpers import REPO

@@ -104,13 +104,15 @@ def test_a_ladder_stops_where_its_steady_window_misses_the_slo():
     queues for its prefill, which no steady load does."""
     from harness.analysis.steady_state import SteadyState
     from harness.sweeps.frontier.ladder import _missed
+    from harness.workload.views import SloKeys
 
     window = SteadyState(True, "", ttft_p90_s=2.5, tpot_p90_s=0.04)
-    assert _missed(window, {"ttft": 2.0, "tpot": None}).startswith(
+    assert _missed(window, SloKeys(ttft=2.0, tpot=None, e2e=None)).startswith(
         "the SLO: TTFT p90 over the steady window 2.5 s, over its 2 s")
-    assert _missed(window, {"ttft": 3.0, "tpot": 0.03}).startswith("the SLO: TPOT p90")
-    assert _missed(window, {"ttft": 3.0, "tpot": 0.05}) == ""
-    assert _missed(SteadyState(False, "too short"), {"ttft": 0.1, "tpot": None}) == ""
+    assert _missed(window, SloKeys(ttft=3.0, tpot=0.03, e2e=None)).startswith(
+        "the SLO: TPOT p90")
+    assert _missed(window, SloKeys(ttft=3.0, tpot=0.05, e2e=None)) == ""
+    assert _missed(SteadyState(False, "too short"), SloKeys(ttft=0.1, tpot=None, e2e=None)) == ""
 
 
 @pytest.mark.slow

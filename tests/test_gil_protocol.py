@@ -68,7 +68,7 @@ def test_the_gil_command_runs_both_arms_and_refuses_bad_input(tmp_path, monkeypa
     from harness.commands import main
 
     seen = []
-    monkeypatch.setattr(harness.sweeps.sweep, "run_workload",
+    monkeypatch.setattr(harness.sweeps.sweep, "run_sweep",
                         lambda workload, progress, stop, ran: seen.append(workload.arms) or [])
     (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\n")
     assert main(["gil", str(tmp_path / "w.yaml"), "--set", "gil_aa=true"]) == 0

@@ -69,3 +69,11 @@ def test_the_executor_is_read_from_its_keys_or_from_an_older_manifests_text():
                         "profile": "B200"}) == ("modeled", "B200")
     assert executor_of({"executor": "emulated:../h200.yaml"}) == ("emulated", "../h200.yaml")
     assert executor_of({"executor": "torch"}) == ("torch", None)
+
+
+def test_the_typed_view_is_generated_from_the_declaration():
+    """harness/schema/manifest_view.py is what `python -m harness.schema.manifest` writes."""
+    from harness.schema.manifest import VIEW, view_source
+
+    assert VIEW.read_text() == view_source(), \
+        "harness/schema/manifest_view.py is stale: python -m harness.schema.manifest"

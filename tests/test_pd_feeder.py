@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from harness.ranks.messages import Add, Prefilled, Room
 from harness.ranks.pd_replay import PDFeeder
 from harness.record.pd_join import Transfers
 from harness.replay.driver import Requests
@@ -37,11 +38,11 @@ def feeder(n: int):
 
 
 def decode_ranks(ranks) -> list:
-    return [rank for rank, message in ranks.sent if message[0] == "add" and rank != 0]
+    return [rank for rank, message in ranks.sent if isinstance(message, Add) and rank != 0]
 
 
 def prefilled(ranks, ids):
-    ranks.events += [("prefilled", 0, i, 7, 1000, 0.1) for i in ids]
+    ranks.events += [Prefilled(0, i, 7, 1000, 0.1) for i in ids]
 
 
 def test_a_burst_of_hand_offs_is_spread_over_the_decode_instances():
@@ -57,11 +58,11 @@ def test_a_report_counts_the_sequences_the_rank_had_taken():
     f.events()
     # rank 1's report counts the first (its 10 blocks reserved or awaited there), rank 2
     # reports 50 to spare: the second goes to rank 1, 54 to spare
-    ranks.events += [("free", 1, 54, 1), ("free", 2, 50, 0)]
+    ranks.events += [Room(1, 54, 1), Room(2, 50, 0)]
     prefilled(ranks, [1])
     f.events()
     # a report that has not counted the second yet: rank 1 has 54 - 10 to spare
-    ranks.events += [("free", 1, 54, 1)]
+    ranks.events += [Room(1, 54, 1)]
     prefilled(ranks, [2])
     f.events()
     assert decode_ranks(ranks) == [1, 1, 2]

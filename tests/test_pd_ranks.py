@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from engine.model_config import load_model_config
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from tests.test_ranks import ROOT, SLICE, TRACE, one_process, ranks_run, tokens, workload
 
 __all__ = ["one_process"]  # the reference run, a fixture of this module's too

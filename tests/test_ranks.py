@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 

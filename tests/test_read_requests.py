@@ -1,11 +1,11 @@
-"""Reading the requests table back (harness.record.run_folder.read_requests): the same frame as
+"""Reading the requests table back (harness.record.table_reader.read_requests): the same frame as
 pandas reads, a row group at a time, whatever each chunk's own text dictionary."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from harness.record.table_sink import TableSink
 from harness.schema import TABLES
 

@@ -19,7 +19,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, ReferenceScheduler, Scheduler, SchedulerConfig, _core
 from engine.plan import KIND_CHUNK
-from harness.record import metrics, run_folder
+from harness.record import metrics, table_reader
 from harness.record.recorder import REQUEST_COLUMNS, Recorder
 from harness.record.table_sink import TableSink
 from harness.replay.driver import Requests, replay
@@ -136,7 +136,7 @@ def recount(df, kept):
 
 
 def read_requests(out, fmt="parquet"):
-    return run_folder.read_requests(out / f"requests.{fmt}")
+    return table_reader.read_requests(out / f"requests.{fmt}")
 
 
 @pytest.mark.parametrize("sched", [dict(num_mtp=2), dict(num_mtp=1, overlap=True),

@@ -9,6 +9,7 @@ import pytest
 from harness.analysis.report.headline import fmt
 from harness.commands import main
 from harness.commands.gil import _verdict
+from harness.record.run import Run
 from tests.helpers import MODELED
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
@@ -28,7 +29,7 @@ def sweep(tmp_path_factory):
 
 def test_a_gil_sweeps_report_ends_with_each_arm_against_released(sweep):
     runs, report = sweep
-    expected = _verdict(runs)
+    expected = _verdict([Run.read(r) for r in runs])
     assert [c.arm_b for c in expected] == ["gil_mode=held", "gil_mode=released_aa"]
     page = (report / "index.html").read_text()
     gil = page[page.index('<section id="gil">'):page.index('<section id="figures">')]

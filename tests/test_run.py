@@ -3,13 +3,14 @@
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from harness.commands import main
-from harness.record.run_folder import read_requests
+from harness.record.table_reader import read_requests
 from harness.replay import driver as replay_module
 from harness.run.calibration import VIRTUAL_CLOCK, planned
 from harness.sweeps.sweep import run_workload
@@ -180,13 +181,13 @@ def test_a_number_calibrates_on_the_virtual_clock_too(tmp_path):
 
 
 def test_the_default_calibration_is_500_requests_on_the_real_clock_none_on_the_virtual():
-    values = dict(calibration_requests=None, clock="real")
-    assert planned(values, 10_000) == (500, None)
-    assert planned(values, 20) == (20, None)  # the trace's rows at most
-    assert planned(dict(values, clock="virtual"), 10_000) == (0, VIRTUAL_CLOCK)
-    assert planned(dict(values, calibration_requests=50, clock="virtual"), 10_000) == (50, None)
-    assert planned(dict(values, calibration_requests=0), 10_000) == (
-        0, "off: calibration_requests: 0")
+    def workload(calibration_requests=None, clock="real"):
+        return SimpleNamespace(calibration_requests=calibration_requests, clock=clock)
+    assert planned(workload(), 10_000) == (500, None)
+    assert planned(workload(), 20) == (20, None)  # the trace's rows at most
+    assert planned(workload(clock="virtual"), 10_000) == (0, VIRTUAL_CLOCK)
+    assert planned(workload(50, clock="virtual"), 10_000) == (50, None)
+    assert planned(workload(0), 10_000) == (0, "off: calibration_requests: 0")
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ refused; in the slow tier a tiny P/D workload searched end to end."""
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -86,15 +87,17 @@ def test_the_search_reads_its_defaults(tmp_path):
 
 
 def test_a_point_without_pools_a_generated_trace_or_a_ttft_limit_is_refused():
-    pools = dict(prefill={"devices": 2}, decode={"devices": 2})
-    values = dict(deployment=pools, trace=dict(generate={"requests": 1}),
-                  slo=dict(ttft=1.0, tpot=None, e2e=None))
-    assert refusal(values) == ""
-    assert refusal(dict(values, deployment=dict(prefill=None, decode=None))).startswith(
+    def workload(pools=True, generate=True, ttft=1.0):
+        pool = {"devices": 2} if pools else None
+        return SimpleNamespace(deployment=SimpleNamespace(prefill=pool, decode=pool),
+                               trace=SimpleNamespace(generate={"requests": 1} if generate
+                                                     else None),
+                               slo=SimpleNamespace(ttft=ttft, tpot=0.05, e2e=None))
+    assert refusal(workload()) == ""
+    assert refusal(workload(pools=False)).startswith(
         "deployment: the P/D ratio search measures a prefill and a decode pool")
-    assert refusal(dict(values, trace=dict(generate=None))).startswith("trace: ")
-    assert refusal(dict(values, slo=dict(ttft=None, tpot=0.05, e2e=None))).startswith(
-        "slo.ttft: ")
+    assert refusal(workload(generate=False)).startswith("trace: ")
+    assert refusal(workload(ttft=None)).startswith("slo.ttft: ")
 
 
 @pytest.mark.slow  # capacity searches of a tiny P/D deployment, in processes

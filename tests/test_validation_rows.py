@@ -13,7 +13,7 @@ import yaml
 from engine.devices.profile import load_device_profile
 from engine.model_config import load_model_config
 from harness.commands import main
-from harness.record.run_folder import read
+from harness.record.run import Run
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
@@ -64,7 +64,7 @@ def run(tmp_path, monkeypatch, file, sets=()):
     overrides = [arg for item in (*sets, f"output={tmp_path}") for arg in ("--set", item)]
     assert main(["run", str(ROWS / file), *overrides]) == 0
     run_dir, = (p.parent for p in tmp_path.glob("*/*/manifest.json"))
-    summary = {(r["metric"], r["stat"]): r["value"] for r in read(run_dir)["summary"]}
+    summary = {(r["metric"], r["stat"]): r["value"] for r in Run.read(run_dir).result()["summary"]}
     return yaml.safe_load((ROWS / file).read_text()), summary
 
 

@@ -29,9 +29,10 @@ from fileio.json_file import read_json
 
 from ..errors import BadInput
 from ..io.interrupt import Stop, signals_stop
+from ..record.run import Run
+from ..schema.manifest import view
 from .destination import BASELINE_MARKER, check_place, contents, listed, name, them
 from .exact import TABLES, compared_columns
-from .runs import Run
 
 MARKER = BASELINE_MARKER
 KIND = "steptrace gate baseline"  # the marker's "kind": a baseline, not just a results folder
@@ -92,7 +93,7 @@ def _check_trimmed(run: Path) -> None:
         raise BadInput(f"{run / 'manifest.json'}: {why}: not a run --update stored; --update "
                        f"replaces only a baseline as it left it")
     assert isinstance(manifest, dict)  # else `why` says so
-    kept = {"manifest.json", *(f"{t}.parquet" for t in _tables(bool(manifest.get("modeled"))))}
+    kept = {"manifest.json", *(f"{t}.parquet" for t in _tables(bool(view(manifest).modeled)))}
     extra = [p for p in sorted(run.iterdir())
              if p.name not in kept or p.is_symlink() or not p.is_file()]
     if extra:

@@ -17,11 +17,11 @@ import numpy as np
 
 from ..errors import BadInput
 from ..record.busy_host import others_share
+from ..record.run import Run
 from ..schema.summary import COMPARISON_HEADLINE, TEXT_STATS
 from ..schema.values import GIL_ARMS
 from . import interval
 from .parts_error import PartsComparison, compare_parts
-from .runs import Run
 
 # workload keys that differ between any two runs and say nothing about what was compared
 NOT_COMPARED_KEYS = frozenset({"output"})

@@ -14,7 +14,7 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 
-from .runs import Run
+from ..record.run import Run
 
 TABLES = ("steps", "batches", "requests")
 # measured on the host even in a modeled run; and the run folder's name

@@ -23,10 +23,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import BadInput
+from ..record.run import Run
 from .compare import differing_keys, metric_result
 from .exact import TABLES, first_difference
 from .rules import Rule
-from .runs import Run
 
 EXACT = "equal (modeled)"  # the rule of an exact table check
 
@@ -119,7 +119,7 @@ def _arm(run: Run) -> Dict[str, object]:
     """What tells the run's arm from the others of a sweep: its labels but its name and
     repeat, and its switch interval."""
     labels = {k: v for k, v in run.labels.items() if k not in ("run_id", "repeat")}
-    return dict(labels, switch_interval_s=run.manifest.get("switch_interval_s"))
+    return dict(labels, switch_interval_s=run.manifest.switch_interval_s)
 
 
 def _arm_names(runs: Sequence[Run]) -> Callable[[Run], str]:

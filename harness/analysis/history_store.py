@@ -29,8 +29,8 @@ from fileio.regular import not_regular
 
 from ..errors import BadInput
 from ..io.one_word import one_word
+from ..record.run import Run
 from . import history_place
-from .runs import Run
 
 # What tells one series of figures from another: the same workload (by its resolved
 # values), measured the same way on the same device, and the runner class where the user
@@ -73,16 +73,15 @@ def run_key(run: Run) -> str:
     which process it started, and what it ran (two runs of one process in one second
     differ by their settings, `--set` overrides included)."""
     m = run.manifest
-    ident = json.dumps([run.name, m.get("started"), m.get("host"), m.get("pid"),
-                        m.get("workload_sha256"), m.get("trace_sha256"), workload_hash(m)],
+    ident = json.dumps([run.name, m.started, m.host, m.pid, m.workload_sha256,
+                        m.trace_sha256, workload_hash(run.values)],
                        default=str)
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
-def workload_hash(manifest: dict) -> str:
+def workload_hash(values: dict) -> str:
     """The resolved workload's values (the manifest's), less NOT_THE_EXPERIMENT, hashed."""
-    values = {k: v for k, v in (manifest.get("values") or {}).items()
-              if k not in NOT_THE_EXPERIMENT}
+    values = {k: v for k, v in values.items() if k not in NOT_THE_EXPERIMENT}
     text = json.dumps(values, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -109,8 +108,8 @@ def provenance(run: Run, commit: Optional[str], date: Optional[str]) -> Provenan
     """--commit and --date, else the manifest's `git_sha` and `git_date` (the run's
     $STEPTRACE_COMMIT and $STEPTRACE_COMMIT_DATE, or the harness's own checkout: harness/
     replay/manifest.py); BadInput naming what neither gives."""
-    return checked_provenance(run.path, commit, date, run.manifest.get("git_sha"),
-                              run.manifest.get("git_date"), "engine's",
+    return checked_provenance(run.path, commit, date, run.manifest.git_sha,
+                              run.manifest.git_date, "engine's",
                               "manifest (git_sha, git_date; set STEPTRACE_COMMIT and "
                               "STEPTRACE_COMMIT_DATE for the run)", "manifest's git_sha")
 
@@ -146,11 +145,11 @@ def runner(given: Optional[str]) -> str:
 def rows(run: Run, prov: Provenance, runner: str = "") -> pa.Table:
     """The run's summary metrics (no NaN: nothing measured), one row per (metric, stat)."""
     labels = dict(run_key=run_key(run), run_id=run.name, workload=run.workload,
-                  workload_hash=workload_hash(run.manifest), device=run.device,
-                  backend=str((run.manifest.get("device") or {}).get("backend", "")),
-                  modeled=run.modeled, gil_mode=str(run.manifest["gil_mode"]),
-                  runner=runner, host=str(run.manifest.get("host", "")),
-                  harness_version=str((run.manifest.get("versions") or {}).get("steptrace", "")),
+                  workload_hash=workload_hash(run.values), device=run.device,
+                  backend=str((run.manifest.device or {}).get("backend", "")),
+                  modeled=run.modeled, gil_mode=str(run.manifest.gil_mode),
+                  runner=runner, host=str(run.manifest.host or ""),
+                  harness_version=str((run.manifest.versions or {}).get("steptrace", "")),
                   commit=prov.commit, commit_date=prov.date)
     units = run.units()
     values = [(name, value) for name, value in run.metrics().items() if value == value]

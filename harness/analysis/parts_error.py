@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from ..record.run import Run
 from . import interval
-from .runs import Run
 
 PARTS = ("attention", "dense", "experts", "dispatch", "combine", "forward")
 PHASES = ("prefill", "mixed", "decode")  # a rank's batch: every token a prompt's, some, none

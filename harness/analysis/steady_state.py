@@ -16,12 +16,10 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
-from ..errors import BadInput
 from ..record.metrics import describe
+from ..record.run import Run
 from ..schema.values import COMPLETED
-from .runs import Run, check_values
 
 # Thresholds of the plateau rule, each with its reason.
 LEVEL_FROM = 0.5       # the level is read over the arrival span's later half: a fill is over by then
@@ -63,7 +61,7 @@ class SteadyState:
 
 
 def of_run(run: Run) -> SteadyState:
-    """The steady state of a run folder read with harness/analysis/runs.py: its steps,
+    """The steady state of a run folder read back (harness/record/run.py): its steps,
     batches (the final prefill chunks) and requests tables, its devices. BadInput naming
     the file where a table or a column is missing or holds another kind."""
     return steady_state(run.table("steps", STEP_COLUMNS), _finals(run),
@@ -73,19 +71,7 @@ def of_run(run: Run) -> SteadyState:
 def _finals(run: Run) -> pd.DataFrame:
     """The batches table's `final` rows, filtered as a Parquet file is read: the table holds
     a row per sequence a step, a hundred times the finals."""
-    path = run.table_path("batches")
-    if path.suffix != ".parquet":
-        return run.table("batches", BATCH_COLUMNS)
-    missing = [c for c in BATCH_COLUMNS if c not in run.columns("batches")]
-    if missing:
-        raise BadInput(f"{path}: no column(s) {', '.join(missing)}")
-    try:
-        frame = pq.read_table(path, columns=list(BATCH_COLUMNS),
-                              filters=[("kind", "==", "final")]).to_pandas()
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable ({e})") from None
-    check_values(path, "batches", frame)
-    return frame
+    return run.table("batches", BATCH_COLUMNS, where=("kind", "final"))
 
 
 def steady_state(steps: pd.DataFrame, batches: pd.DataFrame, requests: pd.DataFrame,

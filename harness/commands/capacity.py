@@ -14,6 +14,7 @@ table).
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from typing import Optional
 
 from ..errors import BadInput, RunFailed
@@ -55,7 +56,7 @@ def main(args) -> int:
     from ..sweeps.capacity import CapacityError, Options, Stopped, find
 
     workload = load(args)
-    limits = {k for k, v in workload.values["slo"].items() if v is not None}
+    limits = {k for k, v in asdict(workload.slo).items() if v is not None}
     if limits == {"tpot"}:
         print(f"steptrace: note: {args.workload}: slo: TPOT alone does not bound queueing: "
               f"an overloaded deployment queues requests and may still meet it at any rate; "

@@ -11,7 +11,6 @@ import sys
 import time
 
 from ..io.interrupt import Stop, signals_stop
-from ..record import run_folder
 from ..sweeps import gil_protocol
 from . import compare, run
 from .common import add_json, add_set, pace, print_json
@@ -33,7 +32,7 @@ def main(args) -> int:
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
         runs = run.planned_runs(workload, stop, progress=_quiet, ran=_ran_lines())
-        results = [run_folder.read(run_dir) for run_dir in runs]
+        results = [r.result() for r in runs]
         verdict = _verdict(runs)
         planned = len(gil_protocol.planned(workload))
         if args.json:
@@ -70,9 +69,8 @@ def _verdict(runs):
     """Each arm against the released one, in a sweep's order of arms, over the complete
     runs; none unless they hold the released arm and another."""
     from ..analysis.compare import compare as compared, gil_arms
-    from ..analysis.runs import read_run
 
-    found = gil_arms([read_run(r) for r in runs])
+    found = gil_arms(runs)
     return [compared(found[0], other) for other in found[1:]]
 
 

@@ -25,14 +25,13 @@ def main(args) -> int:
     signal stopped the sweep, after writing what ran (harness/io/interrupt.py)."""
     from ..record.table_writer import start_early
     start_early()  # first: the writer warms up pyarrow while this process imports the rest
-    from ..record import run_folder
     from ..sweeps import gil_protocol
     from . import show
     from .validate import load
     workload = load(args)
     stop = Stop()
     with signals_stop(stop):  # from here on a signal stops the sweep instead of raising
-        results = [run_folder.read(run_dir) for run_dir in planned_runs(workload, stop)]
+        results = [run.result() for run in planned_runs(workload, stop)]
         planned = len(gil_protocol.planned(workload))
         if args.json:
             print_json(dict(runs=results, planned=planned, interrupted=stop.is_set(),
@@ -66,17 +65,17 @@ def print_busy(results) -> None:
 
 
 def planned_runs(workload, stop, progress=None, ran=None):
-    """Every run the workload plans, run (harness/sweeps/sweep.py); their folders.
+    """Every run the workload plans, run (harness/sweeps/sweep.py), as written.
     `progress` hears each run's requests (default: the lines or bar of `_progress`), `ran`
-    each run written (run_workload)."""
+    each run written (run_sweep)."""
     from engine.device_memory import DoesNotFit
 
-    from ..sweeps.sweep import run_workload
+    from ..sweeps.sweep import run_sweep
     from ..workload import WorkloadError
     from ..workload.trace import TraceLoadError
     try:
-        return run_workload(workload, _progress() if progress is None else progress, stop,
-                            ran=ran)
+        return run_sweep(workload, _progress() if progress is None else progress, stop,
+                         ran=ran)
     except BadInput:  # a run folder that cannot be made where the workload says
         raise
     except (WorkloadError, TraceLoadError) as e:

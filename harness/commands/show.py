@@ -13,7 +13,7 @@ from fileio.regular import check_regular
 
 from ..errors import BadInput
 from ..record import vllm_result
-from ..record.run_folder import read, read_manifest
+from ..record.run import Run
 from ..schema.summary import COUNT_UNITS, headline
 from .common import add_json, print_json
 
@@ -46,13 +46,13 @@ def main(args) -> int:
         if folder.is_dir():
             raise BadInput(f"{folder}: not a run directory (no manifest.json), nor a capacity "
                            f"search's folder ({RESULT_FILE}) or a sweep's ({SWEEP_TABLE})")
-    result = read(folder)  # the --json document: every summary row
+    run = Run.read(folder)
     if args.vllm:
-        print_vllm(result, args.json)
+        print_vllm(run, args.json)
     elif args.json:
-        print_json(result)
+        print_json(run.result())  # every summary row
     else:
-        print_text(result)
+        print_text(run.result())
     return 0
 
 
@@ -81,11 +81,12 @@ def _read_search(path: Path) -> dict:
         raise BadInput(f"{path}: unreadable ({e})") from None
 
 
-def print_vllm(result: dict, as_json: bool) -> None:
+def print_vllm(run: Run, as_json: bool) -> None:
     """vLLM's block and the run's notes, or (as_json) the result.json document with them."""
+    result = run.result()
     if as_json:
-        manifest = read_manifest(Path(result["run_dir"]))
-        print_json(dict(vllm_result.result(result["summary"], manifest), notes=result["notes"]))
+        print_json(dict(vllm_result.result(result["summary"], run.manifest),
+                        notes=result["notes"]))
         return
     print(f"{result['run_dir']}  [{result['state']}]  device {result['device']}"
           f"{' (modeled)' if result['modeled'] else ''}")

@@ -30,12 +30,11 @@ def load(args):
 
 def main(args) -> int:
     workload = load(args)
-    v = workload.values
     if args.json:
         print_json(dict(workload=args.workload, valid=True, name=workload.name,
-                        clock=workload.clock, device=v["device"], gil=v["gil"], values=v,
-                        notes=list(workload.notes)))
+                        clock=workload.clock, device=workload.device, gil=workload.gil,
+                        values=workload.values, notes=list(workload.notes)))
     else:
         print(f"{args.workload}: valid ({workload.name}: {workload.clock} clock, "
-              f"device {v['device']}, gil {v['gil']})")
+              f"device {workload.device}, gil {workload.gil})")
     return 0

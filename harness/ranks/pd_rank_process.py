@@ -5,23 +5,22 @@ sequence moves from the prefill process to the decode process over the process g
 point-to-point send and receive (gloo, NCCL, HCCL; engine/kv_transfer.py gathers and
 scatters it).
 
-The hand-off: the prefill reports the sequence with its first token ("prefilled"); the
+The hand-off: the prefill reports the sequence with its first token (Prefilled); the
 harness's decode router picks a decode instance, tells it to add the sequence with its KV
 in transfer, and tells the prefill where to send. The decode's scheduler reserves the
 sequence's blocks when it admits it (backpressure: later, when it has no room); only then
 does the decode post the receive, so the send completes once the blocks are reserved. The
 KV lands in those blocks and the sequence decodes from the next step; the decode reports
-when its transfer started and ended ("kv").
+when its transfer started and ended (Landed).
 
 Receives from one prefill are posted in the order its sequences were added, sends in the
 order they were prefilled: the one order NCCL and HCCL, which match point-to-point
 messages by order alone, need. A sequence the decode rejects (or that needs no decode:
 one output token) has no blocks: its KV is received and dropped, or never sent.
 
-Messages in, beyond rank_process's: ("add", id, kwargs, source rank) to a decode with the
-prefill's `first_token`; ("send", id, decode rank) to a prefill. Out: ("prefilled", rank,
-id, first token or None when rejected, KV bytes, time), ("kv", rank, id, start, end),
-("free", rank, KV blocks to spare, sequences added) from a decode when they changed.
+Messages (messages.py), beyond rank_process's: in, Add with its `source` rank and the
+prefill's `first_token` to a decode, SendKV to a prefill; out, Prefilled from a prefill,
+Landed and Room (when it changed) from a decode.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Deque, Dict, Optional
 
 from ..replay.routers import awaited_blocks
+from .messages import Add, Landed, Prefilled, Room, SendKV
 from .p2p_waits import P2PWaits
 from .rank_process import _Rank
 
@@ -75,10 +75,11 @@ class PDRank(_Rank):
                     dist.recv(one, p)
 
     def _take(self, message) -> None:
-        if message[0] == "send":
-            self._send(message[1], message[2])
+        if isinstance(message, SendKV):
+            self._send(message.seq_id, message.dst)
             return
-        _, request_id, kwargs = message[:3]
+        assert isinstance(message, Add)
+        request_id, kwargs = message.request_id, message.kwargs
         added = self.engine.add_request(request_id, **kwargs)
         if self.role == "prefill":  # one rejected here is in the next step's plan too
             self.log.enqueue(added, self._now())
@@ -88,8 +89,9 @@ class PDRank(_Rank):
         if added.status != "waiting":  # rejected, or done: its one token is the prefill's
             self.log.enqueue(added, self._now())
         if kwargs["max_new_tokens"] > 1:  # the prefill sends its KV
+            assert message.source is not None, "a decode's Add names its prefill rank"
             self.incoming[request_id] = (kwargs["prompt_len"], added)
-            self.expected.setdefault(message[3], deque()).append(request_id)
+            self.expected.setdefault(message.source, deque()).append(request_id)
 
     def _loop(self) -> None:
         """Steps in lockstep with the instance's other ranks (a DP vote over its group)
@@ -149,11 +151,11 @@ class PDRank(_Rank):
                 - awaited_blocks(waiting, self.engine.config.scheduler.block_size), self.adds)
         if room != self.room:
             self.room = room
-            self.outbox.put(("free", self.rank, *room))
+            self.outbox.put(Room(self.rank, *room))
 
     def _report(self, seq_id: int, first_token: Optional[int], nbytes: int = 0,
                 t: Optional[float] = None) -> None:
-        self.outbox.put(("prefilled", self.rank, seq_id, first_token, nbytes,
+        self.outbox.put(Prefilled(self.rank, seq_id, first_token, nbytes,
                          self._now() if t is None else t))
         self.max_new_tokens.pop(seq_id, None)
 
@@ -208,4 +210,4 @@ class PDRank(_Rank):
             end = self._now()
             # enqueued as the user sees it: its first token is out once its KV has arrived
             self.log.enqueue(added, end)
-            self.outbox.put(("kv", self.rank, seq_id, start, end))
+            self.outbox.put(Landed(self.rank, seq_id, start, end))

@@ -18,6 +18,7 @@ import numpy as np
 from ..record.pd_join import Transfers
 from ..replay.driver import Requests
 from ..replay.routers import DecodeRouter, PrefillRouter, awaited_blocks
+from .messages import Add, Landed, Prefilled, Room, SendKV
 from .processes import Ranks
 
 
@@ -54,7 +55,7 @@ class PDFeeder:
         k = self.prefill_router.route(prompt_len, self.prefill_router.hashes(
             ids, r.hash_block_size, prompt_len))
         self.transfers["prefill_instance"][i] = k
-        self.ranks.send(self._dp_rank(k), ("add", i, dict(
+        self.ranks.send(self._dp_rank(k), Add(i, dict(
             prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),
             arrival_time=arrival_s, hash_ids=ids, hash_block_size=r.hash_block_size)))
 
@@ -76,18 +77,18 @@ class PDFeeder:
 
     def _take_events(self) -> None:
         events, self.ranks.events = self.ranks.events, []
-        for kind, rank, *rest in events:
-            if kind == "prefilled":
-                self._prefilled(rank, *rest)
-            elif kind == "kv":
-                seq_id, start, end = rest
+        for event in events:
+            if isinstance(event, Prefilled):
+                self._prefilled(*event)
+            elif isinstance(event, Landed):
+                seq_id, start = event.seq_id, event.start
                 t = self.transfers
-                t["transfer_start_s"][seq_id], t["transfer_end_s"][seq_id] = start, end
+                t["transfer_start_s"][seq_id], t["transfer_end_s"][seq_id] = start, event.end
                 t["decode_wait_s"][seq_id] = start - t["handoff_s"][seq_id]
-            elif kind == "free":
-                self.free[rank], counted = rest
-                unreported = self.unreported[rank]
-                while unreported and unreported[0][0] < counted:
+            elif isinstance(event, Room):
+                self.free[event.rank] = event.blocks
+                unreported = self.unreported[event.rank]
+                while unreported and unreported[0][0] < event.adds:
                     unreported.popleft()
 
     def _dp_rank(self, instance: int) -> int:
@@ -113,11 +114,11 @@ class PDFeeder:
             self.unreported[decode].append((self.adds[decode], awaited_blocks(
                 (self.prompt_len[seq_id],), self.ranks.engines[decode].config.scheduler.block_size)))
         self.adds[decode] += 1
-        self.ranks.send(decode, ("add", seq_id, dict(
+        self.ranks.send(decode, Add(seq_id, dict(
             prompt_len=int(self.prompt_len[seq_id]), max_new_tokens=max_new_tokens,
             arrival_time=t, kv_transfer=True, first_token=first_token), rank))
         if max_new_tokens > 1:  # one output token: the prefill's, nothing to decode
-            self.ranks.send(rank, ("send", seq_id, decode))
+            self.ranks.send(rank, SendKV(seq_id, decode))
 
     def _room(self, rank: int) -> int:
         """A decode rank's KV blocks to spare: as it last reported them, less the prompt

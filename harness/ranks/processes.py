@@ -18,16 +18,18 @@ import queue
 import socket
 import time
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from engine.devices import detect_device
 
 from ..schema.tables import REQUESTS
+from ..workload import Workload
 from ..workload.real_deployment import rendezvous
+from .messages import Add, Begin, Chunk, Done, End, Failed, Ready
 from .rank_main import rank_main
-from .rank_process import END, STOP, RankSetup
+from .rank_process import RankSetup
 
 UNFINISHED, REJECTED = (REQUESTS.column("status").code(s) for s in ("unfinished", "rejected"))
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
@@ -70,7 +72,7 @@ class Ranks:
     """The rank processes of one run, from their start to their end."""
 
     def __init__(self, configs: Sequence, roles: Sequence[str],
-                 groups: Sequence[Sequence[int]], values: dict, chunk_steps: int) -> None:
+                 groups: Sequence[Sequence[int]], workload: Workload, chunk_steps: int) -> None:
         """Rank r runs configs[r] as roles[r]: `colocated` (a DP rank of one engine over
         every rank), or `prefill` / `decode` (a DP rank of a P/D instance); `groups`: each
         instance's ranks."""
@@ -81,19 +83,19 @@ class Ranks:
         self.outbox = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(world_size)]
         # the ranks' other messages (a P/D hand-off's), in their order, for the replay
-        self.events: List[tuple] = []
+        self.events: List[NamedTuple] = []
         self.groups = tuple(tuple(g) for g in groups)
         self.roles = tuple(roles)
         addr, port = rendezvous(os.environ)  # checked when the workload loaded
         setup = RankSetup(tuple(configs), self.roles, self.groups, world_size, addr,
                           port or _free_port(),
-                          values["collective_timeout_s"], values["warmup_steps"], chunk_steps,
-                          values["tokens"])
+                          workload.collective_timeout_s, workload.warmup_steps, chunk_steps,
+                          workload.tokens)
         self.processes = [ctx.Process(target=rank_main, args=(r, setup, inbox, self.outbox),
                                       name=f"steptrace-rank{r}", daemon=True)
                           for r, inbox in enumerate(self.inboxes)]
         self.chunks: List[List[tuple]] = [[] for _ in range(world_size)]
-        self.done: Dict[int, tuple] = {}  # by rank: (itl parts, tokens)
+        self.done: Dict[int, Done] = {}  # by rank
         self.failures: Dict[int, str] = {}
         self.num_done = 0  # requests finished or rejected, of the chunks received
         for p in self.processes:
@@ -116,8 +118,8 @@ class Ranks:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while len(pools) < self.world_size:
             message = self._get(POLL_S)
-            if message is not None and message[0] == "ready":
-                pools[message[1]] = message[2]
+            if isinstance(message, Ready):
+                pools[message.rank] = message.kv_pool
             self.check()
             if time.monotonic() > deadline:
                 missing = sorted(set(range(self.world_size)) - set(pools))
@@ -128,19 +130,19 @@ class Ranks:
         """The replay's zero (perf_counter: CLOCK_MONOTONIC, one clock per host) to every
         rank; they step from now."""
         for inbox in self.inboxes:
-            inbox.put(start)
+            inbox.put(Begin(start))
 
     def add(self, request_id: int, **kwargs) -> None:
-        self.inboxes[request_id % self.world_size].put(("add", request_id, kwargs))
+        self.inboxes[request_id % self.world_size].put(Add(request_id, kwargs))
 
-    def send(self, rank: int, message) -> None:
+    def send(self, rank: int, message: NamedTuple) -> None:
         self.inboxes[rank].put(message)
 
     def end(self, stopped: bool, ranks: Optional[Sequence[int]] = None) -> None:
         """No more requests: the ranks (all, or those named) finish theirs; or (stopped)
         stop at once."""
         for rank in range(self.world_size) if ranks is None else ranks:
-            self.inboxes[rank].put(STOP if stopped else END)
+            self.inboxes[rank].put(End(stopped))
 
     def finished(self) -> bool:
         return len(self.done) == self.world_size
@@ -162,18 +164,18 @@ class Ranks:
                 else self.outbox.get_nowait()
         except queue.Empty:
             return None
-        kind, rank = message[0], message[1]
-        if kind == "chunk":
-            self.chunks[rank].append(message[2])
-            status = np.asarray(message[2][2]["status"])
+        if isinstance(message, Chunk):
+            self.chunks[message.rank].append(message.columns)
+            status = np.asarray(message.columns[2]["status"])
             # a prefill's handed-off rows (the code `finished` has) are the decode's to end
-            done = status == REJECTED if self.roles[rank] == "prefill" else status != UNFINISHED
+            done = status == REJECTED if self.roles[message.rank] == "prefill" \
+                else status != UNFINISHED
             self.num_done += int(np.count_nonzero(done))
-        elif kind == "done":
-            self.done[rank] = message[2:]
-        elif kind == "failed":
-            self.failures[rank] = message[2]
-        elif kind != "ready":
+        elif isinstance(message, Done):
+            self.done[message.rank] = message
+        elif isinstance(message, Failed):
+            self.failures[message.rank] = message.reason
+        elif not isinstance(message, Ready):
             self.events.append(message)
         return message
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 
+from .messages import Failed
 from .pd_rank_process import PDRank
 from .rank_process import RankSetup, _Rank
 
@@ -23,7 +24,7 @@ def rank_main(rank: int, setup: RankSetup, inbox, outbox) -> None:
         process.run()
     except BaseException as e:  # noqa: BLE001  (every failure is the harness's to report)
         # reported before the clean-up: a group torn down with work pending may block
-        outbox.put(("failed", rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
+        outbox.put(Failed(rank, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
         if os.getppid() != harness:  # nobody reads the outbox: exit without flushing it
             outbox.cancel_join_thread()
         raise SystemExit(1) from None

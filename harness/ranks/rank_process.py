@@ -4,9 +4,8 @@ lockstep with the others, fed requests by the harness through its inbox, recordi
 steps in a step log of its own and sending each chunk of columns, then its tokens, to the
 harness through the outbox.
 
-Messages in: ("add", request_id, add_request keywords), END (no more requests), STOP.
-Out: ("ready", rank, kv pool manifest), ("chunk", rank, columns), ("done", rank, itl,
-tokens), ("failed", rank, message); a P/D instance's rank more (pd_rank_process.py).
+Its messages are messages.py's: in, Begin, then Add and End; out, Ready, Chunk and Done (a
+P/D instance's rank more: pd_rank_process.py).
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ import numpy as np
 
 from engine.config import EngineConfig
 
-END, STOP = "end", "stop"
+from .messages import Add, Begin, Chunk, Done, End, Ready
+
 IDLE_POLL_S = 0.01  # an idle rank's wait for a request before it votes again
 
 
@@ -81,9 +81,9 @@ class _Rank:
         self._connect_peers()
         self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush)
         pool = self.dp.engine.kv_pool
-        outbox.put(("ready", rank, pool.manifest() if pool is not None else None))
+        outbox.put(Ready(rank, pool.manifest() if pool is not None else None))
         # perf_counter() of the replay's zero: CLOCK_MONOTONIC, one clock on a host
-        self.start: float = self._first_message()
+        self.start: float = self._first_message().start
         self.ended = self.stopped = False
 
     def _connect_peers(self) -> None:
@@ -95,7 +95,7 @@ class _Rank:
         finally:  # what ran, also when a collective failed: the harness writes it
             self.log.end()
             self.flush()
-        self.outbox.put(("done", self.rank, self.log.itl(),
+        self.outbox.put(Done(self.rank, self.log.itl(),
                          self.dp.engine.output_tokens() if self.setup.tokens else {}))
 
     def close(self) -> None:
@@ -130,19 +130,18 @@ class _Rank:
             except queue.Empty:
                 return
             block = False
-            if message == END:
-                self.ended = True
-            elif message == STOP:
+            if isinstance(message, End) and message.stopped:
                 self.stopped = True
+            elif isinstance(message, End):
+                self.ended = True
             else:
                 self._take(message)
 
-    def _take(self, message) -> None:
-        _, request_id, kwargs = message
-        added = self.dp.engine.add_request(request_id, **kwargs)
+    def _take(self, message: Add) -> None:
+        added = self.dp.engine.add_request(message.request_id, **message.kwargs)
         self.log.enqueue(added, self._now())
 
-    def _first_message(self):
+    def _first_message(self) -> Begin:
         while True:
             try:
                 return self.inbox.get(timeout=IDLE_POLL_S * 10)
@@ -157,7 +156,7 @@ class _Rank:
         """The step log's columns to the harness, as this rank's."""
         chunk = tuple(_as_rank(self.dp.rank, columns) for columns in (
             self.log.take_steps(), self.log.take_batches(), self.log.take_requests()))
-        self.outbox.put(("chunk", self.rank, chunk))
+        self.outbox.put(Chunk(self.rank, chunk))
 
     def _now(self) -> float:
         return time.perf_counter() - self.start

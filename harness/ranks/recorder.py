@@ -37,7 +37,7 @@ class RanksRecorder(Recorder):
                                if go else None for g, go in zip(groups, ready)], 0))
         self._num_done = ranks.num_done
         if final:
-            self._itl = [done[0] for _, done in sorted(ranks.done.items())]
+            self._itl = [done.itl for _, done in sorted(ranks.done.items())]
 
     @property
     def num_done(self) -> int:

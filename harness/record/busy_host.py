@@ -9,19 +9,20 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional, Tuple
 
+from ..schema.manifest import Manifest
 from ..schema.summary import host_timed
 
 
-def busy_host(manifest: dict, rows: Iterable[Tuple[str, str, float]]) -> Optional[dict]:
+def busy_host(manifest: Manifest, rows: Iterable[Tuple[str, str, float]]) -> Optional[dict]:
     """{other_cpu_pct, steal_pct, threshold_pct, modeled, host_timed}: the manifest's host
     share and the host-timed metrics among the summary `rows` (metric, stat, value) that
     hold a figure (a NaN or a count of samples is none), in their order, when the run was
     contaminated and any is host-timed; None otherwise (also for a run that did not record
     its host share)."""
-    share = manifest.get("host_share")
+    share = manifest.host_share
     if not isinstance(share, dict) or share.get("contaminated") is not True:
         return None
-    modeled = bool(manifest.get("modeled"))
+    modeled = bool(manifest.modeled)
     timed = list(dict.fromkeys(str(metric) for metric, stat, value in rows
                                if stat != "count" and not math.isnan(value)
                                and host_timed(str(metric), modeled)))

@@ -5,28 +5,28 @@ for real, the modeled device's time waited out: docs/gil.md).
 
 from __future__ import annotations
 
-from ..schema.manifest import executor_of
+from ..schema.manifest import Manifest
 
 
-def kind(manifest: dict) -> str:
+def kind(manifest: Manifest) -> str:
     """"modeled", "emulated" or "measured"."""
-    if manifest.get("modeled"):
+    if manifest.modeled:
         return "modeled"
-    return "emulated" if executor_of(manifest)[0] == "emulated" else "measured"
+    return "emulated" if manifest.executor_kind == "emulated" else "measured"
 
 
-def device_name(manifest: dict) -> str:
+def device_name(manifest: Manifest) -> str:
     """The device: a modeled run's profile ("B200"); an emulated run's profile with the host
     that did its work ("H200 (emulated on x86_64: the host's CPU doing its work)"); else
     the device measured ("x86_64", "NVIDIA H100 80GB HBM3"). Runs from before the
     manifest named the profile: the executor's."""
-    measured = str(manifest["device"]["name"])
+    measured = str((manifest.device or {})["name"])
     which = kind(manifest)
     if which == "measured":
         return measured
-    record = manifest.get("device_profile")
-    profile = manifest.get("modeled_device") or \
-        (record.get("name") if isinstance(record, dict) else None) or executor_of(manifest)[1]
+    record = manifest.device_profile
+    profile = manifest.modeled_device or \
+        (record.get("name") if isinstance(record, dict) else None) or manifest.profile
     if which == "modeled":
         return str(profile)
     return f"{profile} (emulated on {measured}: the host's CPU doing its work)"

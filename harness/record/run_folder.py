@@ -1,5 +1,5 @@
-"""A run folder read back: its state, summary rows and notes (what `steptrace show`,
-`compare`, `report` and a sweep read), the requests table, and manifest.json written.
+"""A run folder's parts read back: its manifest, state, summary rows and notes (what
+harness/record/run.py makes a Run of), and manifest.json written.
 The columns are docs/tables.md's; the recorder streams the steps, batches and requests
 tables.
 
@@ -14,70 +14,19 @@ import os
 import socket
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import List
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fileio.atomic import atomic_open
 from fileio.regular import check_regular
 
 from ..errors import BadInput
+from ..schema.manifest import Manifest, view
 from ..schema.values import STATUSES
 from .busy_host import busy_host, note
-from .device_label import device_name
 from .metrics import SUMMARY_COLUMNS
-from .table_sink import FORMATS
-
-
-def read_requests(path: Path, columns: Optional[Sequence[str]] = None,
-                  ordered: bool = True) -> pd.DataFrame:
-    """The requests table (Parquet or CSV), in request_id order unless `ordered` is False
-    (the recorder writes its rows as requests leave the scheduler). Text columns read as
-    categoricals; Parquet is read a batch at a time into the frame's own arrays, so reading
-    a million-request table back costs its columns once, not three times."""
-    path = Path(path)
-    cols = None if columns is None else list(dict.fromkeys(["request_id", *columns]))
-    text = [c for c in ("status", "reason") if cols is None or c in cols]
-    if path.suffix == ".parquet":
-        frame = _read_parquet_columns(path, cols, text)
-    else:
-        frame = pd.read_csv(path, usecols=cols, dtype=dict.fromkeys(text, "category"))
-    return frame.sort_values("request_id", kind="stable", ignore_index=True) if ordered \
-        else frame
-
-
-def _read_parquet_columns(path: Path, cols, text) -> pd.DataFrame:
-    """A row group at a time into arrays of the table's length: memory is the frame plus
-    one row group (text as categorical codes)."""
-    table = pq.ParquetFile(path, read_dictionary=text)
-    n = table.metadata.num_rows
-    if n == 0:
-        return table.read(columns=cols).to_pandas()
-    names = cols or [f.name for f in table.schema_arrow]
-    categories: Dict[str, Dict[str, int]] = {}  # each text column: value -> its code
-    out, at = {}, 0
-    for group in range(table.num_row_groups):
-        part = table.read_row_group(group, columns=names)
-        rows = part.num_rows
-        for name in names:
-            column = part.column(name).combine_chunks()
-            if pa.types.is_dictionary(column.type):
-                codes = categories.setdefault(name, {})
-                here = np.array([codes.setdefault(v, len(codes))
-                                 for v in column.dictionary.to_pylist()], np.int32)
-                values = here[column.indices.to_numpy(zero_copy_only=False)]
-            else:
-                values = column.to_numpy(zero_copy_only=False)
-            if name not in out:
-                out[name] = np.empty(n, values.dtype)
-            out[name][at:at + rows] = values
-        at += rows
-    for name, codes in categories.items():
-        out[name] = pd.Categorical.from_codes(out[name], list(codes))
-    return pd.DataFrame(out, copy=False)
+from .table_reader import read_frame, table_file
 
 
 def write_manifest(manifest: dict, run_dir: Path) -> None:
@@ -85,16 +34,10 @@ def write_manifest(manifest: dict, run_dir: Path) -> None:
         f.write(json.dumps(manifest, indent=2, default=str) + "\n")
 
 
-def read(run_dir: Path) -> dict:
-    """The run's state, manifest essentials and every summary row (metric, stat, value,
-    unit), its host share, its calibration (or why it was off) and, when a busy host may
-    have moved its figures, which (`busy_host`, also said in its notes). A run without a
+def summary_rows(run_dir: Path, state: str) -> List[dict]:
+    """Every summary row (metric, stat, value, unit) of the run folder. A run without a
     summary (killed, failed, or still running) gets the engine summary of the steps it
-    holds."""
-    run_dir = Path(run_dir)
-    manifest, device, gil_mode = _manifest(run_dir)
-    device = device_name(manifest)  # a modeled or emulated run's named as such
-    state = _state(manifest)
+    holds; BadInput for a run that ended with a summary that is not one."""
     try:
         summary = _read(run_dir, "summary")
     except (OSError, ValueError) as e:
@@ -106,17 +49,16 @@ def read(run_dir: Path) -> dict:
     if missing or (len(summary) and not pd.api.types.is_numeric_dtype(summary["value"])):
         what = f"no column(s) {', '.join(missing)}" if missing else "values that are not numbers"
         raise BadInput(f"{run_dir}: the summary table is not a run's summary ({what})")
-    rows = summary[["metric", "stat", "value", "unit"]].to_dict("records")
-    failed = [f"the run failed: {manifest['error']}"] if state == "failed" else []
-    modeled = bool(manifest.get("modeled"))
+    return summary[["metric", "stat", "value", "unit"]].to_dict("records")
+
+
+def notes(manifest: Manifest, rows: List[dict], run_dir: Path, state: str) -> List[str]:
+    """What the run's figures need said beside them: why it failed, why every statistic is
+    NaN, an engine behind its arrivals, what timed a modeled run's steps, a busy host."""
+    failed = [f"the run failed: {manifest.error}"] if state == "failed" else []
     busy = busy_host(manifest, ((r["metric"], r["stat"], r["value"]) for r in rows))
-    return dict(run_dir=str(run_dir), state=state, complete=state == "complete",
-                device=device, modeled=modeled, gil_mode=gil_mode,
-                error=manifest.get("error") if state == "failed" else None,
-                host_share=manifest.get("host_share"), busy_host=busy,
-                calibration=manifest.get("calibration"), summary=rows,
-                notes=failed + _notes(rows, run_dir, state) + _behind(rows, manifest)
-                + _step_models(manifest, rows) + ([note(busy)] if busy else []))
+    return failed + _notes(rows, run_dir, state) + _behind(rows, manifest) \
+        + _step_models(manifest, rows) + ([note(busy)] if busy else [])
 
 
 LINK_PARTS = ("dispatch", "combine", "allreduce")  # timed by the link model without a table
@@ -130,14 +72,14 @@ def untimed_parts(missing) -> list:
         ("rooflines", [p for p in missing if p not in LINK_PARTS])) if parts]
 
 
-def _step_models(manifest: dict, rows) -> list:
+def _step_models(manifest: Manifest, rows) -> list:
     """What a modeled run's steps were timed by (docs/modeling.md), where kernel tables
     timed any part: each instance's (or each P/D pool's) tables and the parts left to
     rooflines or the link model, and the measured steps with a part looked up outside its
     table's rows."""
-    pools = manifest.get("pools")
+    pools = manifest.pools
     models = [(f"{role} pool: ", p.get("step_model")) for role, p in pools.items()] \
-        if isinstance(pools, dict) else [("", manifest.get("step_model"))]
+        if isinstance(pools, dict) else [("", manifest.step_model)]
     notes = [f"{where}{_step_model(m)}" for where, m in models
              if isinstance(m, dict) and m.get("timed")]  # a roofline step: the profile says
     extrapolated = {(r["metric"], r["stat"]): r["value"] for r in rows}.get(
@@ -163,13 +105,11 @@ def _step_model(m: dict) -> str:
     return text
 
 
-def read_manifest(run_dir: Path) -> dict:
-    """The run's manifest.json; BadInput for anything but a run's manifest."""
-    return _manifest(Path(run_dir))[0]
-
-
-def _manifest(run_dir: Path):
-    """(manifest, device name, gil mode); BadInput for anything but a run's manifest."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's manifest.json, typed, its JSON checked where the view's types do not
+    (device.name and gil_mode text, values a mapping); BadInput for anything but a run's
+    manifest."""
+    run_dir = Path(run_dir)
     try:  # a FIFO in its place would block the reader for ever
         text = check_regular(run_dir / "manifest.json").read_text()
     except (OSError, ValueError) as e:
@@ -190,7 +130,7 @@ def _manifest(run_dir: Path):
     except (KeyError, TypeError) as e:
         what = f"no key {e}" if isinstance(e, KeyError) else str(e)
         raise BadInput(f"{run_dir / 'manifest.json'}: not a run's manifest ({what})") from None
-    return manifest, device, gil_mode
+    return view(manifest)
 
 
 def _notes(rows, run_dir: Path, state: str = "complete") -> list:
@@ -224,10 +164,10 @@ def _notes(rows, run_dir: Path, state: str = "complete") -> list:
 BEHIND_S = 1.0  # a median wait for the first schedule beyond this is the engine's queue
 
 
-def _behind(rows, manifest: dict) -> list:
+def _behind(rows, manifest: Manifest) -> list:
     """The engine slower than the requests' arrivals: latencies that measure its queue.
     Not said of a closed loop or an offline load, whose queue is there by design."""
-    load = ((manifest.get("values") or {}).get("load") or {}).get("mode", "trace")
+    load = ((manifest.values or {}).get("load") or {}).get("mode", "trace")
     if load != "trace":
         return []
     value = {(r["metric"], r["stat"]): r["value"] for r in rows}.get
@@ -250,17 +190,17 @@ def _first_reason(run_dir: Path) -> str:
     return f"; the first: {reasons.iloc[0]}" if len(reasons) and reasons.iloc[0] else ""
 
 
-def _state(manifest: dict) -> str:
+def state(manifest: Manifest) -> str:
     """complete, failed (the run raised, or a table could not be written: the manifest
     holds its error), interrupted (Ctrl-C or SIGTERM: the tables whole), killed (the
     process ended without closing the run) or running."""
-    if manifest.get("complete"):
+    if manifest.complete:
         return "complete"
-    if "error" in manifest:
+    if manifest.error is not None:
         return "failed"
-    if "ended" in manifest:
+    if manifest.ended is not None:
         return "interrupted"
-    if "killed" in manifest or not _alive(manifest.get("pid"), manifest.get("host")):
+    if manifest.killed is not None or not _alive(manifest.pid, manifest.host):
         return "killed"
     return "running"
 
@@ -291,21 +231,11 @@ def _steps_summary(run_dir: Path) -> pd.DataFrame:
     return pd.concat([recorded, engine_summary(steps, None)], ignore_index=True)
 
 
-def table_file(folder: Path, name: str) -> Optional[Path]:
-    """A table's file in a run's or a search's folder, in FORMATS' order (name.parquet, else
-    name.csv); None when neither is there."""
-    for fmt in FORMATS:
-        path = folder / f"{name}.{fmt}"
-        if path.exists():
-            return path
-    return None
-
-
 def _read(run_dir: Path, name: str) -> pd.DataFrame:
     path = table_file(run_dir, name)
     if path is None:
         raise ValueError(f"no {name} table")
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    return read_frame(path)
 
 
 def new_run_dir(base: Path, arm: str) -> Path:

@@ -16,6 +16,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from fileio.atomic import atomic_open
 
+from ..schema.manifest import Manifest, view
+
 WIDTH = 50  # vLLM's rules: "=" around the title, "-" around each latency's heading
 
 
@@ -112,15 +114,15 @@ def _line(f: Field, value: Optional[float]) -> str:
         "{:<40} {:<10.2f}".format(f.label, value)
 
 
-def result(summary: Iterable[dict], manifest: dict) -> dict:
+def result(summary: Iterable[dict], manifest: Manifest) -> dict:
     """result.json: what vLLM's --save-result writes of a run like this, and where each
     value comes from."""
-    values_ = manifest.get("values", {})
-    return dict(date=_date(manifest.get("started")), backend="steptrace",
-                model_id=values_.get("model"), num_prompts=manifest.get("trace_rows"),
+    values_ = manifest.values or {}
+    return dict(date=_date(manifest.started), backend="steptrace",
+                model_id=values_.get("model"), num_prompts=manifest.trace_rows,
                 **values(summary),
-                steptrace=dict(complete=bool(manifest.get("complete")),
-                               modeled=bool(manifest.get("modeled")),
+                steptrace=dict(complete=bool(manifest.complete),
+                               modeled=bool(manifest.modeled),
                                clock=values_.get("clock"),
                                rows={f.name: " + ".join(".".join(r) for r in f.rows)
                                      for f in fields()},
@@ -128,8 +130,9 @@ def result(summary: Iterable[dict], manifest: dict) -> dict:
 
 
 def write(run_dir: Path, summary: Iterable[dict], manifest: dict) -> None:
+    """result.json, from the run's manifest as it is written."""
     with atomic_open(Path(run_dir) / "result.json") as f:
-        f.write(json.dumps(result(summary, manifest), indent=2, allow_nan=False) + "\n")
+        f.write(json.dumps(result(summary, view(manifest)), indent=2, allow_nan=False) + "\n")
 
 
 def _date(started) -> Optional[str]:

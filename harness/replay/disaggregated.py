@@ -13,7 +13,8 @@ sees the first token when the KV has arrived.
 
 Events at one instant go in a fixed order (arrivals, transfers ending, hand-offs and
 arrivals of KV, then instance steps, the lower instance first), so a seed gives identical
-tables.
+tables. This loop is the reference; csrc/replay/pd_replay.hpp, its fast twin, is checked
+against it (tests/test_native_replay_pd.py).
 """
 
 from __future__ import annotations

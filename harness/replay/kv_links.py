@@ -6,7 +6,7 @@ ends on one of its devices (docs/disaggregation.md, "The KV transfer").
 A start or an end touches only the transfers that share a device with it: each transfer
 keeps its bytes left as of its last change of rate, and a heap holds every transfer's
 projected end (stale entries skipped), so many transfers on different devices cost no
-more than one each.
+more than one each. The reference of csrc/replay/kv_links.hpp, the C++ P/D loop's twin.
 """
 
 from __future__ import annotations

@@ -26,11 +26,11 @@ VIRTUAL_CLOCK = ("off on the virtual clock: the harness's time between steps is 
                  "timeline (calibration_requests: null; a number calibrates)")
 
 
-def planned(values, trace_rows: int) -> Tuple[int, Optional[str]]:
-    """The calibration's size for a workload's values and its trace's rows; where that is
-    0, why the calibration is off."""
-    given = values["calibration_requests"]
-    if given is None and values["clock"] == "virtual":
+def planned(workload, trace_rows: int) -> Tuple[int, Optional[str]]:
+    """The calibration's size for a workload and its trace's rows; where that is 0, why the
+    calibration is off."""
+    given = workload.calibration_requests
+    if given is None and workload.clock == "virtual":
         return 0, VIRTUAL_CLOCK
     if given == 0:
         return 0, "off: calibration_requests: 0"

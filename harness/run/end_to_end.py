@@ -1,6 +1,7 @@
-"""One run of a workload, end to end: its engine, calibration, replay and telemetry, and
-its tables in <output>/<name>/<run_id>/ (harness/sweeps/sweep.py runs every run a workload
-plans). It returns what it wrote (Written).
+"""One run of a workload, end to end: its loop (loops.py builds it, with its engines),
+calibration, replay and telemetry, and its tables in <output>/<name>/<run_id>/
+(harness/sweeps/sweep.py runs every run a workload plans). It returns the run it wrote
+(a Run: harness/record/run.py).
 
 A run directory is new for every run (never overwritten). Ctrl-C or SIGTERM stops the replay
 and still writes readable tables of what was recorded, with `complete: false`
@@ -12,149 +13,102 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import asdict
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from engine import LLMEngine
 from engine.devices.profile import profile_record
 
 from ..io.interrupt import Stop, install, restore
-from ..ranks.pd_replay import PDFeeder
-from ..ranks.processes import Ranks, local_devices
-from ..ranks.recorder import RanksRecorder
-from ..ranks.replay import Colocated, Feeder, replay_ranks
+from ..ranks.processes import local_devices
 from ..record import run_folder, vllm_result
 from ..record.metrics import SUMMARY_COLUMNS
 from ..record.pd_summary import pd_rows
-from ..record.recorder import Recorder
+from ..record.run import Run
 from ..record.table_sink import write_table
 from ..record.table_writer import NotStarted
-from ..replay.disaggregated import Instance, replay_disaggregated
-from ..replay.driver import Requests, replay
-from ..replay.frontend import Frontend
-from ..replay.native import replay_disaggregated_native, replay_native
+from ..replay.driver import Requests
+from ..replay.loop import Loop
 from ..telemetry import Sampler, device_frame, device_summary
 from ..workload import Workload
 from .calibration import calibrate, planned as planned_calibration
 from .host_share import HostShare
+from .loops import build_loop
 from .manifest import manifest as start_manifest, now
 from .planned_run import PlannedRun
 from .tokens import tokens_frame
 
-PD_UNCALIBRATED = "off: a P/D deployment's harness cost is not calibrated"
-RANKS_UNCALIBRATED = "off: the harness's cost over rank processes is not calibrated"
-CHUNK_STEPS = 1024  # a rank's steps per chunk of columns sent to the harness
-
-
-class Written(NamedTuple):
-    """What a run wrote: its folder, its manifest as last written, its summary rows."""
-
-    run_dir: Path
-    manifest: dict
-    summary: pd.DataFrame
-
 
 def run_once(workload: Workload, trace, run: PlannedRun, progress,
-             stop: Optional[Stop] = None, into: Optional[Path] = None) -> Optional[Written]:
+             stop: Optional[Stop] = None, into: Optional[Path] = None) -> Optional[Run]:
     """One run; None, with nothing written, if `stop` was set during the calibration.
     Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
     stop = Stop() if stop is None else stop
-    service = workload.disaggregation
-    if service is not None and workload.ranks == 1:  # modeled: one engine per instance
-        engines = [(pool.role, k, LLMEngine(workload.engine_config(run.arm, pool)))
-                   for pool in service.pools for k in range(pool.instances)]
-        return _Run(workload, trace, run, engines, dict(off=PD_UNCALIBRATED), stop,
-                    into).replay(progress)
-    if workload.ranks > 1:  # an engine process per device; the harness's cost not calibrated
-        ranks, engines = _rank_processes(workload, run.arm)
-        return _Run(workload, trace, run, engines, dict(off=RANKS_UNCALIBRATED), stop, into,
-                    ranks).replay(progress)
-    # the engine first: on a real accelerator it sizes the KV pool the calibration also uses
-    engine = LLMEngine(workload.engine_config(run.arm))
-    requests, off = planned_calibration(workload.values, len(trace.df))
-    calibration = calibrate(engine.config, trace.df, requests) if requests else dict(off=off)
+    # the engines first: on a real accelerator one sizes the KV pool the calibration uses
+    loop = build_loop(workload, run.arm, trace, stop)
+    requests, off = planned_calibration(workload, len(trace.df))
+    calibration: dict
+    if loop.uncalibrated is not None:
+        calibration = dict(off=loop.uncalibrated)
+    else:
+        calibration = calibrate(loop.instances[0][2].config, trace.df, requests) \
+            if requests else dict(off=off)
     if stop.is_set():
-        engine.close()
+        loop.close()
         return None
-    return _Run(workload, trace, run, [("colocated", 0, engine)], calibration, stop,
-                into).replay(progress)
-
-
-def _rank_processes(workload, arm: str):
-    """The engine processes of a run on a torch device, and its instances (role, index,
-    engine) as the recorder and manifest take them: one co-located instance over every
-    rank, or a P/D deployment's instances, each over its devices' ranks."""
-    service = workload.disaggregation
-    instances = [(pool.role, k, pool.deployment.devices, workload.engine_config(arm, pool))
-                 for pool in service.pools for k in range(pool.instances)] \
-        if service is not None else \
-        [("colocated", 0, workload.ranks, workload.engine_config(arm))]
-    firsts = np.cumsum([0] + [n for _, _, n, _ in instances])
-    ranks = Ranks([c for _, _, n, c in instances for _ in range(n)],
-                  [role for role, _, n, _ in instances for _ in range(n)],
-                  [range(a, b) for a, b in zip(firsts[:-1], firsts[1:])],
-                  workload.values, CHUNK_STEPS)
-    return ranks, [(role, k, ranks.engines[a])
-                   for (role, k, _, _), a in zip(instances, firsts[:-1])]
+    return _Run(workload, trace, run, loop, calibration, stop, into).replay(progress)
 
 
 class _Run:
     """A run from its folder's making to its last manifest."""
 
-    def __init__(self, workload, trace, run: PlannedRun, engines, calibration, stop: Stop,
-                 into: Optional[Path], ranks: Optional[Ranks] = None) -> None:
-        """`engines`: (role, index, engine) of each instance; one `colocated` one, or a P/D
-        deployment's. `calibration`: the calibration's figures, or why it is `off`.
-        `ranks`: the engine's processes, one per device (its engine then theirs)."""
-        self.workload, self.trace, self.stop, self.ranks = workload, trace, stop, ranks
-        self.engines = engines
-        self.engine = engine = engines[0][2]  # the manifest's, the sampler's
+    def __init__(self, workload, trace, run: PlannedRun, loop: Loop, calibration, stop: Stop,
+                 into: Optional[Path]) -> None:
+        """`calibration`: the calibration's figures, or why it is `off`."""
+        self.workload, self.trace, self.stop, self.loop = workload, trace, stop, loop
+        self.engine = engine = loop.instances[0][2]  # the manifest's, the sampler's
         self.calibration = calibration
-        v = workload.values
         self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
         if workload.disaggregation is not None:
-            self.manifest["pools"] = _pools(workload.disaggregation, engines)
-        if ranks is not None:
-            self.manifest["ranks"] = [
-                dict(rank=r, pid=ranks.pids[r], role=role, instance=k, dp_rank=g.index(r))
-                for (role, k, _), g in zip(engines, ranks.groups) for r in g]
+            self.manifest["pools"] = _pools(workload.disaggregation, loop.instances)
+        self.manifest.update(loop.manifest())
         self.manifest.update(block=run.block, order=run.order, calibration=calibration)
         interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
-        self.run_dir = run_folder.new_run_dir(into or Path(v["output"]) / workload.name,
+        self.run_dir = run_folder.new_run_dir(into or Path(workload.output) / workload.name,
                                               f"{run.arm}-r{run.block}{interval}")
-        self.fmt = v["table_format"]
+        self.fmt = workload.table_format
         self.labels = dict(run_id=self.run_dir.name, gil_mode=run.arm,
                            overlap=engine.config.scheduler.overlap)
-        arrivals = trace.df["arrival_s"].to_numpy(np.float64)
-        self.frontend = Frontend(arrivals, v["frontend"]["per_token_us"], v["warmup_steps"],
-                                 stop) if v["frontend"]["mode"] == "thread" else None
-        slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
-        recorded = [(role, k) for role, k, _ in engines] if workload.disaggregation else engine
+        slo = {name: limit for name, limit in asdict(workload.slo).items() if limit is not None}
+        recorded = [(role, k) for role, k, _ in loop.instances] \
+            if workload.disaggregation else engine
         try:
-            self.recorder = (Recorder if ranks is None else RanksRecorder)(
-                recorded, v["warmup_steps"], self.run_dir, self.fmt,
-                                     self.labels, trace=trace.df, frontend=self.frontend,
-                                     slo=slo)
+            self.recorder = loop.recorder_type(recorded, workload.warmup_steps, self.run_dir,
+                                               self.fmt, self.labels, trace=trace.df,
+                                               frontend=loop.frontend, slo=slo)
             if workload.clock == "real":  # its start-up would take the CPU from the first steps
                 self.recorder.tables_ready()
         except BaseException:  # nothing began: no run directory is left behind
-            self._close_engines()
+            loop.close()
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
         run_folder.write_manifest(self.manifest, self.run_dir)
 
-    def replay(self, progress) -> Written:
+    def replay(self, progress) -> Run:
         previous = install(self.stop)
         self.sampler = self.share = None
         failure = None
         try:
             start = time.perf_counter()  # the real clock's zero, shared with the sampler
-            self.share = HostShare(self.workload.values["gil_contamination_pct"])
+            self.share = HostShare(self.workload.gil_contamination_pct)
             self.sampler = _sampler(self.workload, self.engine, start)
-            self.manifest["complete"] = self._replay(progress, start)
+            requests = Requests.of(self.trace.df, self.trace.hash_block_size,
+                                   self.workload.load.concurrency)
+            self.manifest["complete"] = self.loop.run(requests, self.recorder, progress,
+                                                      self.stop, start)
             self.manifest["interrupted"] = not self.manifest["complete"]
         except KeyboardInterrupt:  # from a progress callback, between steps
             self.manifest["interrupted"] = True
@@ -169,44 +123,7 @@ class _Run:
                 summary = self._finish(failure)
             finally:
                 restore(previous)
-        return Written(self.run_dir, self.manifest, summary)
-
-    def _replay(self, progress, start: float) -> bool:
-        load = self.workload.values["load"]
-        requests = Requests.of(self.trace.df, self.trace.hash_block_size, load["concurrency"])
-        service = self.workload.disaggregation
-        if self.ranks is not None:
-            recorder = self.recorder
-            assert isinstance(recorder, RanksRecorder), "rank processes' chunks"
-            feeder: Feeder = Colocated(self.ranks, requests)
-            if service is not None:
-                assert recorder.join is not None, "a P/D deployment's recorder joins"
-                feeder = PDFeeder(service, self.ranks, requests, recorder.join.transfers)
-            return replay_ranks(self.ranks, feeder, requests, recorder, progress, start,
-                                self.stop)
-        if service is not None:
-            recorder = self.recorder
-            instances = [Instance(role, k, engine, log)
-                         for (role, k, engine), log in zip(self.engines, recorder.logs)]
-            arrived = recorder.arrived if load["concurrency"] else lambda i, t: None
-            if self.workload.values["replay_loop"] == "cpp":
-                return replay_disaggregated_native(service, instances, requests,
-                                                   self.engine.model_config, recorder,
-                                                   progress, self.stop)
-            assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
-            return replay_disaggregated(service, instances, requests, self.engine.model_config,
-                                        recorder.join.transfers, arrived, progress, self.stop)
-        if self.workload.values["replay_loop"] == "cpp":
-            return replay_native(self.engine, requests, self.recorder, progress, self.stop)
-        return replay(self.engine, requests,
-                      self.workload.clock, self.recorder, progress, start, self.stop,
-                      frontend=self.frontend)
-
-    def _close_engines(self) -> None:
-        for _, _, engine in self.engines:
-            engine.close()
-        if self.ranks is not None:
-            self.ranks.close()
+        return Run.written(self.run_dir, self.manifest, summary)
 
     def _finish(self, failure: Optional[BaseException]) -> pd.DataFrame:
         """Telemetry stopped, the tables, the summary and its result.json written, the
@@ -216,15 +133,13 @@ class _Run:
             self.manifest["host_share"] = self.share.stop()
         device, self.manifest["telemetry"] = self.sampler.stop() if self.sampler else \
             (device_frame([]), {"sampler": "telemetry.enabled: false"})
-        if self.frontend is not None:  # every committed token delivered, unless stopped
-            self.frontend.close()
-        self._close_engines()
+        self.loop.close()
         removed = False
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
-            if self.workload.values["tokens"]:
-                write_table(tokens_frame(self._output_tokens(),
+            if self.workload.tokens:
+                write_table(tokens_frame(self.loop.output_tokens(),
                                          self.trace.df["max_new_tokens"].to_numpy()),
                             self.run_dir, "tokens", self.fmt, self.labels)
             summary = self._summary(device)
@@ -245,17 +160,6 @@ class _Run:
             if not removed:
                 run_folder.write_manifest(self.manifest, self.run_dir)
 
-    def _output_tokens(self):
-        """Output token ids by request, of every engine (of every rank process)."""
-        if self.ranks is not None:  # a P/D request's: its prefill's first, then its decode's
-            outputs: dict = {}
-            for _, tokens in (self.ranks.done[r] for r in sorted(self.ranks.done)):
-                for i, t in tokens.items():
-                    outputs.setdefault(i, []).extend(t)
-            return outputs
-        return {i: t for _, _, engine in self.engines
-                for i, t in engine.output_tokens().items()}
-
     def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
         """The summary table, from what the recorder (and the frontend, if any) kept."""
         recorder, engine, calibration = self.recorder, self.engine, self.calibration
@@ -264,11 +168,12 @@ class _Run:
                                 for stat in ("per_step", "per_request")]
                                if "off" not in calibration else [],
                                columns=list(SUMMARY_COLUMNS))
-        frontend = self.frontend.summary(~recorder.warm) if self.frontend else None
+        frontend = self.loop.frontend
+        frontend = frontend.summary(~recorder.warm) if frontend is not None else None
         service = self.workload.disaggregation
         steps = recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine)) \
             if service is None else \
-            pd_rows(recorder, service, {role: e for role, _, e in self.engines}, latency)
+            pd_rows(recorder, service, {role: e for role, _, e in self.loop.instances}, latency)
         telemetry = device_summary(device, *_wall_window(self.workload, recorder),
                                    recorder.latency.output_tokens)
         return pd.concat([latency, frontend, steps, harness, telemetry], ignore_index=True)
@@ -277,13 +182,13 @@ class _Run:
 def _sampler(workload, engine, start: float) -> Optional[Sampler]:
     """The run's telemetry process (host CPU always; the engine's device where it has one,
     every rank's over rank processes)."""
-    settings = workload.values["telemetry"]
-    if not settings["enabled"]:
+    settings = workload.telemetry
+    if not settings.enabled:
         return None
     device = engine.device
     indices = [] if device.backend == "cpu" else [device.torch_device.index or 0] \
         if workload.ranks == 1 else local_devices(device.backend, workload.ranks)
-    sampler = Sampler(device.backend, indices, settings["interval_s"], start, os.getpid())
+    sampler = Sampler(device.backend, indices, settings.interval_s, start, os.getpid())
     sampler.start()
     return sampler
 

@@ -42,7 +42,10 @@ def _manifest() -> str:
             + _paragraph("A run folder's `manifest.json` says what ran, where, and how it "
                          "ended; its keys are declared in `harness/schema/manifest.py`. "
                          "`executor_kind` and `profile` are the executor's two parts: "
-                         "readers take them from there, not from `executor`'s text.")
+                         "readers take them from there, not from `executor`'s text. Code "
+                         "reads a manifest through its typed view, generated from the "
+                         "declaration (`harness/schema/manifest_view.py`): an attribute "
+                         "per key, None where an older run's manifest lacks it.")
             + "\n".join(lines) + "\n")
 
 

@@ -1,12 +1,17 @@
 """A run's `manifest.json`, declared once: every key a run writes, its JSON kind and its
 meaning (docs/tables.md, "manifest.json", is rendered from it; tests/test_manifest.py
-checks a real run's manifest against it). Readers take the executor and its profile from
-`executor_of`, never by splitting the executor's text themselves."""
+checks a real run's manifest against it). Readers read a manifest through its typed view,
+`view(manifest)` (harness/schema/manifest_view.py, generated from the declaration: `python
+-m harness.schema.manifest`), whose executor_kind and profile are `executor_of`'s, never
+the executor's text split by themselves."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Tuple
+
+from .manifest_view import Manifest
 
 
 @dataclass(frozen=True)
@@ -78,3 +83,40 @@ def executor_of(manifest: dict) -> Tuple[str, Optional[str]]:
         return str(manifest["executor_kind"]), manifest.get("profile")
     kind, _, profile = str(manifest.get("executor", "")).partition(":")
     return kind, profile or None
+
+
+def view(manifest: dict) -> Manifest:
+    """The manifest typed: each declared key an attribute, None where it is absent (a key
+    written only for some runs, or one an older run did not write yet), the executor's
+    kind and profile from `executor_of`; keys not declared are left out."""
+    values = {k: manifest.get(k) for k in KEYS}
+    values["executor_kind"], values["profile"] = executor_of(manifest)
+    return Manifest(**values)
+
+
+PYTHON = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+          "object": "Dict[str, Any]", "array": "List[Any]"}
+VIEW = Path(__file__).with_name("manifest_view.py")
+
+
+def view_source() -> str:
+    """harness/schema/manifest_view.py as the declaration makes it: a frozen dataclass, a
+    field per key, every one optional (older manifests lack newer keys)."""
+    fields = []
+    for k in MANIFEST:
+        kinds = [PYTHON[kind] for kind in k.kinds if kind != NULL]
+        assert len(kinds) == 1, f"{k.name}: one JSON kind, or it and null"
+        kind = kinds[0]
+        fields.append(f"    {k.name}: Optional[{kind}] = None")
+    return ('"""A run\'s manifest.json, typed: an attribute per key harness/schema/manifest.py '
+            'declares,\nNone where the manifest lacks it. Generated from the declaration by '
+            '`python -m\nharness.schema.manifest`; tests/test_manifest.py checks it is '
+            'current."""\n\n'
+            "from __future__ import annotations\n\n"
+            "from dataclasses import dataclass\n"
+            "from typing import Any, Dict, List, Optional\n\n\n"
+            "@dataclass(frozen=True)\nclass Manifest:\n" + "\n".join(fields) + "\n")
+
+
+if __name__ == "__main__":
+    VIEW.write_text(view_source())

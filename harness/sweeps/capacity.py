@@ -19,7 +19,7 @@ trace twice as long.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
@@ -190,7 +190,7 @@ class Capacity:
                 run_dir=str(self.folder / at["run_id"])),
             length_check=self._length_check_document(),
             folder=str(self.folder),
-            table=str(self.folder / f"capacity.{workload.values['table_format']}"),
+            table=str(self.folder / f"capacity.{workload.table_format}"),
             probes=self.table().to_dict("records"))
 
     def _length_check_document(self) -> Optional[dict]:
@@ -212,18 +212,18 @@ class Capacity:
 
 def check(workload: Workload) -> Dict[str, float]:
     """The workload's SLO; CapacityError naming the file and key where it cannot be searched."""
-    v, where = workload.values, workload.path
-    slo = {name: limit for name, limit in v["slo"].items() if limit is not None}
+    where = workload.path
+    slo = {name: limit for name, limit in asdict(workload.slo).items() if limit is not None}
     if not slo:
         raise CapacityError(f"{where}: slo: capacity is the highest rate that meets an SLO: "
                             f"expected at least one of slo.ttft, slo.tpot, slo.e2e, got none")
-    spec = executor_spec(v["device"])
+    spec = executor_spec(workload.device)
     if not (spec and spec.modeled):
         raise CapacityError(f"{where}: device: capacity is searched on a modeled device's "
                             f"virtual clock (a probe on the real clock would last the trace's "
                             f"real time and measure this host too): expected "
-                            f"modeled:<profile>, got {v['device']}")
-    if v["load"]["mode"] == "offline":
+                            f"modeled:<profile>, got {workload.device}")
+    if workload.load.mode == "offline":
         raise CapacityError(f"{where}: load.mode: capacity searches the arrival rate of an "
                             f"open loop, and load.mode offline has no rate: expected trace (or "
                             f"concurrency: a closed loop, searched over its requests in flight; "
@@ -242,19 +242,20 @@ def knob(workload: Workload) -> AnyKnob:
     scale)."""
     from ..workload.trace import TraceLoadError, load_workload_trace
 
-    trace = workload.values["trace"]
-    if workload.values["load"]["mode"] == "concurrency":  # the trace's times are not used
-        if trace["generate"] is not None:
-            requests = int(trace["generate"]["requests"])
+    generate = workload.trace.generate
+    if workload.load.mode == "concurrency":  # the trace's times are not used
+        if generate is not None:
+            requests = int(generate.requests)
         else:
             try:
                 requests = len(load_workload_trace(workload).df)
             except TraceLoadError as e:
                 raise CapacityError(str(e)) from None
-        return ConcurrencyKnob(int(workload.values["load"]["concurrency"]), requests)
-    if trace["generate"] is not None:
-        generate = trace["generate"]
-        return Knob(GENERATED_RATE, float(generate["rate"]), 1.0, int(generate["requests"]))
+        concurrency = workload.load.concurrency
+        assert concurrency is not None  # checks.load_mode: load.mode concurrency needs it
+        return ConcurrencyKnob(concurrency, requests)
+    if generate is not None:
+        return Knob(GENERATED_RATE, float(generate.rate), 1.0, int(generate.requests))
     try:
         arrivals = load_workload_trace(workload).df["arrival_s"].to_numpy(np.float64)
     except TraceLoadError as e:
@@ -263,7 +264,7 @@ def knob(workload: Workload) -> AnyKnob:
     if span <= 0:
         raise CapacityError(f"{workload.trace_file}: its {len(arrivals)} request(s) arrive at "
                             f"one instant: no arrival rate to scale")
-    return Knob(TIME_SCALE, (len(arrivals) - 1) / span, float(trace["time_scale"]),
+    return Knob(TIME_SCALE, (len(arrivals) - 1) / span, float(workload.trace.time_scale),
                 len(arrivals))
 
 
@@ -354,9 +355,9 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     slo = check(workload)
     rate_knob = knob(workload)
     options = _check_options(workload, rate_knob, options)
-    spec = executor_spec(workload.values["device"])
+    spec = executor_spec(workload.device)
     assert spec is not None and spec.profile is not None  # check(): modeled:<profile>
-    folder = new_run_dir(Path(workload.values["output"]) / workload.name / "capacity",
+    folder = new_run_dir(Path(workload.output) / workload.name / "capacity",
                          "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.profile))
     # each probe sets the rate knob itself: a --set of the same key is its start
     prober = _Prober(workload, overrides, folder, Stop() if stop is None else stop,
@@ -372,7 +373,7 @@ def find(workload: Workload, overrides: Tuple[str, ...] = (), options: Options =
     length = None if answer is None else _length_check(
         prober, rate_knob, answer.rate, folder / answer.result["run_id"], options)
     capacity = Capacity(found, folder, rate_knob, options, slo, spec.profile, length, workload)
-    write_table(capacity.table(), folder, "capacity", workload.values["table_format"])
+    write_table(capacity.table(), folder, "capacity", workload.table_format)
     with atomic_open(folder / RESULT_FILE) as f:  # a sweep's point's search too
         f.write(json_text(capacity.document) + "\n")
     return capacity
@@ -391,7 +392,7 @@ def _length_check(prober: _Prober, rate_knob: AnyKnob, rate: float, run_dir: Pat
     from ..analysis.steady_state import of_run
 
     requests = 2 * rate_knob.requests
-    generated = prober.load().values["trace"]["generate"] is not None
+    generated = prober.load().trace.generate is not None
     key = GENERATED_REQUESTS if generated else FILE_LIMIT
     setting = f"{key}={requests}"
     if not options.length_check:

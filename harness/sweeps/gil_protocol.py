@@ -25,8 +25,8 @@ PRIMARY = dict(zip(GIL_PRIMARY, ("sched_call_p50_us", "sched_call_p99_us", "step
 
 def planned(workload) -> List[PlannedRun]:
     """Every run of the workload's sweep, in the order they run."""
-    v = workload.values
-    return plan(workload.arms, v["repeats"], workload.switch_intervals, v["seeds"]["protocol"])
+    return plan(workload.arms, workload.repeats, workload.switch_intervals,
+                workload.seeds.protocol)
 
 
 def plan(arms: Sequence[str], repeats: int, switch_intervals: Iterable[float],

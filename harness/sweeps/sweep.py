@@ -14,6 +14,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from ..io.interrupt import Stop, signals_stop
+from ..record.run import Run
 from ..record.table_sink import write_table
 from ..run.end_to_end import run_once
 from ..workload import Workload
@@ -26,7 +27,14 @@ NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # n
 def run_workload(workload: Workload, progress: Optional[Callable] = None,
                  stop: Optional[Stop] = None, into: Optional[Path] = None,
                  ran: Optional[Callable] = None) -> List[Path]:
-    """Every run of the workload's sweep; returns the run directories written, in `into`
+    """The folders of run_sweep's runs."""
+    return [run.path for run in run_sweep(workload, progress, stop, into, ran)]
+
+
+def run_sweep(workload: Workload, progress: Optional[Callable] = None,
+              stop: Optional[Stop] = None, into: Optional[Path] = None,
+              ran: Optional[Callable] = None) -> List[Run]:
+    """Every run of the workload's sweep; returns the runs as written, in `into`
     (default <output>/<name>/; a capacity search keeps its probes together). `progress`
     hears each run's requests done, `ran` each run written (its number from 1, the runs
     planned, the PlannedRun). A sweep of
@@ -36,7 +44,8 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
     trace = load_workload_trace(workload)
     stop = Stop() if stop is None else stop
     planned = gil_protocol.planned(workload)
-    out, rows = [], []
+    out: List[Run] = []
+    rows = []
     with signals_stop(stop):
         for run in planned:
             if stop.is_set():  # the sweep was stopped: no later run starts
@@ -48,14 +57,13 @@ def run_workload(workload: Workload, progress: Optional[Callable] = None,
             finally:
                 sys.setswitchinterval(previous)
             if written is not None:  # None: stopped during its calibration
-                out.append(written.run_dir)
-                rows.append((written.run_dir.name, run,
-                             written.manifest.get("host_share") or NO_SHARE,
-                             written.summary.to_dict("records")))
+                out.append(written)
+                rows.append((out[-1].name, run, out[-1].manifest.host_share or NO_SHARE,
+                             out[-1].summary.to_dict("records")))
                 if ran is not None:
                     ran(len(out), len(planned), run)
     if len(planned) > 1 and rows and not stop.is_set():  # a stopped sweep's blocks are partial
-        folder = Path(workload.values["output"]) / workload.name / "sweeps" / out[0].name
+        folder = Path(workload.output) / workload.name / "sweeps" / out[0].name
         folder.mkdir(parents=True, exist_ok=True)
-        write_table(gil_protocol.table(rows), folder, "gil", workload.values["table_format"])
+        write_table(gil_protocol.table(rows), folder, "gil", workload.table_format)
     return out

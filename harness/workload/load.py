@@ -26,6 +26,7 @@ from .arms import ARMS
 from .notes import notes
 from .overrides import parse_set
 from .schema import DEFAULT_KV_BLOCKS, SCHEMA, executor_spec
+from .views import WorkloadKeys, fields_of
 
 
 class WorkloadError(ValueError):
@@ -33,93 +34,87 @@ class WorkloadError(ValueError):
 
 
 @dataclass(frozen=True)
-class Workload:
+class Workload(WorkloadKeys):
+    """A validated workload: every key of SCHEMA an attribute of its typed view
+    (harness/workload/views.py: workload.load.concurrency), and the same keys as `values`,
+    for what writes the workload whole (the manifest, a sweep point's key)."""
+
     path: Path
     values: Dict[str, Any]  # every key of SCHEMA, defaults filled in
     notes: Tuple[str, ...] = ()  # valid, but likely not what was meant (warm-up > the run)
     # the trace file as validation read it (every row the run replays), for the run to reuse
-    trace: Optional[TraceResult] = field(default=None, compare=False, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.values["name"]
+    trace_read: Optional[TraceResult] = field(default=None, compare=False, repr=False)
 
     @property
     def trace_file(self) -> Optional[Path]:
-        f = self.values["trace"]["file"]
+        f = self.trace.file
         return (self.path.parent / f).resolve() if f else None
 
     @property
-    def clock(self) -> str:
-        return self.values["clock"]
-
-    @property
     def gil_modes(self) -> Tuple[str, ...]:
-        gil = self.values["gil"]
-        return ("released", "held") if gil == "both" else (gil,)
+        return ("released", "held") if self.gil == "both" else (self.gil,)
 
     @property
     def arms(self) -> Tuple[str, ...]:
         """The sweep's arms: the GIL modes, and the A/A arm when asked for."""
-        return self.gil_modes + (("released_aa",) if self.values["gil_aa"] else ()) \
-            + (("postprocess_released",) if self.values["gil_postprocess"] else ())
+        return self.gil_modes + (("released_aa",) if self.gil_aa else ()) \
+            + (("postprocess_released",) if self.gil_postprocess else ())
 
     @property
     def switch_intervals(self) -> Tuple[float, ...]:
-        v = self.values["gil_switch_interval_s"]
+        v = self.gil_switch_interval_s
         return tuple(v) if isinstance(v, list) else (v,)
 
     @cached_property
     def disaggregation(self) -> Optional[Disaggregation]:
         """The P/D deployment, or None for a co-located one (built once: a run reads it
         often)."""
-        v = self.values
-        if v["deployment"]["prefill"] is None:
+        if self.deployment.prefill is None:
             return None
-        return disaggregation.from_values(v["deployment"], v["device"], v["precision"])
+        return disaggregation.from_values(self.values["deployment"], self.device,
+                                          self.precision)
 
     @property
     def ranks(self) -> int:
         """Engine processes of a run on a torch device: its deployment's devices, or its
         P/D instances' (harness/ranks/processes.py); 1 elsewhere (the engine, or a modeled
         P/D deployment's engines, in the harness's process)."""
-        v = self.values
-        if executor_spec(v["device"]) is not None:
+        if executor_spec(self.device) is not None:
             return 1
         service = self.disaggregation
-        return service.devices if service is not None else v["deployment"]["devices"]
+        return service.devices if service is not None else self.deployment.devices
 
     def engine_config(self, arm: str, pool: Optional[Pool] = None) -> EngineConfig:
         """The engine of one arm (harness/workload/arms.py: released, held, ...); of one
         instance of `pool` in a P/D deployment."""
-        v = self.values
-        spec = executor_spec(pool.device if pool else v["device"])
-        # a torch device's deployment: its rank processes' EP (engine/ep.py)
+        spec = executor_spec(pool.device if pool else self.device)
+        # a torch device's deployment: its rank processes' EP (engine/ep.py); the engine
+        # parses its sections itself, as mappings
         deployment = pool.deployment if pool else \
-            Deployment.from_values(v["deployment"], v["precision"]) \
+            Deployment.from_values(self.values["deployment"], self.precision) \
             if spec is None or spec.profile else None
-        engine = pool.engine if pool else v["engine"]
+        engine = pool.engine if pool else self.values["engine"]
         # `auto` left to a torch device: the executor sizes it with the model resident (and
         # checks a given one there)
         auto = engine["num_kv_blocks"] == "auto"
         if auto:
             engine = {**engine, "num_kv_blocks": DEFAULT_KV_BLOCKS}
-        return EngineConfig(scheduler=SchedulerConfig(**engine), model=v["model"],
+        return EngineConfig(scheduler=SchedulerConfig(**engine), model=self.model,
                             memory_utilization=pool.deployment.memory_utilization if pool
-                            else v["deployment"]["memory_utilization"],
+                            else self.deployment.memory_utilization,
                             size_kv_blocks=auto,
                             deployment=deployment,
-                            device="cpu" if spec else v["device"],
-                            executor=str(spec or "torch"), dtype=v["dtype"],
-                            precision=v["precision"], seed=v["seeds"]["engine"],
-                            mtp_acceptance=v["mtp_acceptance"],
-                            sampling=v["sampling"],
+                            device="cpu" if spec else self.device,
+                            executor=str(spec or "torch"), dtype=self.dtype,
+                            precision=self.precision, seed=self.seeds.engine,
+                            mtp_acceptance=self.mtp_acceptance,
+                            sampling=self.sampling,
                             # a prefill process hands each first token to the decode's
-                            keep_tokens=v["tokens"] or bool(pool and pool.role == "prefill"
+                            keep_tokens=self.tokens or bool(pool and pool.role == "prefill"
                                                             and spec is None),
                             release_gil=ARMS[arm].schedule_released,
                             release_gil_postprocess=ARMS[arm].postprocess_released,
-                            launch_us=v["emulated"]["launch_us"])
+                            launch_us=self.emulated.launch_us)
 
 
 def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
@@ -166,11 +161,12 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     trace_file = values["trace"]["file"]
     read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
     checks.arrival_span(values["trace"], read, fail)
-    workload = Workload(path, values)
+    workload = Workload(path=path, values=values, **fields_of(values))
     _engine_configs(workload, fail)
     if workload.disaggregation is not None:
         checks.decode_room(workload.disaggregation.decode, read, values, fail)
-    return Workload(path, values, notes(values, read), read)
+    return Workload(path=path, values=values, notes=notes(values, read), trace_read=read,
+                    **fields_of(values))
 
 
 def _engine_configs(workload: Workload, fail) -> None:

@@ -1,7 +1,8 @@
-"""A workload's keys: SCHEMA, the single source of every key's check, default and meaning
-(docs/workloads.md is the reference, and tests/test_contracts.py holds the two together);
-the `engine:` and `deployment:` sections are built from the engine's own declarations.
-A check takes a value and raises ValueError(what was expected) or returns None.
+"""A workload's keys: SCHEMA, the single source of every key's check, type, default and
+meaning (docs/workloads.md is the reference, and tests/test_contracts.py holds the two
+together; harness/workload/views.py makes each section a typed view); the `engine:` and
+`deployment:` sections are built from the engine's own declarations. A check takes a value
+and raises ValueError(what was expected) or returns None.
 """
 
 from __future__ import annotations
@@ -27,15 +28,44 @@ from ..traces.read import FORMATS, MAX_HASH_BLOCK
 PER_TOKEN_US = 13.6
 
 @dataclass(frozen=True)
-class Key:
-    """One workload key: its check (value -> None or raise ValueError(expected)), default."""
+class Check:
+    """A key's check (value -> None or raise ValueError(expected)) and the type of the values
+    it lets through, as a stub writes it (harness/workload/views.pyi)."""
 
-    check: Callable[[Any], None]
+    test: Callable[[Any], None]
+    type: str
+
+    def __call__(self, v) -> None:
+        self.test(v)
+
+
+def typed(annotation: str) -> Callable[[Callable[[Any], None]], Check]:
+    """A check function made a Check letting through `annotation`."""
+    return lambda test: Check(test, annotation)
+
+
+def _or_null(annotation: str, allow_none: bool) -> str:
+    return f"Optional[{annotation}]" if allow_none else annotation
+
+
+@dataclass(frozen=True)
+class Key:
+    """One workload key: its check, default and meaning. A null default stays null once the
+    workload is loaded, unless `resolved`: checks.py then sets it from other keys."""
+
+    check: Check
     default: Any = None
     doc: str = ""
+    resolved: bool = False
 
 
-def integer(minimum: int, allow_none: bool = False, maximum: Optional[int] = None):
+class NullableSection(dict):
+    """A section that is null once the workload is loaded where the workload leaves it out
+    (checks.py: trace.generate beside a trace file, the P/D keys of a co-located
+    deployment)."""
+
+
+def integer(minimum: int, allow_none: bool = False, maximum: Optional[int] = None) -> Check:
     def check(v):
         if v is None and allow_none:
             return
@@ -43,10 +73,11 @@ def integer(minimum: int, allow_none: bool = False, maximum: Optional[int] = Non
                 or (maximum is not None and v > maximum):
             rng = f">= {minimum}" if maximum is None else f"in {minimum} .. {maximum}"
             raise ValueError(f"an integer {rng}" + (" or null" if allow_none else ""))
-    return check
+    return Check(check, _or_null("int", allow_none))
 
 
-def number(low: float, high: Optional[float] = None, allow_none: bool = False, strict=False):
+def number(low: float, high: Optional[float] = None, allow_none: bool = False,
+           strict=False) -> Check:
     def check(v):
         if v is None and allow_none:
             return
@@ -56,22 +87,23 @@ def number(low: float, high: Optional[float] = None, allow_none: bool = False, s
             rng = (f"> {low}" + ("" if high is None else f" and <= {high}") if strict
                    else f">= {low}" if high is None else f"in {low}..{high}")
             raise ValueError(f"a finite number {rng}" + (" or null" if allow_none else ""))
-    return check
+    return Check(check, _or_null("float", allow_none))
 
 
-def one_of(*choices):
+def one_of(*choices) -> Check:
     def check(v):
         if v not in choices:
             raise ValueError("one of " + ", ".join(str(c) for c in choices))
-    return check
+    return Check(check, f"Literal[{', '.join(map(repr, choices))}]")
 
 
+@typed("str")
 def text(v):
     if not isinstance(v, str) or not v:
         raise ValueError("a non-empty string")
 
 
-def word(allow_none: bool = False):
+def word(allow_none: bool = False) -> Check:
     def check(v):
         if v is None and allow_none:
             return
@@ -79,9 +111,10 @@ def word(allow_none: bool = False):
                 or len(v) > 64:
             raise ValueError("one word of at most 64 characters" +
                              (" or null" if allow_none else ""))
-    return check
+    return Check(check, _or_null("str", allow_none))
 
 
+@typed("str")
 def run_name(v):
     """A run's folder under `output`: one path component, so it cannot write elsewhere, and
     short enough to be one (a file system's names hold 255 bytes)."""
@@ -92,11 +125,13 @@ def run_name(v):
         raise ValueError(f"a run name of at most {MAX_NAME_BYTES} bytes")
 
 
+@typed("bool")
 def boolean(v):
     if not isinstance(v, bool):
         raise ValueError("true or false")
 
 
+@typed("str")
 def device(v):
     """A torch device, or an executor spec with a device profile (modeled:<profile>)."""
     if isinstance(v, str) and ":" in v:
@@ -121,7 +156,8 @@ def _scheduler_keys() -> Dict[str, Key]:
               "int": lambda f: integer(f["minimum"], allow_none=f["default"] is None)}
     keys = {f["name"]: Key(checks[f["type"]](f), f["default"], f["doc"]) for f in FIELDS}
     blocks = keys["num_kv_blocks"]
-    keys["num_kv_blocks"] = Key(lambda v: None if v == "auto" else blocks.check(v), "auto",
+    keys["num_kv_blocks"] = Key(Check(lambda v: None if v == "auto" else blocks.check(v),
+                                      "Union[int, Literal['auto']]"), "auto",
                                 blocks.doc + "; auto: what device memory leaves")
     return keys
 
@@ -143,8 +179,8 @@ def _pool_keys(role: str) -> Dict[str, Any]:
     """A P/D pool's section: its instances, device and engine keys over the workload's,
     and every key of a co-located deployment."""
     return {"instances": Key(integer(1), 1, f"{role} instances, identical"),
-            "device": Key(lambda v: None if v is None else device(v), None,
-                          "modeled:<profile>; null: the workload's device"),
+            "device": Key(Check(lambda v: None if v is None else device(v), "Optional[str]"),
+                          None, "modeled:<profile>; null: the workload's device"),
             "engine": PoolEngine(),
             **_deployment_keys()}
 
@@ -165,8 +201,8 @@ class PoolEngine(dict):
     the pool's to set."""
 
     def __init__(self) -> None:
-        super().__init__({name: Key(_pools_own(name) if name in POOL_SETS else key.check,
-                                    UNSET, key.doc)
+        super().__init__({name: Key(Check(_pools_own(name), key.check.type)
+                                    if name in POOL_SETS else key.check, UNSET, key.doc)
                           for name, key in _scheduler_keys().items()})
 
 
@@ -180,6 +216,7 @@ def _pools_own(name: str) -> Callable[[Any], None]:
     return check
 
 
+@typed(f"Union[Literal[{', '.join(map(repr, LINKS))}], float]")
 def _link(v) -> None:
     if v in LINKS:
         return
@@ -193,23 +230,23 @@ def _link(v) -> None:
 def _disaggregation_keys() -> Dict[str, Any]:
     """The P/D keys of `deployment:` (engine/disaggregation.py)."""
     return {
-        "prefill": _pool_keys("prefill"),
-        "decode": _pool_keys("decode"),
-        "kv_transfer": {
+        "prefill": NullableSection(_pool_keys("prefill")),
+        "decode": NullableSection(_pool_keys("decode")),
+        "kv_transfer": NullableSection({
             "link": Key(_link, "scaleout", "scaleout, scaleup, or GB/s per device"),
             "latency_us": Key(number(0), 20.0, "per transfer, before its first byte"),
             "layerwise": Key(boolean, True, "stream layer by layer with the prefill"),
-        },
-        "router": {
+        }),
+        "router": NullableSection({
             "prefill": Key(one_of(*PREFILL_ROUTERS), "round_robin",
                            "which prefill instance takes a request"),
             "decode": Key(one_of(*DECODE_ROUTERS), "round_robin",
                           "which decode instance takes a prefilled sequence"),
-        },
+        }),
     }
 
 
-def _setting_check(s: Setting) -> Callable[[Any], None]:
+def _setting_check(s: Setting) -> Check:
     if s.choices:
         return one_of(*s.choices)
     if s.word:
@@ -234,10 +271,13 @@ MAX_LAUNCH_US = 100_000.0
 MAX_NAME_BYTES = 200  # a run folder's name under it adds its stamp and arm
 MAX_SPAN_S = 1e9  # a replay's arrivals span at most 31 years: beyond, float seconds go coarse
 DEFAULT_KV_BLOCKS = SchedulerConfig().num_kv_blocks  # the core's pool: `auto` on a CPU
+# a request-length distribution: {fixed: N}, {uniform: [LO, HI]}, {lognormal: {...}}
+LENGTH = Check(lambda v: _length(v), "Dict[str, Any]")
 
 
 SCHEMA: Dict[str, Any] = {
-    "name": Key(run_name, None, "run name (one path component); default: the file's stem"),
+    "name": Key(run_name, None, "run name (one path component); default: the file's stem",
+                resolved=True),
     "trace": {
         "file": Key(text, None, "a trace file, relative to the workload file"),
         "format": Key(one_of("auto", *FORMATS), "auto", "auto, " + ", ".join(FORMATS)),
@@ -246,20 +286,20 @@ SCHEMA: Dict[str, Any] = {
         "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
         "hash_block_size": Key(integer(1, allow_none=True, maximum=MAX_HASH_BLOCK), None,
                                "tokens per hash id; default: the trace's own"),
-        "generate": {
+        "generate": NullableSection({
             "requests": Key(integer(1, maximum=MAX_REQUESTS), 100),
             "rate": Key(number(0, strict=True), 1.0, "requests per second"),
             "arrival": Key(one_of("poisson", "gamma", "constant"), "poisson"),
             "burstiness": Key(number(0, strict=True), 1.0, "gamma shape (vLLM's meaning)"),
-            "prompt": Key(lambda v: _length(v), {"fixed": 128}),
-            "output": Key(lambda v: _length(v), {"fixed": 128}),
+            "prompt": Key(LENGTH, {"fixed": 128}),
+            "output": Key(LENGTH, {"fixed": 128}),
             "shared_prefix": {
                 "groups": Key(integer(1, allow_none=True, maximum=1 << 30), None,
                               "groups sharing a prefix (null: none)"),
                 "tokens": Key(integer(1, maximum=1 << 29), 1024,
                               "the shared prefix's tokens, ahead of each prompt"),
             },
-        },
+        }),
     },
     "load": {
         "mode": Key(one_of(*LOAD_MODES), "trace", "trace: the trace's arrivals; concurrency: "
@@ -284,19 +324,21 @@ SCHEMA: Dict[str, Any] = {
                   "request (a torch device)"),
     "collective_timeout_s": Key(number(*COLLECTIVE_TIMEOUT_S), 300.0, "rank processes: "
                                 "a collective not completed within it fails the run"),
-    "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real"),
+    "clock": Key(one_of("real", "virtual"), None, "default: virtual for modeled, else real",
+                 resolved=True),
     "replay_loop": Key(one_of("auto", "cpp", "python"), "auto",
                        "auto: the C++ loop wherever it can replay the workload, else Python"),
     "gil": Key(one_of("released", "held", "both"), "released", "both: a sweep, one run each"),
     "gil_aa": Key(boolean, False, "an A/A arm: released twice in every block"),
     "gil_postprocess": Key(boolean, False, "an arm with postprocess() releasing the GIL too"),
-    "gil_switch_interval_s": Key(lambda v: _intervals(v), 0.005,
+    "gil_switch_interval_s": Key(Check(lambda v: _intervals(v), "Union[float, List[float]]"),
+                                 0.005,
                                  "sys.setswitchinterval for the runs; a list sweeps it"),
     "gil_contamination_pct": Key(number(0), 10.0, "other processes' CPU + steal time (% of "
                                  "the host) above which a run is flagged contaminated"),
     "frontend": {
         "mode": Key(one_of("thread", "inline"), None, "default: thread on the real clock, "
-                    "else inline"),
+                    "else inline", resolved=True),
         "per_token_us": Key(number(0, MAX_PER_TOKEN_US), PER_TOKEN_US,
                             "the frontend's Python work per token"),
     },

@@ -25,27 +25,25 @@ class WorkloadTrace:
 
 
 def load_workload_trace(workload: Workload) -> WorkloadTrace:
-    spec, seeds = workload.values["trace"], workload.values["seeds"]
-    if spec["generate"] is not None:
-        g = spec["generate"]
-        df = arrivals.generate(g["requests"], g["rate"], g["arrival"], g["burstiness"],
-                               prompt=length_dist(g["prompt"]), output=length_dist(g["output"]),
-                               arrival_seed=seeds["arrivals"], length_seed=seeds["lengths"])
-        prefix = g["shared_prefix"]
-        if prefix["groups"] is not None:
-            df = shared_prefix(df, prefix["groups"], prefix["tokens"],
-                               workload.values["engine"]["block_size"], seeds["lengths"])
+    spec, seeds, g = workload.trace, workload.seeds, workload.trace.generate
+    if g is not None:
+        df = arrivals.generate(g.requests, g.rate, g.arrival, g.burstiness,
+                               prompt=length_dist(g.prompt), output=length_dist(g.output),
+                               arrival_seed=seeds.arrivals, length_seed=seeds.lengths)
+        prefix = g.shared_prefix
+        if prefix.groups is not None:
+            df = shared_prefix(df, prefix.groups, prefix.tokens, workload.engine.block_size,
+                               seeds.lengths)
         dropped, sha256 = {}, None
     else:  # as validation read it, or read again as it would
-        result = workload.trace or read_trace(
-            workload.trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
-            limit=spec["limit"], hash_block_size=spec["hash_block_size"])
+        result = workload.trace_read or read_trace(
+            workload.trace_file, spec.format, drop_bad_rows=spec.drop_bad_rows,
+            limit=spec.limit, hash_block_size=spec.hash_block_size)
         df, dropped, sha256 = result.df, result.dropped, result.sha256
     block = df.attrs.get("hash_block_size") if "hash_ids" in df.columns else None
-    if spec["limit"] is not None:
-        df = df.iloc[:spec["limit"]]
-    offline = workload.values["load"]["mode"] == "offline"  # every request at once
-    df = df.assign(arrival_s=0.0 if offline else df["arrival_s"] * spec["time_scale"])
+    if spec.limit is not None:
+        df = df.iloc[:spec.limit]
+    offline = workload.load.mode == "offline"  # every request at once
+    df = df.assign(arrival_s=0.0 if offline else df["arrival_s"] * spec.time_scale)
     df = df.reset_index(drop=True)
     return WorkloadTrace(df, dropped, sha256, block)
-

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.record.run_folder import table_file
+from harness.record.table_reader import table_file
 
 READINGS = ("util_pct", "power_w", "mem_used_bytes")  # what every GPU source reports
 

@@ -68,7 +68,7 @@ def group(runs: Sequence[RunData]) -> Tuple[List[Arm], List[str]]:
 
 
 def _one_label(runs: Sequence[RunData]) -> str:
-    return runs[0].name if len(runs) == 1 else runs[0].manifest["values"].get("name", "runs")
+    return runs[0].name if len(runs) == 1 else runs[0].run.values.get("name", "runs")
 
 
 def in_gil_order(arms: List[Arm]) -> List[Arm]:

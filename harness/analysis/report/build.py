@@ -23,8 +23,9 @@ import numpy as np
 from fileio.atomic import WriteFailed
 
 from ...errors import BadInput
+from ...record.run import POOLS
 from .. import change_points
-from ..runs import POOLS, find_runs, read_run
+from ..runs import find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events, trend
 from .capacity import search
 from .figures import GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
@@ -231,11 +232,11 @@ def _context(runs, arms, keys) -> dict:
                    figures=[d for f in GIL_FIGURES if (d := f(arms)) is not None])
     if ("device" in keys or "deployment" in keys) and len(arms) > 1:
         hardware = _hardware(arms, keys)
-    names = {r.manifest["values"].get("name", r.name) for r in runs}
+    names = {r.run.values.get("name", r.name) for r in runs}
     kinds = sorted({r.kind for r in runs})
     said = " and ".join(_kind_said(k, runs) for k in kinds)
     if len(runs) == 1:  # the workload's name, the run beneath
-        title = str(runs[0].manifest["values"].get("name", runs[0].name))
+        title = str(runs[0].run.values.get("name", runs[0].name))
         subtitle = f"run {runs[0].name}; {said}"
     else:
         title = " vs ".join(a.label for a in arms) if len(arms) > 1 else runs[0].name

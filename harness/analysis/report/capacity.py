@@ -1,6 +1,7 @@
 """A run's capacity search, where the run is one of its probes: the search's `capacity`
 table (harness/sweeps/capacity.py, in the search's folder beside the probes' run folders),
-read as the report's other tables are (check_values), and the run's place in it.
+read as the report's other tables are (harness/record/table_reader.py), and the run's place
+in it.
 
 The table does not hold the search's attainment target: a probe met it where its attainment
 is at or above it, so the target lies above every missed probe's attainment and at or
@@ -15,12 +16,9 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 import numpy as np
-import pandas as pd
 
-from ...errors import BadInput
-from ...record import run_folder
+from ...record.table_reader import read_table, table_file
 from ...schema.values import DEFAULT_ATTAINMENT
-from ..runs import check_values
 
 COLUMNS = ["run_id", "rate", "met", "at_capacity", "length_check", "attainment"]
 
@@ -44,15 +42,10 @@ def search(run) -> Optional[Search]:
     """The search the run is a probe of, or None when its folder's parent holds no
     capacity table naming it."""
     folder = run.dir.parent
-    path = run_folder.table_file(folder, "capacity")
+    path = table_file(folder, "capacity")
     if path is None or not path.is_file():
         return None
-    try:
-        table = pd.read_parquet(path, columns=COLUMNS) if path.suffix == ".parquet" \
-            else pd.read_csv(path, usecols=COLUMNS)
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable ({e})") from None
-    check_values(path, "capacity", table)
+    table = read_table(path, "capacity", COLUMNS)
     ids = table["run_id"].astype(str).to_numpy()
     this = ids == run.dir.name
     if not this.any():

@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from fileio.regular import not_regular
 
 from ...errors import BadInput
 from ...record.run_folder import read_manifest, untimed_parts
+from ...record.table_reader import check_values, read_frame, table_columns
 from ...schema.frontier_tables import FLAGGED, MEASURES, STATES, TABLE_NAMES
-from ..runs import check_values
 
 NEEDED = {
     "frontier_points": ("device", "deployment", "kind", "concurrency", "point", "status",
@@ -88,16 +87,13 @@ def _read(path: Path, name: str) -> pd.DataFrame:
     if why:
         raise BadInput(f"{path}: {why} (a frontier search writes {', '.join(TABLE_NAMES)} "
                        f"together)")
-    try:
-        present = pq.read_schema(path).names
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path}: unreadable ({e})") from None
+    present = table_columns(path)
     missing = [c for c in NEEDED[name] if c not in present]
     if missing:
         raise BadInput(f"{path}: no column(s) {', '.join(missing)}: not a {name} table "
                        f"(docs/tables.md, {name})")
     try:
-        frame = pq.read_table(path, columns=list(NEEDED[name])).to_pandas()
+        frame = read_frame(path, NEEDED[name])
     except (OSError, ValueError) as e:
         raise BadInput(f"{path}: unreadable ({e})") from None
     check_values(path, name, frame)
@@ -132,14 +128,14 @@ def _run_timing(sweep: Path, folder, point: str) -> str:
     if not manifests:
         return "no run found"
     manifest = read_manifest(manifests[0].parent)
-    if not manifest.get("modeled"):
-        return f"measured on {manifest['device']['name']}"
-    pools = manifest.get("pools")
+    if not manifest.modeled:
+        return f"measured on {(manifest.device or {})['name']}"
+    pools = manifest.pools
     if isinstance(pools, dict):
         return "modeled by " + " and ".join(
             f"{_step_model(p.get('step_model'))} ({role} pool)"
             for role, p in pools.items() if isinstance(p, dict))
-    return f"modeled by {_step_model(manifest.get('step_model'))}"
+    return f"modeled by {_step_model(manifest.step_model)}"
 
 
 def _step_model(m) -> str:

@@ -29,7 +29,7 @@ class Profile:
 
 def profile(run) -> Profile:
     """The figures of a modeled run's device profile, in the profile's order."""
-    record = run.manifest.get("device_profile")
+    record = run.manifest.device_profile
     if record is not None:
         if not isinstance(record, dict):
             raise BadInput(f"{run.dir / 'manifest.json'}: device_profile: expected the "

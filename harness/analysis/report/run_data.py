@@ -1,4 +1,4 @@
-"""One run as the report reads it: the run (harness/analysis/runs.py) with, from its big
+"""One run as the report reads it: the run (harness/record/run.py) with, from its big
 tables, only the columns a figure asks for (column projection), each read once, as numpy
 arrays (nulls as NaN, text as str)."""
 
@@ -12,8 +12,7 @@ import pandas as pd
 
 from ...errors import BadInput
 from ...record import device_label
-from ...schema.manifest import executor_of
-from ..runs import POOLS, Run
+from ...record.run import POOLS, Run
 
 KEY = "#step"  # step_key's entry among the columns read
 
@@ -38,7 +37,7 @@ class RunData:
     def profile(self) -> str:
         """The profile a modeled run's executor names ("B200", or a path: never opened,
         harness/analysis/report/hardware.py); empty for a measured run."""
-        return (executor_of(self.manifest)[1] or "") if self.modeled else ""
+        return (self.manifest.profile or "") if self.modeled else ""
 
     def has(self, table: str) -> bool:
         try:

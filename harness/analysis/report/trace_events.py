@@ -20,7 +20,7 @@ import numpy as np
 
 from fileio.atomic import atomic_open
 
-from ..runs import POOLS
+from ...record.run import POOLS
 
 COUNTERS = (("tokens_q", "batch tokens"), ("running", "running"), ("waiting", "waiting"),
             ("kv_blocks_free", "free KV blocks"))

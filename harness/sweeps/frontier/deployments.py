@@ -66,15 +66,15 @@ class Deployment:
 def of_device(the_plan: SweepPlan, point: Point, options: FrontierOptions) -> List[Deployment]:
     """Every candidate of the device at `point`, kept, pruned, refused or failed."""
     workload = load_workload(point.workload, point.overrides)
-    values = workload.values
-    spec = executor_spec(values["device"])
+    spec = executor_spec(workload.device)
     assert spec is not None and spec.profile is not None  # search.deployments: modeled
     profile = load_device_profile(spec.profile)
-    model = load_model_config(values["model"])
+    model = load_model_config(workload.model)
     scaleup = int(profile.scaleup_devices.value)
-    own = {k: _given(v) for k, v in values["deployment"].items() if k in OWN and v is not None}
+    own = {k: _given(v) for k, v in workload.values["deployment"].items()
+           if k in OWN and v is not None}
     lengths = _lengths(workload)
-    acceptance = values["mtp_acceptance"] or 0.0
+    acceptance = workload.mtp_acceptance or 0.0
     experts = model.n_routed_experts or 1
     return _pruned([_estimated(the_plan, point, c, own, scaleup, experts, lengths, acceptance)
                     for c in candidates(scaleup, options.most, model.num_attention_heads,
@@ -140,8 +140,7 @@ def _estimate(workload: Workload, c: Candidate, lengths: Lengths, acceptance: fl
     service = workload.disaggregation
     if service is None:
         config = workload.engine_config("released")
-        return colocated(config, workload.values["deployment"]["devices"], lengths,
-                         acceptance), (1, 1)
+        return colocated(config, workload.deployment.devices, lengths, acceptance), (1, 1)
     prefill, decode = service.pools
     estimate = disaggregated(workload.engine_config("released", prefill), prefill.devices,
                              workload.engine_config("released", decode), decode.devices,
@@ -153,7 +152,7 @@ def _estimate(workload: Workload, c: Candidate, lengths: Lengths, acceptance: fl
 
 def _devices(workload: Workload) -> int:
     service = workload.disaggregation
-    return service.devices if service else workload.values["deployment"]["devices"]
+    return service.devices if service else workload.deployment.devices
 
 
 def _ranks(workload: Workload) -> int:

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from ...analysis.runs import read_run
 from ...analysis.steady_state import SteadyState, of_run
+from ...workload.views import SloKeys
 from ..points.counter import Counter
 from ..points.execute import Fan, SweepPlan, Task
 from ..points.point import Point, Refused, resolve
@@ -40,7 +41,7 @@ class Rung:
 
 
 def climb(the_plan: SweepPlan, deployments: List[Deployment], options: FrontierOptions,
-          slo: Dict[str, Optional[float]], executor, task: Task, fresh: bool,
+          slo: SloKeys, executor, task: Task, fresh: bool,
           counter: Counter, workers: int) -> List[Rung]:
     """Every rung run, in the deployments' order then the ladder's, until the steady window
     misses a limit of `slo` (the base's). The rung of the highest concurrency starts
@@ -98,7 +99,7 @@ def _rung(the_plan: SweepPlan, d: Deployment, batch: int, options: FrontierOptio
 
 
 def _ended(the_plan: SweepPlan, r: Rung, result: Optional[Dict], skipped: bool,
-           slo: Dict[str, Optional[float]]) -> Rung:
+           slo: SloKeys) -> Rung:
     """The rung with its row and steady state, and why the ladder stops there, if it does."""
     if isinstance(r.point, Refused):
         return replace(r, row=row(r.point, None, the_plan.folder),
@@ -111,12 +112,12 @@ def _ended(the_plan: SweepPlan, r: Rung, result: Optional[Dict], skipped: bool,
     return replace(r, row=ran, steady=steady, stop=_missed(steady, slo))
 
 
-def _missed(steady: SteadyState, slo: Dict[str, Optional[float]]) -> str:
+def _missed(steady: SteadyState, slo: SloKeys) -> str:
     """Which SLO limit the steady window's requests miss at p90 ('' where none): a closed
     loop's first wave arrives at once and queues for its prefill, so the whole run's
     attainment would stop every ladder early."""
-    for name, limit, value in (("ttft", slo.get("ttft"), steady.ttft_p90_s),
-                               ("tpot", slo.get("tpot"), steady.tpot_p90_s)):
+    for name, limit, value in (("ttft", slo.ttft, steady.ttft_p90_s),
+                               ("tpot", slo.tpot, steady.tpot_p90_s)):
         if steady.found and limit is not None and not value <= limit:
             return (f"the SLO: {name.upper()} p90 over the steady window {value:.3g} s, "
                     f"over its {limit:g} s")

@@ -15,6 +15,7 @@ import pandas as pd
 
 from fileio.atomic import atomic_open
 
+from ...record.table_reader import read_frame
 from ...record.table_sink import write_table
 from ...schema.frontier_tables import FRONTIER_READINGS, TABLE_NAMES
 from ...workload import load_workload
@@ -72,11 +73,10 @@ def search(the_plan: SweepPlan, deployments: List[Deployment], executor, task: T
     assert options is not None
     kept = [d for d in deployments if d.state == KEPT]
     counter = Counter(planned(deployments), progress)
-    values = load_workload(the_plan.sweep.base, the_plan.sets).values
-    rungs = climb(the_plan, kept, options, values["slo"], executor, task, fresh, counter,
-                  workers)
+    slo = load_workload(the_plan.sweep.base, the_plan.sets).slo
+    rungs = climb(the_plan, kept, options, slo, executor, task, fresh, counter, workers)
     counter.finish()
-    points = answer.points_table(rungs, values["slo"]["ttft"], the_plan.sweep.prices)
+    points = answer.points_table(rungs, slo.ttft, the_plan.sweep.prices)
     reference = options.reference or kept[0].device
     readings = answer.readings_table(points, options.levels, reference)
     _write(the_plan.folder, points, answer.deployments_table(deployments), readings,
@@ -86,7 +86,7 @@ def search(the_plan: SweepPlan, deployments: List[Deployment], executor, task: T
 
 def answer_of(folder: Path) -> Dict:
     """What `sweep --json` says of the search: its tables, its readings, frontier.md."""
-    readings = pd.read_parquet(folder / f"{FRONTIER_READINGS.name}.parquet")
+    readings = read_frame(folder / f"{FRONTIER_READINGS.name}.parquet")
     return dict(tables={name: str(folder / f"{name}.parquet") for name in TABLE_NAMES},
                 summary=str(folder / SUMMARY), summary_text=(folder / SUMMARY).read_text(),
                 readings=readings.astype(object).where(readings.notna(), None)

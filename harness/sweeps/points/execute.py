@@ -53,9 +53,9 @@ def plan(path, sets: Tuple[str, ...] = (), front_by: str = "device") -> SweepPla
         base = load_workload(sweep.base, sets)
     except WorkloadError as e:
         raise SweepError(f"{sweep.path}: base: {e}") from None
-    folder = Path(base.values["output"]) / sweep.name
+    folder = Path(base.output) / sweep.name
     if sweep.method == "optuna":  # its points are drawn as the search goes (optuna_search.py)
-        check_prices(sweep, sweep.axes.get("device", (base.values["device"],)))
+        check_prices(sweep, sweep.axes.get("device", (base.device,)))
         return SweepPlan(sweep, folder, (), sets, front_by)
     where = compile_where(sweep.where, sweep.axes, not_a_key) if sweep.where else None
     # a `where` of axes alone filters the grid; one naming other keys each resolved point

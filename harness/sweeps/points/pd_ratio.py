@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from ...workload import load_workload
+from ...workload import Workload, load_workload
 from .answer import empty_answer
 from .counter import Counter
 from .execute import Progress, SweepPlan, Task, execute
@@ -64,15 +64,15 @@ def _around(value: float, n: int, most: int) -> range:
     return range(max(1, centre - n), min(most, centre + n) + 1)
 
 
-def refusal(values: Dict[str, Any]) -> str:
+def refusal(workload: Workload) -> str:
     """Why the search cannot measure a resolved point's pools; "" when it can."""
-    if values["deployment"]["prefill"] is None or values["deployment"]["decode"] is None:
+    if workload.deployment.prefill is None or workload.deployment.decode is None:
         return ("deployment: the P/D ratio search measures a prefill and a decode pool: "
                 "expected deployment.prefill and deployment.decode (docs/disaggregation.md)")
-    if values["trace"]["generate"] is None:
+    if workload.trace.generate is None:
         return ("trace: the prefill pool is measured on the trace's prompts with one output "
                 "token each: expected a generated trace (trace.generate)")
-    if values["slo"]["ttft"] is None:
+    if workload.slo.ttft is None:
         return "slo.ttft: the prefill pool is measured under the TTFT limit: expected one"
     return ""
 
@@ -82,7 +82,7 @@ def checked(the_plan: SweepPlan) -> SweepPlan:
     def judged(p):
         if not isinstance(p, Point):
             return p
-        reason = refusal(load_workload(p.workload, p.overrides).values)
+        reason = refusal(load_workload(p.workload, p.overrides))
         return Refused(p.axes, f"search.method pd_ratio: {reason}") if reason else p
     return replace(the_plan, points=tuple(judged(p) for p in the_plan.points))
 
@@ -157,7 +157,7 @@ def _rows(the_plan: SweepPlan, searched: Dict[str, List[Dict]], prefill: Measure
 def _prefill_alone(config: Point) -> Dict[str, Any]:
     """One prefill instance; one output token a request, so that the decode pool has
     nothing to decode; the TTFT limit alone."""
-    ttft = load_workload(config.workload, config.overrides).values["slo"]["ttft"]
+    ttft = load_workload(config.workload, config.overrides).slo.ttft
     return {PREFILL: 1, DECODE: 1, "trace.generate.output": {"fixed": 1},
             "slo": {"ttft": ttft}}
 

@@ -94,7 +94,7 @@ def resolve(base: Path, mode: str, axes: Dict[str, Any], base_sets: Tuple[str, .
     key = point_key(workload.values, mode)
     place = folder / POINTS / key
     return Point(axes, key, mode, base, items + (set_item("output", str(place)),), place,
-                 workload.values["device"], str(lookup(workload.values, front_by)))
+                 workload.device, str(lookup(workload.values, front_by)))
 
 
 def refusal(workload: Workload, mode: str) -> Optional[str]:

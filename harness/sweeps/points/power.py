@@ -13,7 +13,7 @@ import numpy as np
 
 from engine.devices.profile import load_device_profile
 
-from ...analysis.runs import POOLS, Run
+from ...record.run import POOLS, Run
 
 MEASURED, MODELED = "measured", "modeled"
 
@@ -87,7 +87,7 @@ def _pools(run: Run) -> Dict[str, tuple]:
 def _profile(run: Run, role: Optional[str]) -> Optional[dict]:
     """The pool's profile as the manifest records one (`device_profile`: the run's
     device's); a pool on another device gets its bundled profile's."""
-    record = run.manifest.get("device_profile")
+    record = run.manifest.device_profile
     name = run.pool_device(role)
     if isinstance(record, dict) and record.get("name") == name:
         return record

@@ -56,7 +56,7 @@ def _read(run_dir):
 
 
 def _measured(run) -> Dict:
-    """The answer's summary values of one complete run (read with analysis/runs.py), per
+    """The answer's summary values of one complete run (a Run: harness/record/run.py), per
     device and per user too, and its power per device (power.py)."""
     from .power import run_power
 

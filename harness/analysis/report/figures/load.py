@@ -3,7 +3,7 @@ summed over DP ranks (and, in a P/D run, over each pool's instances)."""
 
 from __future__ import annotations
 
-from ...runs import POOLS
+from ....record.run import POOLS
 from ..timeline import binned, held_sum, per_step
 from .canvas import done, drawable, figure, legend_once, run_label
 

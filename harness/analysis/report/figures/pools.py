@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runs import POOLS
+from ....record.run import POOLS
 from ..timeline import binned
 from .canvas import done, drawable, figure
 from .load import instance_steps

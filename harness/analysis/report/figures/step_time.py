@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runs import POOLS
+from ....record.run import POOLS
 from ..timeline import binned, per_step
 from .canvas import done, drawable, figure, nothing, positive
 
