@@ -29,7 +29,7 @@ from ..workload.real_deployment import rendezvous
 from .rank_main import rank_main
 from .rank_process import END, STOP, RankSetup
 
-UNFINISHED, REJECTED = (REQUESTS.column("status").code(s) for s in ("unfinished", "rejected"))
+UNFINISHED, HANDED_OFF = (REQUESTS.column("status").code(s) for s in ("unfinished", "handed_off"))
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
 POLL_S = 0.05
 SETTLE_S = 5.0  # after a failure, the other ranks' time to send what they ran
@@ -166,8 +166,8 @@ class Ranks:
         if kind == "chunk":
             self.chunks[rank].append(message[2])
             status = np.asarray(message[2][2]["status"])
-            # a prefill's handed-off rows (the code `finished` has) are the decode's to end
-            done = status == REJECTED if self.roles[rank] == "prefill" else status != UNFINISHED
+            # a prefill's handed-off rows are the decode's to end
+            done = (status != UNFINISHED) & (status != HANDED_OFF)
             self.num_done += int(np.count_nonzero(done))
         elif kind == "done":
             self.done[rank] = message[2:]

@@ -193,9 +193,8 @@ class _Run:
                 return replay_disaggregated_native(service, instances, requests,
                                                    self.engine.model_config, recorder,
                                                    progress, self.stop)
-            assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
             return replay_disaggregated(service, instances, requests, self.engine.model_config,
-                                        recorder.join.transfers, arrived, progress, self.stop)
+                                        arrived, progress, self.stop)
         if self.workload.values["replay_loop"] == "cpp":
             return replay_native(self.engine, requests, self.recorder, progress, self.stop)
         return replay(self.engine, requests,
