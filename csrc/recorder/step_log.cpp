@@ -260,20 +260,20 @@ void StepLog::record_batch(int64_t step, const Batch& b) {
 }
 
 void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end) {
+  // what it brought in: a P/D request's prefill side, else nothing before this instance
+  const Intake here{r.enqueue_s, r.first_scheduled_s, r.first_scheduled_step, left.dp_rank,
+                    left.prefix_hit_tokens};
+  Intake in = r.handed ? r.handed->prefill : here;
   if (!r.handed && end == kEndFinished && handoff_ != Handoffs::kNone) {
     if (handoff_ == Handoffs::kKept) {  // its row is the decode instance's to write
-      Intake in{r.enqueue_s,          r.first_scheduled_s,    r.first_scheduled_step, left.dp_rank,
-                left.num_preemptions, left.recomputed_tokens, left.prefix_hit_tokens};
+      in.preemptions = left.num_preemptions;
+      in.recomputed_tokens = left.recomputed_tokens;
       handed_.emplace(seq_id, Handed{in, own_});
       ++num_done_;
       return;
     }
     end = kEndHandedOff;
   }
-  const Intake in =
-      r.handed ? r.handed->prefill
-               : Intake{r.enqueue_s, r.first_scheduled_s,   r.first_scheduled_step, left.dp_rank, 0,
-                        0,           left.prefix_hit_tokens};
   write(seq_id, r, left, end, in, r.handed ? r.handed->pd : own_);
   if (end != kEndUnfinished) ++num_done_;
 }

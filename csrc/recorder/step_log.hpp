@@ -106,10 +106,9 @@ struct PdColumns {
 struct Intake {
   double enqueue_s, first_scheduled_s;
   int64_t first_scheduled_step;
-  int32_t dp_rank;
+  int32_t dp_rank, prefix_hit_tokens;
   int32_t preemptions = 0;
   int64_t recomputed_tokens = 0;
-  int32_t prefix_hit_tokens;
 };
 
 struct Handed {  // a P/D request a prefill instance handed off
