@@ -277,7 +277,8 @@ class StepLog:
         """ValueError for a record of another scheduler than the earlier ones, or one
         `handed_by` (a `kept` log) did not hand off."""
     def handed(self, seq_id: int) -> PdColumns:
-        """IndexError unless this `kept` log handed it off and no log took it in yet."""
+        """IndexError unless this `kept` log handed it off and no log took it in yet; the
+        object is the log's own, to fill in before a log takes the request in or end()."""
     def record(self, record: object, t_start: float, t_end: float) -> None:
         """`record` is an llm_engine.StepRecord (its plan, post, times and flops are read).
         ValueError for a record of another scheduler; TypeError for times that are not a

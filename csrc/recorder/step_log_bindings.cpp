@@ -222,7 +222,9 @@ void bind_step_log(py::module_& m) {
       .def("handed", &StepLog::handed, py::arg("seq_id"),
            py::return_value_policy::reference_internal,
            "The PdColumns of a request this `kept` log handed off and no decode instance's "
-           "log took in yet (IndexError if none): the replay fills them in.")
+           "log took in yet (IndexError if none): the replay fills them in, before a log "
+           "takes the request in or end() writes it (the object is the log's own until "
+           "then).")
       .def("record", &record_step, py::arg("record"), py::arg("t_start"), py::arg("t_end"),
            "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
            "clock); first on_full() if chunk_steps steps are buffered, its time in the "
