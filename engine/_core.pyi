@@ -251,17 +251,34 @@ class StepTimes:
         """The one way to build one (no constructor: a static function costs pybind11 half
         as much, and the engine builds one every step)."""
 
+class PdColumns:
+    """A request's P/D columns, as the replay fills them in (StepLog.handed)."""
+    prefill_instance: int
+    decode_instance: int
+    kv_bytes: float
+    handoff_s: float
+    transfer_start_s: float
+    transfer_end_s: float
+    decode_wait_s: float
+
 class StepLog:
     """The recorder's core (harness/recorder.py): step, batch and request rows, token times.
     Fed only records; it holds no scheduler."""
     num_done: int
     num_live: int
-    def __init__(self, warmup_steps: int, chunk_steps: int,
-                 on_full: Callable[[], None]) -> None: ...
+    def __init__(self, warmup_steps: int, chunk_steps: int, on_full: Callable[[], None],
+                 handoff: str = "none", instance: int = 0) -> None:
+        """handoff: `none`, `row` (a prompt engine's) or `kept` (a P/D prefill instance's
+        in one process with the decode instances); instance: its index in its pool."""
     @staticmethod
     def columns() -> dict[str, list[str]]: ...
-    def enqueue(self, added: SeqRecord, t: float) -> None:
-        """ValueError for a record of another scheduler than the earlier ones."""
+    def enqueue(self, added: SeqRecord, t: float,
+                handed_by: Optional[StepLog] = None) -> None:
+        """ValueError for a record of another scheduler than the earlier ones, or one
+        `handed_by` (a `kept` log) did not hand off."""
+    def handed(self, seq_id: int) -> PdColumns:
+        """IndexError unless this `kept` log handed it off and no log took it in yet; the
+        object is the log's own, to fill in before a log takes the request in or end()."""
     def record(self, record: object, t_start: float, t_end: float) -> None:
         """`record` is an llm_engine.StepRecord (its plan, post, times and flops are read).
         ValueError for a record of another scheduler; TypeError for times that are not a
@@ -301,7 +318,8 @@ def replay_disaggregated(instances: list, arrival_s: npt.ArrayLike, prompt_len: 
                          hash_offsets: Optional[npt.ArrayLike] = None,
                          hash_ids: Optional[npt.ArrayLike] = None, hash_block_size: int = 0,
                          concurrency: int = 0, released_s: Optional[np.ndarray] = None, *,
-                         service: PdService, transfers: dict, progress_every: int = 64,
+                         service: PdService, progress_every: int = 64,
                          on_progress: Callable[[int, int], bool]) -> bool:
     """The C++ P/D loop (harness/replay/native.py): True if completed. `instances`:
-    (role, index, scheduler, step, log) of each, prefill instances first."""
+    (role, index, scheduler, step, log) of each, prefill instances first, a prefill
+    instance's log `kept`."""

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.record.pd_join import PDJoin
+from harness.ranks.pd_join import PDJoin
+from harness.schema.tables import REQUESTS
 from harness.sweeps.sweep import run_workload
 from harness.workload import WorkloadError, load_workload
 
@@ -17,6 +18,7 @@ KV_PER_TOKEN = 240.0  # tiny: 40 values a token a layer at BF16 over 2 + 1 (MTP)
 LAYERS = 3
 LINK = 1e6  # bytes/s: `link: 0.001` GB/s, slow enough to see
 LATENCY = 20e-6
+HANDED = REQUESTS.column("status").code("handed_off")
 
 
 def pd_workload(tmp_path, trace_rows, prefill=None, decode=None, kv=None, router=None,
@@ -196,10 +198,10 @@ def step_log_rows(ids, status, stall):
 
 
 def test_a_joined_row_takes_the_decode_instances_decode_stall():
-    """harness/record/pd_join.py: request 0 handed off (the prefill side's stall, made up
+    """harness/ranks/pd_join.py: request 0 handed off (the prefill side's stall, made up
     here, is not the joined row's), request 1 handed off and stranded between the pools."""
     join = PDJoin(2)
-    (prefill_only,) = join.rows([("prefill", step_log_rows([0, 1], [0, 0], [5.0, 5.0]))])
+    (prefill_only,) = join.rows([("prefill", step_log_rows([0, 1], [HANDED] * 2, [5.0, 5.0]))])
     assert len(prefill_only["request_id"]) == 0
     (joined,) = join.rows([("decode", step_log_rows([0], [0], [0.25]))])
     assert joined["decode_stall_s"].tolist() == [0.25]
@@ -257,7 +259,8 @@ def test_a_decode_row_before_its_prefill_row_waits_for_it():
     join = PDJoin(3)
     assert [len(r["request_id"]) for r in join.rows(
         [("decode", step_log_rows([0, 2], [0, 0], [0.25, 0.5]))])] == [0]
-    prefill_only, joined = join.rows([("prefill", step_log_rows([0, 1], [0, 0], [5.0, 5.0]))])
+    prefill_only, joined = join.rows([("prefill", step_log_rows([0, 1], [HANDED] * 2,
+                                                                [5.0, 5.0]))])
     assert joined["request_id"].tolist() == [0]
     assert joined["decode_stall_s"].tolist() == [0.25]
     held, stranded = join.unjoined()

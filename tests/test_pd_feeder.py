@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from harness.ranks.messages import Add, Prefilled, Room
+from harness.ranks.pd_join import Transfers
 from harness.ranks.pd_replay import PDFeeder
-from harness.record.pd_join import Transfers
 from harness.replay.driver import Requests
 
 BLOCK = 16

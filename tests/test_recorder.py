@@ -277,9 +277,9 @@ def records_of(engine, df):
     return added, records
 
 
-def step_log(added, records):
+def step_log(added, records, handoff="none"):
     """A StepLog fed the records; its request rows in request_id order."""
-    log = _core.StepLog(0, 10**6, lambda: None)
+    log = _core.StepLog(0, 10**6, lambda: None, handoff=handoff)
     for a in added:
         log.enqueue(a, 0.0)
     for k, record in enumerate(records):
@@ -298,7 +298,7 @@ def test_the_step_log_needs_no_scheduler(tmp_path):
     gc.collect()  # the scheduler is gone; its plans and results are not
     got = step_log(added, records)
     for name in want:
-        assert np.array_equal(got[name], want[name], equal_nan=name.endswith("_s")), name
+        assert np.array_equal(got[name], want[name], equal_nan=got[name].dtype.kind == "f"), name
     assert set(want["status"]) == {0, 1}  # finished and rejected
 
 
@@ -317,8 +317,12 @@ def test_the_step_logs_request_ends_are_the_declared_status_codes():
     codes = TABLES["requests"].column("status")
     assert [added[0].status, added[2].status] == ["rejected", "waiting"]
     assert status.tolist() == [codes.code(s) for s in ("rejected", "finished", "unfinished")]
-    assert codes.code("handed_off") == codes.code("finished")
     assert set(codes.value_names) == set(STATUSES)
+    # a prompt engine's requests are handed off; its log says so (a log of another says not)
+    added, records = records_of(LLMEngine(engine_config(engine_type="prompt")), trace().head(2))
+    assert step_log(added, records, handoff="row")["status"].tolist() == \
+        [codes.code("handed_off")] * 2
+    assert step_log(added, records)["status"].tolist() == [codes.code("finished")] * 2
 
 
 def test_a_step_log_refuses_what_does_not_belong_together():

@@ -13,6 +13,7 @@ from engine import _core, plan
 from harness.record import metrics
 from harness.record.table_sink import ROW_GROUP_ROWS, TableSink, write_table
 from harness.schema import LABELS, SWEEP_TABLES, TABLES, arrow_schema, values
+from harness.schema.column import CODES, Column
 from harness.schema.doc import markdown
 from harness.sweeps.sweep import run_workload
 from harness.telemetry import columns as device_columns
@@ -90,8 +91,11 @@ def test_the_coded_columns_are_the_engines_codes():
     assert values.KIND_NAMES == plan.KIND_NAMES
     assert [values.KIND_NAMES[k] for k in (plan.KIND_CHUNK, plan.KIND_FINAL, plan.KIND_DECODE)] \
         == ["chunk", "final", "decode"]
+    assert TABLES["requests"].column("status").names_by_code() == \
+        ("finished", "rejected", "unfinished", "handed_off")
+    twice = Column("status", CODES, "", "", values=((0, "finished"), (0, "handed_off")))
     with pytest.raises(ValueError, match="status: codes .* one name each"):
-        TABLES["requests"].column("status").names_by_code()
+        twice.names_by_code()
 
 
 def test_docs_tables_md_is_the_declaration_rendered():

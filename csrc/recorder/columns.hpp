@@ -75,21 +75,32 @@
 
 // requests: one row per request that left, or was still live at the end: its live record
 // `r`, the SeqRecord it `left` as, how it ended (`end`, `unfinished`), its decode stall
-// (`stall_s`, counted to the end). `reason` leaves apart, as text.
-#define STEPTRACE_REQUEST_COLUMNS(X)                                                 \
-  X(int64_t, request_id, seq_id)                                                     \
-  X(double, enqueue_s, r.enqueue_s)                                                  \
-  X(double, first_scheduled_s, r.first_scheduled_s)                                  \
-  X(double, first_token_s, r.first_token_s)                                          \
-  X(double, last_token_s, r.last_token_s)                                            \
-  X(double, decode_stall_s, stall_s)                                                 \
-  X(int64_t, first_scheduled_step, r.first_scheduled_step) /* -1: never scheduled */ \
-  X(int64_t, output_tokens, unfinished ? r.tokens : left.output_len)                 \
-  X(int32_t, dp_rank, left.dp_rank)                                                  \
-  X(int32_t, preemptions, unfinished ? r.preemptions : left.num_preemptions)         \
-  X(int64_t, recomputed_tokens, left.recomputed_tokens)                              \
-  X(int64_t, prefix_hit_tokens, left.prefix_hit_tokens)                              \
-  X(uint8_t, status, end) /* RequestEnd */
+// (`stall_s`, counted to the end); what it brought in (`in`, an Intake: a P/D request's
+// prefill side) and its P/D columns (`pd`); `decodes`: this log's instance decodes (not a
+// P/D prefill instance's, which hands its requests on).
+#define STEPTRACE_REQUEST_COLUMNS(X)                                                            \
+  X(int64_t, request_id, seq_id)                                                                \
+  X(double, enqueue_s, in.enqueue_s)                                                            \
+  X(double, first_scheduled_s, in.first_scheduled_s)                                            \
+  X(double, first_token_s, r.first_token_s)                                                     \
+  X(double, last_token_s, r.last_token_s)                                                       \
+  X(double, decode_stall_s, stall_s)                                                            \
+  X(int64_t, first_scheduled_step, in.first_scheduled_step) /* -1: never scheduled */           \
+  X(int64_t, output_tokens, unfinished ? r.tokens : left.output_len)                            \
+  X(int32_t, dp_rank, in.dp_rank)                                                               \
+  X(int32_t, preemptions, in.preemptions + (unfinished ? r.preemptions : left.num_preemptions)) \
+  X(int64_t, recomputed_tokens, in.recomputed_tokens + left.recomputed_tokens)                  \
+  X(int64_t, prefix_hit_tokens, in.prefix_hit_tokens)                                           \
+  X(uint8_t, status, end) /* RequestEnd */                                                      \
+  X(std::string, reason, left.reason)                                                           \
+  X(int32_t, prefill_instance, pd.prefill_instance)                                             \
+  X(int32_t, decode_instance, pd.decode_instance)                                               \
+  X(int32_t, decode_dp_rank, decodes ? left.dp_rank : -1)                                       \
+  X(double, kv_bytes, pd.kv_bytes)                                                              \
+  X(double, handoff_s, pd.handoff_s)                                                            \
+  X(double, transfer_start_s, pd.transfer_start_s)                                              \
+  X(double, transfer_end_s, pd.transfer_end_s)                                                  \
+  X(double, decode_wait_s, pd.decode_wait_s)
 
 // A table's members and each_column(f): f(name, column) for every column, in order.
 #define STEPTRACE_COLUMN_MEMBER(type, name, ...) std::vector<type> name;
@@ -115,9 +126,8 @@ struct BatchRows {
 
 struct RequestRows {
   STEPTRACE_REQUEST_COLUMNS(STEPTRACE_COLUMN_MEMBER)
-  std::vector<std::string> reason;
   template <typename F>
-  void each_column(F&& f) {  // the numeric ones; `reason` leaves as text
+  void each_column(F&& f) {
     STEPTRACE_REQUEST_COLUMNS(STEPTRACE_COLUMN_VISIT)
   }
 };

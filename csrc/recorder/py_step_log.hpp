@@ -18,8 +18,11 @@ namespace steptrace {
 // buffered, and records the time that took in the step's flush_ns, so that a step's
 // recording is one call from Python with no Python frame of its own.
 struct PyStepLog : StepLog {
-  PyStepLog(int64_t warmup_steps, size_t chunk_steps, pybind11::object on_full)
-      : StepLog(warmup_steps), chunk_steps(chunk_steps), on_full(std::move(on_full)) {}
+  PyStepLog(int64_t warmup_steps, size_t chunk_steps, pybind11::object on_full,
+            Handoffs handoff = Handoffs::kNone, int32_t instance = 0)
+      : StepLog(warmup_steps, handoff, instance),
+        chunk_steps(chunk_steps),
+        on_full(std::move(on_full)) {}
   size_t chunk_steps;
   pybind11::object on_full;
   size_t buffered = 0;  // steps recorded since the step rows were last taken

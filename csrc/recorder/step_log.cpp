@@ -26,7 +26,32 @@ void times_of(const StepCost& c, double (&out)[kTimes]) {
 
 }  // namespace
 
-void StepLog::enqueue(const SeqRecord& added, double t) {
+StepLog::StepLog(int64_t warmup_steps, Handoffs handoff, int32_t instance)
+    : warmup_steps_(warmup_steps), handoff_(handoff) {
+  own_.prefill_instance = instance;
+  if (handoff != Handoffs::kKept) own_.decode_instance = instance;
+}
+
+void StepLog::enqueue(const SeqRecord& added, double t, StepLog& from) {
+  const auto it = from.handed_.find(added.seq_id);
+  if (&from == this || it == from.handed_.end())
+    bad_arg("request " + std::to_string(added.seq_id) +
+            " was not handed off by the prefill instance's log it is taken from");
+  take_in(added, t, std::make_unique<Handed>(it->second));
+  from.handed_.erase(it);
+}
+
+PdColumns& StepLog::handed(int64_t seq_id) {
+  const auto it = handed_.find(seq_id);
+  if (it == handed_.end())
+    throw std::out_of_range("request " + std::to_string(seq_id) +
+                            " is not waiting in this log, handed off");
+  return it->second.pd;
+}
+
+void StepLog::enqueue(const SeqRecord& added, double t) { take_in(added, t, nullptr); }
+
+void StepLog::take_in(const SeqRecord& added, double t, std::unique_ptr<Handed> handed) {
   if (owner_ != 0 && added.owner != owner_)
     bad_arg("request " + std::to_string(added.seq_id) +
             " was added to another scheduler than the requests and plans recorded before it");
@@ -36,6 +61,7 @@ void StepLog::enqueue(const SeqRecord& added, double t) {
   LiveRequest r;
   r.enqueue_s = t;
   r.added = added;
+  r.handed = std::move(handed);
   if (added.output_len > 0) stamp(r, added.output_len, t);
   // A completion engine's one-token request is done on arrival: no plan will report it.
   if (added.status == SeqStatus::kFinished) {
@@ -234,14 +260,33 @@ void StepLog::record_batch(int64_t step, const Batch& b) {
 }
 
 void StepLog::leave(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end) {
+  // what it brought in: a P/D request's prefill side, else nothing before this instance
+  const Intake here{r.enqueue_s, r.first_scheduled_s, r.first_scheduled_step, left.dp_rank,
+                    left.prefix_hit_tokens};
+  Intake in = r.handed ? r.handed->prefill : here;
+  if (!r.handed && end == kEndFinished && handoff_ != Handoffs::kNone) {
+    if (handoff_ == Handoffs::kKept) {  // its row is the decode instance's to write
+      in.preemptions = left.num_preemptions;
+      in.recomputed_tokens = left.recomputed_tokens;
+      handed_.emplace(seq_id, Handed{in, own_});
+      ++num_done_;
+      return;
+    }
+    end = kEndHandedOff;
+  }
+  write(seq_id, r, left, end, in, r.handed ? r.handed->pd : own_);
+  if (end != kEndUnfinished) ++num_done_;
+}
+
+void StepLog::write(int64_t seq_id, const LiveRequest& r, const SeqRecord& left, RequestEnd end,
+                    const Intake& in, const PdColumns& pd) {
   const bool unfinished = end == kEndUnfinished;
+  const bool decodes = handoff_ != Handoffs::kKept;
   const double stall_s =
       r.decode_stall_s + (std::isnan(r.stall_mark) ? 0.0 : busy_s_ - r.stall_mark);
 #define STEPTRACE_WRITE(type, name, value) requests_.name.push_back(static_cast<type>(value));
   STEPTRACE_REQUEST_COLUMNS(STEPTRACE_WRITE)
 #undef STEPTRACE_WRITE
-  requests_.reason.push_back(left.reason);
-  if (!unfinished) ++num_done_;
 }
 
 void StepLog::end() {
@@ -253,6 +298,17 @@ void StepLog::end() {
     leave(seq_id, r, r.added, rejected ? kEndRejected : kEndUnfinished);
   }
   live_.clear();
+  std::vector<int64_t> stranded;
+  for (const auto& [seq_id, h] : handed_) stranded.push_back(seq_id);
+  std::sort(stranded.begin(), stranded.end());
+  const LiveRequest none;  // no token reached the user
+  for (int64_t seq_id : stranded) {
+    const Handed& h = handed_.at(seq_id);
+    SeqRecord left;
+    left.reason = std::isnan(h.pd.transfer_start_s) ? "awaiting decode room" : "in KV transfer";
+    write(seq_id, none, left, kEndUnfinished, h.prefill, h.pd);
+  }
+  handed_.clear();
 }
 
 std::vector<std::pair<double, int64_t>> StepLog::itl() const {

@@ -37,6 +37,14 @@ py::array_t<T> drain(std::vector<T>& v) {
   return out;
 }
 
+// A text column leaves as a list of str.
+py::list drain(std::vector<std::string>& v) {
+  py::list out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = py::str(v[i]);
+  v.clear();
+  return out;
+}
+
 template <typename Rows>
 py::dict take(Rows& rows) {
   py::dict d;
@@ -52,13 +60,11 @@ py::list names() {
   return out;
 }
 
-py::dict take_requests(RequestRows& rows) {
-  py::dict d = take(rows);
-  py::list reason(rows.reason.size());
-  for (size_t i = 0; i < rows.reason.size(); ++i) reason[i] = py::str(rows.reason[i]);
-  rows.reason.clear();
-  d["reason"] = reason;
-  return d;
+Handoffs handoff_of(const std::string& name) {
+  if (name == "none") return Handoffs::kNone;
+  if (name == "row") return Handoffs::kRow;
+  if (name == "kept") return Handoffs::kKept;
+  throw py::value_error("handoff must be one of none, row, kept; got '" + name + "'");
 }
 
 // A step's costs, one per rank: a deployment's StepCosts (no object per rank) or a sequence
@@ -154,9 +160,9 @@ void bind_taking(py::class_<PyStepLog>& cls) {
           "take_batches", [](PyStepLog& log) { return take(log.batches()); },
           "The batch rows recorded since the last take.")
       .def(
-          "take_requests", [](PyStepLog& log) { return take_requests(log.requests()); },
+          "take_requests", [](PyStepLog& log) { return take(log.requests()); },
           "The rows of the requests that left since the last take (status: 0 finished, "
-          "1 rejected, 2 unfinished; reason as a list of str).")
+          "1 rejected, 2 unfinished, 3 handed off; reason as a list of str).")
       .def(
           "itl",
           [](const PyStepLog& log) {
@@ -175,30 +181,57 @@ void bind_taking(py::class_<PyStepLog>& cls) {
 
 void bind_step_log(py::module_& m) {
   bind_step_times(m);
+  py::class_<PdColumns>(m, "PdColumns", "A request's P/D columns, as the replay fills them in.")
+#define FIELD(name) .def_readwrite(#name, &PdColumns::name)
+      FIELD(prefill_instance) FIELD(decode_instance) FIELD(kv_bytes) FIELD(handoff_s)
+          FIELD(transfer_start_s) FIELD(transfer_end_s) FIELD(decode_wait_s);
+#undef FIELD
   py::class_<PyStepLog> cls(m, "StepLog");
-  cls.def(py::init<int64_t, size_t, py::object>(), py::arg("warmup_steps"), py::arg("chunk_steps"),
-          py::arg("on_full"))
+  cls.def(py::init([](int64_t warmup_steps, size_t chunk_steps, py::object on_full,
+                      const std::string& handoff, int32_t instance) {
+            return std::make_unique<PyStepLog>(warmup_steps, chunk_steps, std::move(on_full),
+                                               handoff_of(handoff), instance);
+          }),
+          py::arg("warmup_steps"), py::arg("chunk_steps"), py::arg("on_full"),
+          py::arg("handoff") = "none", py::arg("instance") = 0,
+          "handoff: how its engine hands requests on after their prefill: `none`; `row` (a "
+          "prompt engine's: each leaves as a row ending handed off); `kept` (a P/D prefill "
+          "instance's in one process with the decode instances: each waits in the log, "
+          "handed(), until a decode instance's log takes it in, enqueue(..., handed_by)). "
+          "instance: its index in its pool.")
       .def_static(
           "columns",
           [] {
             py::dict d;
             d["steps"] = names<StepRows>();
             d["batches"] = names<BatchRows>();
-            py::list requests = names<RequestRows>();
-            requests.append("reason");
-            d["requests"] = requests;
+            d["requests"] = names<RequestRows>();
             return d;
           },
           "The columns take_steps(), take_batches() and take_requests() return, by table.")
-      .def("enqueue", &StepLog::enqueue, py::arg("added"), py::arg("t"),
-           "A request entered the engine at t: the SeqRecord add_sequence returned (of the "
-           "scheduler whose plans this log records, else ValueError).")
+      .def(
+          "enqueue",
+          [](PyStepLog& log, const SeqRecord& added, double t, PyStepLog* handed_by) {
+            handed_by ? log.enqueue(added, t, *handed_by) : log.enqueue(added, t);
+          },
+          py::arg("added"), py::arg("t"), py::arg("handed_by") = nullptr,
+          "A request entered the engine at t: the SeqRecord add_sequence returned (of the "
+          "scheduler whose plans this log records, else ValueError); `handed_by`: the log "
+          "of the P/D prefill instance that handed it off (its row is then the request's "
+          "one row).")
+      .def("handed", &StepLog::handed, py::arg("seq_id"),
+           py::return_value_policy::reference_internal,
+           "The PdColumns of a request this `kept` log handed off and no decode instance's "
+           "log took in yet (IndexError if none): the replay fills them in, before a log "
+           "takes the request in or end() writes it (the object is the log's own until "
+           "then).")
       .def("record", &record_step, py::arg("record"), py::arg("t_start"), py::arg("t_end"),
            "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
            "clock); first on_full() if chunk_steps steps are buffered, its time in the "
            "step's flush_ns. Holds the GIL but for on_full(); a record() begun meanwhile (from "
            "on_full or another thread) raises RuntimeError.")
       .def("end", &StepLog::end,
-           "The requests still live leave as rows: rejected as added, else unfinished.");
+           "The requests still live leave as rows: rejected as added, else unfinished; then "
+           "those a `kept` log handed off and no decode instance took in, unfinished.");
   bind_taking(cls);
 }

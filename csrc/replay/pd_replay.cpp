@@ -18,11 +18,10 @@ int64_t device_key(bool prefill, int64_t instance, int32_t rank) {
 }  // namespace
 
 PdReplay::PdReplay(std::vector<PdInstance>& instances, const ReplayRequests& requests,
-                   const PdService& service, const PdColumns& columns, ReplayHooks& hooks)
+                   const PdService& service, ReplayHooks& hooks)
     : instances_(instances),
       requests_(requests),
       service_(service),
-      columns_(columns),
       hooks_(hooks),
       prefill_router_(service.prefill_router,
                       std::count_if(instances.begin(), instances.end(),
@@ -93,7 +92,6 @@ void PdReplay::arrive(int64_t i, double t) {
     block_hashes(ids_, requests_.hash_block_size ? requests_.hash_block_size : service_.block_size,
                  service_.block_size, static_cast<int32_t>(prompt_len), hashes_);
   PdInstance& instance = *prefill_[prefill_router_.route(prompt_len, hashes_)];
-  columns_.prefill_instance[i] = static_cast<int32_t>(instance.index);
   const SeqRecord added = instance.scheduler->add_sequence(
       i, prompt_len, requests_.max_new_tokens[i], t, ids_, requests_.hash_block_size);
   instance.log->enqueue(added, t);  // rejected here: the next step's plan says so
@@ -151,10 +149,12 @@ void PdReplay::step(PdInstance& instance) {
 void PdReplay::handed_off(PdInstance& instance, const SeqRecord& left, double t0, double t1) {
   const int64_t id = left.seq_id;
   const double nbytes = static_cast<double>(requests_.prompt_len[id]) * service_.kv_bytes_per_token;
-  columns_.kv_bytes[id] = nbytes;
-  columns_.handoff_s[id] = t1;
+  PdColumns& pd = instance.log->handed(id);
+  pd.kv_bytes = nbytes;
+  pd.handoff_s = t1;
   const double asked = service_.layerwise ? t0 + (t1 - t0) / service_.layers : t1;
   Handoff& h = handoffs_[id];
+  h.prefill = &instance;
   h.sender = device_key(true, instance.index, left.dp_rank);
   h.nbytes = nbytes;
   h.asked_s = asked;
@@ -176,15 +176,15 @@ void PdReplay::route_decode(int64_t seq_id, double t) {
       free_.push_back(room);
     }
   PdInstance& instance = *decode_[decode_router_.route(free_)];
-  columns_.decode_instance[seq_id] = static_cast<int32_t>(instance.index);
   Handoff& h = handoffs_.at(seq_id);
+  h.prefill->log->handed(seq_id).decode_instance = static_cast<int32_t>(instance.index);
   h.decode = &instance;
   h.added = instance.scheduler->add_sequence(seq_id, requests_.prompt_len[seq_id],
                                              requests_.max_new_tokens[seq_id], t, {}, 0, true);
   if (h.added.status != SeqStatus::kWaiting) {  // rejected, or done on arrival: one token,
     // sampled at the end of its prefill step (layerwise, it asked for room before), no KV
     const bool done = h.added.status == SeqStatus::kFinished;
-    instance.log->enqueue(h.added, done ? std::max(t, h.prefill_end_s) : t);
+    instance.log->enqueue(h.added, done ? std::max(t, h.prefill_end_s) : t, *h.prefill->log);
     ++done_;
     handoffs_.erase(seq_id);
     return;
@@ -195,8 +195,9 @@ void PdReplay::route_decode(int64_t seq_id, double t) {
 
 void PdReplay::start_transfer(int64_t seq_id, double t) {
   Handoff& h = handoffs_.at(seq_id);
-  columns_.transfer_start_s[seq_id] = t;
-  columns_.decode_wait_s[seq_id] = t - h.asked_s;
+  PdColumns& pd = h.prefill->log->handed(seq_id);
+  pd.transfer_start_s = t;
+  pd.decode_wait_s = t - h.asked_s;
   const double rate =
       links_.start(seq_id, h.sender, device_key(false, h.decode->index, h.added.dp_rank), h.nbytes,
                    service_.sender_bps, service_.receiver_bps, t);
@@ -213,9 +214,9 @@ void PdReplay::transferred(int64_t seq_id, double t) {
 void PdReplay::kv_arrived(int64_t seq_id, double t) {
   const Handoff h = handoffs_.at(seq_id);
   handoffs_.erase(seq_id);
-  columns_.transfer_end_s[seq_id] = t;
+  h.prefill->log->handed(seq_id).transfer_end_s = t;
   h.decode->scheduler->kv_arrived(seq_id);
-  h.decode->log->enqueue(h.added, t);
+  h.decode->log->enqueue(h.added, t, *h.prefill->log);
   wake(*h.decode, t);
 }
 

@@ -3,8 +3,9 @@
 // reference, event for event: at one instant arrivals first, then transfers ending, then
 // hand-offs and KV arrivals (in the order they were queued), then the instance with the
 // earliest clock steps (the lower instance on ties); each instance's steps are modeled by its
-// own ModeledStep and recorded into its own step log. So a seed gives the same tables from
-// either loop.
+// own ModeledStep and recorded into its own step log, a request's prefill side handed from
+// its prefill instance's log to its decode instance's, which writes its one row. So a seed
+// gives the same tables from either loop.
 #pragma once
 
 #include <cstdint>
@@ -47,22 +48,12 @@ struct PdService {
   bool layerwise = false;
 };
 
-// The requests table's P/D columns, by request id (harness/record/pd_join.py, Transfers).
-struct PdColumns {
-  int32_t* prefill_instance;
-  int32_t* decode_instance;
-  double* kv_bytes;
-  double* handoff_s;
-  double* transfer_start_s;
-  double* transfer_end_s;
-  double* decode_wait_s;
-};
-
 class PdReplay {
  public:
-  // hooks.before_record(k): before instances[k]'s step is recorded.
+  // hooks.before_record(k): before instances[k]'s step is recorded. A prefill instance's
+  // log keeps its hand-offs (Handoffs::kKept); the requests' P/D columns are filled in there.
   PdReplay(std::vector<PdInstance>& instances, const ReplayRequests& requests,
-           const PdService& service, const PdColumns& columns, ReplayHooks& hooks);
+           const PdService& service, ReplayHooks& hooks);
   // Replays to completion or until a progress hook says stop; true if completed.
   bool run(int64_t progress_every);
 
@@ -70,6 +61,7 @@ class PdReplay {
   static constexpr double kNever = std::numeric_limits<double>::infinity();
   enum Kind : int { kHandoff = 0, kKvArrived = 1 };  // their order at one instant
   struct Handoff {  // a prefilled sequence on its way to a decode instance
+    PdInstance* prefill = nullptr;
     int64_t sender = 0;  // device key of the prefill rank
     double nbytes = 0, asked_s = 0, prefill_end_s = 0;
     double not_before_s = 0;  // the transfer ends no earlier (layerwise: its last layer)
@@ -93,7 +85,6 @@ class PdReplay {
   std::vector<PdInstance*> prefill_, decode_;
   const ReplayRequests& requests_;
   const PdService& service_;
-  const PdColumns& columns_;
   ReplayHooks& hooks_;
   PrefillRouter prefill_router_;
   DecodeRouter decode_router_;

@@ -155,29 +155,11 @@ bool replay_virtual(GuardedScheduler& s, ModeledStep& step, PyStepLog& log, Held
   });
 }
 
-template <typename T>
-T* column(const py::dict& columns, const char* name, int64_t n) {
-  auto a = columns[name].cast<py::array_t<T>>();
-  if (a.size() != n || !a.writeable() || !py::isinstance<py::array_t<T>>(columns[name]))
-    throw py::value_error(std::string("transfers[") + name +
-                          "]: a writable array of the column's type, one value a request");
-  return a.mutable_data();
-}
-
-PdColumns pd_columns(const py::dict& c, int64_t n) {
-  return PdColumns{
-      column<int32_t>(c, "prefill_instance", n), column<int32_t>(c, "decode_instance", n),
-      column<double>(c, "kv_bytes", n),          column<double>(c, "handoff_s", n),
-      column<double>(c, "transfer_start_s", n),  column<double>(c, "transfer_end_s", n),
-      column<double>(c, "decode_wait_s", n)};
-}
-
 // instances: (role, index, scheduler, step, log) of each, prefill instances first.
 bool replay_disaggregated(const py::list& instances, HeldRequests& h, int64_t hash_block_size,
-                          int64_t concurrency, const PdService& service, const py::dict& transfers,
-                          int64_t progress_every, py::object on_progress) {
+                          int64_t concurrency, const PdService& service, int64_t progress_every,
+                          py::object on_progress) {
   const ReplayRequests requests = requests_of(h, hash_block_size, concurrency);
-  const PdColumns columns = pd_columns(transfers, requests.n);
   std::vector<PdInstance> pool;
   std::vector<GuardedScheduler*> schedulers;
   std::vector<PyStepLog*> logs;
@@ -188,6 +170,10 @@ bool replay_disaggregated(const py::list& instances, HeldRequests& h, int64_t ha
       throw py::value_error("an instance's role is prefill or decode, got " + role);
     schedulers.push_back(&t[2].cast<GuardedScheduler&>());
     logs.push_back(&t[4].cast<PyStepLog&>());
+    if ((logs.back()->handoffs() == Handoffs::kKept) != (role == "prefill"))
+      throw py::value_error(
+          "a prefill instance's log, and only one, keeps its hand-offs "
+          "(StepLog handoff='kept')");
     PdInstance& instance = pool.emplace_back();
     instance.prefill = role == "prefill";
     instance.index = t[1].cast<int64_t>();
@@ -197,7 +183,7 @@ bool replay_disaggregated(const py::list& instances, HeldRequests& h, int64_t ha
   }
   return run_released(schedulers, logs, std::move(on_progress), progress_every,
                       [&](PyHooks& hooks) {
-                        PdReplay replay(pool, requests, service, columns, hooks);
+                        PdReplay replay(pool, requests, service, hooks);
                         return replay.run(progress_every);
                       });
 }
@@ -272,21 +258,20 @@ void bind_pd_loop(py::module_& m) {
          std::optional<Int64s> hash_offsets, std::optional<Int64s> hash_ids,
          int64_t hash_block_size, int64_t concurrency,
          std::optional<py::array_t<double>> released_s, const PdService& service,
-         const py::dict& transfers, int64_t progress_every, py::object on_progress) {
+         int64_t progress_every, py::object on_progress) {
         HeldRequests h{std::move(arrival_s),    std::move(prompt_len), std::move(max_new_tokens),
                        std::move(hash_offsets), std::move(hash_ids),   std::move(released_s)};
-        return replay_disaggregated(instances, h, hash_block_size, concurrency, service, transfers,
+        return replay_disaggregated(instances, h, hash_block_size, concurrency, service,
                                     progress_every, std::move(on_progress));
       },
       py::arg("instances"), py::arg("arrival_s"), py::arg("prompt_len"), py::arg("max_new_tokens"),
       py::arg("hash_offsets") = py::none(), py::arg("hash_ids") = py::none(),
       py::arg("hash_block_size") = 0, py::arg("concurrency") = 0,
-      py::arg("released_s") = py::none(), py::arg("service"), py::arg("transfers"),
-      py::arg("progress_every") = 64, py::arg("on_progress"),
+      py::arg("released_s") = py::none(), py::arg("service"), py::arg("progress_every") = 64,
+      py::arg("on_progress"),
       "Replay the requests through a P/D deployment's instances ((role, index, scheduler, "
-      "step, log) each, prefill first) on the virtual clock, as harness/replay/"
-      "disaggregated.py would; the requests' P/D columns written into `transfers` "
-      "(Transfers.columns). True if completed.");
+      "step, log) each, prefill first, a prefill instance's log made with handoff `kept`) "
+      "on the virtual clock, as harness/replay/disaggregated.py would. True if completed.");
 }
 
 }  // namespace

@@ -15,10 +15,10 @@ from typing import Deque, Dict, Optional, Tuple
 
 import numpy as np
 
-from ..record.pd_join import Transfers
 from ..replay.driver import Requests
 from ..replay.routers import DecodeRouter, PrefillRouter, awaited_blocks
 from .messages import Add, Landed, Prefilled, Room, SendKV
+from .pd_join import Transfers
 from .processes import Ranks
 
 

@@ -31,7 +31,7 @@ from .messages import Add, Begin, Chunk, Done, End, Failed, Ready
 from .rank_main import rank_main
 from .rank_process import RankSetup
 
-UNFINISHED, REJECTED = (REQUESTS.column("status").code(s) for s in ("unfinished", "rejected"))
+UNFINISHED, HANDED_OFF = (REQUESTS.column("status").code(s) for s in ("unfinished", "handed_off"))
 READY_TIMEOUT_S = 600.0  # a rank's start-up: the model built, the group joined
 POLL_S = 0.05
 SETTLE_S = 5.0  # after a failure, the other ranks' time to send what they ran
@@ -167,9 +167,8 @@ class Ranks:
         if isinstance(message, Chunk):
             self.chunks[message.rank].append(message.columns)
             status = np.asarray(message.columns[2]["status"])
-            # a prefill's handed-off rows (the code `finished` has) are the decode's to end
-            done = status == REJECTED if self.roles[message.rank] == "prefill" \
-                else status != UNFINISHED
+            # a prefill's handed-off rows are the decode's to end
+            done = (status != UNFINISHED) & (status != HANDED_OFF)
             self.num_done += int(np.count_nonzero(done))
         elif isinstance(message, Done):
             self.done[message.rank] = message

@@ -79,7 +79,8 @@ class _Rank:
             self.dp.group = groups[setup.groups.index(ranks)]
         self.dp.shard_experts()  # the EP group: collective, every rank before its first step
         self._connect_peers()
-        self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush)
+        self.log = _core.StepLog(setup.warmup_steps, setup.chunk_steps, self.flush, handoff="row"
+                                 if config.scheduler.engine_type == "prompt" else "none")
         pool = self.dp.engine.kv_pool
         outbox.put(Ready(rank, pool.manifest() if pool is not None else None))
         # perf_counter() of the replay's zero: CLOCK_MONOTONIC, one clock on a host

@@ -3,15 +3,16 @@
 instance is merged into the instance's rows (by step, then dp_rank) and handed to the one
 table writer, as an in-process run's chunks are (harness/record/recorder.py). A co-located
 run is one instance of every rank; each instance of a P/D deployment hands its chunks over
-as they come."""
+as they come, and its requests' rows are joined here (harness/ranks/pd_join.py)."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..record.recorder import Recorder
+from .pd_join import PDJoin
 
 
 class RanksRecorder(Recorder):
@@ -21,6 +22,9 @@ class RanksRecorder(Recorder):
         super().__init__(*args, **kwargs)
         self._itl: List[tuple] = []
         self._num_done = 0
+        n = len(self.warm)
+        # a P/D deployment's: the harness fills in its transfers (harness/ranks/pd_replay.py)
+        self.join: Optional[PDJoin] = PDJoin(n) if self.pd_times is not None else None
 
     def take(self, ranks, final: bool = False) -> None:
         """Hand over every round of chunks all ranks of an instance have sent (`final`:
@@ -47,6 +51,17 @@ class RanksRecorder(Recorder):
         """(gap values, counts) of measured, completed requests, over every rank."""
         parts = self._itl or [self.log.itl()]
         return tuple(np.concatenate(column) for column in zip(*parts))
+
+    def retained_bytes(self) -> Tuple[int, int]:
+        requests, steps = super().retained_bytes()
+        return requests + (self.join.nbytes if self.join is not None else 0), steps
+
+    def _joined(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
+            -> Sequence[Mapping[str, np.ndarray]]:
+        return super()._joined(parts) if self.join is None else self.join.rows(parts)
+
+    def _unjoined(self) -> Sequence[Dict[str, np.ndarray]]:
+        return () if self.join is None else self.join.unjoined()
 
 
 def merge(parts: Sequence[tuple]) -> tuple:

@@ -43,7 +43,7 @@ def pd_rows(recorder, service, engines: Mapping[str, Any], latency: pd.DataFrame
         filled = hits + prefilled
         rows.append((f"prefill{index}_prefix_cache", "hit_rate",
                      hits / filled if filled else np.nan, "fraction"))
-    t = recorder.join.transfers
+    t = recorder.pd_times
     measured = ~recorder.warm
     moved = measured & np.isfinite(t["transfer_end_s"])
     waited = measured & np.isfinite(t["transfer_start_s"])

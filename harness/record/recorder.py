@@ -28,10 +28,9 @@ import pandas as pd
 
 from engine import _core
 
-from ..schema.tables import REQUESTS, STEPS
+from ..schema.tables import PD_COLUMNS, REQUESTS, STEPS
 from ..schema.values import FRONTEND_COLUMNS
 from . import metrics
-from .pd_join import PDJoin, colocated
 from .step_summary import StepSummary
 from .table_writer import Column, TableWriter, coded
 
@@ -40,6 +39,8 @@ from .table_writer import Column, TableWriter, coded
 REQUEST_COLUMNS = REQUESTS.names
 STATUS = REQUESTS.column("status")  # its codes are the step log's request ends
 ROLE = STEPS.column("role")
+# what the P/D summary rows read of each request (harness/record/pd_summary.py)
+PD_TIMES = ("handoff_s", "transfer_start_s", "transfer_end_s", "decode_wait_s")
 QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread waits
 
 
@@ -53,19 +54,20 @@ class Recorder:
         columns are the frontend's, else NaN. `slo` (seconds by ttft/tpot/e2e) adds goodput
         to the latency summary. `engine`: a co-located run's engine (its engine type names
         its requests' ends), or the (role, index) of each instance of a P/D deployment,
-        each recorded in its own step log (`logs`), their requests joined into one row each
-        (harness/record/pd_join.py)."""
+        each recorded in its own step log (`logs`): a prefill instance's keeps each request
+        it hands off until a decode instance's log takes it in and writes its one row."""
         flush = weakref.WeakMethod(self.flush)  # the log must not keep the recorder alive
         pools = isinstance(engine, (list, tuple))
         self.instances: Tuple[Tuple[str, int], ...] = tuple(engine) if pools \
             else (("colocated", 0),)
-        self.logs = [_core.StepLog(warmup_steps, chunk_steps, lambda: _alive(flush)())
-                     for _ in self.instances]
+        prompt = not pools and engine.config.scheduler.engine_type == "prompt"
+        self.logs = [_core.StepLog(warmup_steps, chunk_steps, lambda: _alive(flush)(),
+                                   handoff="kept" if role == "prefill" else
+                                   "row" if prompt else "none", instance=index)
+                     for role, index in self.instances]
         self.log, self.chunk_steps = self.logs[0], chunk_steps
         self._warmup_steps, self._frontend = warmup_steps, frontend
-        prompt = not pools and engine.config.scheduler.engine_type == "prompt"
-        self._status = np.array(STATUS.names_by_code(
-            without=["finished" if prompt else "handed_off"]), dtype=object)
+        self._status = np.array(STATUS.names_by_code(), dtype=object)
         self._trace = None if trace is None else dict(
             arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
             prompt_len=trace["prompt_len"].to_numpy(np.int64),
@@ -80,7 +82,8 @@ class Recorder:
         # (prefix-hit tokens, prompt tokens computed) of each prefill instance's measured
         # steps, by instance (P/D)
         self.prefix_hits: Dict[int, list] = {}
-        self.join = PDJoin(n) if pools else None
+        # P/D: the requests' hand-off and transfer times, by request_id, as their rows say
+        self.pd_times = {name: np.full(n, np.nan) for name in PD_TIMES} if pools else None
         names = ["steps", "batches"] + ([] if trace is None else ["requests"])
         self._tables = TableWriter(run_dir, fmt, names, labels, coded(names))
         write = weakref.WeakMethod(self._write)
@@ -116,7 +119,7 @@ class Recorder:
             self.flush()
             self._sender.close()
             if self._trace is not None:
-                for rows in self.join.unjoined() if self.join is not None else ():
+                for rows in self._unjoined():
                     self._tables.write(dict(requests=self._requests_columns(rows)))
                 self._tables.write(dict(requests=self._requests_columns(self._never_enqueued())))
         finally:
@@ -143,11 +146,12 @@ class Recorder:
     def retained_bytes(self) -> Tuple[int, int]:
         """What the recorder keeps to the run's end for the summary's exact answers, in
         bytes: (its arrays by trace request: the arrivals it copied, two flags, the latency
-        values, a P/D deployment's join; the step summaries' per-step values). The
+        values, a P/D deployment's transfer times; the step summaries' per-step values). The
         inter-token gaps (a count per distinct gap, in C++) are not counted."""
         trace = [a for a in (self._trace or {}).values() if a.base is None]  # not views
-        requests = sum(a.nbytes for a in (*trace, self.warm, self._written)) \
-            + self.latency.nbytes + (self.join.nbytes if self.join is not None else 0)
+        requests = sum(a.nbytes for a in (*trace, self.warm, self._written,
+                                          *(self.pd_times or {}).values())) \
+            + self.latency.nbytes
         return requests, sum(s.nbytes for s in self.step_summaries.values())
 
     def itl(self):
@@ -184,9 +188,7 @@ class Recorder:
         tables: Dict[str, Mapping[str, Column]] = dict(steps=_concat(steps),
                                                        batches=_concat(batches))
         if self._trace is not None:
-            rows = [r for _, r in requests] if self.join is None else \
-                self.join.rows(requests)
-            tables["requests"] = self._requests_columns(_concat(rows))
+            tables["requests"] = self._requests_columns(_concat(self._joined(requests)))
         self._tables.write(tables)
 
     def _requests_columns(self, rows: Dict[str, np.ndarray]) -> Dict[str, Column]:
@@ -197,8 +199,10 @@ class Recorder:
         warm = (step >= 0) & (step < self._warmup_steps)
         self.warm[ids] = warm
         self._written[ids] = True
-        columns = {**{name: self._trace[name][ids] for name in self._trace},
-                   **colocated(rows), **rows}
+        if self.pd_times is not None:
+            for name, column in self.pd_times.items():
+                column[ids] = rows[name]
+        columns = {**{name: self._trace[name][ids] for name in self._trace}, **rows}
         columns = {name: columns[name] for name in REQUEST_COLUMNS if name in columns}
         columns.update(metrics.latency_columns(columns))
         columns.update(self._frontend.columns(ids) if self._frontend else
@@ -219,7 +223,19 @@ class Recorder:
                     preemptions=np.zeros(n, np.int32), recomputed_tokens=np.zeros(n, np.int64),
                     prefix_hit_tokens=np.zeros(n, np.int64),
                     status=np.full(n, STATUS.code("unfinished"), np.uint8),
-                    reason=np.full(n, "never enqueued", dtype=object))
+                    reason=np.full(n, "never enqueued", dtype=object),
+                    **{c.name: np.full(n, c.missing, c.type.to_pandas_dtype())
+                       for c in PD_COLUMNS})
+
+    def _joined(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
+            -> Sequence[Mapping[str, np.ndarray]]:
+        """A chunk's requests rows ((role, rows) of each instance): each request's one row
+        (the step logs write it)."""
+        return [rows for _, rows in parts]
+
+    def _unjoined(self) -> Sequence[Dict[str, np.ndarray]]:
+        """At the run's end, once every chunk is written: the rows no chunk held."""
+        return ()
 
 
 class _Sender:

@@ -9,7 +9,9 @@ blocks when its scheduler admits it (at the start of the instance's next step, o
 when it has no room: backpressure), and the transfer starts then. The KV moves over the two
 devices' links (harness/replay/kv_links.py), ends no earlier than the prefill allows, and
 arrives after the link's latency; from then on the decode instance decodes it. The user
-sees the first token when the KV has arrived.
+sees the first token when the KV has arrived. The prefill instance's step log keeps the
+request it handed off (its P/D columns filled in there as it moves) until the decode
+instance's log takes it in, which writes its one row.
 
 Events at one instant go in a fixed order (arrivals, transfers ending, hand-offs and
 arrivals of KV, then instance steps, the lower instance first), so a seed gives identical
@@ -31,7 +33,6 @@ from engine import _core
 from engine.device_memory import kv_bytes_per_token
 from engine.disaggregation import Disaggregation
 
-from ..record.pd_join import Transfers
 from .driver import PROGRESS_EVERY, Requests, engine_step_seconds
 from .kv_links import Links
 from .routers import DecodeRouter, PrefillRouter, awaited_blocks
@@ -69,6 +70,7 @@ class Handoff:
     """A prefilled sequence on its way to a decode instance."""
 
     seq_id: int
+    prefill: Instance
     sender: tuple  # (prefill instance, DP rank)
     nbytes: float
     asked_s: float  # when the prefill asked for decode room
@@ -79,14 +81,14 @@ class Handoff:
 
 
 def replay_disaggregated(service: Disaggregation, instances: List[Instance],
-                         requests: Requests, model_config, transfers: Transfers,
+                         requests: Requests, model_config,
                          on_arrival: Callable[[int, float], None],
                          on_step: Optional[Callable[[int, int], None]] = None,
                          stop: Optional[threading.Event] = None) -> bool:
     """Replay the requests to completion, or until `stop` is set. True if completed.
     `on_arrival(i, t)` is told each request's arrival (a closed loop's are not the
-    trace's)."""
-    run = _Service(service, instances, requests, model_config, transfers, on_arrival)
+    trace's). A prefill instance's log keeps its hand-offs (StepLog handoff `kept`)."""
+    run = _Service(service, instances, requests, model_config, on_arrival)
     stop = threading.Event() if stop is None else stop
     n = len(requests.arrival_s)
     while not stop.is_set():
@@ -101,8 +103,8 @@ def replay_disaggregated(service: Disaggregation, instances: List[Instance],
 
 class _Service:
     def __init__(self, service: Disaggregation, instances: List[Instance], requests: Requests,
-                 model_config, transfers: Transfers, on_arrival) -> None:
-        self.service, self.requests, self.transfers = service, requests, transfers
+                 model_config, on_arrival) -> None:
+        self.service, self.requests = service, requests
         self.on_arrival = on_arrival
         self.prefill = [i for i in instances if i.role == "prefill"]
         self.decode = [i for i in instances if i.role == "decode"]
@@ -177,7 +179,6 @@ class _Service:
         ids = None if r.hash_ids is None else r.hash_ids[i]
         instance = self.prefill[self.prefill_router.route(prompt_len, self.prefill_router.hashes(
             ids, r.hash_block_size, prompt_len))]
-        self.transfers["prefill_instance"][i] = instance.index
         added = instance.engine.add_request(
             i, prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),
             arrival_time=t, hash_ids=ids, hash_block_size=r.hash_block_size)
@@ -215,11 +216,11 @@ class _Service:
         its KV can start to move (the last chunk's first layer done, layerwise; else the
         step's end)."""
         nbytes = int(self.prompt_len[left.seq_id]) * self.kv_per_token
-        self.transfers["kv_bytes"][left.seq_id] = nbytes
-        self.transfers["handoff_s"][left.seq_id] = t1
+        pd = instance.log.handed(left.seq_id)
+        pd.kv_bytes, pd.handoff_s = nbytes, t1
         asked = t0 + (t1 - t0) / self.layers if self.layerwise else t1
-        self._push(asked, HANDOFF, Handoff(left.seq_id, (instance.index, left.dp_rank), nbytes,
-                                           asked, t1))
+        self._push(asked, HANDOFF, Handoff(left.seq_id, instance, (instance.index, left.dp_rank),
+                                           nbytes, asked, t1))
 
     def _room(self, decode: Instance) -> int:
         """A decode instance's free KV blocks, less those its sequences not yet admitted
@@ -233,7 +234,7 @@ class _Service:
         free = [self._room(i) for i in self.decode] \
             if self.service.decode_router == "least_kv" else ()
         instance = self.decode[self.decode_router.route(free)]
-        self.transfers["decode_instance"][h.seq_id] = instance.index
+        h.prefill.log.handed(h.seq_id).decode_instance = instance.index
         added = instance.engine.add_request(
             h.seq_id, prompt_len=int(self.prompt_len[h.seq_id]),
             max_new_tokens=int(self.max_new_tokens[h.seq_id]), arrival_time=t,
@@ -242,7 +243,7 @@ class _Service:
         if added.status != "waiting":  # rejected, or done on arrival: one token, sampled at
             # the end of its prefill step (layerwise, it asked for room before), no KV moved
             done = added.status == "finished"
-            instance.log.enqueue(added, max(t, h.prefill_end_s) if done else t)
+            instance.log.enqueue(added, max(t, h.prefill_end_s) if done else t, h.prefill.log)
             self.done += 1
             return
         instance.pending[h.seq_id] = h
@@ -250,8 +251,8 @@ class _Service:
 
     def _start_transfer(self, h: Handoff, t: float) -> None:
         assert h.decode is not None and h.added is not None  # the decode router's
-        self.transfers["transfer_start_s"][h.seq_id] = t
-        self.transfers["decode_wait_s"][h.seq_id] = t - h.asked_s
+        pd = h.prefill.log.handed(h.seq_id)
+        pd.transfer_start_s, pd.decode_wait_s = t, t - h.asked_s
         receiver = (h.decode.index, h.added.dp_rank)
         self.handoffs[h.seq_id] = h
         rate = self.links.start(h.seq_id, ("prefill",) + h.sender, ("decode",) + receiver,
@@ -266,9 +267,9 @@ class _Service:
         self._push(max(t, h.not_before_s) + self.latency_s, KV_ARRIVED, h)
 
     def _kv_arrived(self, h: Handoff, t: float) -> None:
-        self.transfers["transfer_end_s"][h.seq_id] = t
+        h.prefill.log.handed(h.seq_id).transfer_end_s = t
         instance, added = h.decode, h.added
         assert instance is not None and added is not None  # its transfer started
         instance.engine.kv_arrived(h.seq_id)
-        instance.log.enqueue(added, t)
+        instance.log.enqueue(added, t, h.prefill.log)
         instance.wake(t)

@@ -111,7 +111,6 @@ class PDLoop(_InProcess):
         if self.native:
             return replay_disaggregated_native(self.service, instances, requests,
                                                model_config, recorder, progress, stop)
-        assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
         arrived = recorder.arrived if requests.concurrency else lambda i, t: None
-        return replay_disaggregated(self.service, instances, requests, model_config,
-                                    recorder.join.transfers, arrived, progress, stop)
+        return replay_disaggregated(self.service, instances, requests, model_config, arrived,
+                                    progress, stop)

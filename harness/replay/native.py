@@ -45,12 +45,10 @@ def replay_disaggregated_native(service: Disaggregation, instances, requests: Re
     """disaggregated.replay_disaggregated in C++; True if completed. `instances`: its
     Instance list (prefill instances first), their step logs the recorder's."""
     stop = threading.Event() if stop is None else stop
-    assert recorder.join is not None, "a P/D deployment's recorder joins its requests"
     completed = _core.replay_disaggregated(
         [(i.role, i.index, i.engine.scheduler, i.engine.executor.core, i.log)
          for i in instances], **_requests(requests, recorder),
-        service=_service(service, instances, model_config),
-        transfers=recorder.join.transfers.columns, progress_every=driver.PROGRESS_EVERY,
+        service=_service(service, instances, model_config), progress_every=driver.PROGRESS_EVERY,
         on_progress=_progress(on_step, stop))
     return completed and not stop.is_set()
 

@@ -4,7 +4,7 @@ unit, meaning and, for a coded column, its values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Tuple
+from typing import Optional, Tuple
 
 import pyarrow as pa
 
@@ -20,8 +20,11 @@ class Column:
     unit: str  # "" for a name, a flag or a count of things other than tokens and bytes
     meaning: str
     defined: str = ""  # "page.md#anchor": the docs/ section that defines a derived value
-    # a coded column's (code, name) pairs in code order; a code may have several names
+    # a coded column's (code, name) pairs, in the order its names are listed
     values: Tuple[Tuple[int, str], ...] = ()
+    # the value a row has where the column's thing never happened (a request never handed
+    # off has no decode instance: -1); None where the column declares none
+    missing: Optional[float] = None
 
     @property
     def value_names(self) -> Tuple[str, ...]:
@@ -33,12 +36,12 @@ class Column:
                 return code
         raise KeyError(f"{self.name} has no value {name!r}: {', '.join(self.value_names)}")
 
-    def names_by_code(self, without: Collection[str] = ()) -> Tuple[str, ...]:
-        """The names indexed by code, once `without` leaves each code one name."""
-        kept = [(code, name) for code, name in self.values if name not in without]
-        if [code for code, _ in kept] != list(range(len(kept))):
-            raise ValueError(f"{self.name}: codes {kept} are not 0, 1, ... with one name each")
-        return tuple(name for _, name in kept)
+    def names_by_code(self) -> Tuple[str, ...]:
+        """The names indexed by code (each code one name)."""
+        pairs = sorted(self.values)
+        if [code for code, _ in pairs] != list(range(len(pairs))):
+            raise ValueError(f"{self.name}: codes {pairs} are not 0, 1, ... with one name each")
+        return tuple(name for _, name in pairs)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class Table:
 
 
 def col(name: str, type_: pa.DataType, unit: str, meaning: str, defined: str = "",
-        values=()) -> Column:
+        values=(), missing: Optional[float] = None) -> Column:
     """A column declared as the tables declare theirs: a coded column's values in code
     order."""
-    return Column(name, type_, unit, meaning, defined, tuple(enumerate(values)))
+    return Column(name, type_, unit, meaning, defined, tuple(enumerate(values)), missing)

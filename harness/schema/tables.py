@@ -6,6 +6,8 @@ count, a device reading); docs/tables.md links to it instead of defining it agai
 
 from __future__ import annotations
 
+import math
+
 import pyarrow as pa
 
 from .column import BOOL, CODES, F64, I32, I64, TEXT, Column, Table, col as _col
@@ -22,6 +24,7 @@ DP_IMBALANCE = "metrics.md#dp-imbalance"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
 CAPACITY_DOC = "capacity.md#the-search"
+NAN = math.nan
 
 
 # The labels the table sink adds to every table of a run, one value per run.
@@ -147,6 +150,28 @@ BATCHES = Table("batches", "sequence scheduled in a step of an instance",
     _col("seqlen_k", I32, "tokens", "keys visible: cached + in flight + seqlen_q"),
 ))
 
+# The requests table's P/D columns: where a request went between the pools, each with its
+# value where that never happened (co-located rows name their one instance for both pools)
+PD_COLUMNS = (
+    _col("prefill_instance", I32, "", "P/D: the prefill instance that prefilled it; "
+         "co-located: 0; -1 if never enqueued", DISAGGREGATION, missing=-1),
+    _col("decode_instance", I32, "", "P/D: the decode instance it was handed to; "
+         "co-located: 0; -1 if never handed to one", DISAGGREGATION, missing=-1),
+    _col("decode_dp_rank", I32, "", "the DP rank that decoded it (co-located: dp_rank); -1 "
+         "if none", DISAGGREGATION, missing=-1),
+    _col("kv_bytes", F64, "bytes", "P/D: the KV moved to the decode instance (every prompt "
+         "token's, all layers); NaN co-located or never handed off", DISAGGREGATION, missing=NAN),
+    _col("handoff_s", F64, "s", "P/D: when the prefill instance sampled its first token and "
+         "handed it off; NaN if never", DISAGGREGATION, missing=NAN),
+    _col("transfer_start_s", F64, "s", "P/D: when the decode instance reserved its blocks "
+         "and the transfer began; NaN if never", DISAGGREGATION, missing=NAN),
+    _col("transfer_end_s", F64, "s", "P/D: when its KV (and first token) reached the decode "
+         "instance; NaN if never", DISAGGREGATION, missing=NAN),
+    _col("decode_wait_s", F64, "s", "P/D: from the prefill's request for decode room to the "
+         "transfer's start (the decode instance's step in flight, then backpressure)",
+         DISAGGREGATION, missing=NAN),
+)
+
 REQUESTS = Table("requests", "trace request, enqueued or not",
                  "not promised; request_id is the trace's row, sort by it", (
     _col("request_id", I64, "", "the request's row in the trace, from 0"),
@@ -172,28 +197,12 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("recomputed_tokens", I64, "tokens", "tokens computed again after preemptions"),
     _col("prefix_hit_tokens", I64, "tokens", "prompt tokens found in the prefix cache, "
          "not computed"),
-    Column("status", TEXT, "", "how it left, written by name (`handed_off` is a prompt "
-           "engine's `finished`; the codes are the C++ step log's)", INPUTS,
-           ((0, "finished"), (0, "handed_off"), (1, "rejected"), (2, "unfinished"))),
+    Column("status", TEXT, "", "how it left, written by name (`handed_off`: a prompt "
+           "engine's request, done with its first token; the codes are the C++ step log's)",
+           INPUTS, ((0, "finished"), (3, "handed_off"), (1, "rejected"), (2, "unfinished"))),
     _col("reason", TEXT, "", "why it was rejected, never enqueued or (P/D) left "
          "unfinished between the pools; empty otherwise"),
-    _col("prefill_instance", I32, "", "P/D: the prefill instance that prefilled it; "
-         "co-located: 0; -1 if never enqueued", DISAGGREGATION),
-    _col("decode_instance", I32, "", "P/D: the decode instance it was handed to; "
-         "co-located: 0; -1 if never handed to one", DISAGGREGATION),
-    _col("decode_dp_rank", I32, "", "the DP rank that decoded it (co-located: dp_rank); -1 "
-         "if none", DISAGGREGATION),
-    _col("kv_bytes", F64, "bytes", "P/D: the KV moved to the decode instance (every prompt "
-         "token's, all layers); NaN co-located or never handed off", DISAGGREGATION),
-    _col("handoff_s", F64, "s", "P/D: when the prefill instance sampled its first token and "
-         "handed it off; NaN if never", DISAGGREGATION),
-    _col("transfer_start_s", F64, "s", "P/D: when the decode instance reserved its blocks "
-         "and the transfer began; NaN if never", DISAGGREGATION),
-    _col("transfer_end_s", F64, "s", "P/D: when its KV (and first token) reached the decode "
-         "instance; NaN if never", DISAGGREGATION),
-    _col("decode_wait_s", F64, "s", "P/D: from the prefill's request for decode room to the "
-         "transfer's start (the decode instance's step in flight, then backpressure)",
-         DISAGGREGATION),
+    *PD_COLUMNS,
     _col("ttft_s", F64, "s", "time to first token", PER_REQUEST),
     _col("tpot_s", F64, "s", "time per output token after the first", PER_REQUEST),
     _col("e2e_s", F64, "s", "end-to-end latency", PER_REQUEST),
