@@ -62,6 +62,13 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     return _Run(workload, trace, run, loop, calibration, stop, into).replay(progress)
 
 
+def run_loop(workload: Workload, trace, run: PlannedRun, loop: Loop, calibration: dict,
+             stop: Stop) -> Run:
+    """One run of a loop built already (a served run's: harness/serve/), uncalibrated
+    where `calibration` says why."""
+    return _Run(workload, trace, run, loop, calibration, stop, None).replay(None)
+
+
 class _Run:
     """A run from its folder's making to its last manifest."""
 
