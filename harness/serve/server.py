@@ -184,7 +184,10 @@ class Server:
         first = True
         try:
             while True:
-                if new or end is not None or first:
+                refused = _refused(end)
+                if refused is not None:  # the server stopped: said as vLLM says it
+                    await _send(response, refused.body())
+                elif new or end is not None:
                     tokens += new
                     await _send(response, reply.chunk(new, end is not None, first))
                     if new:
@@ -193,7 +196,7 @@ class Server:
                 if end is not None:
                     break
                 new, end, committed = await pending.events.get()
-            if pending.request.include_usage:
+            if pending.request.include_usage and refused is None:
                 await _send(response, reply.usage_chunk(tokens))
             await response.write(b"data: [DONE]\n\n")
         except ConnectionError:  # the client left: the engine still finishes the request
