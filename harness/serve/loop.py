@@ -75,11 +75,18 @@ class ServeLoop:
         return True
 
     def close(self) -> None:
-        """Every request still in the engine told it did not finish; the server stopped."""
-        if self._pending:
-            self.server.deliver([(p, (0, STOPPED, time.perf_counter()))
-                                 for p in self._pending.values()], None)
-            self._pending.clear()
+        """No request taken from now on; every one in the engine, or received and not
+        taken, told it did not finish; the server stopped."""
+        self.server.refuse()
+        left = list(self._pending.values())
+        self._pending.clear()
+        while True:
+            try:
+                left.append(self.server.incoming.get_nowait())
+            except queue.Empty:
+                break
+        if left:
+            self.server.deliver([(p, (0, STOPPED, time.perf_counter())) for p in left], None)
         self.server.close()
         self.instances[0][2].close()
 

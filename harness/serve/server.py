@@ -66,6 +66,11 @@ class Server:
         """A step's events and figures, from the engine's thread."""
         self._loop.call_soon_threadsafe(self._dispatch, events, step)
 
+    def refuse(self) -> None:
+        """From now on no request is put on `incoming` (503, once stopping)."""
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._refuse(), self._loop).result(SHUTDOWN_S)
+
     def close(self) -> None:
         """Stop taking requests, end the responses in progress (SHUTDOWN_S at most) and the
         thread. Idempotent."""
@@ -90,6 +95,9 @@ class Server:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _refuse(self) -> None:
+        self._stopping = True
 
     async def _shut(self) -> None:
         self._stopping = True
@@ -132,6 +140,8 @@ class Server:
             pending = Pending(await self._admit(request, chat))
         except ApiError as e:
             return _error(e)
+        if self._stopping:  # it stopped while the body was read
+            return _error(ApiError(503, "the server is stopping", "service_unavailable"))
         self._in_flight += 1
         self.received += 1
         self.incoming.put(pending)
