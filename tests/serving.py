@@ -22,21 +22,22 @@ telemetry: {enabled: false}
 MAX_TOKENS_HELD = 4096 - 8  # blocks x block size, less a prompt: fits, long enough to hold
 
 
-def workload_file(root: Path, extra: str = "") -> Path:
+def workload_file(root: Path, text: str = SERVED) -> Path:
     path = Path(root) / "served.yaml"
-    path.write_text(SERVED + extra + f"output: {Path(root) / 'results'}\nname: served\n")
+    path.write_text(text + f"output: {Path(root) / 'results'}\nname: served\n")
     return path
 
 
 @contextmanager
-def served(root: Path, max_concurrency: int = 64, max_requests: int = 1000):
-    """A server of SERVED on a free port of 127.0.0.1, in a thread of this process; yields
-    (its url, a list the run is put in once the block has stopped it)."""
+def served(root: Path, max_concurrency: int = 64, max_requests: int = 1000,
+           text: str = SERVED):
+    """A server of the workload `text` on a free port of 127.0.0.1, in a thread of this
+    process; yields (its url, a list the run is put in once the block has stopped it)."""
     from harness.io.interrupt import Stop
     from harness.serve.session import serve
     from harness.workload import load_workload
 
-    workload = load_workload(str(workload_file(root)), ())
+    workload = load_workload(str(workload_file(root, text)), ())
     stop, listening, result = Stop(), threading.Event(), []
     url: List[str] = []
 

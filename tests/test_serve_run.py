@@ -16,7 +16,7 @@ pytest.importorskip("aiohttp")
 
 from harness.serve.text import count_tokens  # noqa: E402
 from tests.helpers import REPO  # noqa: E402
-from tests.serving import events, get, post, served, workload_file  # noqa: E402
+from tests.serving import SERVED, events, get, post, served, workload_file  # noqa: E402
 
 STREAMS = 32
 
@@ -62,6 +62,19 @@ def test_concurrent_streams_get_what_they_asked_for_and_are_recorded(tmp_path):
     assert requests["prompt_len"].tolist() == [i + 1 for i in range(STREAMS)]
     assert requests["output_tokens"].tolist() == [3 + i for i in range(STREAMS)]
     assert (requests["max_new_tokens"] == requests["output_tokens"]).all()
+
+
+def test_the_cpu_model_takes_token_ids_and_writes_the_tokens_it_sent(tmp_path):
+    cpu = SERVED.replace("modeled:H200", "cpu") + "tokens: true\n"
+    with served(tmp_path, text=cpu) as (url, runs):
+        for prompt, max_tokens in (([3, 1, 4, 1, 5], 6), ("a b c", 2)):
+            status, body = post(url, "/v1/completions", dict(prompt=prompt,
+                                                             max_tokens=max_tokens))
+            assert status == 200 and json.loads(body)["usage"]["completion_tokens"] == max_tokens
+    tokens = pd.read_parquet(runs[0].path / "tokens.parquet")
+    assert tokens.groupby("request_id").size().to_dict() == {0: 6, 1: 2}
+    requests = pd.read_parquet(runs[0].path / "requests.parquet")
+    assert requests["prompt_len"].tolist() == [5, 3]
 
 
 def _listening(process, lines):

@@ -154,6 +154,12 @@ class Recorder:
         return self._trace["arrival_s"]
 
     @property
+    def max_new_tokens(self) -> np.ndarray:
+        """Each trace request's max_new_tokens, by request_id (a server's: as admitted)."""
+        assert self._trace is not None, "a replay records a trace"
+        return self._trace["max_new_tokens"]
+
+    @property
     def num_done(self) -> int:
         """Requests finished, handed off or rejected so far (a co-located instance)."""
         return self.log.num_done

@@ -147,7 +147,7 @@ class _Run:
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
             if self.workload.tokens:
                 write_table(tokens_frame(self.loop.output_tokens(),
-                                         self.trace.df["max_new_tokens"].to_numpy()),
+                                         self.recorder.max_new_tokens),
                             self.run_dir, "tokens", self.fmt, self.labels)
             summary = self._summary(device)
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
