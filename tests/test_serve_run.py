@@ -123,14 +123,19 @@ def test_sigterm_stops_the_server_with_its_tables_written(tmp_path):
     assert len(pd.read_parquet(folder / "steps.parquet")) > 0
 
 
-def test_a_pd_deployment_is_refused_saying_what_is_served(tmp_path, capsys):
+RANKS = SERVED.replace("modeled:H200", "cpu") + "deployment: {devices: 2, attention: {dp: 2}}\n"
+
+
+@pytest.mark.parametrize("text, said", [(None, "not a P/D deployment"),
+                                        (RANKS, "not 2 engine processes")])
+def test_a_pd_deployment_or_rank_processes_are_refused_saying_what_is_served(
+        tmp_path, capsys, text, said):
     from harness.commands import main
     from tests.helpers import PD
-    workload = tmp_path / "pd.yaml"
-    workload.write_text(PD + f"output: {tmp_path / 'results'}\n")
+    workload = workload_file(tmp_path, PD if text is None else text)
     assert main(["serve", str(workload), "--port", "0", "--json"]) == 2
     out, err = capsys.readouterr()
-    assert "not a P/D deployment" in err and "one co-located engine" in err
+    assert said in err and "one co-located engine" in err
     assert json.loads(out)["exit_code"] == 2
     assert not (tmp_path / "results").exists()
 
