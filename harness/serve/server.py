@@ -51,7 +51,8 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6
+        return f"http://{host}:{self.port}"
 
     def start(self) -> None:
         """Bound and serving once it returns; OSError where the address cannot be bound."""
@@ -140,8 +141,6 @@ class Server:
             pending = Pending(await self._admit(request, chat))
         except ApiError as e:
             return _error(e)
-        if self._stopping:  # it stopped while the body was read
-            return _error(ApiError(503, "the server is stopping", "service_unavailable"))
         self._in_flight += 1
         self.received += 1
         self.incoming.put(pending)
@@ -153,12 +152,15 @@ class Server:
             self._in_flight -= 1
 
     async def _admit(self, request: web.Request, chat: bool) -> Completion:
-        if self._stopping:
-            raise ApiError(503, "the server is stopping", "service_unavailable")
+        """The request checked, against the limits too. From its body read on, nothing
+        awaits until it is put on `incoming`: a stop (`_stopping`) is seen here or finds
+        it there."""
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise ApiError(413, f"the body is over {MAX_BODY_BYTES} bytes") from None
+        if self._stopping:
+            raise ApiError(503, "the server is stopping", "service_unavailable")
         completion = parse(body, chat, self.model, self.vocab_size)
         if self._in_flight >= self.max_concurrency:
             raise ApiError(429, f"{self.max_concurrency} requests are in flight, the most "
