@@ -26,9 +26,11 @@ MAY_IMPORT = {
             "ranks"},
     "sweeps": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
                "replay", "ranks", "run", "analysis"},
+    "serve": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
+              "replay", "ranks", "run"},
     "analysis": {"errors", "io", "schema", "record"},
     "commands": {"errors", "io", "schema", "workload", "traces", "record", "telemetry",
-                 "replay", "ranks", "run", "sweeps", "analysis"},
+                 "replay", "ranks", "run", "sweeps", "serve", "analysis"},
 }
 
 

@@ -24,6 +24,8 @@ COMMANDS = {
                    "docs/gil.md)"),
     "capacity": ("capacity", "find the highest arrival rate that meets the workload's SLO, "
                              "on a modeled device"),
+    "serve": ("serve", "serve a workload's engine over an OpenAI-compatible HTTP API until "
+                       "stopped, recorded as a run"),
     "sweep": ("sweep", "run many points of a workload (axes of keys and values), in "
                        "processes of this host, into one table with its Pareto fronts"),
     "validate": ("validate", "check a workload without running it"),

@@ -73,6 +73,7 @@ class Recorder:
             prompt_len=trace["prompt_len"].to_numpy(np.int64),
             max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64))
         n = 0 if trace is None else len(trace)
+        self._known = n  # the trace requests there are: the first ones
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)
         self.latency = metrics.LatencySummary(n, slo)  # the requests written so far
@@ -131,12 +132,35 @@ class Recorder:
         assert self._trace is not None, "a closed loop replays a trace"
         self._trace["arrival_s"][request_id] = t
 
+    def serving(self) -> None:
+        """From now on the trace's rows are a server's capacity (harness/serve/), none a
+        request until admit() says so."""
+        assert self._trace is not None and self._known == len(self.warm), "before any"
+        self._trace = {name: column.copy() for name, column in self._trace.items()}
+        self._known = 0
+
+    def admit(self, request_id: int, arrival_s: float, prompt_len: int,
+              max_new_tokens: int) -> None:
+        """A served request's trace row, known as it arrives (harness/serve/), ids in
+        order: the capacity's rows after the last one admitted are no request."""
+        assert self._trace is not None and request_id == self._known, "ids in order"
+        for name, value in (("arrival_s", arrival_s), ("prompt_len", prompt_len),
+                            ("max_new_tokens", max_new_tokens)):
+            self._trace[name][request_id] = value
+        self._known += 1
+
     @property
     def arrival_s(self) -> np.ndarray:
         """Each trace request's arrival, by request_id: a closed loop writes its releases
         here (arrived())."""
         assert self._trace is not None, "a replay records a trace"
         return self._trace["arrival_s"]
+
+    @property
+    def max_new_tokens(self) -> np.ndarray:
+        """Each trace request's max_new_tokens, by request_id (a server's: as admitted)."""
+        assert self._trace is not None, "a replay records a trace"
+        return self._trace["max_new_tokens"]
 
     @property
     def num_done(self) -> int:
@@ -212,7 +236,7 @@ class Recorder:
         return columns
 
     def _never_enqueued(self) -> Dict[str, np.ndarray]:
-        ids = np.flatnonzero(~self._written)
+        ids = np.flatnonzero(~self._written[:self._known])
         n = len(ids)
         never = np.full(n, np.nan)
         return dict(request_id=ids.astype(np.int64), enqueue_s=never,

@@ -62,6 +62,13 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     return _Run(workload, trace, run, loop, calibration, stop, into).replay(progress)
 
 
+def run_loop(workload: Workload, trace, run: PlannedRun, loop: Loop, calibration: dict,
+             stop: Stop) -> Run:
+    """One run of a loop built already (a served run's: harness/serve/), uncalibrated
+    where `calibration` says why."""
+    return _Run(workload, trace, run, loop, calibration, stop, None).replay(None)
+
+
 class _Run:
     """A run from its folder's making to its last manifest."""
 
@@ -140,7 +147,7 @@ class _Run:
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
             if self.workload.tokens:
                 write_table(tokens_frame(self.loop.output_tokens(),
-                                         self.trace.df["max_new_tokens"].to_numpy()),
+                                         self.recorder.max_new_tokens),
                             self.run_dir, "tokens", self.fmt, self.labels)
             summary = self._summary(device)
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)

@@ -69,6 +69,9 @@ MANIFEST = (
     Key("telemetry", (OBJECT,), "each telemetry source and what it read", "a run that ended"),
     Key("pools", (OBJECT,), "the prefill and decode pools: instances, devices, shapes", PD),
     Key("ranks", (ARRAY,), "each engine process: rank, pid, role, instance, DP rank", RANKS),
+    Key("served", (OBJECT,), "the server: its url, model, limits and the requests it "
+                             "took (the trace is `served`, trace_rows its capacity)",
+        "a served run (`steptrace serve`)"),
     Key("error", (STRING,), "why the run failed", "a failed run"),
     Key("killed", (OBJECT,), "when a killed run was found, and what its tables hold",
         "a run whose harness died"),

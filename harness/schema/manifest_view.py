@@ -47,5 +47,6 @@ class Manifest:
     telemetry: Optional[Dict[str, Any]] = None
     pools: Optional[Dict[str, Any]] = None
     ranks: Optional[List[Any]] = None
+    served: Optional[Dict[str, Any]] = None
     error: Optional[str] = None
     killed: Optional[Dict[str, Any]] = None

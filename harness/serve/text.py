@@ -1,0 +1,26 @@
+"""The served text's rule (docs/serving.md, "Text"): the engine has random weights and no
+vocabulary, so text is counted, not read. A prompt's text is one token per word (a run of
+characters between whitespace); each output token is the word OUTPUT_WORD with a space
+before it, so the same rule counts a completion's text back to its completion_tokens."""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+OUTPUT_WORD = "tok"
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of a prompt's text: its whitespace-separated words."""
+    return len(text.split())
+
+
+def output_text(tokens: int) -> str:
+    """The text of `tokens` output tokens."""
+    return f" {OUTPUT_WORD}" * tokens
+
+
+def chat_prompt(messages: List[Any]) -> str:
+    """Chat messages as one prompt: a line per message, `ROLE: CONTENT` (already checked
+    by protocol.py: a role and a text content each)."""
+    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)

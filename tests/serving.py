@@ -1,0 +1,104 @@
+"""What the serve tests share: a small modeled workload, a server of it in this process
+(stopped, its port freed, when the block ends) and a client of urllib's."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+SERVED = """trace:
+  generate: {requests: 1, rate: 1, prompt: {uniform: [4, 8]}, output: {uniform: [1, 2]}}
+engine: {max_num_batched_tokens: 512, num_kv_blocks: 256, block_size: 16}
+model: tiny
+device: modeled:H200
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+MAX_TOKENS_HELD = 4096 - 8  # blocks x block size, less a prompt: fits, long enough to hold
+
+
+def workload_file(root: Path, text: str = SERVED) -> Path:
+    path = Path(root) / "served.yaml"
+    path.write_text(text + f"output: {Path(root) / 'results'}\nname: served\n")
+    return path
+
+
+@contextmanager
+def served(root: Path, max_concurrency: int = 64, max_requests: int = 1000,
+           text: str = SERVED):
+    """A server of the workload `text` on a free port of 127.0.0.1, in a thread of this
+    process; yields (its url, a list the run is put in once the block has stopped it)."""
+    from harness.io.interrupt import Stop
+    from harness.serve.session import serve
+    from harness.workload import load_workload
+
+    workload = load_workload(str(workload_file(root, text)), ())
+    stop, listening, result = Stop(), threading.Event(), []
+    url: List[str] = []
+
+    def listen(server):
+        url.append(server.url)
+        listening.set()
+
+    def run():
+        try:
+            result.append(serve(workload, "127.0.0.1", 0, max_concurrency, max_requests,
+                                listen, stop))
+        finally:
+            listening.set()
+    thread = threading.Thread(target=run, name="test-serve")
+    thread.start()
+    try:
+        assert listening.wait(60) and url, "the server did not start"
+        run_written: List[Any] = []
+        yield url[0], run_written
+    finally:
+        stop.request()
+        thread.join(60)
+        assert not thread.is_alive(), "the server did not stop"
+    run_written.extend(result)
+
+
+def post(url: str, path: str, body: Any, raw: bool = False) -> Tuple[int, bytes]:
+    """(status, body) of a POST of `body` (JSON, or bytes as they are with `raw`)."""
+    data = body if raw else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def get(url: str, path: str) -> Tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url + path, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def events(body: bytes) -> List[Any]:
+    """A server-sent event stream's data, each parsed; `[DONE]` as the string."""
+    out = []
+    for block in body.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        data = block[len("data: "):]
+        out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+def error_of(status_body: Tuple[int, bytes]) -> Dict[str, Any]:
+    """OpenAI's error object of a response, checked to be in its shape."""
+    status, body = status_body
+    error = json.loads(body)["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["code"] == status
+    return error
