@@ -512,12 +512,12 @@ def test_a_run_that_fails_mid_replay_is_recorded_failed_not_interrupted(tmp_path
 
 
 def test_a_recorder_that_cannot_start_leaves_no_run_directory(tmp_path, monkeypatch):
-    from harness.replay.loop import EngineLoop, NativeLoop, PDLoop
+    from harness.replay.loop import NativeLoop, NativePDLoop, PythonLoop, PythonPDLoop
     from harness.sweeps.sweep import run_workload
 
     def no_writer(*args, **kwargs):
         raise OSError("cannot start the table writer")
-    for loop in (EngineLoop, NativeLoop, PDLoop):
+    for loop in (PythonLoop, NativeLoop, PythonPDLoop, NativePDLoop):
         monkeypatch.setattr(loop, "recorder_type", no_writer)
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{MODELED}")

@@ -4,12 +4,13 @@ routers, each instance over its devices' ranks."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
 from engine.disaggregation import Disaggregation
 
+from ..record.recorder import Recorder
 from ..replay.frontend import Frontend
 from .pd_replay import PDFeeder
 from .processes import Ranks
@@ -20,7 +21,7 @@ CHUNK_STEPS = 1024  # a rank's steps per chunk of columns sent to the harness
 
 
 class RanksLoop:
-    recorder_type: type = RanksRecorder
+    recorder_type: Type[Recorder] = RanksRecorder
     uncalibrated: Optional[str] = "off: the harness's cost over rank processes is not calibrated"
     frontend: Optional[Frontend] = None
 

@@ -4,7 +4,7 @@ harness's one outbox, each naming its rank."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional, Union
 
 
 class Begin(NamedTuple):
@@ -89,3 +89,7 @@ class Room(NamedTuple):
     rank: int
     blocks: int
     adds: int
+
+
+Inbox = Union[Begin, Add, SendKV, End]  # what the harness sends a rank
+Event = Union[Prefilled, Landed, Room]  # what a P/D rank reports for the replay to act on

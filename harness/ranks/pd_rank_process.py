@@ -26,7 +26,7 @@ Landed and Room (when it changed) from a decode.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Deque, Dict, Optional
+from typing import TYPE_CHECKING, Deque, Dict, Optional, Union
 
 from ..replay.routers import awaited_blocks
 from .messages import Add, Landed, Prefilled, Room, SendKV
@@ -74,7 +74,7 @@ class PDRank(_Rank):
                 elif self.rank == d:
                     dist.recv(one, p)
 
-    def _take(self, message) -> None:
+    def _take(self, message: Union[Add, SendKV]) -> None:
         if isinstance(message, SendKV):
             self._send(message.seq_id, message.dst)
             return

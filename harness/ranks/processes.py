@@ -18,7 +18,7 @@ import queue
 import socket
 import time
 from dataclasses import replace
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from engine.devices import detect_device
 from ..schema.tables import REQUESTS
 from ..workload import Workload
 from ..workload.real_deployment import rendezvous
-from .messages import Add, Begin, Chunk, Done, End, Failed, Ready
+from .messages import Add, Begin, Chunk, Done, End, Event, Failed, Inbox, Ready
 from .rank_main import rank_main
 from .rank_process import RankSetup
 
@@ -83,7 +83,7 @@ class Ranks:
         self.outbox = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(world_size)]
         # the ranks' other messages (a P/D hand-off's), in their order, for the replay
-        self.events: List[NamedTuple] = []
+        self.events: List[Event] = []
         self.groups = tuple(tuple(g) for g in groups)
         self.roles = tuple(roles)
         addr, port = rendezvous(os.environ)  # checked when the workload loaded
@@ -135,7 +135,7 @@ class Ranks:
     def add(self, request_id: int, **kwargs) -> None:
         self.inboxes[request_id % self.world_size].put(Add(request_id, kwargs))
 
-    def send(self, rank: int, message: NamedTuple) -> None:
+    def send(self, rank: int, message: Inbox) -> None:
         self.inboxes[rank].put(message)
 
     def end(self, stopped: bool, ranks: Optional[Sequence[int]] = None) -> None:
@@ -167,8 +167,9 @@ class Ranks:
         if isinstance(message, Chunk):
             self.chunks[message.rank].append(message.columns)
             status = np.asarray(message.columns[2]["status"])
-            # a prefill's handed-off rows are the decode's to end
-            done = (status != UNFINISHED) & (status != HANDED_OFF)
+            done = status != UNFINISHED
+            if self.roles[message.rank] == "prefill":  # its hand-offs are the decode's to end
+                done &= status != HANDED_OFF
             self.num_done += int(np.count_nonzero(done))
         elif isinstance(message, Done):
             self.done[message.rank] = message

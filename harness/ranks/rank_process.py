@@ -15,13 +15,13 @@ import os
 import queue
 import time
 from datetime import timedelta
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Tuple, Union
 
 import numpy as np
 
 from engine.config import EngineConfig
 
-from .messages import Add, Begin, Chunk, Done, End, Ready
+from .messages import Add, Begin, Chunk, Done, End, Ready, SendKV
 
 IDLE_POLL_S = 0.01  # an idle rank's wait for a request before it votes again
 
@@ -138,7 +138,8 @@ class _Rank:
             else:
                 self._take(message)
 
-    def _take(self, message: Add) -> None:
+    def _take(self, message: Union[Add, SendKV]) -> None:
+        assert isinstance(message, Add), "a co-located rank sends no KV"
         added = self.dp.engine.add_request(message.request_id, **message.kwargs)
         self.log.enqueue(added, self._now())
 

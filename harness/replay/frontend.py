@@ -102,6 +102,8 @@ class Frontend:
                 assert self._stopped is not None, "made before start() returns"
                 self._loop.call_soon_threadsafe(self._stopped.set_result, None)
                 self._thread.join()
+        elif not self._loop.is_closed():  # never started: its thread would have closed it
+            self._loop.close()
         for request_id in list(self._live):  # unfinished: what was delivered so far
             self._settle(request_id)
 

@@ -12,7 +12,7 @@ everything else: the real clock, the GIL's arms, the frontend's thread.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Type
 
 from engine.disaggregation import Disaggregation
 
@@ -31,12 +31,12 @@ class Loop(Protocol):
     instances: Sequence[Tuple[str, int, Any]]  # (role, index, engine) of each instance
     frontend: Optional[Frontend]  # the serving frontend's thread, on the real clock
     uncalibrated: Optional[str]  # why the harness's cost is not calibrated; None: it is
-    recorder_type: type  # the run's Recorder (a loop over processes is fed their chunks)
+    recorder_type: Type[Recorder]  # the run's (one over processes is fed their chunks)
 
     def manifest(self) -> Dict[str, Any]:
         """What the run's manifest records of the loop beyond its engines."""
 
-    def run(self, requests: Requests, recorder, progress: Progress,
+    def run(self, requests: Requests, recorder: Recorder, progress: Progress,
             stop: threading.Event, start: float) -> bool:
         """Replay to completion, or until `stop` is set; True if completed. `start` is the
         perf_counter() value of the real clock's zero."""
@@ -51,7 +51,7 @@ class Loop(Protocol):
 class _InProcess:
     """A loop whose engines are in this process."""
 
-    recorder_type: type = Recorder
+    recorder_type: Type[Recorder] = Recorder
     uncalibrated: Optional[str] = None
 
     def __init__(self, instances: Sequence[Tuple[str, int, Any]],
@@ -72,7 +72,7 @@ class _InProcess:
             engine.close()
 
 
-class EngineLoop(_InProcess):
+class PythonLoop(_InProcess):
     """One engine on the real or the virtual clock, a Python frame per step."""
 
     def __init__(self, engine, clock: str, frontend: Optional[Frontend] = None) -> None:
@@ -94,23 +94,30 @@ class NativeLoop(_InProcess):
         return replay_native(self.instances[0][2], requests, recorder, progress, stop)
 
 
-class PDLoop(_InProcess):
+class _PD(_InProcess):
     """A P/D deployment's instances on modeled devices, one discrete-event loop on the
-    virtual clock; in C++ with `native`."""
+    virtual clock."""
 
     uncalibrated: Optional[str] = "off: a P/D deployment's harness cost is not calibrated"
 
-    def __init__(self, service: Disaggregation, instances, native: bool) -> None:
+    def __init__(self, service: Disaggregation, instances) -> None:
         super().__init__(instances)
-        self.service, self.native = service, native
+        self.service = service
 
+    def _instances(self, recorder: Recorder) -> List[Instance]:
+        return [Instance(role, k, engine, log)
+                for (role, k, engine), log in zip(self.instances, recorder.logs)]
+
+
+class PythonPDLoop(_PD):
     def run(self, requests, recorder, progress, stop, start) -> bool:
-        instances = [Instance(role, k, engine, log)
-                     for (role, k, engine), log in zip(self.instances, recorder.logs)]
-        model_config = self.instances[0][2].model_config
-        if self.native:
-            return replay_disaggregated_native(self.service, instances, requests,
-                                               model_config, recorder, progress, stop)
         arrived = recorder.arrived if requests.concurrency else lambda i, t: None
-        return replay_disaggregated(self.service, instances, requests, model_config, arrived,
-                                    progress, stop)
+        return replay_disaggregated(self.service, self._instances(recorder), requests,
+                                    self.instances[0][2].model_config, arrived, progress, stop)
+
+
+class NativePDLoop(_PD):
+    def run(self, requests, recorder, progress, stop, start) -> bool:
+        return replay_disaggregated_native(self.service, self._instances(recorder), requests,
+                                           self.instances[0][2].model_config, recorder,
+                                           progress, stop)

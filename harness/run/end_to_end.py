@@ -44,63 +44,74 @@ from .tokens import tokens_frame
 
 def run_once(workload: Workload, trace, run: PlannedRun, progress,
              stop: Optional[Stop] = None, into: Optional[Path] = None) -> Optional[Run]:
-    """One run; None, with nothing written, if `stop` was set during the calibration.
-    Whole on its own: its signal handlers (over the sweep's, when in one) set `stop`."""
+    """One run; None, with nothing written, if `stop` was set while its engines started or
+    during the calibration. Whole on its own: its signal handlers (over the sweep's, when
+    in one) set `stop`. Its engines (and processes) are closed however it ends."""
     stop = Stop() if stop is None else stop
     # the engines first: on a real accelerator one sizes the KV pool the calibration uses
     loop = build_loop(workload, run.arm, trace, stop)
-    requests, off = planned_calibration(workload, len(trace.df))
-    calibration: dict
-    if loop.uncalibrated is not None:
-        calibration = dict(off=loop.uncalibrated)
-    else:
-        calibration = calibrate(loop.instances[0][2].config, trace.df, requests) \
-            if requests else dict(off=off)
+    try:
+        requests, off = planned_calibration(workload, len(trace.df))
+        calibration: dict
+        if loop.uncalibrated is not None:
+            calibration = dict(off=loop.uncalibrated)
+        else:
+            calibration = calibrate(loop.instances[0][2].config, trace.df, requests) \
+                if requests else dict(off=off)
+    except BaseException:
+        loop.close()
+        raise
     if stop.is_set():
         loop.close()
         return None
-    return _Run(workload, trace, run, loop, calibration, stop, into).replay(progress)
+    return _Running(workload, trace, run, loop, calibration, stop, into).replay(progress)
 
 
 def run_loop(workload: Workload, trace, run: PlannedRun, loop: Loop, calibration: dict,
              stop: Stop) -> Run:
     """One run of a loop built already (a served run's: harness/serve/), uncalibrated
     where `calibration` says why."""
-    return _Run(workload, trace, run, loop, calibration, stop, None).replay(None)
+    return _Running(workload, trace, run, loop, calibration, stop, None).replay(None)
 
 
-class _Run:
+class _Running:
     """A run from its folder's making to its last manifest."""
 
     def __init__(self, workload, trace, run: PlannedRun, loop: Loop, calibration, stop: Stop,
                  into: Optional[Path]) -> None:
-        """`calibration`: the calibration's figures, or why it is `off`."""
+        """`calibration`: the calibration's figures, or why it is `off`. Should it fail, the
+        loop is closed and no run directory is left behind."""
         self.workload, self.trace, self.stop, self.loop = workload, trace, stop, loop
         self.engine = engine = loop.instances[0][2]  # the manifest's, the sampler's
         self.calibration = calibration
-        self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
-        if workload.disaggregation is not None:
-            self.manifest["pools"] = _pools(workload.disaggregation, loop.instances)
-        self.manifest.update(loop.manifest())
-        self.manifest.update(block=run.block, order=run.order, calibration=calibration)
-        interval = f"-si{run.switch_interval_s:g}" if len(workload.switch_intervals) > 1 else ""
-        self.run_dir = run_folder.new_run_dir(into or Path(workload.output) / workload.name,
-                                              f"{run.arm}-r{run.block}{interval}")
-        self.fmt = workload.table_format
-        self.labels = dict(run_id=self.run_dir.name, gil_mode=run.arm,
-                           overlap=engine.config.scheduler.overlap)
-        slo = {name: limit for name, limit in asdict(workload.slo).items() if limit is not None}
-        recorded = [(role, k) for role, k, _ in loop.instances] \
-            if workload.disaggregation else engine
+        run_dir: Optional[Path] = None
         try:
+            self.manifest = start_manifest(workload, trace, engine, run.arm, run.block)
+            if workload.disaggregation is not None:
+                self.manifest["pools"] = _pools(workload.disaggregation, loop.instances)
+            self.manifest.update(loop.manifest())
+            self.manifest.update(block=run.block, order=run.order, calibration=calibration)
+            interval = f"-si{run.switch_interval_s:g}" \
+                if len(workload.switch_intervals) > 1 else ""
+            self.run_dir = run_dir = run_folder.new_run_dir(
+                into or Path(workload.output) / workload.name,
+                f"{run.arm}-r{run.block}{interval}")
+            self.fmt = workload.table_format
+            self.labels = dict(run_id=self.run_dir.name, gil_mode=run.arm,
+                               overlap=engine.config.scheduler.overlap)
+            slo = {name: limit for name, limit in asdict(workload.slo).items()
+                   if limit is not None}
+            recorded = [(role, k) for role, k, _ in loop.instances] \
+                if workload.disaggregation else engine
             self.recorder = loop.recorder_type(recorded, workload.warmup_steps, self.run_dir,
                                                self.fmt, self.labels, trace=trace.df,
                                                frontend=loop.frontend, slo=slo)
             if workload.clock == "real":  # its start-up would take the CPU from the first steps
                 self.recorder.tables_ready()
-        except BaseException:  # nothing began: no run directory is left behind
+        except BaseException:
             loop.close()
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
             raise
         run_folder.write_manifest(self.manifest, self.run_dir)
 

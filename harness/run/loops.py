@@ -11,7 +11,7 @@ from engine import LLMEngine
 
 from ..ranks.loop import RanksLoop
 from ..replay.frontend import Frontend
-from ..replay.loop import EngineLoop, Loop, NativeLoop, PDLoop
+from ..replay.loop import Loop, NativeLoop, NativePDLoop, PythonLoop, PythonPDLoop
 from ..workload import Workload
 
 
@@ -25,13 +25,13 @@ def build_loop(workload: Workload, arm: str, trace, stop: threading.Event) -> Lo
     native = workload.replay_loop == "cpp"
     service = workload.disaggregation
     if service is not None:
-        return PDLoop(service, [(pool.role, k, LLMEngine(workload.engine_config(arm, pool)))
-                                for pool in service.pools for k in range(pool.instances)],
-                      native)
+        pd = NativePDLoop if native else PythonPDLoop
+        return pd(service, [(pool.role, k, LLMEngine(workload.engine_config(arm, pool)))
+                            for pool in service.pools for k in range(pool.instances)])
     engine = LLMEngine(workload.engine_config(arm))
     if native:
         return NativeLoop(engine)
     frontend = Frontend(trace.df["arrival_s"].to_numpy(np.float64),
                         workload.frontend.per_token_us, workload.warmup_steps, stop) \
         if workload.frontend.mode == "thread" else None
-    return EngineLoop(engine, workload.clock, frontend)
+    return PythonLoop(engine, workload.clock, frontend)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class ServedRecorder(Recorder):
 class ServeLoop:
     """One engine in this process, on the wall clock, its requests from the server."""
 
-    recorder_type: type = ServedRecorder
+    recorder_type: Type[Recorder] = ServedRecorder
     uncalibrated: Optional[str] = "off: a served run's harness cost is not calibrated"
     frontend: Optional[Frontend] = None  # the server is this run's frontend
 
