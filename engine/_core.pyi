@@ -1,4 +1,4 @@
-"""Type stub for the C++ scheduler core (csrc/bindings.cpp)."""
+"""Type stub for the C++ scheduler core (csrc/bindings/bindings.cpp)."""
 
 import enum
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence as Seq, Tuple, Union

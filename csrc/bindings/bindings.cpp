@@ -1,9 +1,9 @@
-// The Python face of the scheduler core, engine._core: one file a concept. The plan and the
-// sequences it names (plan_bindings.cpp), the scheduler (scheduler_bindings.cpp), the cost
-// model (cost_bindings.cpp), the config (config_bindings.cpp), the deployment model
-// (deployment_bindings.cpp), the recorder's step log (recorder/step_log_bindings.cpp), the
-// modeled step and the C++ replay loop (replay/replay_bindings.cpp) and the GIL probe
-// (spin_bindings.cpp).
+// The Python face of the scheduler core, engine._core: one file a concept, all of them in
+// this folder, the only one of csrc/ that includes pybind11. The plan and the sequences it
+// names (plan_bindings.cpp), the scheduler (scheduler_bindings.cpp), the cost model
+// (cost_bindings.cpp), the config (config_bindings.cpp), the deployment model
+// (deployment_bindings.cpp), the recorder's step log (step_log_bindings.cpp), the modeled
+// step and the C++ replay loops (replay_bindings.cpp) and the GIL probe (spin_bindings.cpp).
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;

@@ -11,7 +11,7 @@
 
 #include "deployment_model.hpp"
 #include "py_step_log.hpp"
-#include "step_log.hpp"
+#include "recorder/step_log.hpp"
 
 namespace py = pybind11;
 using namespace steptrace;
