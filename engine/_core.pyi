@@ -305,3 +305,28 @@ def replay_disaggregated(instances: list, arrival_s: npt.ArrayLike, prompt_len: 
                          on_progress: Callable[[int, int], bool]) -> bool:
     """The C++ P/D loop (harness/replay/native.py): True if completed. `instances`:
     (role, index, scheduler, step, log) of each, prefill instances first."""
+
+class PrefillRouter:
+    """A P/D deployment's prefill router (docs/disaggregation.md, "Routers"): round_robin,
+    least_tokens or cache_aware; the C++ loop's own."""
+    def __init__(self, policy: str, instances: int, capacity_blocks: int,
+                 block_size: int) -> None: ...
+    def route(self, prompt_len: int, hashes: Seq[int]) -> int:
+        """The instance a request goes to; its load counted there."""
+    def hashes(self, hash_ids: Optional[Seq[int]], hash_block_size: Optional[int],
+               prompt_len: int) -> list[int]:
+        """A request's chained block hashes, as cache_aware routes by them (none for
+        another policy)."""
+    def prefilled(self, instance: int, prompt_len: int) -> None:
+        """A request routed to `instance` left it (handed off or rejected)."""
+
+class DecodeRouter:
+    """A P/D deployment's decode router: round_robin or least_kv."""
+    def __init__(self, policy: str, instances: int) -> None: ...
+    def route(self, free_blocks: Seq[int]) -> int:
+        """The instance a prefilled sequence goes to; `free_blocks` per instance, less
+        those awaited there (least_kv)."""
+
+def awaited_blocks(prompt_lens: Seq[int], block_size: int) -> int:
+    """The KV blocks the prompts of sequences routed to a decode instance and not yet
+    admitted will take there."""

@@ -3,7 +3,8 @@
 // names (plan_bindings.cpp), the scheduler (scheduler_bindings.cpp), the cost model
 // (cost_bindings.cpp), the config (config_bindings.cpp), the deployment model
 // (deployment_bindings.cpp), the recorder's step log (step_log_bindings.cpp), the modeled
-// step and the C++ replay loops (replay_bindings.cpp) and the GIL probe (spin_bindings.cpp).
+// step and the C++ replay loops (replay_bindings.cpp), the P/D routers (router_bindings.cpp)
+// and the GIL probe (spin_bindings.cpp).
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;
@@ -16,6 +17,7 @@ void bind_deployment(py::module_& m);
 void bind_step_log(py::module_& m);
 void bind_spin(py::module_& m);
 void bind_replay(py::module_& m);
+void bind_routers(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "steptrace scheduler core (C++17)";
@@ -27,4 +29,5 @@ PYBIND11_MODULE(_core, m) {
   bind_step_log(m);
   bind_spin(m);
   bind_replay(m);
+  bind_routers(m);
 }

@@ -33,7 +33,6 @@ from engine.disaggregation import Disaggregation
 from ..record.pd_join import Transfers
 from .driver import PROGRESS_EVERY, Requests, engine_step_seconds
 from .kv_links import Links
-from .routers import DecodeRouter, PrefillRouter, awaited_blocks
 
 if TYPE_CHECKING:
     from engine.llm_engine import LLMEngine
@@ -108,9 +107,9 @@ class _Service:
         self.instances = instances
         p, d = service.prefill, service.decode
         pe = self.prefill[0].engine.config.scheduler
-        self.prefill_router = PrefillRouter(service.prefill_router, p.instances,
-                                            pe.dp_size * pe.num_kv_blocks, pe.block_size)
-        self.decode_router = DecodeRouter(service.decode_router, d.instances)
+        self.prefill_router = _core.PrefillRouter(service.prefill_router, p.instances,
+                                                  pe.dp_size * pe.num_kv_blocks, pe.block_size)
+        self.decode_router = _core.DecodeRouter(service.decode_router, d.instances)
         self.kv_per_token = kv_bytes_per_token(model_config, p.deployment)
         self.layers = model_config.num_hidden_layers + model_config.num_nextn_predict_layers
         kv = service.kv_transfer
@@ -225,8 +224,8 @@ class _Service:
         will take (least_kv's measure)."""
         config = decode.engine.config.scheduler
         free = sum(decode.engine.scheduler.num_free_blocks(r) for r in range(config.dp_size))
-        return free - awaited_blocks((self.prompt_len[s] for s in decode.pending),
-                                     config.block_size)
+        return free - _core.awaited_blocks([int(self.prompt_len[s]) for s in decode.pending],
+                                           config.block_size)
 
     def _route_decode(self, h: Handoff, t: float) -> None:
         free = [self._room(i) for i in self.decode] \
