@@ -457,22 +457,53 @@ int32_t Scheduler::prefill_blocks(const Sequence& s) const {
 // Two passes: the first chooses the rows (allocating and preempting), the second writes their
 // seq_ids and block-table rows once the table's width is known (a loop without calls).
 void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
+  gather_decode_candidates(rank);
+  Batch::Rows rows = batch.open_rows(candidates_.size());
+  decode_rows<false>(rank, rows, 1 + config_.num_mtp, 0, preempted);
+  write_decode_rows(batch, rows);
+  batch.close_rows(rows);
+}
+
+// Rule 9.15: the decode round's choice of rows, each costing q of the token budget, then the
+// prompt round's candidates with the budget left. A rank that preempted admits nothing new:
+// its victims head the queue, which is first come, first served, and they wait for the next
+// step. Every row is a distinct running sequence, so rows <= max_num_seqs. Returns whether it
+// scheduled a prefill token.
+bool Scheduler::mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
+  gather_decode_candidates(rank);
+  Batch::Rows rows = batch.open_rows(
+      candidates_.size() +
+      std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
+  const int32_t budget =
+      decode_rows<true>(rank, rows, 1 + config_.num_mtp, config_.max_num_batched_tokens, preempted);
+  const size_t decodes = rows.n;
+  prompt_round(rank, rows, budget, victims_.empty());
+  batch.close_rows(rows);
+  fill_block_tables(batch);
+  return rows.n > decodes;
+}
+
+void Scheduler::gather_decode_candidates(Rank& rank) {
   if (config_.engine_type == EngineType::kCompletion) admit_prefilled(rank);
   order_for_decode(rank);
   candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
+}
+
+template <bool kBudget>
+int32_t Scheduler::decode_rows(Rank& rank, Batch::Rows& rows, int32_t q, int32_t budget,
+                               std::vector<int64_t>& preempted) {
   // Neither vector is resized below: their data stays put across the calls in the loop.
   const int32_t* candidates = candidates_.data();
   Sequence* seqs = seqs_.data();
-  Batch::Rows rows = batch.open_rows(candidates_.size());
   int32_t* seq_index = rows.seq_index;
   int32_t* seqlen_k = rows.seqlen_k;
-  const int32_t q = 1 + config_.num_mtp;
   size_t n = 0;
   int32_t width = 0;  // the most blocks a scheduled sequence holds
 
   victims_.clear();
   int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
-  while (left <= right) {
+  // Once the budget left is below q, the same for every row, the rest wait.
+  while (left <= right && (!kBudget || budget >= q)) {
     const int32_t idx = candidates[right];
     if (right >= kPrefetch) prefetch(seqs[candidates[right - kPrefetch]]);
     Sequence& s = seqs[idx];
@@ -497,11 +528,13 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
     }
     seq_index[n] = idx;
     seqlen_k[n] = k;
+    if constexpr (kBudget) rows.seq_ids[n] = s.seq_id;  // the prompt round's rows follow
     ++n;
     width = std::max(width, have + need);
     s.num_inflight += q;
     ++s.inflight_samples;
     --right;
+    if constexpr (kBudget) budget -= q;
   }
   // Preempted sequences go to the front of the queue as a group, in preemption order.
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
@@ -509,72 +542,7 @@ void Scheduler::decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& pre
   rows.n = n;
   rows.table_width = width;
   rows.fill_decode(q);
-  write_decode_rows(batch, rows);
-  batch.close_rows(rows);
-}
-
-// Rule 9.15: the decode round's choice of rows, each costing q of the token budget (once q
-// no longer fits, the rest wait, neither run nor preempted), then the prompt round's
-// candidates with the budget left. A rank that preempted admits nothing new: its victims
-// head the queue, which is first come, first served, and they wait for the next step. Every
-// row is a distinct running sequence, so rows <= max_num_seqs. Returns whether it scheduled
-// a prefill token. The loop is decode_round's with the budget added, kept apart so that the
-// decode round compiles as tightly as before (tests/bench/README.md): change both alike.
-bool Scheduler::mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted) {
-  order_for_decode(rank);
-  candidates_.assign(rank.decoding.begin(), rank.decoding.end());  // preempt() edits decoding
-  const int32_t* candidates = candidates_.data();
-  Sequence* seqs = seqs_.data();
-  Batch::Rows rows = batch.open_rows(
-      candidates_.size() +
-      std::min<size_t>(config_.max_num_seqs, rank.prefilling.size() + rank.waiting.size()));
-  const int32_t q = 1 + config_.num_mtp;
-  int32_t budget = config_.max_num_batched_tokens;
-  int32_t width = 0;
-
-  victims_.clear();
-  int64_t left = 0, right = static_cast<int64_t>(candidates_.size()) - 1;
-  while (left <= right && budget >= q) {
-    const int32_t idx = candidates[right];
-    if (right >= kPrefetch) prefetch(seqs[candidates[right - kPrefetch]]);
-    Sequence& s = seqs[idx];
-    if (!wants_token(s)) {  // waits for its in-flight samples; passed over as a victim
-      --right;
-      continue;
-    }
-    const int32_t k = s.num_cached + s.num_inflight + q;
-    const int32_t have = static_cast<int32_t>(s.blocks.size());
-    const int32_t need = new_blocks(have, std::min(k, s.footprint));
-    if (need > 0) {
-      if (need > rank.pool.num_free()) {
-        const int32_t victim = candidates[left++];
-        if (seqs[victim].num_inflight == 0) {  // one with work in flight is passed over
-          preempt(rank, victim);
-          victims_.push_back(victim);
-        }
-        continue;
-      }
-      allocate_blocks(rank, s, need);
-    }
-    rows.seq_index[rows.n] = idx;
-    rows.seqlen_k[rows.n] = k;
-    rows.seq_ids[rows.n++] = s.seq_id;
-    width = std::max(width, have + need);
-    s.num_inflight += q;
-    ++s.inflight_samples;
-    --right;
-    budget -= q;
-  }
-  // Preempted sequences go to the front of the queue as a group, in preemption order.
-  for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) rank.waiting.push_front(*it);
-  for (int32_t idx : victims_) preempted.push_back(seqs_[idx].seq_id);
-  rows.table_width = width;
-  rows.fill_decode(q);
-  const size_t decodes = rows.n;
-  prompt_round(rank, rows, budget, victims_.empty());
-  batch.close_rows(rows);
-  fill_block_tables(batch);
-  return rows.n > decodes;
+  return budget;
 }
 
 // A decode batch's seq_ids and block tables. Most rows of a recycled plan's table already

@@ -126,6 +126,18 @@ class Scheduler {
   // Rule 9.15: decode rows first, under the token budget, then the prompt round's candidates
   // with the budget left. Returns whether it scheduled a prefill token.
   bool mixed_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
+  // The rank's running sequences in decode order, into candidates_ (a completion engine
+  // admits its prefilled sequences first).
+  void gather_decode_candidates(Rank& rank);
+  // The decode round's rows of candidates_, q = 1 + num_mtp positions each, into rows (which
+  // must be empty), allocating and preempting; with kBudget each costs q of `budget` and
+  // writes its seq_id too. Returns the budget left. One loop for both rounds, out of line
+  // and with q a parameter: GCC then adds {q, 1} to a sequence's two in-flight counters with
+  // one vector add and store, which it does not when the loop is inlined into a round (the
+  // decode round about 6 % slower; tests/bench/README.md).
+  template <bool kBudget>
+  [[gnu::noinline]] int32_t decode_rows(Rank& rank, Batch::Rows& rows, int32_t q, int32_t budget,
+                                        std::vector<int64_t>& preempted);
   // A decode step computes 1 + num_mtp positions, for a sequence that has its KV and still
   // wants a token once its in-flight samples are in.
   static bool wants_token(const Sequence& s) {

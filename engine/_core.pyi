@@ -1,4 +1,4 @@
-"""Type stub for the C++ scheduler core (csrc/bindings.cpp)."""
+"""Type stub for the C++ scheduler core (csrc/bindings/bindings.cpp)."""
 
 import enum
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence as Seq, Tuple, Union
@@ -252,7 +252,7 @@ class StepTimes:
         as much, and the engine builds one every step)."""
 
 class PdColumns:
-    """A request's P/D columns, as the replay fills them in (StepLog.handed)."""
+    """A request's P/D columns, read (StepLog.handed); StepLog.set_handed writes them."""
     prefill_instance: int
     decode_instance: int
     kv_bytes: float
@@ -277,8 +277,11 @@ class StepLog:
         """ValueError for a record of another scheduler than the earlier ones, or one
         `handed_by` (a `kept` log) did not hand off."""
     def handed(self, seq_id: int) -> PdColumns:
-        """IndexError unless this `kept` log handed it off and no log took it in yet; the
-        object is the log's own, to fill in before a log takes the request in or end()."""
+        """A copy of its P/D columns; IndexError unless this `kept` log handed it off and
+        no log took it in yet."""
+    def set_handed(self, seq_id: int, **columns: float) -> None:
+        """The named P/D columns set, before a log takes the request in or end() writes
+        it; IndexError as handed(), TypeError for a name that is not a column."""
     def record(self, record: object, t_start: float, t_end: float) -> None:
         """`record` is an llm_engine.StepRecord (its plan, post, times and flops are read).
         ValueError for a record of another scheduler; TypeError for times that are not a
@@ -323,3 +326,28 @@ def replay_disaggregated(instances: list, arrival_s: npt.ArrayLike, prompt_len: 
     """The C++ P/D loop (harness/replay/native.py): True if completed. `instances`:
     (role, index, scheduler, step, log) of each, prefill instances first, a prefill
     instance's log `kept`."""
+
+class PrefillRouter:
+    """A P/D deployment's prefill router (docs/disaggregation.md, "Routers"): round_robin,
+    least_tokens or cache_aware; the C++ loop's own."""
+    def __init__(self, policy: str, instances: int, capacity_blocks: int,
+                 block_size: int) -> None: ...
+    def route(self, prompt_len: int, hashes: Seq[int]) -> int:
+        """The instance a request goes to; its load counted there."""
+    def hashes(self, hash_ids: Optional[Seq[int]], hash_block_size: Optional[int],
+               prompt_len: int) -> list[int]:
+        """A request's chained block hashes, as cache_aware routes by them (none for
+        another policy)."""
+    def prefilled(self, instance: int, prompt_len: int) -> None:
+        """A request routed to `instance` left it (handed off or rejected)."""
+
+class DecodeRouter:
+    """A P/D deployment's decode router: round_robin or least_kv."""
+    def __init__(self, policy: str, instances: int) -> None: ...
+    def route(self, free_blocks: Seq[int]) -> int:
+        """The instance a prefilled sequence goes to; `free_blocks` per instance, less
+        those awaited there (least_kv)."""
+
+def awaited_blocks(prompt_lens: Seq[int], block_size: int) -> int:
+    """The KV blocks the prompts of sequences routed to a decode instance and not yet
+    admitted will take there."""

@@ -1,5 +1,5 @@
 """The scheduler's Python arguments, checked by name (the reference scheduler's side of
-csrc/py_args.hpp, which checks the C++ bindings' arguments in the same words).
+csrc/bindings/py_args.hpp, which checks the C++ bindings' arguments in the same words).
 
 An integer refuses bool and anything without __index__, and values beyond int64; a number
 refuses bool, text and NaN/inf; a flag refuses anything but a bool (Python's or numpy's); an

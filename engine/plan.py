@@ -1,8 +1,8 @@
 """The schedule output contract, declared once: the Protocols below (PlanContract,
 BatchContract, PostprocessContract, SeqRecordContract) name every member a plan, its
 batches and a postprocess result have, with its type and dtype. Both schedulers' objects
-satisfy them: the C++ core's (csrc/plan_bindings.cpp, typed in engine/_core.pyi) and the
-reference scheduler's dataclasses below. Code that reads plans is typed against the
+satisfy them: the C++ core's (csrc/bindings/plan_bindings.cpp, typed in engine/_core.pyi)
+and the reference scheduler's dataclasses below. Code that reads plans is typed against the
 Protocols; mypy checks both sides structurally, tests/test_plan_contract.py checks real
 plans of each at run time, and tests/test_differential.py compares the two field by field.
 """

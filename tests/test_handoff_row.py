@@ -78,9 +78,11 @@ def test_a_kept_log_writes_no_row_for_what_it_handed_off(handed):
 def test_the_decode_log_writes_the_joined_row(handed):
     decode = engine("completion")
     log = _core.StepLog(0, 10**6, lambda: None)
-    pd = handed.handed(0)
-    pd.decode_instance, pd.kv_bytes, pd.handoff_s = 0, 1e6, 2.0
-    pd.transfer_start_s, pd.transfer_end_s, pd.decode_wait_s = 2.5, 4.0, 0.5
+    handed.set_handed(0, decode_instance=0, kv_bytes=1e6, handoff_s=2.0)
+    handed.set_handed(0, transfer_start_s=2.5, transfer_end_s=4.0, decode_wait_s=0.5)
+    assert handed.handed(0).kv_bytes == 1e6
+    with pytest.raises(TypeError, match="no P/D column"):
+        handed.set_handed(0, kv_byte=1.0)
     added = decode.add_request(0, prompt_len=40, max_new_tokens=3, arrival_time=2.0,
                                kv_transfer=True)
     decode.kv_arrived(0)
@@ -107,8 +109,7 @@ def test_the_decode_log_writes_the_joined_row(handed):
 
 def test_what_no_decode_instance_took_in_is_unfinished_between_the_pools(handed):
     rows(handed)  # the rejected one's
-    handed.handed(1).transfer_start_s = 3.0
-    handed.handed(1).decode_instance = 0
+    handed.set_handed(1, transfer_start_s=3.0, decode_instance=0)
     handed.end()
     got = rows(handed)
     assert got["request_id"] == [0, 1, 2]

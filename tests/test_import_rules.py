@@ -1,10 +1,12 @@
 """harness/ by concern, imports one way (docs/architecture.md, "harness/"): each package
 imports only the packages beneath it, nothing but commands/ imports commands/, analysis/
 (results into answers, from files alone) imports no engine code, and fileio/, the ground
-floor beneath engine/ and harness/, imports neither."""
+floor beneath engine/ and harness/, imports neither. In csrc/, only bindings/ includes
+pybind11 or Python, and nothing else includes bindings/."""
 
 import ast
 import json
+import re
 from pathlib import Path
 
 from tests.helpers import in_subprocess
@@ -81,6 +83,26 @@ def test_the_ground_floor_imports_neither_engine_nor_harness():
               for module, line in imported(path)
               if module.split(".")[0] in ("engine", "harness", "torch")]
     assert list(floor.glob("*.py")) and broken == []
+
+
+def test_only_the_bindings_include_python():
+    """The core library (csrc/ but bindings/) builds without Python: it includes neither
+    pybind11 nor Python.h, nor any header of bindings/ (docs/architecture.md, "csrc/")."""
+    csrc = HARNESS.parent / "csrc"
+    bindings = csrc / "bindings"
+    broken = []
+    for path in sorted(p for p in csrc.rglob("*.[ch]pp") if bindings not in p.parents):
+        for line, text in enumerate(path.read_text().splitlines(), 1):
+            included = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', text)
+            if included is None:
+                continue
+            bracket, name = included.groups()
+            local = [path.parent / name, csrc / name] if bracket == '"' else []
+            found = next((f.resolve() for f in local if f.exists()), None)
+            if (name.startswith("pybind11/") or name == "Python.h"
+                    or (found is not None and bindings.resolve() in found.parents)):
+                broken.append(f"{path.relative_to(csrc.parent)}:{line}: {name}")
+    assert list(bindings.glob("*.cpp")) and broken == []
 
 
 def test_reading_results_loads_neither_torch_nor_the_core():

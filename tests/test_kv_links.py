@@ -1,11 +1,12 @@
-"""The KV links' fluid sharing and the P/D routers, by hand arithmetic."""
+"""The KV links' fluid sharing and the P/D routers (engine._core's, bound from
+csrc/replay/routers.hpp), by hand arithmetic against docs/disaggregation.md's rules."""
 
 import math
 
 import pytest
 
+from engine._core import DecodeRouter, PrefillRouter, awaited_blocks
 from harness.replay.kv_links import Links
-from harness.replay.routers import DecodeRouter, PrefillRouter
 
 GB = 1e9
 
@@ -91,11 +92,42 @@ def test_cache_aware_balances_past_both_bounds():
     assert router.route(64, [1, 2, 3, 4]) == 1
 
 
-def test_cache_aware_forgets_the_least_recently_routed_beyond_capacity():
-    router = PrefillRouter("cache_aware", 2, 4, 16)
-    router.route(64, [1, 2, 3, 4])  # instance 0 holds 1..4
-    router.route(64, [5, 6, 7, 8])  # instance 1
+@pytest.mark.parametrize("capacity, evicted", [(4, True), (100, False)])
+def test_cache_aware_forgets_the_least_recently_routed_beyond_capacity(capacity, evicted):
+    router = PrefillRouter("cache_aware", 2, capacity, 16)
+    assert router.route(64, [1, 2, 3, 4]) == 0
+    assert router.route(64, [5, 6, 7, 8]) == 1  # no match: the smaller record
     router.prefilled(0, 64)
     router.prefilled(1, 64)
-    router.route(64, [1, 2, 3, 4])  # back to 0: still its blocks
-    assert router._hit(0, [1, 2, 3, 4]) == 4
+    # shares 1 and 2 (50 %): to 0, whose 3 and 4 are now the least recently routed; four
+    # blocks of capacity leave room for none of them
+    assert router.route(64, [1, 2, 13, 14]) == 0
+    # a prompt that starts with 3, 4 follows them while 0 remembers them; else no match,
+    # and of two records of four blocks the less loaded instance's, 1's
+    assert router.route(64, [3, 4, 20, 21]) == (1 if evicted else 0)
+
+
+def test_only_cache_aware_reads_block_hashes_one_per_full_block():
+    assert PrefillRouter("round_robin", 2, 100, 16).hashes([1, 2, 3, 4], None, 64) == []
+    router = PrefillRouter("cache_aware", 2, 100, 16)
+    assert router.hashes(None, None, 64) == []
+    full = router.hashes([1, 2, 3, 4], None, 64)
+    assert len(set(full)) == 4 and router.hashes([1, 2, 3, 4], 16, 40) == full[:2]
+    # hash ids of 32-token blocks name two engine blocks each
+    assert len(router.hashes([1, 2], 32, 64)) == 4
+
+
+def test_awaited_blocks_are_the_prompts_blocks_rounded_up():
+    assert awaited_blocks([16, 17, 1], 16) == 1 + 2 + 1
+    assert awaited_blocks([], 16) == 0
+
+
+def test_a_router_refuses_what_it_cannot_route():
+    with pytest.raises(ValueError, match="unknown policy least_kv"):
+        PrefillRouter("least_kv", 2, 100, 16)
+    with pytest.raises(ValueError, match="unknown policy cache_aware"):
+        DecodeRouter("cache_aware", 2)
+    with pytest.raises(ValueError, match="free blocks of each of the 2 instances, got 1"):
+        DecodeRouter("least_kv", 2).route([5])
+    with pytest.raises(ValueError, match="no instance 2"):
+        PrefillRouter("round_robin", 2, 100, 16).prefilled(2, 10)

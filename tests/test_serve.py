@@ -179,8 +179,10 @@ def test_requests_beyond_the_concurrency_limit_are_429_and_the_port_is_freed(tmp
         finally:
             held.close()
         port = int(url.rsplit(":", 1)[1])
-    with socket.socket() as s:
+    with socket.socket() as s:  # no listener left (a closed connection's TIME_WAIT may be)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+        s.listen()
 
 
 def test_requests_beyond_the_runs_capacity_are_503(tmp_path):

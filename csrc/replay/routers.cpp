@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <tuple>
+
+#include "block_hashes.hpp"
 
 namespace steptrace {
 
@@ -58,8 +61,19 @@ int64_t PrefillRouter::route(int64_t prompt_len, const std::vector<int64_t>& has
 }
 
 void PrefillRouter::prefilled(int64_t instance, int64_t prompt_len) {
+  if (instance < 0 || instance >= n_)
+    throw std::invalid_argument("prefill router: no instance " + std::to_string(instance));
   --load_[instance];
   tokens_[instance] -= prompt_len;
+}
+
+std::vector<int64_t> PrefillRouter::hashes(const std::vector<int64_t>& hash_ids,
+                                           int64_t hash_block_size, int64_t prompt_len) const {
+  std::vector<int64_t> out;
+  if (policy_ == Policy::kCacheAware)
+    block_hashes(hash_ids, hash_block_size ? hash_block_size : block_size_,
+                 static_cast<int32_t>(block_size_), static_cast<int32_t>(prompt_len), out);
+  return out;
 }
 
 int64_t PrefillRouter::cache_aware(int64_t prompt_len, const std::vector<int64_t>& hashes) const {
@@ -98,6 +112,12 @@ void PrefillRouter::remember(int64_t instance, const std::vector<int64_t>& hashe
   }
 }
 
+int64_t awaited_blocks(const std::vector<int64_t>& prompt_lens, int64_t block_size) {
+  int64_t blocks = 0;
+  for (int64_t p : prompt_lens) blocks += (p + block_size - 1) / block_size;
+  return blocks;
+}
+
 DecodeRouter::DecodeRouter(const std::string& policy, int64_t instances) : n_(instances) {
   if (policy != "round_robin" && policy != "least_kv")
     throw std::invalid_argument("decode router: unknown policy " + policy);
@@ -111,6 +131,10 @@ int64_t DecodeRouter::route(const std::vector<int64_t>& free_blocks) {
     next_ = (next_ + 1) % n_;
     return i;
   }
+  if (static_cast<int64_t>(free_blocks.size()) != n_)
+    throw std::invalid_argument("decode router: least_kv needs the free blocks of each of the " +
+                                std::to_string(n_) + " instances, got " +
+                                std::to_string(free_blocks.size()));
   return argmin(n_, [&](int64_t k) { return -free_blocks[k]; });
 }
 

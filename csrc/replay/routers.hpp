@@ -1,6 +1,7 @@
-// The routers in front of a P/D deployment's pools (docs/disaggregation.md, "Routers";
-// harness/replay/routers.py is the Python loop's twin, with the policies' words). A router
-// sees what it sent where and what came back, never an instance's scheduler.
+// The routers in front of a P/D deployment's pools (docs/disaggregation.md, "Routers", has
+// the policies' words); both P/D loops and the rank processes' route through these
+// (engine._core binds them). A router sees what it sent where and what came back, never an
+// instance's scheduler.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ class PrefillRouter {
   int64_t route(int64_t prompt_len, const std::vector<int64_t>& hashes);
   // A request routed to `instance` left it (handed off or rejected).
   void prefilled(int64_t instance, int64_t prompt_len);
+  // A request's chained block hashes (block_hashes.hpp), as cache_aware routes by them;
+  // none for another policy, which reads none. hash_block_size 0: the engine's block size.
+  std::vector<int64_t> hashes(const std::vector<int64_t>& hash_ids, int64_t hash_block_size,
+                              int64_t prompt_len) const;
 
  private:
   enum class Policy { kRoundRobin, kLeastTokens, kCacheAware };
@@ -40,6 +45,10 @@ class PrefillRouter {
   std::vector<Record> blocks_;
   int64_t next_ = 0;
 };
+
+// The KV blocks the prompts of sequences routed to a decode instance and not yet admitted
+// will take there: least_kv counts them out of the instance's free blocks.
+int64_t awaited_blocks(const std::vector<int64_t>& prompt_lens, int64_t block_size);
 
 class DecodeRouter {
  public:

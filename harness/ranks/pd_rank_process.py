@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Dict, Optional, Union
 
-from ..replay.routers import awaited_blocks
 from .messages import Add, Landed, Prefilled, Room, SendKV
 from .p2p_waits import P2PWaits
 from .rank_process import _Rank
@@ -145,8 +144,10 @@ class PDRank(_Rank):
         """The decode's KV blocks to spare (free, less the prompt blocks of the sequences
         added and not yet admitted) and how many sequences it was added, when they changed
         (the least_kv router's)."""
-        waiting = (self.incoming[s][0] for queue in self.expected.values() for s in queue
-                   if self._status(s) == "waiting")
+        from engine._core import awaited_blocks
+
+        waiting = [self.incoming[s][0] for queue in self.expected.values() for s in queue
+                   if self._status(s) == "waiting"]
         room = (self.engine.scheduler.num_free_blocks(0)
                 - awaited_blocks(waiting, self.engine.config.scheduler.block_size), self.adds)
         if room != self.room:

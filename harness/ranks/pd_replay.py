@@ -15,8 +15,9 @@ from typing import Deque, Dict, Optional, Tuple
 
 import numpy as np
 
+from engine._core import DecodeRouter, PrefillRouter, awaited_blocks
+
 from ..replay.driver import Requests
-from ..replay.routers import DecodeRouter, PrefillRouter, awaited_blocks
 from .messages import Add, Landed, Prefilled, Room, SendKV
 from .pd_join import Transfers
 from .processes import Ranks
@@ -112,7 +113,7 @@ class PDFeeder:
         max_new_tokens = int(self.max_new_tokens[seq_id])
         if max_new_tokens > 1:  # its KV moves: blocks are reserved for it there
             self.unreported[decode].append((self.adds[decode], awaited_blocks(
-                (self.prompt_len[seq_id],), self.ranks.engines[decode].config.scheduler.block_size)))
+                [int(self.prompt_len[seq_id])], self.ranks.engines[decode].config.scheduler.block_size)))
         self.adds[decode] += 1
         self.ranks.send(decode, Add(seq_id, dict(
             prompt_len=int(self.prompt_len[seq_id]), max_new_tokens=max_new_tokens,

@@ -35,7 +35,6 @@ from engine.disaggregation import Disaggregation
 
 from .driver import PROGRESS_EVERY, Requests, engine_step_seconds
 from .kv_links import Links
-from .routers import DecodeRouter, PrefillRouter, awaited_blocks
 
 if TYPE_CHECKING:
     from engine.llm_engine import LLMEngine
@@ -111,9 +110,9 @@ class _Service:
         self.instances = instances
         p, d = service.prefill, service.decode
         pe = self.prefill[0].engine.config.scheduler
-        self.prefill_router = PrefillRouter(service.prefill_router, p.instances,
-                                            pe.dp_size * pe.num_kv_blocks, pe.block_size)
-        self.decode_router = DecodeRouter(service.decode_router, d.instances)
+        self.prefill_router = _core.PrefillRouter(service.prefill_router, p.instances,
+                                                  pe.dp_size * pe.num_kv_blocks, pe.block_size)
+        self.decode_router = _core.DecodeRouter(service.decode_router, d.instances)
         self.kv_per_token = kv_bytes_per_token(model_config, p.deployment)
         self.layers = model_config.num_hidden_layers + model_config.num_nextn_predict_layers
         kv = service.kv_transfer
@@ -216,8 +215,7 @@ class _Service:
         its KV can start to move (the last chunk's first layer done, layerwise; else the
         step's end)."""
         nbytes = int(self.prompt_len[left.seq_id]) * self.kv_per_token
-        pd = instance.log.handed(left.seq_id)
-        pd.kv_bytes, pd.handoff_s = nbytes, t1
+        instance.log.set_handed(left.seq_id, kv_bytes=nbytes, handoff_s=t1)
         asked = t0 + (t1 - t0) / self.layers if self.layerwise else t1
         self._push(asked, HANDOFF, Handoff(left.seq_id, instance, (instance.index, left.dp_rank),
                                            nbytes, asked, t1))
@@ -227,14 +225,14 @@ class _Service:
         will take (least_kv's measure)."""
         config = decode.engine.config.scheduler
         free = sum(decode.engine.scheduler.num_free_blocks(r) for r in range(config.dp_size))
-        return free - awaited_blocks((self.prompt_len[s] for s in decode.pending),
-                                     config.block_size)
+        return free - _core.awaited_blocks([int(self.prompt_len[s]) for s in decode.pending],
+                                           config.block_size)
 
     def _route_decode(self, h: Handoff, t: float) -> None:
         free = [self._room(i) for i in self.decode] \
             if self.service.decode_router == "least_kv" else ()
         instance = self.decode[self.decode_router.route(free)]
-        h.prefill.log.handed(h.seq_id).decode_instance = instance.index
+        h.prefill.log.set_handed(h.seq_id, decode_instance=instance.index)
         added = instance.engine.add_request(
             h.seq_id, prompt_len=int(self.prompt_len[h.seq_id]),
             max_new_tokens=int(self.max_new_tokens[h.seq_id]), arrival_time=t,
@@ -251,8 +249,7 @@ class _Service:
 
     def _start_transfer(self, h: Handoff, t: float) -> None:
         assert h.decode is not None and h.added is not None  # the decode router's
-        pd = h.prefill.log.handed(h.seq_id)
-        pd.transfer_start_s, pd.decode_wait_s = t, t - h.asked_s
+        h.prefill.log.set_handed(h.seq_id, transfer_start_s=t, decode_wait_s=t - h.asked_s)
         receiver = (h.decode.index, h.added.dp_rank)
         self.handoffs[h.seq_id] = h
         rate = self.links.start(h.seq_id, ("prefill",) + h.sender, ("decode",) + receiver,
@@ -267,7 +264,7 @@ class _Service:
         self._push(max(t, h.not_before_s) + self.latency_s, KV_ARRIVED, h)
 
     def _kv_arrived(self, h: Handoff, t: float) -> None:
-        h.prefill.log.handed(h.seq_id).transfer_end_s = t
+        h.prefill.log.set_handed(h.seq_id, transfer_end_s=t)
         instance, added = h.decode, h.added
         assert instance is not None and added is not None  # its transfer started
         instance.engine.kv_arrived(h.seq_id)

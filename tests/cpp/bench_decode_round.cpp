@@ -1,10 +1,13 @@
 // tests/bench/test_decode_round.py's N = 1,024 round from C++ alone (no Python): for
 // profiling, e.g. valgrind --tool=callgrind. Prints the median schedule() and
-// postprocess() times over 500 rounds.
+// postprocess() times over 500 rounds. A third argument `mixed` runs the same rounds as
+// mixed rounds (mixed_batches, docs/scheduling.md rule 9.15): decode rows only, the token
+// budget never reached.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "scheduler.hpp"
@@ -29,11 +32,13 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int32_t n = argc > 1 ? std::atoi(argv[1]) : 1024;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 500;
+  const bool mixed = argc > 3 && std::string(argv[3]) == "mixed";
   SchedulerConfig cfg;
   cfg.max_num_batched_tokens = 1024 * n;
   cfg.max_num_seqs = n;
   cfg.num_kv_blocks = 64 * n;
   cfg.block_size = 64;
+  cfg.mixed_batches = mixed;
   Scheduler s(cfg);
   for (int32_t i = 0; i < n; ++i) s.add_sequence(i, 1024, 100000, 0.0);
   for (int i = 0; i < 2; ++i) s.postprocess(*s.schedule(), nullptr);  // prefill, warm-up
@@ -47,6 +52,6 @@ int main(int argc, char** argv) {
     sched.push_back(t1 - t0);
     post.push_back(t2 - t1);
   }
-  std::printf("n %d: schedule %.2f us, postprocess %.2f us (medians of %d rounds)\n", n,
-              median(sched), median(post), rounds);
+  std::printf("%s n %d: schedule %.2f us, postprocess %.2f us (medians of %d rounds)\n",
+              mixed ? "mixed" : "decode", n, median(sched), median(post), rounds);
 }

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "guarded_scheduler.hpp"
-#include "modeled_step.hpp"
-#include "pd_replay.hpp"
-#include "recorder/py_step_log.hpp"
-#include "virtual_replay.hpp"
+#include "py_step_log.hpp"
+#include "replay/modeled_step.hpp"
+#include "replay/pd_replay.hpp"
+#include "replay/virtual_replay.hpp"
 
 namespace py = pybind11;
 using namespace steptrace;

@@ -1,5 +1,5 @@
 // engine._core.Scheduler's object: the core scheduler and its mutex (scheduler_bindings.cpp
-// binds it; the C++ replay loop, replay/replay_bindings.cpp, holds the mutex as it runs).
+// binds it; the C++ replay loop, replay_bindings.cpp, holds the mutex as it runs).
 #pragma once
 
 #include <mutex>

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "recorder/step_log.hpp"
 #include "steady_clock.hpp"
-#include "step_log.hpp"
 
 namespace steptrace {
 

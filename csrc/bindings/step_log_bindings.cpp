@@ -11,7 +11,7 @@
 
 #include "deployment_model.hpp"
 #include "py_step_log.hpp"
-#include "step_log.hpp"
+#include "recorder/step_log.hpp"
 
 namespace py = pybind11;
 using namespace steptrace;
@@ -177,12 +177,36 @@ void bind_taking(py::class_<PyStepLog>& cls) {
           "(gap values ascending, counts) of measured, completed requests.");
 }
 
+// A handed-off request's P/D columns set by name: Python holds no reference into the log.
+void set_handed(PyStepLog& log, int64_t seq_id, const py::kwargs& columns) {
+  static const std::pair<const char*, int32_t PdColumns::*> kInstances[] = {
+      {"prefill_instance", &PdColumns::prefill_instance},
+      {"decode_instance", &PdColumns::decode_instance}};
+  static const std::pair<const char*, double PdColumns::*> kValues[] = {
+      {"kv_bytes", &PdColumns::kv_bytes},
+      {"handoff_s", &PdColumns::handoff_s},
+      {"transfer_start_s", &PdColumns::transfer_start_s},
+      {"transfer_end_s", &PdColumns::transfer_end_s},
+      {"decode_wait_s", &PdColumns::decode_wait_s}};
+  PdColumns& pd = log.handed(seq_id);
+  for (const auto& [key, value] : columns) {
+    const auto name = key.cast<std::string>();
+    bool found = false;
+    for (const auto& [field, member] : kInstances)
+      if (name == field) pd.*member = value.cast<int32_t>(), found = true;
+    for (const auto& [field, member] : kValues)
+      if (name == field) pd.*member = value.cast<double>(), found = true;
+    if (!found) throw py::type_error("set_handed: no P/D column " + name);
+  }
+}
+
 }  // namespace
 
 void bind_step_log(py::module_& m) {
   bind_step_times(m);
-  py::class_<PdColumns>(m, "PdColumns", "A request's P/D columns, as the replay fills them in.")
-#define FIELD(name) .def_readwrite(#name, &PdColumns::name)
+  py::class_<PdColumns>(m, "PdColumns",
+                        "A request's P/D columns, read (StepLog.set_handed writes them).")
+#define FIELD(name) .def_readonly(#name, &PdColumns::name)
       FIELD(prefill_instance) FIELD(decode_instance) FIELD(kv_bytes) FIELD(handoff_s)
           FIELD(transfer_start_s) FIELD(transfer_end_s) FIELD(decode_wait_s);
 #undef FIELD
@@ -219,12 +243,16 @@ void bind_step_log(py::module_& m) {
           "scheduler whose plans this log records, else ValueError); `handed_by`: the log "
           "of the P/D prefill instance that handed it off (its row is then the request's "
           "one row).")
-      .def("handed", &StepLog::handed, py::arg("seq_id"),
-           py::return_value_policy::reference_internal,
-           "The PdColumns of a request this `kept` log handed off and no decode instance's "
-           "log took in yet (IndexError if none): the replay fills them in, before a log "
-           "takes the request in or end() writes it (the object is the log's own until "
-           "then).")
+      .def(
+          "handed", [](PyStepLog& log, int64_t seq_id) { return log.handed(seq_id); },
+          py::arg("seq_id"),
+          "A copy of the PdColumns of a request this `kept` log handed off and no decode "
+          "instance's log took in yet (IndexError if none).")
+      .def("set_handed", &set_handed, py::arg("seq_id"),
+           "Set the named PdColumns (keyword arguments) of a request this `kept` log handed "
+           "off and no decode instance's log took in yet (IndexError if none; TypeError for "
+           "a name that is not a column): the replay fills them in before a log takes the "
+           "request in or end() writes it.")
       .def("record", &record_step, py::arg("record"), py::arg("t_start"), py::arg("t_end"),
            "Record an llm_engine.StepRecord that ran from t_start to t_end (the run's "
            "clock); first on_full() if chunk_steps steps are buffered, its time in the "
