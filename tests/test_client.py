@@ -145,7 +145,7 @@ def faulty_server(seen: list):
 
 
 @pytest.mark.slow
-def test_every_fault_is_recorded_with_its_status_and_reason(tmp_path, monkeypatch):
+def test_every_fault_is_recorded_with_its_status_and_reason(tmp_path, monkeypatch, capsys):
     (tmp_path / "faults.csv").write_text(
         "arrival_s,prompt_len,max_new_tokens\n" +
         "".join(f"{0.05 * k},3,{k}\n" for k in range(1, 7)))
@@ -168,6 +168,16 @@ def test_every_fault_is_recorded_with_its_status_and_reason(tmp_path, monkeypatc
     assert run.complete and run.value("requests.finished") == 1
     assert seen == ["Bearer sekrit-value"] * 6
     assert "sekrit" not in (run.path / "manifest.json").read_text()
+    # read as any run; the exact gate does not apply, the rules do
+    capsys.readouterr()
+    assert main(["show", str(run.path)]) == 0
+    assert main(["report", str(run.path), "-o", str(tmp_path / "report")]) == 0
+    assert main(["gate", str(run.path), "--baseline", str(run.path)]) == 2
+    assert "exact gate does not apply" in capsys.readouterr().err
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("ttft.p99: {max_increase: 50%}\n")
+    assert main(["gate", str(run.path), "--baseline", str(run.path), "--rules",
+                 str(rules)]) == 0
 
 
 def test_a_refused_connection_is_recorded_and_the_run_goes_on(tmp_path):
