@@ -79,7 +79,7 @@ class ClientLoop:
 
     def run(self, requests: Requests, recorder, progress, stop: threading.Event,
             start: float) -> bool:
-        lags: List[float] = []
+        lags = np.full(len(requests.arrival_s), np.nan)  # NaN: never sent
         complete = asyncio.run(self._replay(requests, recorder, progress, stop, start, lags))
         lag = describe(lags)  # each request's send time less its arrival
         self.sent["send_lag_s"] = {k: float(v) for k, v in lag.items() if k != "count"}
@@ -87,7 +87,7 @@ class ClientLoop:
         return complete
 
     async def _replay(self, requests: Requests, recorder, progress, stop, start,
-                      lags: List[float]) -> bool:
+                      lags: np.ndarray) -> bool:
         n = len(requests.arrival_s)
         timeout = aiohttp.ClientTimeout(total=self.target.timeout_s)
         connector = aiohttp.TCPConnector(limit=0)
@@ -127,7 +127,7 @@ class _Sender:
     """The requests of one run in flight: each one sent, streamed and recorded."""
 
     def __init__(self, loop: ClientLoop, session, requests: Requests, recorder, start: float,
-                 progress, n: int, lags: List[float]) -> None:
+                 progress, n: int, lags: np.ndarray) -> None:
         self.loop, self.session, self.requests = loop, session, requests
         self.recorder, self.start, self.progress, self.n = recorder, start, progress, n
         self.lags = lags
@@ -179,7 +179,7 @@ class _Sender:
                               None if r.hash_ids is None else r.hash_ids[i], r.hash_block_size)
         stream = _Stream()
         sent = self.now()
-        self.lags.append(sent - float(self.recorder.arrival_s[i]))
+        self.lags[i] = sent - self.recorder.arrival_s[i]
         try:
             await stream.read(self.session, self.loop.url, body, self.start)
         except asyncio.CancelledError:
@@ -210,7 +210,8 @@ class _Stream:
         try:
             async with session.post(url, json=body, allow_redirects=False) as response:
                 if response.status != 200:
-                    text = (await response.text(errors="replace")).strip()
+                    text = (await response.content.read(REASON_CHARS)).decode(
+                        "utf-8", "replace").strip()
                     where = response.headers.get("Location")
                     said = f"a redirect to {where}, not followed" if where else text
                     self.end("rejected", f"HTTP {response.status}: {said}")
