@@ -48,6 +48,12 @@ def main(args) -> int:
     baseline = load_runs([args.baseline])
     metrics = set().union(*(run.metrics() for run in baseline))
     rules = load_rules(args.rules, metrics) if args.rules else []
+    endpoint = next((run for run in (*candidates, *baseline)
+                     if run.manifest.target is not None), None)
+    if endpoint is not None and not rules:
+        raise BadInput(f"{endpoint.path}: a run against an endpoint has no steps or batches "
+                       f"tables, so the exact gate does not apply: give --rules FILE to "
+                       f"judge its summary")
     if not baseline[0].modeled and not rules:
         raise BadInput(f"{args.baseline}: a measured baseline is judged by rules only: give "
                        f"--rules FILE")

@@ -82,7 +82,8 @@ class _Running:
         """`calibration`: the calibration's figures, or why it is `off`. Should it fail, the
         loop is closed and no run directory is left behind."""
         self.workload, self.trace, self.stop, self.loop = workload, trace, stop, loop
-        self.engine = engine = loop.instances[0][2]  # the manifest's, the sampler's
+        # the manifest's, the sampler's; None against an endpoint (no engine here)
+        self.engine = engine = loop.instances[0][2] if loop.instances else None
         self.calibration = calibration
         run_dir: Optional[Path] = None
         try:
@@ -98,7 +99,8 @@ class _Running:
                 f"{run.arm}-r{run.block}{interval}")
             self.fmt = workload.table_format
             self.labels = dict(run_id=self.run_dir.name, gil_mode=run.arm,
-                               overlap=engine.config.scheduler.overlap)
+                               overlap=engine.config.scheduler.overlap if engine
+                               else workload.engine.overlap)
             slo = {name: limit for name, limit in asdict(workload.slo).items()
                    if limit is not None}
             recorded = [(role, k) for role, k, _ in loop.instances] \
@@ -189,7 +191,8 @@ class _Running:
         frontend = self.loop.frontend
         frontend = frontend.summary(~recorder.warm) if frontend is not None else None
         service = self.workload.disaggregation
-        steps = recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine)) \
+        steps = None if engine is None else \
+            recorder.step_summary.rows(engine.peak_tflops, _chips_per_rank(engine)) \
             if service is None else \
             pd_rows(recorder, service, {role: e for role, _, e in self.loop.instances}, latency)
         telemetry = device_summary(device, *_wall_window(self.workload, recorder),
@@ -203,6 +206,10 @@ def _sampler(workload, engine, start: float) -> Optional[Sampler]:
     settings = workload.telemetry
     if not settings.enabled:
         return None
+    if engine is None:  # against an endpoint: the host alone
+        sampler = Sampler("cpu", [], settings.interval_s, start, os.getpid())
+        sampler.start()
+        return sampler
     device = engine.device
     indices = [] if device.backend == "cpu" else [device.torch_device.index or 0] \
         if workload.ranks == 1 else local_devices(device.backend, workload.ranks)
@@ -237,6 +244,9 @@ def _chips_per_rank(engine) -> int:
 
 def _wall_window(workload, recorder):
     """The measured steps' span on the wall clock the sampler stamps. A virtual clock's
-    step times are not wall times: its whole run is the window."""
+    step times are not wall times: its whole run is the window (a run against an endpoint,
+    which has no steps: its whole run too)."""
+    if workload.target is not None:
+        return (0.0, np.inf)
     window = recorder.step_summary.window()
     return (0.0, np.inf) if workload.clock == "virtual" or window is None else window

@@ -9,6 +9,7 @@ import numpy as np
 
 from engine import LLMEngine
 
+from ..errors import BadInput
 from ..ranks.loop import RanksLoop
 from ..replay.frontend import Frontend
 from ..replay.loop import Loop, NativeLoop, NativePDLoop, PythonLoop, PythonPDLoop
@@ -16,10 +17,18 @@ from ..workload import Workload
 
 
 def build_loop(workload: Workload, arm: str, trace, stop: threading.Event) -> Loop:
-    """Engine processes on a torch device of more than one rank; a P/D deployment's engines
+    """The client of the workload's `target` endpoint where it names one (no engine here);
+    engine processes on a torch device of more than one rank; a P/D deployment's engines
     in this process on modeled devices; else one engine. The C++ loops where the workload
     asks for them (`replay_loop: cpp`, on the virtual clock); the frontend's thread with the
     Python loop where it asks for that (`frontend.mode: thread`, `stop` ends it)."""
+    if workload.target is not None:
+        try:  # the serve extra's: a run without a target never imports it
+            from ..replay.client import ClientLoop
+        except ImportError as e:
+            raise BadInput(f"{workload.path}: a run against an endpoint needs aiohttp "
+                           f"(pip install 'steptrace[serve]'): {e}") from None
+        return ClientLoop(workload.target, workload.seeds.engine)
     if workload.ranks > 1:
         return RanksLoop(workload, arm)
     native = workload.replay_loop == "cpp"

@@ -32,8 +32,37 @@ from ..io.one_word import commit_variables
 
 
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
+    """`engine` None: a run against an endpoint (the workload's `target`), whose device is
+    the endpoint's model, its executor `endpoint`."""
+    if engine is None:
+        return {**_common(workload, trace, gil, repeat), **_endpoint(workload.target)}
     spec = ExecutorSpec.parse(engine.config.executor)
     modeled = spec.modeled
+    return dict(
+        **_common(workload, trace, gil, repeat),
+        device=dict(backend=engine.device.backend, name=engine.device.name,
+                    chip=engine.device.chip, capability=engine.device.capability),
+        executor=engine.config.executor, executor_kind=spec.kind, profile=spec.profile,
+        modeled=modeled,
+        modeled_device=engine.device_profile.name if modeled else None,
+        device_profile=profile_record(engine.device_profile) if engine.device_profile else None,
+        step_model=getattr(getattr(engine, "executor", None), "step_model", None),
+        kv_pool=engine.kv_pool.manifest() if engine.kv_pool else None, **_started())
+
+
+def _endpoint(target) -> dict:
+    return dict(device=dict(backend="endpoint", name=f"{target.model} at {target.endpoint}",
+                            chip=None, capability=None),
+                executor="endpoint", executor_kind="endpoint", profile=None, modeled=False,
+                modeled_device=None, device_profile=None, step_model=None, kv_pool=None,
+                **_started())
+
+
+def _started() -> dict:
+    return dict(started=now(), complete=False, pid=os.getpid(), host=socket.gethostname())
+
+
+def _common(workload, trace, gil: str, repeat: int) -> dict:
     sha, date = engine_commit()
     return dict(
         workload=str(workload.path.resolve()), workload_sha256=_sha256(workload.path),
@@ -44,16 +73,7 @@ def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
         git_sha=sha, git_date=date,
         versions=dict(python=platform.python_version(), steptrace=engine_pkg.__version__,
                       torch=_installed("torch"), numpy=np.__version__),
-        host_cpu=_cpu_name(), host_cpus=os.cpu_count(),
-        device=dict(backend=engine.device.backend, name=engine.device.name,
-                    chip=engine.device.chip, capability=engine.device.capability),
-        executor=engine.config.executor, executor_kind=spec.kind, profile=spec.profile,
-        modeled=modeled,
-        modeled_device=engine.device_profile.name if modeled else None,
-        device_profile=profile_record(engine.device_profile) if engine.device_profile else None,
-        step_model=getattr(getattr(engine, "executor", None), "step_model", None),
-        kv_pool=engine.kv_pool.manifest() if engine.kv_pool else None,
-        started=now(), complete=False, pid=os.getpid(), host=socket.gethostname())
+        host_cpu=_cpu_name(), host_cpus=os.cpu_count())
 
 
 def _sha256(path: Path) -> str:

@@ -46,7 +46,8 @@ MANIFEST = (
     Key("device", (OBJECT,), "the device the host ran: backend, name, chip, capability"),
     Key("executor", (STRING,), "the workload's executor as given: `torch`, or "
                           "`<kind>:<profile>` (`modeled:B200`)"),
-    Key("executor_kind", (STRING,), "how steps ran: `torch`, `modeled`, `emulated` or `null`"),
+    Key("executor_kind", (STRING,), "how steps ran: `torch`, `modeled`, `emulated`, `null` or "
+                                "`endpoint` (a run against an endpoint)"),
     Key("profile", (STRING, NULL), "the device profile the executor names (`B200`, or a path); "
                               "null for torch"),
     Key("modeled", (BOOLEAN,), "whether steps were timed by the step model, not measured"),
@@ -72,6 +73,10 @@ MANIFEST = (
     Key("served", (OBJECT,), "the server: its url, model, limits and the requests it "
                              "took (the trace is `served`, trace_rows its capacity)",
         "a served run (`steptrace serve`)"),
+    Key("target", (OBJECT,), "the endpoint the requests went to: its url, model and api, "
+                             "the tables written (no engine here: no steps or batches) and "
+                             "the send lag (`send_lag_s`: each request's send time less its "
+                             "arrival, described)", "a run against an endpoint (`target:`)"),
     Key("error", (STRING,), "why the run failed", "a failed run"),
     Key("killed", (OBJECT,), "when a killed run was found, and what its tables hold",
         "a run whose harness died"),

@@ -48,5 +48,6 @@ class Manifest:
     pools: Optional[Dict[str, Any]] = None
     ranks: Optional[List[Any]] = None
     served: Optional[Dict[str, Any]] = None
+    target: Optional[Dict[str, Any]] = None
     error: Optional[str] = None
     killed: Optional[Dict[str, Any]] = None

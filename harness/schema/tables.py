@@ -178,7 +178,7 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
     _col("arrival_s", F64, "s", "intended enqueue time, from the trace", INPUTS),
     _col("enqueue_s", F64, "s", "actual enqueue time; NaN if never enqueued", INPUTS),
     _col("first_scheduled_s", F64, "s", "start of the first step that scheduled any of its "
-         "tokens; NaN if never", INPUTS),
+         "tokens; NaN if never, or unknown (a run against an endpoint)", INPUTS, missing=NAN),
     _col("first_token_s", F64, "s", "commit time of its first output token (P/D: when it "
          "reached the decode instance with the KV); NaN if none",
          INPUTS),
@@ -186,17 +186,20 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
          INPUTS),
     _col("decode_stall_s", F64, "s", "time between its first and last token in steps that "
          "did not advance it while it decoded: the prompt rounds it sat out (with mixed "
-         "batches, steps it waited for budget); P/D: the decode instance's", DECODE_STALL),
+         "batches, steps it waited for budget); P/D: the decode instance's; NaN against an "
+         "endpoint", DECODE_STALL, missing=NAN),
     _col("prompt_len", I64, "tokens", "prompt tokens, from the trace"),
     _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
     _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",
          INPUTS),
     _col("dp_rank", I32, "", "the rank that served it (P/D: prefilled it); -1 if never "
-         "enqueued"),
-    _col("preemptions", I32, "", "times it was preempted"),
-    _col("recomputed_tokens", I64, "tokens", "tokens computed again after preemptions"),
+         "enqueued, or unknown (a run against an endpoint)", missing=-1),
+    _col("preemptions", I32, "", "times it was preempted; -1 unknown (against an endpoint)",
+         missing=-1),
+    _col("recomputed_tokens", I64, "tokens", "tokens computed again after preemptions; -1 "
+         "unknown (against an endpoint)", missing=-1),
     _col("prefix_hit_tokens", I64, "tokens", "prompt tokens found in the prefix cache, "
-         "not computed"),
+         "not computed; -1 unknown (against an endpoint)", missing=-1),
     Column("status", TEXT, "", "how it left, written by name (`handed_off`: a prompt "
            "engine's request, done with its first token; the codes are the C++ step log's)",
            INPUTS, ((0, "finished"), (3, "handed_off"), (1, "rejected"), (2, "unfinished"))),

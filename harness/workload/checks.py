@@ -273,7 +273,7 @@ def load_mode(values, fail) -> None:
 
 def derived(values, data, spec, path: Path, fail) -> None:
     """The keys whose default depends on others (clock, frontend.mode, the trace's one
-    source), set, and their combinations checked."""
+    source, a target's), set, and their combinations checked."""
     if values["clock"] is None:
         values["clock"] = "virtual" if spec and spec.modeled else "real"
     trace = values["trace"]
@@ -296,6 +296,7 @@ def derived(values, data, spec, path: Path, fail) -> None:
     elif frontend["mode"] == "thread" and values["clock"] == "virtual":
         fail(("frontend", "mode"), "a frontend thread runs on the real clock: expected "
                                    "inline with clock: virtual")
+    target(values, data, fail)
 
 
 def tokens(values, spec, fail) -> None:
@@ -347,3 +348,31 @@ def decode_room(pool, read: Optional[TraceResult], values, fail) -> None:
         fail(("deployment", "decode"), f"a decode DP rank's KV pool holds {engine.num_kv_blocks}"
                                        f" blocks of {engine.block_size} tokens; the longest "
                                        f"prompt ({longest:,} tokens) needs {blocks}")
+
+
+def target(values, data, fail) -> None:
+    """A run against an endpoint (`target:`, harness/replay/client.py): its endpoint and
+    model given, on the real clock with no frontend thread (the client is the frontend);
+    the section null where the workload leaves it out."""
+    if "target" not in data:
+        values["target"] = None
+        return
+    given = data.get("target") or {}
+    for key in ("endpoint", "model"):
+        if given.get(key) is None:
+            fail(("target", key), "a target needs its endpoint (an http:// or https:// URL) "
+                                  "and the model its requests ask for")
+    if data.get("clock") == "virtual":
+        fail(("clock",), "a run against an endpoint is on the real clock: expected real")
+    if (data.get("frontend") or {}).get("mode") == "thread":
+        fail(("frontend", "mode"), "a run against an endpoint has no frontend thread (its "
+                                   "client streams the tokens): expected inline")
+    for key, default, why in (("tokens", False, "it receives text, not token ids"),
+                              ("warmup_steps", 0, "it has no engine steps to warm up"),
+                              ("gil", "released", "the GIL's arms are its engine's"),
+                              ("gil_aa", False, "the GIL's arms are its engine's"),
+                              ("gil_postprocess", False, "the GIL's arms are its engine's")):
+        if values[key] != default:
+            fail((key,), f"a run against an endpoint takes no {key}: {why}; expected "
+                         f"{str(default).lower()}")
+    values["clock"], values["frontend"]["mode"] = "real", "inline"

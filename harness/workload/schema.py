@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
+from urllib.parse import urlsplit
 
 from engine.config import DEVICES, DTYPES, LAUNCH_US, SAMPLINGS, SchedulerConfig
 from engine.deployment import Deployment, Setting
@@ -123,6 +124,31 @@ def run_name(v):
         raise ValueError("a run name: one path component (no '/', '\\', '.' or '..')")
     if len(v.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
         raise ValueError(f"a run name of at most {MAX_NAME_BYTES} bytes")
+
+
+@typed("Optional[str]")
+def http_url(v):
+    """An endpoint's URL: http or https, a host, no user or password in it (the manifest
+    records it)."""
+    if v is None:
+        return
+    try:
+        parts = urlsplit(v) if isinstance(v, str) else None
+        port = parts.port if parts else None  # raises ValueError past 65535
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+            or parts.username is not None or not v.isprintable() or port == 0:
+        raise ValueError("an http:// or https:// URL with a host and no credentials")
+
+
+def env_name(v):
+    if v is None:
+        return
+    if not isinstance(v, str) or not v or len(v) > 128 \
+            or not (v[0].isalpha() or v[0] == "_") \
+            or not all(c.isascii() and (c.isalnum() or c == "_") for c in v):
+        raise ValueError("an environment variable's name (letters, digits, _) or null")
 
 
 @typed("bool")
@@ -301,6 +327,19 @@ SCHEMA: Dict[str, Any] = {
             },
         }),
     },
+    "target": NullableSection({
+        "endpoint": Key(http_url, None, "an OpenAI-compatible server's base URL (http or "
+                        "https): the run sends it the trace's requests, no engine here"),
+        "model": Key(Check(lambda v: None if v is None else text(v), "Optional[str]"), None,
+                     "the model name the requests ask for"),
+        "api": Key(one_of("completions", "chat"), "completions",
+                   "completions: token-id prompts; chat: a prompt of prompt_len words"),
+        "api_key_env": Key(Check(env_name, "Optional[str]"), None,
+                           "the environment variable holding the API key (a bearer token); "
+                           "null: none sent"),
+        "timeout_s": Key(number(0, strict=True), 600.0,
+                         "a request's longest wait, its stream included"),
+    }),
     "load": {
         "mode": Key(one_of(*LOAD_MODES), "trace", "trace: the trace's arrivals; concurrency: "
                     "a closed loop of `concurrency` requests in flight; offline: every request "

@@ -52,6 +52,23 @@ class TraceKeys:
 
 
 @dataclass(frozen=True)
+class TargetKeys:
+    """The `target:` section's keys (SCHEMA)."""
+
+    # an OpenAI-compatible server's base URL (http or https): the run sends it the trace's requests,
+    # no engine here
+    endpoint: Optional[str]
+    # the model name the requests ask for
+    model: Optional[str]
+    # completions: token-id prompts; chat: a prompt of prompt_len words
+    api: Literal['completions', 'chat']
+    # the environment variable holding the API key (a bearer token); null: none sent
+    api_key_env: Optional[str]
+    # a request's longest wait, its stream included
+    timeout_s: float
+
+
+@dataclass(frozen=True)
 class LoadKeys:
     """The `load:` section's keys (SCHEMA)."""
 
@@ -406,6 +423,7 @@ class WorkloadKeys:
     # run name (one path component); default: the file's stem
     name: str
     trace: TraceKeys
+    target: Optional[TargetKeys]
     load: LoadKeys
     engine: EngineKeys
     # a bundled model (engine/models) or a YAML path

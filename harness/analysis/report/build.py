@@ -28,11 +28,12 @@ from .. import change_points
 from ..runs import find_runs, read_run
 from . import arms as arming, comparison, destination, headline, page, trace_events, trend
 from .capacity import search
-from .figures import GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
+from .figures import ENGINE_FIGURES, GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
 from .hardware import profile
 from .run_data import RunData
 
 NEEDED = ("steps", "batches", "requests")  # the device table is optional
+CLIENT_NEEDED = ("requests",)  # a run against an endpoint: no engine, no steps
 RUNS_ROLE = "the run folder {}, which the report reads"
 STORE_ROLE = "the history store {}, which the page is drawn from"
 CARDS = [("throughput", "output_tokens"), ("ttft", "p99"), ("tpot", "p50"), ("mfu", "model"),
@@ -57,9 +58,12 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
     destination.check(out, found)
     runs = [RunData(read_run(p)) for p in found]
     for run in runs:  # before any drawing: a missing table is bad input, named at once
-        for table in NEEDED:
+        for table in NEEDED if run.engine else CLIENT_NEEDED:
             run.run.table_path(table)
-        if not len(run.columns("steps", ["step"])["step"]):
+        if with_trace_events and not run.engine:
+            raise BadInput(f"{run.run.path}: a run against an endpoint has no engine steps "
+                           f"for --trace-events to draw")
+        if run.engine and not len(run.columns("steps", ["step"])["step"]):
             raise BadInput(f"{run.run.path}: no step was recorded (the run stopped before "
                            f"its first step): nothing to report")
     arms, keys = arming.group(runs)
@@ -219,7 +223,9 @@ def _kind_said(kind: str, runs) -> str:
 
 
 def _context(runs, arms, keys) -> dict:
-    figures = [d for f in RUN_FIGURES if (d := f(arms)) is not None]
+    engines = all(r.engine for r in runs)
+    figures = [d for f in RUN_FIGURES if (engines or f not in ENGINE_FIGURES)
+               and (d := f(arms)) is not None]
     gil = hardware = None
     compare = comparison.rows(arms) if len(arms) == 2 else None
     if "gil_mode" in keys and len(arms) > 1:

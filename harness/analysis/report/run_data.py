@@ -39,6 +39,12 @@ class RunData:
         harness/analysis/report/hardware.py); empty for a measured run."""
         return (self.manifest.profile or "") if self.modeled else ""
 
+    @property
+    def engine(self) -> bool:
+        """Whether the run had an engine of its own: not one against an endpoint, which
+        has no steps or batches tables."""
+        return self.run.manifest.target is None
+
     def has(self, table: str) -> bool:
         try:
             self.run.table_path(table)

@@ -24,3 +24,7 @@ RUN_FIGURES = (latency.ttft_tpot, latency.itl, load.draw, pools.draw, transfers.
                shapes.tokens_per_step, step_time.draw, ranks.draw, shapes.heatmap, compute.draw,
                device.draw, requests.draw)
 GIL_FIGURES = (sched.draw, frontend.draw)
+# what the engine's steps and batches draw: none for a run against an endpoint, which has
+# no engine here
+ENGINE_FIGURES = frozenset((load.draw, pools.draw, shapes.tokens_per_step, step_time.draw,
+                            ranks.draw, shapes.heatmap, compute.draw))
