@@ -467,7 +467,8 @@ def test_a_modeled_run_rejects_the_oversized_request_and_finishes_the_others(tmp
                         "engine: {max_num_batched_tokens: 256, num_kv_blocks: 256}\n"
                         "model: deepseek-v3\ndevice: modeled:H200\nprecision: fp8\n"
                         "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}}\n")
-    (run_dir,) = run_workload(load_workload(workload))
+    (run,) = run_workload(load_workload(workload))
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"]
     requests = read_requests(run_dir / "requests.parquet").set_index("request_id")

@@ -332,7 +332,7 @@ def test_a_failed_run_shows_its_cause_only_with_debug(home, capsys, monkeypatch)
 
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
-    monkeypatch.setattr(harness.sweeps.sweep, "run_sweep", broken)
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
     path = write(home / "g.yaml", MODELED)
     steptrace(capsys, ["run", path], 1, "steptrace: run failed: RuntimeError: the device fell over")
     assert main(["run", str(path), "--debug"]) == 1
@@ -543,7 +543,8 @@ def test_a_run_stopped_before_any_request_finished_says_so(home, capsys):
                  "{fixed: 8}, output: {fixed: 500}}\n" + MODELED.split("\n", 2)[2]
                  + "gil_contamination_pct: 1.0e+9\n")  # no busy-host note, however busy
     stop = Stop()
-    (run_dir,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
+    (run,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
+    run_dir = run.path
     assert main(["show", str(run_dir), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["state"] == "interrupted"
@@ -561,7 +562,8 @@ def test_a_run_stopped_during_its_warm_up_does_not_blame_warmup_steps(home, caps
                  "rate: 100, prompt: {fixed: 8}, output: {fixed: 500}}\n"
                  + MODELED.split("\n", 2)[2])
     stop = Stop()
-    (run_dir,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
+    (run,) = run_workload(load_workload(path), lambda done, total: stop.request(), stop)
+    run_dir = run.path
     assert main(["show", str(run_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["notes"] == [
         "the run was interrupted during its warm-up steps: none of the 4 requests scheduled "

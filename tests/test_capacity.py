@@ -10,10 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.analysis.runs import find_runs, read_run
+from harness.analysis.runs import find_runs
 from harness.analysis.steady_state import of_run
 from harness.commands import main
 from harness.errors import BadInput
+from harness.record.run import Run
 from harness.schema import arrow_schema
 from harness.sweeps.capacity import CapacityError, knob, less_resolution
 from harness.workload import load_workload
@@ -58,7 +59,7 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     assert min(p["rate"] for p in probes if not p["met"]) == c["missed_at"]
     assert [p["at_capacity"] for p in probes] == [p["rate"] == c["rate"] for p in probes]
     for p in probes:  # each probe a run at its rate, its attainment read from its summary
-        run = read_run(tmp_path / out["folder"] / p["run_id"])
+        run = Run.read(tmp_path / out["folder"] / p["run_id"])
         assert run.complete and run.keys["trace.generate.rate"] == pytest.approx(p["rate"])
         assert p["met"] == (run.value("goodput.attainment") >= 0.9)
         assert p["output_tokens_per_device"] == run.value("throughput.output_tokens") / 8
@@ -69,7 +70,7 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
     assert check["rate"] == pytest.approx(c["rate"] / 1.5)
     assert (check["requests"], check["met"]) == (400, True)
     assert {p["requests"] for p in probes} == {200}
-    steady = of_run(read_run(c["run_dir"]))  # the run at the answer reached its steady state
+    steady = of_run(Run.read(c["run_dir"]))  # the run at the answer reached its steady state
     assert steady.found and steady.start_s < steady.end_s
     assert out["requests"] == 200 and out["length_check"] == dict(
         status="passed", requests=400, setting="trace.generate.requests=400", concurrency=None,
@@ -77,7 +78,7 @@ def test_the_capacity_is_bracketed_and_every_probe_is_a_run(tmp_path, capsys):
         attainment=check["attainment"], goodput=check["goodput"], reason=None,
         run_dir=str(Path(out["folder"]) / check["run_id"]),
         steady_state=dict(found=True, reason=None, start_s=steady.start_s, end_s=steady.end_s))
-    assert read_run(out["length_check"]["run_dir"]).keys["trace.generate.requests"] == 400
+    assert Run.read(out["length_check"]["run_dir"]).keys["trace.generate.requests"] == 400
     table = pq.read_table(out["table"])
     assert table.schema.remove_metadata() == arrow_schema("capacity")
     assert table.column("run_id").to_pylist() == [p["run_id"] for p in every]
@@ -261,7 +262,7 @@ def test_a_trace_file_is_checked_on_twice_its_limit_where_it_has_the_rows(tmp_pa
             assert check["steady_state"]["reason"].startswith("too short: ")
         return
     assert check["status"] == "passed" and check["setting"] == f"trace.limit={checked}"
-    run = read_run(check["run_dir"])
+    run = Run.read(check["run_dir"])
     assert run.keys["trace.limit"] == checked
     # the doubled trace at the answer less its resolution: gaps of 1.05 s at 1 / 1.05 req/s
     assert run.keys["trace.time_scale"] == pytest.approx(1.05)
@@ -299,12 +300,12 @@ def test_a_pd_deployment_is_searched_per_device_over_both_pools(tmp_path, capsys
                                            *sets, "--resolution", "0.5", "--json"], 0).out)
         assert out["outcome"] == "capacity" and out["length_check"]["status"] == "passed"
         for p in out["probes"]:
-            run = read_run(Path(out["folder"]) / p["run_id"])
+            run = Run.read(Path(out["folder"]) / p["run_id"])
             assert run.deployment == name and run.devices == devices
             assert p["output_tokens_per_device"] == pytest.approx(
                 run.value("throughput.output_tokens") / devices)
             assert p["met"] == (run.value("goodput.attainment") >= 0.9)
-        at = read_run(out["capacity"]["run_dir"])
+        at = Run.read(out["capacity"]["run_dir"])
         assert at.keys["trace.generate.rate"] == pytest.approx(out["capacity"]["rate"])
         assert out["capacity"]["output_tokens_per_device"] == pytest.approx(
             at.value("throughput.output_tokens") / devices)
@@ -344,14 +345,14 @@ def test_a_closed_loop_is_searched_over_the_requests_in_flight(tmp_path, capsys)
     assert [p["at_capacity"] for p in probes] == [p["concurrency"] == c["concurrency"]
                                                   for p in probes]
     for p in probes:  # each a run at its concurrency; the rate is the run's own outcome
-        run = read_run(Path(out["folder"]) / p["run_id"])
+        run = Run.read(Path(out["folder"]) / p["run_id"])
         assert run.keys["load.mode"] == "concurrency"
         assert run.keys["load.concurrency"] == p["concurrency"]
         assert p["rate"] == run.value("throughput.requests") > 0
         assert p["met"] == (run.value("goodput.attainment") >= 0.9)
     above = next(p for p in probes if p["concurrency"] == c["missed_at"])
     assert above["attainment"] < 0.9  # answer + 1 misses the target
-    at = read_run(c["run_dir"])
+    at = Run.read(c["run_dir"])
     assert c["rate"] == at.value("throughput.requests")
     assert c["output_tokens_per_device"] == at.value("throughput.output_tokens") / 8
     # the length check: below 1 / resolution the answer less its resolution is the answer
@@ -452,7 +453,7 @@ def test_a_closed_loop_on_a_trace_file_counts_its_rows_and_checks_twice_its_limi
     assert [p["concurrency"] for p in out["probes"]] == [1, 2, 3, 3]  # highest: the 3 rows
     check = out["length_check"]
     assert check["setting"] == "trace.limit=6"
-    assert check["concurrency"] == 3 and read_run(check["run_dir"]).keys["trace.limit"] == 6
+    assert check["concurrency"] == 3 and Run.read(check["run_dir"]).keys["trace.limit"] == 6
     # 3 in flight of 3 requests: all released at once, no steady state in between, so the
     # lower bound is no answer though the doubled trace meets the target
     assert out["probes"][-1]["met"] and check["status"] == "failed"

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness.analysis.runs import read_run
 from harness.analysis.steady_state import of_run
 from harness.commands import main
+from harness.record.run import Run
 from tests.helpers import MODELED
 
 # 100 requests at 10 req/s on the 8-H200 node, room for every one of them in the batch and
@@ -44,7 +44,7 @@ def test_an_answer_whose_run_is_still_filling_is_refused_though_the_doubled_trac
     assert check["status"] == "failed" and check["setting"] == "trace.generate.requests=200"
     assert not steady["found"] and steady["start_s"] is None and steady["end_s"] is None
     assert steady["reason"].startswith("still filling at the last arrival")
-    assert steady["reason"] == of_run(read_run(out["capacity"]["run_dir"])).reason
+    assert steady["reason"] == of_run(Run.read(out["capacity"]["run_dir"])).reason
     assert check["reason"] == f"the run at the answer reached no steady state: {steady['reason']}"
     text = search(tmp_path, capsys, 1000, 1)
     assert ("no capacity: the answer depends on the trace's length: 10 req/s met the target on "
@@ -59,7 +59,7 @@ def test_an_answer_whose_run_plateaus_passes_with_its_window(tmp_path, capsys):
     out = json.loads(search(tmp_path, capsys, 16, 0, "--json"))
     assert out["outcome"] == "at_least"
     check, steady = out["length_check"], out["length_check"]["steady_state"]
-    window = of_run(read_run(out["capacity"]["run_dir"]))
+    window = of_run(Run.read(out["capacity"]["run_dir"]))
     assert check["status"] == "passed" and check["reason"] is None
     assert steady == dict(found=True, reason=None, start_s=window.start_s, end_s=window.end_s)
     assert 0 < steady["start_s"] < steady["end_s"]  # from its fill to the last arrival

@@ -143,7 +143,7 @@ def test_a_failed_run_exits_1(tmp_path, capsys, monkeypatch):
 
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
-    monkeypatch.setattr(harness.sweeps.sweep, "run_sweep", broken)
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
     path = write(tmp_path, GENERATED, "w.yaml")
     assert main(["run", str(path)]) == 1
     assert "steptrace: run failed: RuntimeError: the device fell over" in capsys.readouterr().err
@@ -171,7 +171,7 @@ def test_json_says_every_kind_of_failure_as_json(tmp_path, capsys, monkeypatch):
 
     def broken(*args, **kwargs):
         raise RuntimeError("the device fell over")
-    monkeypatch.setattr(harness.sweeps.sweep, "run_sweep", broken)
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload", broken)
     assert main(["run", str(path), "--json"]) == 1
     out, err = capsys.readouterr()
     assert json.loads(out) == dict(error="run failed", exit_code=1,

@@ -384,10 +384,10 @@ def test_by_a_key_of_three_values_compares_each_against_the_baseline(tmp_path, c
 def test_by_gil_mode_takes_a_sweeps_order_of_arms(tmp_path):
     """The released arm is the baseline however the sweep shuffled its runs."""
     from harness.analysis.compare import arms_by
-    from harness.analysis.runs import read_run
+    from harness.record.run import Run
     from tests.helpers import synthetic_run
 
-    runs = [read_run(synthetic_run(tmp_path / f"{i}-{mode}", {"ttft.p99": (0.1, "s")},
+    runs = [Run.read(synthetic_run(tmp_path / f"{i}-{mode}", {"ttft.p99": (0.1, "s")},
                                    gil_mode=mode))
             for i, mode in enumerate(("released_aa", "held", "released"))]
     assert [a.name for a in arms_by(runs, "gil_mode")] == \

@@ -116,7 +116,8 @@ def test_an_int8_deployment_on_910c_runs_at_the_int8_peak(tmp_path):
     assert d.precision["experts"] == d.precision["dispatch"] == "int8"
     left = 128e9 * 0.9 - weight_bytes(cfg, d)
     assert w.values["engine"]["num_kv_blocks"] == int(left // (64 * kv_bytes_per_token(cfg, d)))
-    (run_dir,) = run_workload(w)
+    (run,) = run_workload(w)
+    run_dir = run.path
     steps = pd.read_parquet(run_dir / "steps.parquet", columns=["step", "experts_s",
                                                                 "dispatch_s"])
     assert (steps["experts_s"] > 0).any() and (steps["dispatch_s"] > 0).any()
@@ -201,8 +202,9 @@ def test_achieved_tflops_are_per_chip_of_the_deployment(tmp_path):
     """One DP rank on a TP8 group: its FLOPs spread over 8 chips, so MFU stays below 1."""
     from harness.sweeps.sweep import run_workload
 
-    (run_dir,) = run_workload(load(tmp_path, *EP8, "deployment.attention.tp=8",
-                                   "trace.generate.requests=32", "trace.generate.rate=1000"))
+    (run,) = run_workload(load(tmp_path, *EP8, "deployment.attention.tp=8",
+                               "trace.generate.requests=32", "trace.generate.rate=1000"))
+    run_dir = run.path
     steps = pd.read_parquet(run_dir / "steps.parquet", columns=["step", "model_flops",
                                                                 "forward_ns"])
     summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
@@ -223,7 +225,8 @@ def test_the_steps_table_and_summary_say_how_long_ranks_wait_for_the_slowest(tmp
     path.write_text(f"output: {tmp_path}\n" + MODELED.replace(
         "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}, stack: roofline}",
         "deployment: {devices: 8, attention: {dp: 8}, moe: {ep: 8}}"))
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     steps = pd.read_parquet(run_dir / "steps.parquet")
     by_step = steps.groupby("step")
     slowest, mean = by_step["slowest_rank_s"].first(), by_step["mean_rank_s"].first()

@@ -9,6 +9,7 @@ import yaml
 
 from harness.ranks.pd_join import PDJoin
 from harness.schema.tables import REQUESTS
+from harness.schema.values import AWAITING_DECODE_ROOM, IN_KV_TRANSFER, STRANDED_REASONS
 from harness.sweeps.sweep import run_workload
 from harness.workload import WorkloadError, load_workload
 
@@ -45,7 +46,8 @@ telemetry: {{enabled: false}}
 
 
 def run_pd(path):
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     tables = {name: pd.read_parquet(run_dir / f"{name}.parquet")
               for name in ("steps", "batches", "requests", "summary")}
     tables["requests"] = tables["requests"].sort_values("request_id", ignore_index=True)
@@ -208,6 +210,19 @@ def test_a_joined_row_takes_the_decode_instances_decode_stall():
     assert join.stranded()["decode_stall_s"].tolist() == [0.0]
 
 
+def test_a_request_stranded_between_the_pools_says_where_it_was():
+    """harness/ranks/pd_join.py: of two requests handed off and never decoded, the one whose
+    KV transfer started is in transfer, the other awaits decode room: the declared reasons
+    (harness/schema/values.py), as the step log writes them (tests/test_handoff_row.py)."""
+    join = PDJoin(2)
+    join.rows([("prefill", step_log_rows([0, 1], [HANDED] * 2, [0.0, 0.0]))])
+    join.transfers["transfer_start_s"][1] = 3.0
+    stranded = join.stranded()
+    assert stranded["reason"].tolist() == [AWAITING_DECODE_ROOM, IN_KV_TRANSFER]
+    assert set(stranded["reason"]) == set(STRANDED_REASONS)
+    assert stranded["decode_dp_rank"].tolist() == [-1, -1]  # no decode row: none
+
+
 @pytest.mark.parametrize("deployment, key, message", [
     ({"prefill": {"instances": 1}}, "deployment.decode", "needs both pools"),
     ({"prefill": {}, "decode": {}, "devices": 2}, "deployment.devices",
@@ -277,7 +292,8 @@ output: {tmp_path / "results"}
 calibration_requests: 0
 telemetry: {{enabled: false}}
 """)
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     steps = pd.read_parquet(run_dir / "steps.parquet")
     assert set(zip(steps.role, steps.instance)) == {("colocated", 0)}
     r = pd.read_parquet(run_dir / "requests.parquet")
@@ -321,14 +337,15 @@ def test_a_stopped_run_writes_every_request_with_where_it_was(tmp_path):
         if done >= 20:
             stop.request()
 
-    (run_dir,) = run_workload(load_workload(path), progress, stop)
+    (run,) = run_workload(load_workload(path), progress, stop)
+    run_dir = run.path
     assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
     r = pd.read_parquet(run_dir / "requests.parquet")
     assert sorted(r.request_id) == list(range(200))
     assert {"finished", "unfinished"} <= set(r.status)
     reasons = set(r.reason[r.status == "unfinished"])
-    assert reasons <= {"", "never enqueued", "in KV transfer", "awaiting decode room"}
+    assert reasons <= {"", "never enqueued", *STRANDED_REASONS}
     # 24 MB/s of KV asked of a 10 MB/s link: transfers pile up
-    stranded = r[r.reason.isin(["in KV transfer", "awaiting decode room"])]
+    stranded = r[r.reason.isin(STRANDED_REASONS)]
     assert len(stranded) > 0
     assert stranded.first_token_s.isna().all() and (stranded.output_tokens == 0).all()

@@ -474,7 +474,8 @@ def test_ctrl_c_from_the_progress_callback_stops_the_sweep(tmp_path, monkeypatch
         if done >= 3:
             raise KeyboardInterrupt
     stop = Stop()
-    (run_dir,) = run_workload(load_workload(path), ctrl_c, stop)
+    (run,) = run_workload(load_workload(path), ctrl_c, stop)
+    run_dir = run.path
     assert stop.exit_code == 130
     assert listing(tmp_path / "results" / "w") == [run_dir.name]
     assert json.loads((run_dir / "manifest.json").read_text())["interrupted"] is True

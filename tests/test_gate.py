@@ -30,8 +30,8 @@ BASELINE = str(REPO / "results" / "baselines" / "ci-gate")
 
 
 def replay(out, *overrides):
-    (run_dir,) = run_workload(load_workload(WORKLOAD, (f"output={out}", *overrides)))
-    return str(run_dir)
+    (run,) = run_workload(load_workload(WORKLOAD, (f"output={out}", *overrides)))
+    return str(run.path)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,8 @@ def test_update_stores_a_small_baseline_the_gate_then_passes(candidate, tmp_path
 
 def test_a_baseline_of_another_workload_is_bad_input(tmp_path, capsys):
     (tmp_path / "small.yaml").write_text("name: small\n" + MODELED)
-    (other,) = run_workload(load_workload(tmp_path / "small.yaml", (f"output={tmp_path}",)))
+    (run,) = run_workload(load_workload(tmp_path / "small.yaml", (f"output={tmp_path}",)))
+    other = run.path
     assert main(["gate", str(other), "--baseline", BASELINE]) == 2
     err = capsys.readouterr().err
     assert "workload 'small'" in err and "a baseline of another workload" in err

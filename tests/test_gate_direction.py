@@ -10,8 +10,8 @@ import pytest
 
 from harness.analysis.compare import metric_result
 from harness.analysis.rules import KINDS, Rule
-from harness.analysis.runs import read_run
 from harness.commands import main
+from harness.record.run import Run
 from tests.helpers import modeled_runs, synthetic_run
 
 pytestmark = pytest.mark.core  # runs the engine
@@ -96,7 +96,7 @@ def test_a_modeled_change_is_a_change_not_a_regression(budgets, capsys):
 def test_a_rule_says_which_way_a_changed_run_moved(budgets, capsys, tmp_path):
     """The tables changed and a rule judges a figure: better by the rule, still a change."""
     base, cand = budgets
-    ratio = read_run(cand).value("e2e.p50") / read_run(base).value("e2e.p50")
+    ratio = Run.read(cand).value("e2e.p50") / Run.read(base).value("e2e.p50")
     assert ratio != 1
     kind = "max_increase" if ratio < 1 else "max_decrease"  # the way the run moved: better
     rules = tmp_path / "rules.yaml"

@@ -55,11 +55,11 @@ output: {tmp_path / "results"}
             .itertuples(index=False)] == [(r.arm, r.block, r.order, r.switch_interval_s)
                                           for r in planned(workload)]
     assert gil["steps_per_s"].gt(0).all() and gil["enqueue_drift_p99_s"].ge(0).all()
-    for run_dir in runs:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+    for run in runs:
+        manifest = json.loads((run.path / "manifest.json").read_text())
         assert set(manifest["host_share"]) == {"other_cpu_pct", "steal_pct", "threshold_pct",
                                                "contaminated"}
-    assert {json.loads((r / "manifest.json").read_text())["switch_interval_s"]
+    assert {json.loads((r.path / "manifest.json").read_text())["switch_interval_s"]
             for r in runs} == {0.005, 0.001}
 
 
@@ -68,7 +68,7 @@ def test_the_gil_command_runs_both_arms_and_refuses_bad_input(tmp_path, monkeypa
     from harness.commands import main
 
     seen = []
-    monkeypatch.setattr(harness.sweeps.sweep, "run_sweep",
+    monkeypatch.setattr(harness.sweeps.sweep, "run_workload",
                         lambda workload, progress, stop, ran: seen.append(workload.arms) or [])
     (tmp_path / "w.yaml").write_text("trace: {generate: {requests: 2}}\n")
     assert main(["gil", str(tmp_path / "w.yaml"), "--set", "gil_aa=true"]) == 0

@@ -15,6 +15,7 @@ from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.scheduler_config import SchedulerConfig
 from harness.schema.tables import PD_COLUMNS, REQUESTS
+from harness.schema.values import AWAITING_DECODE_ROOM, IN_KV_TRANSFER, STRANDED_REASONS
 
 pytestmark = pytest.mark.core
 
@@ -113,7 +114,9 @@ def test_what_no_decode_instance_took_in_is_unfinished_between_the_pools(handed)
     handed.end()
     got = rows(handed)
     assert got["request_id"] == [0, 1, 2]
-    assert got["reason"] == ["awaiting decode room", "in KV transfer", "awaiting decode room"]
+    # the reasons declared once (harness/schema/values.py), exactly
+    assert got["reason"] == [AWAITING_DECODE_ROOM, IN_KV_TRANSFER, AWAITING_DECODE_ROOM]
+    assert set(got["reason"]) == set(STRANDED_REASONS)
     assert got["status"] == [STATUS.code("unfinished")] * 3
     assert got["output_tokens"] == [0] * 3 and all(math.isnan(t) for t in got["first_token_s"])
     assert got["enqueue_s"] == [0.5] * 3 and got["dp_rank"] == [0, 1, 0]

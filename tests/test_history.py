@@ -15,9 +15,9 @@ import pytest
 
 from harness.analysis import change_points, history_bench, history_series, history_store
 from harness.analysis.history_place import MARKER
-from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.errors import BadInput
+from harness.record.run import Run
 from harness.schema.summary import BETTER, SUMMARY, better
 from tests.helpers import synthetic_run
 
@@ -112,8 +112,8 @@ def test_adding_a_run_twice_is_a_no_op(tmp_path, capsys):
 
 def test_two_runs_that_differ_only_by_their_settings_are_two_runs(tmp_path):
     """One process, one second, one folder name: a sweep's or a test's runs in a row."""
-    one = read_run(synthetic_run(tmp_path / "a" / "r0", {"ttft.p99": (0.5, "s")}))
-    two = read_run(synthetic_run(tmp_path / "b" / "r0", {"ttft.p99": (0.5, "s")},
+    one = Run.read(synthetic_run(tmp_path / "a" / "r0", {"ttft.p99": (0.5, "s")}))
+    two = Run.read(synthetic_run(tmp_path / "b" / "r0", {"ttft.p99": (0.5, "s")},
                                  values={"engine": {"max_num_seqs": 4}}))
     assert history_store.run_key(one) != history_store.run_key(two)
 
@@ -127,7 +127,7 @@ def test_a_folder_of_runs_adds_each(tmp_path, capsys):
 
 
 def test_concurrent_adds_lose_and_tear_no_row(tmp_path):
-    runs = [read_run(synthetic_run(tmp_path / f"r{i}", {"ttft.p99": (0.1 * i, "s")}))
+    runs = [Run.read(synthetic_run(tmp_path / f"r{i}", {"ttft.p99": (0.1 * i, "s")}))
             for i in range(16)]
     store = tmp_path / "store"
     prov = history_store.Provenance(commit(0), date(0))
@@ -146,7 +146,7 @@ def test_a_kill_mid_add_leaves_a_temporary_file_that_is_ignored(tmp_path, monkey
     run = synthetic_run(tmp_path / "r0", {"ttft.p99": (0.5, "s")})
     store = tmp_path / "store"
     store.mkdir()
-    final = store / f"{history_store.run_key(read_run(run))}.parquet"
+    final = store / f"{history_store.run_key(Run.read(run))}.parquet"
     (store / f".{final.name}.0badf00d.tmp").write_bytes(b"PAR1\x00half a file")  # SIGKILL
     with pytest.raises(BadInput, match="empty history store"):
         history_store.read(store)

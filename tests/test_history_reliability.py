@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis import change_points, history_place, history_series, history_store
-from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.io.one_word import COMMIT_VARIABLES
+from harness.record.run import Run
 from harness.run import manifest
 from tests.bench import history_power as power
 from tests.helpers import synthetic_run
@@ -297,7 +297,7 @@ def test_add_never_writes_through_a_link_in_the_store(tmp_path, capsys):
     store = tmp_path / "store"
     assert add(store, run_at(tmp_path / "runs", 1, 0.5)) == 0
     elsewhere = tmp_path / "elsewhere.parquet"
-    planted = store / f"{history_store.run_key(read_run(run))}.parquet"
+    planted = store / f"{history_store.run_key(Run.read(run))}.parquet"
     planted.symlink_to(elsewhere)  # dangling: a write through it would create `elsewhere`
     one_line(capsys, 2, add(store, run), str(planted), "symbolic link")
     assert not elsewhere.exists()

@@ -21,7 +21,8 @@ def run(tmp_path, load: str) -> pd.DataFrame:
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'r'}\n{TRACE}{MODELED.split(chr(10), 2)[2]}"
                     f"load: {load}\n")
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     return pd.read_parquet(run_dir / "requests.parquet").sort_values("arrival_s")
 
 
@@ -60,7 +61,8 @@ def test_a_closed_loop_on_the_real_clock_ends(tmp_path):
                     "prompt: {fixed: 16}, output: {fixed: 4}}\nmodel: tiny\ndevice: cpu\n"
                     "calibration_requests: 0\ntelemetry: {enabled: false}\n"
                     "load: {mode: concurrency, concurrency: 2}\n")
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     requests = pd.read_parquet(run_dir / "requests.parquet")
     assert (requests["status"] == "finished").all() and in_flight(requests) == 2
 

@@ -40,7 +40,8 @@ def colocated(tmp_path_factory):
     root = tmp_path_factory.mktemp("manifest")
     path = root / "w.yaml"
     path.write_text(f"output: {root / 'results'}\n{TINY}")
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     return json.loads((run_dir / "manifest.json").read_text())
 
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from harness.analysis.exact import TABLES, first_difference
-from harness.analysis.runs import read_run
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
@@ -43,8 +42,7 @@ def test_the_two_loops_replay_a_pd_deployment_alike(deployment, tmp_path_factory
     path = pd_workload(tmp, rows, prefill, decode, kv, router, extra)
     runs = {}
     for loop in ("python", "cpp"):
-        (run_dir,) = run_workload(load_workload(path, [f"replay_loop={loop}",
-                                                       f"output={tmp / loop}"]))
-        runs[loop] = read_run(run_dir)
+        (runs[loop],) = run_workload(load_workload(path, [f"replay_loop={loop}",
+                                                          f"output={tmp / loop}"]))
     for table in TABLES:
         assert first_difference(runs["python"], runs["cpp"], table) is None, table

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.exact import TABLES, first_difference
-from harness.analysis.runs import read_run
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
@@ -32,7 +31,6 @@ def test_both_loops_write_equal_tables(name, tmp_path):
         workload = load_workload(ROOT / "workloads" / name, [
             f"output={tmp_path / loop}", f"replay_loop={loop}", f"trace.limit={LIMIT}",
             "telemetry.enabled=false", "calibration_requests=0"])
-        (run_dir,) = run_workload(workload)
-        runs[loop] = read_run(run_dir)
+        (runs[loop],) = run_workload(workload)
     for table in TABLES:
         assert first_difference(runs["python"], runs["cpp"], table) is None, table

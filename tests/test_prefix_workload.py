@@ -37,7 +37,8 @@ def test_each_arm_runs_and_caching_saves_prefill_work(tmp_path):
     for caching in ("true", "false"):
         workload = load_workload(WORKLOAD, (f"output={tmp_path / caching}", "trace.limit=40",
                                             f"engine.prefix_caching={caching}"))
-        (run_dir,) = run_workload(workload)
+        (run,) = run_workload(workload)
+        run_dir = run.path
         steps = pd.read_parquet(run_dir / "steps.parquet")
         requests = pd.read_parquet(run_dir / "requests.parquet")
         assert (requests["status"] == "finished").all()
@@ -59,7 +60,8 @@ def test_cache_aware_dispatch_recovers_the_hits_dp_ranks_lose(tmp_path):
         workload = load_workload(WORKLOAD, (
             f"output={tmp_path / assign}", f"engine.dp_assign={assign}",
             "deployment={devices: 8, attention: {dp: 8}, moe: {ep: 8}}"))
-        (run_dir,) = run_workload(workload)
+        (run,) = run_workload(workload)
+        run_dir = run.path
         summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
         hit_rate[assign] = summary.loc[("prefix_cache", "hit_rate"), "value"]
     assert hit_rate["round_robin"] == pytest.approx(0.5173, abs=5e-4)
@@ -78,7 +80,8 @@ def test_the_cache_aware_router_keeps_conversations_on_one_prefill_instance(tmp_
             "deployment={prefill: {instances: 4, devices: 8, attention: {tp: 8}, "
             "moe: {ep: 8}}, decode: {devices: 8, attention: {dp: 8}, moe: {ep: 8}}, "
             f"router: {{prefill: {router}, decode: least_kv}}}}"))
-        (run_dir,) = run_workload(workload)
+        (run,) = run_workload(workload)
+        run_dir = run.path
         summary = pd.read_parquet(run_dir / "summary.parquet").set_index(["metric", "stat"])
         hit_rate[router] = summary.loc[("prefill_prefix_cache", "hit_rate"), "value"]
     assert hit_rate["round_robin"] == pytest.approx(0.5759, abs=5e-4)

@@ -61,7 +61,8 @@ def one_process(tmp_path_factory):
     rank count below is held to."""
     tmp_path = tmp_path_factory.mktemp("one")
     body = sliced(tmp_path)
-    (one,) = run_workload(load_workload(workload(tmp_path, "one", body)))
+    (run,) = run_workload(load_workload(workload(tmp_path, "one", body)))
+    one = run.path
     expected = tokens(one)
     assert len(expected) > 0
     return body, expected
@@ -69,8 +70,9 @@ def one_process(tmp_path_factory):
 
 def ranks_run(tmp_path, body, deployment):
     """The slice run over rank processes, to completion: its folder."""
-    (run_dir,) = run_workload(load_workload(workload(
-        tmp_path, "ranks", body + f"deployment: {deployment}\n")))
+    (run,) = run_workload(load_workload(workload(
+    tmp_path, "ranks", body + f"deployment: {deployment}\n")))
+    run_dir = run.path
     assert json.loads((run_dir / "manifest.json").read_text())["complete"] is True
     return run_dir
 

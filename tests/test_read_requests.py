@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.record.table_reader import read_requests
+from harness.record.table_reader import read_frame, read_requests
 from harness.record.table_sink import TableSink
 from harness.schema import TABLES
 
@@ -36,3 +36,24 @@ def test_a_table_written_in_chunks_reads_back_as_pandas_reads_it(tmp_path, fmt):
     assert ordered["request_id"].tolist() == [0, 1, 2, 3, 4]
     assert ordered["status"].tolist() == ["rejected", "finished", "unfinished", "finished",
                                           "unfinished"]
+
+
+def test_a_frame_filtered_on_a_column_not_read_is_the_same_whichever_format(tmp_path):
+    """where=(column, value) with the column not among those asked for: the rows holding
+    the value (compared as the schema declares the column), without that column."""
+    frames = {}
+    for fmt in ("parquet", "csv"):
+        (tmp_path / fmt).mkdir()
+        sink = TableSink(tmp_path / fmt, "requests", fmt, dict(run_id="r"))
+        sink.write(chunk([0, 1, 2], "finished", ""))
+        sink.write(chunk([10, 11], "rejected", "needs 9 KV blocks"))
+        path = sink.close()
+        frames[fmt] = [read_frame(path, ["request_id"], where=("status", "rejected")),
+                       read_frame(path, ["status"], where=("request_id", 11)),
+                       read_frame(path, ["status"], where=("request_id", 1.0))]
+    for parquet, csv in zip(frames["parquet"], frames["csv"]):
+        assert list(parquet.columns) == list(csv.columns)
+        assert parquet.astype(str).to_dict("records") == csv.astype(str).to_dict("records")
+    assert frames["csv"][0]["request_id"].tolist() == [10, 11]
+    assert frames["csv"][1]["status"].tolist() == ["rejected"]
+    assert frames["csv"][2]["status"].tolist() == ["finished"]

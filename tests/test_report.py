@@ -352,9 +352,9 @@ def test_a_pd_runs_steps_are_grouped_by_instance(pd, runs):
     from harness.analysis.report.figures.load import instance_steps, pool_over_time
     from harness.analysis.report.run_data import RunData
     from harness.analysis.report.timeline import per_step
-    from harness.analysis.runs import read_run
+    from harness.record.run import Run
 
-    run = RunData(read_run(pd["run"]))
+    run = RunData(Run.read(pd["run"]))
     steps = pd_.read_parquet(pd["run"] / "steps.parquet")
     key = run.step_key()
     distinct = steps.groupby(["role", "instance", "step"], observed=True).ngroups
@@ -373,7 +373,7 @@ def test_a_pd_runs_steps_are_grouped_by_instance(pd, runs):
     assert len(t) and v["running"].max() <= steps[steps.role == "decode"].groupby(
         "step")["running"].sum().max()
     # a co-located run's key is its step number
-    colocated = RunData(read_run(runs["released"]))
+    colocated = RunData(Run.read(runs["released"]))
     assert (colocated.step_key() == colocated.columns("steps", ["step"])["step"]).all()
 
 
@@ -393,9 +393,9 @@ def test_a_pd_runs_ranks_and_trace_events_are_per_instance(pd):
     process per instance and rank, on which steps follow one another."""
     from harness.analysis.report.figures.ranks import _by_step, _ranked
     from harness.analysis.report.run_data import RunData
-    from harness.analysis.runs import read_run
+    from harness.record.run import Run
 
-    run = RunData(read_run(pd["run"]))
+    run = RunData(Run.read(pd["run"]))
     assert _ranked(run) == ["prefill", "decode"]
     prefill = _by_step(run, "prefill")
     assert len(prefill["slowest"]) == 24 and set(prefill["ranks"]) == {2}
@@ -431,9 +431,9 @@ def test_a_pd_deployment_against_a_colocated_one_on_the_hardware_page(pd, runs, 
     values = lambda name: re.findall(r"<td>([^<]*)</td>", cells[name])  # noqa: E731
     assert values("devices")[:2] == ["8", "6"]  # 2 x 2 prefill + 1 x 2 decode devices
     from harness.analysis.report.headline import fmt
-    from harness.analysis.runs import read_run
+    from harness.record.run import Run
 
-    a, b = read_run(runs["released"]), read_run(pd["run"])
+    a, b = Run.read(runs["released"]), Run.read(pd["run"])
     for name, metric in (("output tokens per device", "throughput.output_tokens"),
                          ("total tokens per device", "throughput.total_tokens")):
         assert values(name)[:2] == [fmt(a.value(metric) / 8), fmt(b.value(metric) / 6)]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.report.headline import fmt
-from harness.analysis.runs import read_run
 from harness.commands import main
+from harness.record.run import Run
 from tests.helpers import MODELED
 
 pytestmark = pytest.mark.slow  # two whole capacity searches, then reports of them
@@ -64,7 +64,7 @@ def test_the_hardware_page_leads_with_the_answer(searched):
     assert rows["capacity"][:2] == [fmt(out[d]["capacity"]["rate"]) for d in ("H200", "B200")]
     assert rows["capacity"][2] == fmt(out["B200"]["capacity"]["rate"]
                                       / out["H200"]["capacity"]["rate"])
-    at = [read_run(out[d]["capacity"]["run_dir"]) for d in ("H200", "B200")]
+    at = [Run.read(out[d]["capacity"]["run_dir"]) for d in ("H200", "B200")]
     assert rows["output tokens per device"][:2] == [
         fmt(r.value("throughput.output_tokens") / 8) for r in at]
     assert rows["goodput attainment"][:2] == [fmt(r.value("goodput.attainment")) for r in at]

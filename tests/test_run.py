@@ -47,7 +47,8 @@ def read(run_dir, name):
 
 
 def test_real_clock_run_writes_every_table(tmp_path):
-    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu", warmup_steps=2))
+    (run,) = run_workload(workload(tmp_path, GENERATED, device="cpu", warmup_steps=2))
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] and manifest["trace_rows"] == 24
     requests, steps, batches, summary = (read(run_dir, n) for n in
@@ -67,8 +68,9 @@ def test_real_clock_run_writes_every_table(tmp_path):
 
 
 def test_the_manifest_names_the_checkouts_commit_and_its_date(tmp_path):
-    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="modeled:B200",
-                                       calibration_requests=0))
+    (run,) = run_workload(workload(tmp_path, GENERATED, device="modeled:B200",
+                                   calibration_requests=0))
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     head = subprocess.run(["git", "log", "-1", "--format=%H %cI"], capture_output=True,
                           text=True, cwd=REPO).stdout.split()
@@ -78,7 +80,7 @@ def test_the_manifest_names_the_checkouts_commit_and_its_date(tmp_path):
 @pytest.mark.slow
 def test_virtual_clock_modeled_runs_are_identical(tmp_path):
     body = GENERATED.replace("model: tiny", "model: deepseek-v3\ndeployment: {devices: 8}")
-    runs = [run_workload(workload(tmp_path, body, device="modeled:B200", precision="fp8"))[0]
+    runs = [run_workload(workload(tmp_path, body, device="modeled:B200", precision="fp8"))[0].path
             for _ in range(2)]
     assert runs[0] != runs[1]  # a run never overwrites another
     for name in ("steps", "requests", "batches"):
@@ -95,7 +97,8 @@ def test_interrupted_run_leaves_readable_incomplete_tables(tmp_path, monkeypatch
     def ctrl_c_after_five(done, total):
         if done >= 5:
             raise KeyboardInterrupt
-    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu"), ctrl_c_after_five)
+    (run,) = run_workload(workload(tmp_path, GENERATED, device="cpu"), ctrl_c_after_five)
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is False and manifest["interrupted"]
     requests = read(run_dir, "requests")
@@ -111,7 +114,8 @@ def test_azure_trace_replay_keeps_every_request(tmp_path):
                            "engine: {max_num_batched_tokens: 16384, max_num_seqs: 256, "
                            "block_size: 64}\ndeployment: {devices: 8}\n",
                  device="modeled:H200", precision="fp8")
-    (run_dir,) = run_workload(w)
+    (run,) = run_workload(w)
+    run_dir = run.path
     requests = read(run_dir, "requests")
     trace = pd.read_csv(AZURE)
     assert len(requests) == len(trace) == 8819
@@ -124,7 +128,8 @@ def test_azure_trace_replay_keeps_every_request(tmp_path):
 
 
 def test_show_prints_a_summary(tmp_path, capsys):
-    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu"))
+    (run,) = run_workload(workload(tmp_path, GENERATED, device="cpu"))
+    run_dir = run.path
     assert main(["show", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "[complete]" in out and "ttft p50" in out
@@ -133,8 +138,9 @@ def test_show_prints_a_summary(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_runs_calibrate_the_harness_and_sample_the_host(tmp_path):
-    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu",
-                                       calibration_requests=10))
+    (run,) = run_workload(workload(tmp_path, GENERATED, device="cpu",
+                                   calibration_requests=10))
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     calibration = manifest["calibration"]
     longest = read(run_dir, "requests")["max_new_tokens"].iloc[:10].max()
@@ -150,8 +156,9 @@ def test_runs_calibrate_the_harness_and_sample_the_host(tmp_path):
 
 
 def test_calibration_and_telemetry_can_be_switched_off(tmp_path):
-    (run_dir,) = run_workload(workload(tmp_path, GENERATED, device="cpu", calibration_requests=0,
-                                       telemetry="{enabled: false}"))
+    (run,) = run_workload(workload(tmp_path, GENERATED, device="cpu", calibration_requests=0,
+                                   telemetry="{enabled: false}"))
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["calibration"] == {"off": "off: calibration_requests: 0"}
     assert manifest["telemetry"] == {"sampler": "telemetry.enabled: false"}
@@ -161,7 +168,8 @@ def test_calibration_and_telemetry_can_be_switched_off(tmp_path):
 
 def test_a_virtual_clock_run_is_not_calibrated_by_default_and_says_why(tmp_path, capsys):
     body = MODELED.replace("calibration_requests: 0\n", "")
-    (run_dir,) = run_workload(workload(tmp_path, body))
+    (run,) = run_workload(workload(tmp_path, body))
+    run_dir = run.path
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["values"]["calibration_requests"] is None
     assert manifest["calibration"] == {"off": VIRTUAL_CLOCK}
@@ -174,7 +182,8 @@ def test_a_virtual_clock_run_is_not_calibrated_by_default_and_says_why(tmp_path,
 
 def test_a_number_calibrates_on_the_virtual_clock_too(tmp_path):
     body = MODELED.replace("calibration_requests: 0", "calibration_requests: 50")
-    (run_dir,) = run_workload(workload(tmp_path, body))
+    (run,) = run_workload(workload(tmp_path, body))
+    run_dir = run.path
     calibration = json.loads((run_dir / "manifest.json").read_text())["calibration"]
     assert calibration["requests"] == 12 and "off" not in calibration  # the trace's 12
     assert "harness" in set(read(run_dir, "summary")["metric"])

@@ -18,13 +18,13 @@ pytestmark = pytest.mark.core
 
 @pytest.fixture(scope="module", params=["parquet", "csv"])
 def written(request, tmp_path_factory):
-    """(the run run_sweep returned, its folder read back) for each table format."""
-    from harness.sweeps.sweep import run_sweep
+    """(the run run_workload returned, its folder read back) for each table format."""
+    from harness.sweeps.sweep import run_workload
     from harness.workload import load_workload
 
     root = tmp_path_factory.mktemp(request.param)
     (root / "w.yaml").write_text(MODELED + f"output: {root}\ntable_format: {request.param}\n")
-    (run,) = run_sweep(load_workload(root / "w.yaml"))
+    (run,) = run_workload(load_workload(root / "w.yaml"))
     return run, Run.read(run.path)
 
 

@@ -29,7 +29,8 @@ def test_the_groups_prefixes_are_cache_hits(tmp_path):
     path.write_text(f"output: {tmp_path}\ntrace:\n  generate: {{requests: 24, rate: 2, "
                     "prompt: {fixed: 64}, output: {fixed: 4}, shared_prefix: {groups: 2, "
                     "tokens: 1024}}\n" + MODELED.split("\n", 2)[2])
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     requests = pd.read_parquet(run_dir / "requests.parquet")
     assert (requests["prompt_len"] == 1088).all()
     # each group's first request computes its prefix; the others hit it whole (1,024

@@ -16,7 +16,7 @@ from harness.analysis.report import trace_events
 from harness.analysis.report.figures.ranks import _by_step
 from harness.analysis.report.run_data import RunData
 from harness.analysis.report.timeline import per_step
-from harness.analysis.runs import read_run
+from harness.record.run import Run
 from harness.record.step_summary import PARTS, engine_summary
 from tests.helpers import modeled_runs
 
@@ -159,7 +159,7 @@ def test_the_summary_of_the_rows_left_is_that_of_a_row_per_rank():
 def run(tmp_path_factory):
     (path,) = modeled_runs(tmp_path_factory.mktemp("sparse"),
                            "deployment={devices: 8, attention: {dp: 8}, moe: {ep: 8}}")
-    return RunData(read_run(path)), pd.read_parquet(path / "steps.parquet")
+    return RunData(Run.read(path)), pd.read_parquet(path / "steps.parquet")
 
 
 def test_the_ranks_figure_reads_the_waited_for_rank_and_the_mean_over_every_rank(run):

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis import steady_state as ss
-from harness.analysis.runs import read_run
 from harness.analysis.steady_state import of_run, steady_state
 from harness.errors import BadInput
+from harness.record.run import Run
 from tests.helpers import REPO, modeled_runs
 
 DT = 0.25  # seconds a hand-made step lasts: exact in binary
@@ -237,7 +237,7 @@ def modeled_run(request, tmp_path_factory):
 
 
 def test_a_modeled_run_has_a_window_at_least_as_fast_as_the_whole_run(modeled_run):
-    run = read_run(modeled_run)
+    run = Run.read(modeled_run)
     s = of_run(run)
     assert s.found, s.reason
     figures = [s.output_tokens_per_s_per_device, s.total_tokens_per_s_per_device,
@@ -258,7 +258,7 @@ def test_a_run_whose_batches_lack_a_column_is_refused_naming_the_file(modeled_ru
     table = copy / "batches.parquet"
     pq.write_table(pq.read_table(table).drop_columns(["kind"]), table)
     with pytest.raises(BadInput, match=rf"{re.escape(str(table))}: no column\(s\) kind"):
-        of_run(read_run(copy))
+        of_run(Run.read(copy))
 
 
 def test_the_thresholds_are_the_ones_docs_frontier_md_states():

@@ -11,9 +11,9 @@ import pytest
 
 from engine.devices.profile import DEVICES_DIR, known_profiles, load_device_profile
 from harness.analysis.report.sweep_data import label, levels_from, read_sweep
-from harness.analysis.runs import read_run
 from harness.commands import main
 from harness.errors import BadInput
+from harness.record.run import Run
 from harness.record.table_sink import write_table
 from harness.sweeps.points.cost import costs
 from harness.sweeps.points.power import busy_shares, run_power
@@ -195,10 +195,10 @@ def test_measured_energy_gives_the_power_instead_of_the_model(tmp_path):
     run = synthetic_run(tmp_path / "r", {"energy_per_output_token.value": (2.0, "J/token"),
                                          "throughput.output_tokens": (4000.0, "tok/s")},
                         values={"deployment": {"devices": 8}})
-    power = run_power(read_run(run))
+    power = run_power(Run.read(run))
     assert (power.watts, power.source) == (1000.0, "measured")
     without = synthetic_run(tmp_path / "r2", {"throughput.output_tokens": (4000.0, "tok/s")})
-    assert run_power(read_run(without)).source == ""  # measured, no energy: unknown
+    assert run_power(Run.read(without)).source == ""  # measured, no energy: unknown
 
 
 def test_a_deployment_axis_is_labelled_by_its_shape():

@@ -15,8 +15,9 @@ import pytest
 
 import harness.analysis.report as report_package
 from engine.devices.profile import load_device_profile
-from harness.analysis.runs import find_runs, read_run
+from harness.analysis.runs import find_runs
 from harness.commands import main
+from harness.record.run import Run
 from harness.record.table_sink import write_table
 from harness.sweeps.points.execute import execute, plan
 from harness.sweeps.points.table import table
@@ -84,7 +85,7 @@ def test_modeled_power_and_cost_follow_the_run_and_its_profile(swept):
     done = [r for r in swept["rows"] if r["status"] == "done"]
     assert len(done) == 4
     for r in done:
-        run = read_run(r["run_dir"])
+        run = Run.read(r["run_dir"])
         profile = load_device_profile(r["device"].partition(":")[2])
         steps = run.table("steps").drop_duplicates(["instance", "step"])
         steps = steps[~steps["warmup"]]
@@ -188,7 +189,7 @@ def test_a_pd_points_power_is_each_pools_on_its_own_device(tmp_path):
     path = sweep_file(tmp_path, "base: base.yaml\naxes: {engine.max_num_seqs: [8]}\n", base)
     (result,) = execute(plan(path, (f"output={tmp_path / 'out'}",)), InProcess())
     assert result["status"] == "done", result["reason"]
-    run = read_run(result["run_dir"])
+    run = Run.read(result["run_dir"])
     steps = run.table("steps").drop_duplicates(["role", "instance", "step"])
     steps = steps[~steps["warmup"]]
     window = steps["t_end_s"].max() - steps["t_start_s"].min()

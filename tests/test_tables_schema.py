@@ -40,7 +40,8 @@ USED_IN_PYTHON = {"first_scheduled_step"}  # a C++ requests column the recorder 
 def test_a_run_writes_every_table_in_its_declared_schema(tmp_path, fmt):
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\ntable_format: {fmt}\n{TINY}")
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     # tokens: written with `tokens: true` on a torch device (tests/test_tokens.py)
     for name in set(TABLES) - set(SWEEP_TABLES) - {"tokens"}:
         want = arrow_schema(name, LABELS)
@@ -56,7 +57,8 @@ def test_a_readers_keys_carry_row_group_statistics(tmp_path):
     """step, seq_id and the clock's times can prune row groups; a measured value has none."""
     path = tmp_path / "w.yaml"
     path.write_text(f"output: {tmp_path / 'results'}\n{TINY}")
-    (run_dir,) = run_workload(load_workload(path))
+    (run,) = run_workload(load_workload(path))
+    run_dir = run.path
     for table, key, value in (("steps", "step", "forward_ns"), ("batches", "seq_id", "seqlen_k"),
                               ("requests", "arrival_s", "ttft_s")):
         group = pq.ParquetFile(run_dir / f"{table}.parquet").metadata.row_group(0)

@@ -31,7 +31,8 @@ def workload(tmp_path, name, extra="", seqs=8):
 
 
 def tokens(tmp_path, name, extra="", seqs=8):
-    (run_dir,) = run_workload(workload(tmp_path, name, extra, seqs))
+    (run,) = run_workload(workload(tmp_path, name, extra, seqs))
+    run_dir = run.path
     got = pq.read_schema(run_dir / "tokens.parquet").remove_metadata()
     assert got == arrow_schema("tokens", LABELS)  # as declared (docs/tables.md)
     return pd.read_parquet(run_dir / "tokens.parquet")

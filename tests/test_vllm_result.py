@@ -110,7 +110,8 @@ def test_an_interrupted_run_writes_it_from_what_it_recorded(tmp_path, monkeypatc
     path = tmp_path / "w.yaml"
     path.write_text(MODELED.replace("requests: 12", "requests: 40")
                     + f"output: {tmp_path}\nname: small\n")
-    (folder,) = run_workload(load_workload(path), ctrl_c_after_four)
+    (run,) = run_workload(load_workload(path), ctrl_c_after_four)
+    folder = run.path
     result = json.loads((folder / "result.json").read_text())
     rows = summary_rows(folder)
     assert result["steptrace"]["complete"] is False

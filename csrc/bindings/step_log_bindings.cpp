@@ -200,16 +200,20 @@ void set_handed(PyStepLog& log, int64_t seq_id, const py::kwargs& columns) {
   }
 }
 
-}  // namespace
-
-void bind_step_log(py::module_& m) {
-  bind_step_times(m);
+void bind_pd_columns(py::module_& m) {
   py::class_<PdColumns>(m, "PdColumns",
                         "A request's P/D columns, read (StepLog.set_handed writes them).")
 #define FIELD(name) .def_readonly(#name, &PdColumns::name)
       FIELD(prefill_instance) FIELD(decode_instance) FIELD(kv_bytes) FIELD(handoff_s)
           FIELD(transfer_start_s) FIELD(transfer_end_s) FIELD(decode_wait_s);
 #undef FIELD
+}
+
+}  // namespace
+
+void bind_step_log(py::module_& m) {
+  bind_step_times(m);
+  bind_pd_columns(m);
   py::class_<PyStepLog> cls(m, "StepLog");
   cls.def(py::init([](int64_t warmup_steps, size_t chunk_steps, py::object on_full,
                       const std::string& handoff, int32_t instance) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "block_hashes.hpp"
 #include "steady_clock.hpp"
 
 namespace steptrace {
@@ -29,8 +28,7 @@ PdReplay::PdReplay(std::vector<PdInstance>& instances, const ReplayRequests& req
                       service.capacity_blocks, service.block_size),
       decode_router_(service.decode_router,
                      std::count_if(instances.begin(), instances.end(),
-                                   [](const PdInstance& i) { return !i.prefill; })),
-      cache_aware_(service.prefill_router == "cache_aware") {
+                                   [](const PdInstance& i) { return !i.prefill; })) {
   for (PdInstance& i : instances_) (i.prefill ? prefill_ : decode_).push_back(&i);
 }
 
@@ -87,10 +85,7 @@ void PdReplay::arrive(int64_t i, double t) {
   if (requests_.hash_offsets)
     ids_.assign(requests_.hash_ids + requests_.hash_offsets[i],
                 requests_.hash_ids + requests_.hash_offsets[i + 1]);
-  hashes_.clear();
-  if (cache_aware_ && !ids_.empty())
-    block_hashes(ids_, requests_.hash_block_size ? requests_.hash_block_size : service_.block_size,
-                 service_.block_size, static_cast<int32_t>(prompt_len), hashes_);
+  hashes_ = prefill_router_.hashes(ids_, requests_.hash_block_size, prompt_len);
   PdInstance& instance = *prefill_[prefill_router_.route(prompt_len, hashes_)];
   const SeqRecord added = instance.scheduler->add_sequence(
       i, prompt_len, requests_.max_new_tokens[i], t, ids_, requests_.hash_block_size);
@@ -167,13 +162,12 @@ void PdReplay::route_decode(int64_t seq_id, double t) {
   if (decode_router_.wants_free_blocks())
     for (PdInstance* d : decode_) {
       // free blocks, less the prompt blocks of the sequences not yet admitted
-      const int64_t block_size = d->scheduler->config().block_size;
       int64_t room = 0;
       for (int64_t r = 0; r < d->scheduler->config().dp_size; ++r)
         room += d->scheduler->num_free_blocks(r);
-      for (int64_t id : d->pending)
-        room -= (requests_.prompt_len[id] + block_size - 1) / block_size;
-      free_.push_back(room);
+      prompt_lens_.clear();
+      for (int64_t id : d->pending) prompt_lens_.push_back(requests_.prompt_len[id]);
+      free_.push_back(room - awaited_blocks(prompt_lens_, d->scheduler->config().block_size));
     }
   PdInstance& instance = *decode_[decode_router_.route(free_)];
   Handoff& h = handoffs_.at(seq_id);

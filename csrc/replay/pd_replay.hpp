@@ -88,12 +88,11 @@ class PdReplay {
   ReplayHooks& hooks_;
   PrefillRouter prefill_router_;
   DecodeRouter decode_router_;
-  bool cache_aware_;
   KvLinks links_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::unordered_map<int64_t, Handoff> handoffs_;  // by seq_id, hand-off to KV arrival
   ModeledOutput out_;                               // scratch, a step's
-  std::vector<int64_t> ids_, hashes_, free_;        // scratch
+  std::vector<int64_t> ids_, hashes_, free_, prompt_lens_;  // scratch
   double now_ = 0;
   int64_t next_ = 0, done_ = 0, steps_ = 0, order_ = 0;
   bool stepped_ = false;

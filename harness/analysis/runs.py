@@ -21,11 +21,6 @@ from ..schema import TABLES
 from ..schema.tables import SWEEP_STATUSES
 
 
-def read_run(path: Path) -> Run:
-    """One run folder; BadInput when it is not one."""
-    return Run.read(path)
-
-
 def find_runs(specs: Iterable[Union[str, Path]]) -> List[Path]:
     """Run folders named by `specs`: a run folder, a glob, a capacity search's folder (its
     run at capacity), a `steptrace sweep`'s folder (its points' runs, each at capacity in
@@ -128,5 +123,5 @@ def at_capacity(table_path: Path) -> Path:
 
 
 def load_runs(specs: Iterable[str]) -> List[Run]:
-    """read_run over find_runs(specs)."""
-    return [read_run(path) for path in find_runs(specs)]
+    """Run.read over find_runs(specs)."""
+    return [Run.read(path) for path in find_runs(specs)]

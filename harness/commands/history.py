@@ -14,7 +14,7 @@ from fileio.atomic import WriteFailed
 
 from ..analysis import change_points, history_bench, history_series, history_store
 from ..analysis.gate import check_complete
-from ..analysis.runs import find_runs, read_run
+from ..analysis.runs import load_runs
 from ..errors import BadInput, RunFailed
 from .common import add_json, print_json
 
@@ -73,7 +73,7 @@ def main(args) -> int:
 def _add(args) -> int:
     if not args.runs and not args.bench:
         raise BadInput("history add: name runs (RUN_OR_FOLDER) or --bench BENCH.json")
-    runs = [read_run(path) for path in find_runs(args.runs)] if args.runs else []
+    runs = load_runs(args.runs) if args.runs else []
     check_complete(runs, "a", "the history holds complete runs only")
     runner = history_store.runner(args.runner)
     writes = [(run.path, history_store.run_key(run), partial(

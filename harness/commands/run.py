@@ -67,15 +67,15 @@ def print_busy(results) -> None:
 def planned_runs(workload, stop, progress=None, ran=None):
     """Every run the workload plans, run (harness/sweeps/sweep.py), as written.
     `progress` hears each run's requests (default: the lines or bar of `_progress`), `ran`
-    each run written (run_sweep)."""
+    each run written (run_workload)."""
     from engine.device_memory import DoesNotFit
 
-    from ..sweeps.sweep import run_sweep
+    from ..sweeps.sweep import run_workload
     from ..workload import WorkloadError
     from ..workload.trace import TraceLoadError
     try:
-        return run_sweep(workload, _progress() if progress is None else progress, stop,
-                         ran=ran)
+        return run_workload(workload, _progress() if progress is None else progress, stop,
+                            ran=ran)
     except BadInput:  # a run folder that cannot be made where the workload says
         raise
     except (WorkloadError, TraceLoadError) as e:

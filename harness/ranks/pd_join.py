@@ -14,27 +14,33 @@ decode's; preemptions and recomputed tokens the sum of both.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..schema.tables import PD_COLUMNS, REQUESTS
+from ..schema.values import AWAITING_DECODE_ROOM, IN_KV_TRANSFER
 
 # the prefill row's values a joined row takes, kept by request id
 _KEPT = {"enqueue_s": np.float64, "first_scheduled_s": np.float64,
          "first_scheduled_step": np.int64, "dp_rank": np.int32, "preemptions": np.int32,
          "recomputed_tokens": np.int64, "prefix_hit_tokens": np.int64}
 HANDED_OFF, UNFINISHED = (REQUESTS.column("status").code(s) for s in ("handed_off", "unfinished"))
+NO_DECODE_RANK = REQUESTS.column("decode_dp_rank").missing
 
 
 class Transfers:
     """The requests table's P/D columns by request id, as the harness fills them in while
     requests move (harness/ranks/pd_replay.py): each the schema's missing value until
-    then."""
+    then. All but decode_dp_rank, which a joined row takes from its decode row's dp_rank.
+    A column in `given` (the recorder's hand-off and transfer times) is that array."""
 
-    def __init__(self, n: int) -> None:
-        self.columns = {c.name: np.full(n, c.missing, c.type.to_pandas_dtype())
-                        for c in PD_COLUMNS}
+    def __init__(self, n: int, given: Optional[Mapping[str, np.ndarray]] = None) -> None:
+        given = given or {}
+        self.columns = {c.name: given[c.name] if c.name in given else
+                        np.full(n, c.missing, c.type.to_pandas_dtype())
+                        for c in PD_COLUMNS if c.name != "decode_dp_rank"}
+        self.nbytes = sum(a.nbytes for name, a in self.columns.items() if name not in given)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
@@ -44,8 +50,8 @@ class Transfers:
 
 
 class PDJoin:
-    def __init__(self, n: int) -> None:
-        self.transfers = Transfers(n)  # the harness fills it as requests move
+    def __init__(self, n: int, times: Optional[Mapping[str, np.ndarray]] = None) -> None:
+        self.transfers = Transfers(n, times)  # the harness fills it as requests move
         self._kept = {name: np.zeros(n, t) for name, t in _KEPT.items()}
         self._handed = np.zeros(n, bool)
         self._joined = np.zeros(n, bool)
@@ -53,9 +59,10 @@ class PDJoin:
 
     @property
     def nbytes(self) -> int:
-        """The per-request arrays, in bytes (the decode rows held aside are a chunk's)."""
-        return sum(a.nbytes for a in (*self.transfers.columns.values(), *self._kept.values(),
-                                      self._handed, self._joined))
+        """The per-request arrays it owns, in bytes (the decode rows held aside are a
+        chunk's)."""
+        return self.transfers.nbytes + sum(a.nbytes for a in (*self._kept.values(),
+                                                              self._handed, self._joined))
 
     def rows(self, parts: Sequence[Tuple[str, Mapping[str, np.ndarray]]]) \
             -> List[Dict[str, np.ndarray]]:
@@ -101,8 +108,7 @@ class PDJoin:
                 "last_token_s": np.full(n, np.nan), "decode_stall_s": np.zeros(n),
                 "output_tokens": np.zeros(n, np.int64),
                 "status": np.full(n, UNFINISHED, np.uint8),
-                "reason": np.where(moving, "in KV transfer", "awaiting decode room")
-                .astype(object)}
+                "reason": np.where(moving, IN_KV_TRANSFER, AWAITING_DECODE_ROOM).astype(object)}
         self._joined[ids] = True
         return self._with_transfers(rows)
 
@@ -116,9 +122,11 @@ class PDJoin:
                 + np.asarray(rows["recomputed_tokens"])}
 
     def _with_transfers(self, rows: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        """The rows with their P/D columns the harness's (a decode row's decode_dp_rank
-        aside, each one's missing value)."""
-        return {**rows, **self.transfers.at(np.asarray(rows["request_id"]))}
+        """The rows with their P/D columns the harness's, decode_dp_rank missing (a decode
+        row's is its dp_rank)."""
+        ids = np.asarray(rows["request_id"])
+        return {**rows, **self.transfers.at(ids),
+                "decode_dp_rank": np.full(len(ids), NO_DECODE_RANK, np.int32)}
 
 
 def _select(rows: Mapping[str, np.ndarray], mask: np.ndarray) -> Dict[str, np.ndarray]:

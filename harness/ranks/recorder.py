@@ -23,8 +23,10 @@ class RanksRecorder(Recorder):
         self._itl: List[tuple] = []
         self._num_done = 0
         n = len(self.warm)
-        # a P/D deployment's: the harness fills in its transfers (harness/ranks/pd_replay.py)
-        self.join: Optional[PDJoin] = PDJoin(n) if self.pd_times is not None else None
+        # a P/D deployment's: the harness fills in its transfers (harness/ranks/pd_replay.py),
+        # their times in pd_times
+        self.join: Optional[PDJoin] = PDJoin(n, self.pd_times) \
+            if self.pd_times is not None else None
 
     def take(self, ranks, final: bool = False) -> None:
         """Hand over every round of chunks all ranks of an instance have sent (`final`:

@@ -1,8 +1,8 @@
 """One run, read back from its folder (`Run.read`) or as the run just wrote it
-(`Run.written`, nothing read again): its typed manifest (harness/schema/manifest_view.py),
-state, summary rows and notes, its labels and workload keys, and its tables on demand,
-each read once (harness/record/table_reader.py). What `steptrace show`, `run`, `compare`,
-`report`, `gate`, `history` and a sweep read of a run.
+(`Run.written`, its manifest and summary as held, not read again): its typed manifest
+(harness/schema/manifest_view.py), state, summary rows and notes, its labels and workload
+keys, and its tables on demand, each read once (harness/record/table_reader.py). What
+`steptrace show`, `run`, `compare`, `report`, `gate`, `history` and a sweep read of a run.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class Run:
     @classmethod
     def written(cls, run_dir: Path, manifest: dict, summary: pd.DataFrame) -> Run:
         """The run as it was just written: its folder, its manifest as last written (taken
-        as its JSON reads back) and its summary table."""
+        as its JSON reads back) and its summary table, neither read again; its notes read
+        the requests table where every request was rejected (the first one's reason)."""
         document = json.loads(json.dumps(manifest, default=str))
         typed = view(document)
         state = run_folder.state(typed)

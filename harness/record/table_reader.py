@@ -52,9 +52,24 @@ def read_frame(path: Path, columns: Optional[Sequence[str]] = None,
     if path.suffix == ".parquet":
         return pq.read_table(path, columns=cols, filters=None if where is None else
                              [(where[0], "==", where[1])]).to_pandas()
-    frame = pd.read_csv(path, usecols=cols)
-    return frame if where is None else \
-        frame[frame[where[0]].astype(str) == str(where[1])].reset_index(drop=True)
+    if where is None:
+        return pd.read_csv(path, usecols=cols)
+    column, value = where
+    use = None if cols is None else list(dict.fromkeys([*cols, column]))
+    frame = pd.read_csv(path, usecols=use)
+    frame = frame[_as_declared(path.stem, frame[column]) == value].reset_index(drop=True)
+    return frame if cols is None or column in cols else frame.drop(columns=[column])
+
+
+def _as_declared(table: str, column: pd.Series) -> pd.Series:
+    """A CSV column's values as the schema declares them for `table` (text as text, numbers
+    as numbers), so that it compares as the Parquet file's column does; as read where the
+    schema declares no type."""
+    declared = {c.name: c.type for c in TABLES[table].columns} if table in TABLES else {}
+    kind = kind_of(declared[column.name]) if column.name in declared else None
+    if kind == "text":
+        return column.astype(str)
+    return pd.to_numeric(column, errors="coerce") if kind in ("integer", "number") else column
 
 
 def read_table(path: Path, name: str, columns: Optional[Sequence[str]] = None,

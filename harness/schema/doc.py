@@ -83,7 +83,5 @@ def _meaning(c: Column) -> str:
 
 
 def _values(c: Column) -> str:
-    """`0 decode, 1 prompt`; a code with several names lists them: `0 finished or handed_off`."""
-    codes = sorted({code for code, _ in c.values})
-    return ", ".join(f"{code} " + " or ".join(f"`{name}`" for k, name in c.values if k == code)
-                     for code in codes)
+    """'0 `decode`, 1 `prompt`': each code with its one name, in code order."""
+    return ", ".join(f"{code} `{name}`" for code, name in sorted(c.values))

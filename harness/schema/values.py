@@ -9,6 +9,11 @@ PHASES = STEPS.column("phase").names_by_code()  # indexed by the step's prompt f
 KIND_NAMES = BATCHES.column("kind").names_by_code()  # indexed by engine.plan's KIND_*
 STATUSES = REQUESTS.column("status").value_names
 COMPLETED = ("finished", "handed_off")  # the engine did all it was asked: latency counts
+# why a P/D request handed off is unfinished when the run ends: no decode instance had room
+# for it yet, or its KV cache was on the way (the step log writes them too:
+# csrc/recorder/step_log.cpp; docs/disaggregation.md)
+AWAITING_DECODE_ROOM, IN_KV_TRANSFER = STRANDED_REASONS = (
+    "awaiting decode room", "in KV transfer")
 SLO_METRICS = ("ttft", "tpot", "e2e")
 # a GIL sweep's arms (the gil_mode label), in the order a sweep names and compares them:
 # each against the released arm (harness/workload/arms.py, docs/gil.md)

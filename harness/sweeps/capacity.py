@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 import pandas as pd
 
+from ..record.run import Run
 from ..schema import TABLES
 from ..schema.summary import CAPACITY_ROWS
 from ..schema.values import DEFAULT_ATTAINMENT
@@ -318,7 +319,6 @@ class _Prober:
             extra: Tuple[str, ...] = ()) -> Tuple[bool, dict]:
         """(met, row) of the workload at `rate` (a closed loop's: requests in flight), loaded
         with `extra` --set values too."""
-        from ..analysis.runs import read_run
         from .sweep import run_workload
 
         probed = self.load(extra + (rate_knob.override(rate),))
@@ -326,7 +326,7 @@ class _Prober:
         if self.stop.is_set() or not runs:
             raise Stopped(f"{len(runs) + len(self.rows)} probe run(s) in {self.folder}, "
                           f"no capacity table")
-        run = read_run(runs[0])
+        run = runs[0]
         knob_columns = dict(concurrency=int(rate), rate=run.value("throughput.requests")) \
             if isinstance(rate_knob, ConcurrencyKnob) else dict(concurrency=None, rate=rate)
         row = dict(_row(run), probe=len(self.rows), **knob_columns,
@@ -388,7 +388,6 @@ def _length_check(prober: _Prober, rate_knob: AnyKnob, rate: float, run_dir: Pat
     flight within it), where the doubled trace's capacity must be within the resolution of
     the answer or above it. Either failing fails the check; the doubled trace runs even
     where the steady state already failed it, so that both are shown."""
-    from ..analysis.runs import read_run
     from ..analysis.steady_state import of_run
 
     requests = 2 * rate_knob.requests
@@ -397,7 +396,7 @@ def _length_check(prober: _Prober, rate_knob: AnyKnob, rate: float, run_dir: Pat
     setting = f"{key}={requests}"
     if not options.length_check:
         return LengthCheck("off", requests, setting)
-    steady = of_run(read_run(run_dir))
+    steady = of_run(Run.read(run_dir))
     # any run without a window is unsteady: still filling at the last arrival, its plateau
     # reached too late or over too few steps, or no arrival span to be steady in
     unsteady = "" if steady.found else f"the run at the answer reached no steady state: " \

@@ -1,7 +1,7 @@
 """Every run a workload plans, in the GIL protocol's interleaved order
-(harness/sweeps/gil_protocol.py), each at its switch interval, and the sweep's `gil` table.
+(harness/sweeps/gil_protocol.py), each at its switch interval, and their `gil` table.
 
-The first SIGINT or SIGTERM stops the sweep: the run in progress is written, marked
+The first SIGINT or SIGTERM stops them: the run in progress is written, marked
 incomplete, and no later run starts (harness/io/interrupt.py).
 """
 
@@ -26,21 +26,14 @@ NO_SHARE = dict(other_cpu_pct=np.nan, steal_pct=np.nan, contaminated=False)  # n
 
 def run_workload(workload: Workload, progress: Optional[Callable] = None,
                  stop: Optional[Stop] = None, into: Optional[Path] = None,
-                 ran: Optional[Callable] = None) -> List[Path]:
-    """The folders of run_sweep's runs."""
-    return [run.path for run in run_sweep(workload, progress, stop, into, ran)]
-
-
-def run_sweep(workload: Workload, progress: Optional[Callable] = None,
-              stop: Optional[Stop] = None, into: Optional[Path] = None,
-              ran: Optional[Callable] = None) -> List[Run]:
-    """Every run of the workload's sweep; returns the runs as written, in `into`
-    (default <output>/<name>/; a capacity search keeps its probes together). `progress`
-    hears each run's requests done, `ran` each run written (its number from 1, the runs
-    planned, the PlannedRun). A sweep of
-    more than one run writes its `gil` table under <output>/<name>/sweeps/<first run id>/
-    unless it was stopped. The first SIGINT or SIGTERM (or a KeyboardInterrupt from
-    `progress`) stops the sweep, and `stop.signum` says which signal it was."""
+                 ran: Optional[Callable] = None) -> List[Run]:
+    """Every run the workload plans; returns the runs as written (harness/record/run.py),
+    in `into` (default <output>/<name>/; a capacity search keeps its probes together).
+    `progress` hears each run's requests done, `ran` each run written (its number from 1,
+    the runs planned, the PlannedRun). More than one planned run writes the `gil` table
+    under <output>/<name>/sweeps/<first run id>/ unless stopped. The first SIGINT or
+    SIGTERM (or a KeyboardInterrupt from `progress`) stops the runs, and `stop.signum`
+    says which signal it was."""
     trace = load_workload_trace(workload)
     stop = Stop() if stop is None else stop
     planned = gil_protocol.planned(workload)
@@ -48,7 +41,7 @@ def run_sweep(workload: Workload, progress: Optional[Callable] = None,
     rows = []
     with signals_stop(stop):
         for run in planned:
-            if stop.is_set():  # the sweep was stopped: no later run starts
+            if stop.is_set():  # stopped: no later run starts
                 break
             previous = sys.getswitchinterval()
             sys.setswitchinterval(run.switch_interval_s)
@@ -62,7 +55,7 @@ def run_sweep(workload: Workload, progress: Optional[Callable] = None,
                              out[-1].summary.to_dict("records")))
                 if ran is not None:
                     ran(len(out), len(planned), run)
-    if len(planned) > 1 and rows and not stop.is_set():  # a stopped sweep's blocks are partial
+    if len(planned) > 1 and rows and not stop.is_set():  # stopped runs' blocks are partial
         folder = Path(workload.output) / workload.name / "sweeps" / out[0].name
         folder.mkdir(parents=True, exist_ok=True)
         write_table(gil_protocol.table(rows), folder, "gil", workload.table_format)

@@ -48,7 +48,7 @@ import pyarrow as pa
 
 from harness.analysis import change_points, history_series, history_store
 from harness.analysis.rules import Rule
-from harness.analysis.runs import read_run
+from harness.record.run import Run
 from harness.schema.summary import HIGHER, better
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def ordered(folder: Path) -> List[Path]:
     """The complete runs of one `steptrace run` in the order run (their `-rN` suffix): one
     stopped by a signal leaves its last run incomplete."""
     found = [p for p in folder.iterdir()
-             if re.search(r"-r\d+$", p.name) and read_run(p).complete]
+             if re.search(r"-r\d+$", p.name) and Run.read(p).complete]
     return sorted(found, key=lambda p: int(p.name.rsplit("-r", 1)[1]))
 
 
@@ -187,7 +187,7 @@ def stores(runs: Sequence[Path], out: Path, step: float) -> Tuple[Path, Path]:
             raise SystemExit(f"{store} exists: give --out a new folder")
         history_store.make(store)
     for i, path in enumerate(runs):
-        run = read_run(path)
+        run = Run.read(path)
         prov = history_store.Provenance(commit(i), commit_date(i))
         history_store.add(aa, run, prov)
         table = history_store.rows(run, prov).to_pandas()
@@ -247,9 +247,9 @@ def gate_row(values: np.ndarray, metric: str, better_way: str, wiring: str,
 
 
 def header(runs: Sequence[Path], floors: Dict[str, float]) -> List[str]:
-    first, last = read_run(runs[0]).manifest, read_run(runs[-1]).manifest
-    busy = sum(read_run(p).busy_host is not None for p in runs)
-    others = [(read_run(p).manifest.get("host_share") or {}).get("other_cpu_pct") for p in runs]
+    first, last = Run.read(runs[0]).manifest, Run.read(runs[-1]).manifest
+    busy = sum(Run.read(p).busy_host is not None for p in runs)
+    others = [(Run.read(p).manifest.get("host_share") or {}).get("other_cpu_pct") for p in runs]
     others = [x for x in others if x is not None]
     return [
         f"history power: {len(runs)} runs of one build of {WORKLOAD.relative_to(REPO)} "

@@ -66,7 +66,8 @@ def test_hour_replay_with_hash_ids_within_1_2x(benchmark, tmp_path):
     for _ in range(3 if enabled else 1):  # alternated, so both see the same host
         for name, workload in (("plain", plain), ("hashed", hashed)):
             started = time.perf_counter()
-            (run_dir,) = run_workload(workload)
+            (run,) = run_workload(workload)
+            run_dir = run.path
             seconds[name].append(time.perf_counter() - started)
             table = pd.read_parquet(run_dir / "steps.parquet",
                                     columns=["step", "prefix_hit_tokens"])

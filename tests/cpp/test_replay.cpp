@@ -148,7 +148,7 @@ TEST(pd_replay_hands_off_moves_the_kv_and_decodes) {
   Scheduler prefill_scheduler(engine(EngineType::kPrompt));
   Scheduler decode_scheduler(engine(EngineType::kCompletion));
   ModeledStep prefill_step = quarter_second_steps(), decode_step = quarter_second_steps();
-  StepLog prefill_log(0), decode_log(0);
+  StepLog prefill_log(0, Handoffs::kKept, 0), decode_log(0);
   std::vector<PdInstance> instances(2);
   instances[0].prefill = true;
   instances[0].scheduler = &prefill_scheduler;
@@ -167,26 +167,28 @@ TEST(pd_replay_hands_off_moves_the_kv_and_decodes) {
   service.sender_bps = 32768;
   service.receiver_bps = 65536;
   service.latency_s = 0.25;
-  int32_t prefill_instance = -1, decode_instance = -1;
-  double kv_bytes = 0, handoff_s = 0, transfer_start_s = 0, transfer_end_s = 0, wait_s = -1;
-  const PdColumns columns{&prefill_instance, &decode_instance, &kv_bytes, &handoff_s,
-                          &transfer_start_s, &transfer_end_s,  &wait_s};
   Trace trace{{0.0}, {8}, {3}, {}};
   const ReplayRequests requests = trace.requests();
   Hooks hooks;
-  PdReplay replay(instances, requests, service, columns, hooks);
+  PdReplay replay(instances, requests, service, hooks);
   EXPECT(replay.run(64));
 
   // Prefilled in [0, 0.25]; the decode instance reserves its blocks at once (a pass that
-  // runs nothing, not a step), the KV moves in [0.25, 0.5] and arrives at 0.75.
-  EXPECT(prefill_instance == 0 && decode_instance == 0 && kv_bytes == 8192);
-  EXPECT(handoff_s == 0.25 && transfer_start_s == 0.25 && wait_s == 0.0);
-  EXPECT(transfer_end_s == 0.75);
+  // runs nothing, not a step), the KV moves in [0.25, 0.5] and arrives at 0.75. The one
+  // row is the decode instance's, the P/D columns in it; the prefill instance writes none.
+  const RequestRows& r = decode_log.requests();
+  EXPECT((r.prefill_instance == std::vector<int32_t>{0}));
+  EXPECT((r.decode_instance == std::vector<int32_t>{0}));
+  EXPECT((r.kv_bytes == std::vector<double>{8192}));
+  EXPECT((r.handoff_s == std::vector<double>{0.25}));
+  EXPECT((r.transfer_start_s == std::vector<double>{0.25}));
+  EXPECT((r.decode_wait_s == std::vector<double>{0.0}));
+  EXPECT((r.transfer_end_s == std::vector<double>{0.75}));
+  EXPECT(prefill_log.requests().request_id.empty());
   EXPECT((prefill_log.steps().t_end_s == std::vector<double>{0.25}));
   // The decode instance's step 0 was the reservation: its recorded steps are 1 and 2.
   EXPECT((decode_log.steps().step == std::vector<int64_t>{1, 2}));
   EXPECT((decode_log.steps().t_start_s == std::vector<double>{0.75, 1.0}));
-  const RequestRows& r = decode_log.requests();
   EXPECT((r.first_token_s == std::vector<double>{0.75}));  // the first token comes with the KV
   EXPECT((r.last_token_s == std::vector<double>{1.25}));
   EXPECT((r.output_tokens == std::vector<int64_t>{3}));

@@ -23,9 +23,9 @@ import numpy as np
 from fileio.atomic import WriteFailed
 
 from ...errors import BadInput
-from ...record.run import POOLS
+from ...record.run import POOLS, Run
 from .. import change_points
-from ..runs import find_runs, read_run
+from ..runs import find_runs
 from . import arms as arming, comparison, destination, headline, page, trace_events, trend
 from .capacity import search
 from .figures import ENGINE_FIGURES, GIL_FIGURES, RUN_FIGURES, capacity as capacity_figure
@@ -56,7 +56,7 @@ def build(paths: Sequence[Path], out: Path, with_trace_events: bool = False) -> 
     out = Path(out)
     found = find_runs(paths)
     destination.check(out, found)
-    runs = [RunData(read_run(p)) for p in found]
+    runs = [RunData(Run.read(p)) for p in found]
     for run in runs:  # before any drawing: a missing table is bad input, named at once
         for table in NEEDED if run.engine else CLIENT_NEEDED:
             run.run.table_path(table)

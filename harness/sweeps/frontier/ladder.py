@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ...analysis.runs import read_run
 from ...analysis.steady_state import SteadyState, of_run
+from ...record.run import Run
 from ...workload.views import SloKeys
 from ..points.counter import Counter
 from ..points.execute import Fan, SweepPlan, Task
@@ -126,7 +126,7 @@ def _missed(steady: SteadyState, slo: SloKeys) -> str:
 
 def _steady(run_dir: str) -> SteadyState:
     try:
-        return of_run(read_run(Path(run_dir)))
+        return of_run(Run.read(Path(run_dir)))
     except Exception as e:  # noqa: BLE001 - a run whose tables cannot be read has no window
         return SteadyState(False, f"its tables could not be read: {type(e).__name__}: {e}")
 

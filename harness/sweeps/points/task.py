@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Dict
 
+from ...record.run import Run
 from ...workload import load_workload
 from . import marker
 from .answer import SUMMARY_VALUES, empty_answer
@@ -31,8 +32,7 @@ def run_point(point: Point) -> Dict:
 def _run(workload) -> Dict:
     from ..sweep import run_workload
 
-    (run_dir,) = run_workload(workload)  # point.refusal(): one planned run
-    run = _read(run_dir)
+    (run,) = run_workload(workload)  # point.refusal(): one planned run
     return dict(_measured(run), outcome="run", rate=run.value("throughput.requests"),
                 concurrency=None)
 
@@ -44,15 +44,9 @@ def _capacity(point: Point, workload) -> Dict:
     at = capacity.at_capacity
     if at is None:  # no rate met the target: no answer, the search's folder
         return dict(empty_answer(), run_dir=str(capacity.folder), outcome=capacity.outcome)
-    measured = _measured(_read(capacity.folder / at["run_id"]))
+    measured = _measured(Run.read(capacity.folder / at["run_id"]))
     return dict(measured, outcome=capacity.outcome, rate=at["rate"],
                 concurrency=at["concurrency"])
-
-
-def _read(run_dir):
-    from ...analysis.runs import read_run
-
-    return read_run(run_dir)
 
 
 def _measured(run) -> Dict:
