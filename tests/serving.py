@@ -1,5 +1,6 @@
 """What the serve tests share: a small modeled workload, a server of it in this process
-(stopped, its port freed, when the block ends) and a client of urllib's."""
+(stopped, its port freed, when the block ends), a client of urllib's, and a run of
+steptrace's own client (a workload's `target`) with the bounds it keeps against the server."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+from harness.commands import main
+from harness.record.run import Run
+
 SERVED = """trace:
   generate: {requests: 1, rate: 1, prompt: {uniform: [4, 8]}, output: {uniform: [1, 2]}}
 engine: {max_num_batched_tokens: 512, num_kv_blocks: 256, block_size: 16}
@@ -20,6 +24,13 @@ calibration_requests: 0
 telemetry: {enabled: false}
 """
 MAX_TOKENS_HELD = 4096 - 8  # blocks x block size, less a prompt: fits, long enough to hold
+ONE_TOKEN_EVENTS = SERVED + "mtp_acceptance: 0\n"  # a step commits one token: one event each
+# A request's TTFT against the server is the served one's plus the network and the two
+# event loops between: at most this more (1.5 to 10 ms measured on a shared 2-core
+# host), never less
+TTFT_SLACK_S = 0.1
+# Its mean inter-token gap (TPOT) is the served one's within this, either way
+TPOT_SLACK_S = 0.02
 
 
 def workload_file(root: Path, text: str = SERVED) -> Path:
@@ -62,6 +73,14 @@ def served(root: Path, max_concurrency: int = 64, max_requests: int = 1000,
         thread.join(60)
         assert not thread.is_alive(), "the server did not stop"
     run_written.extend(result)
+
+
+def client_run(tmp_path: Path, target: str, body: str, name: str = "client") -> Run:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"{body}target: {target}\ntelemetry: {{enabled: false}}\n"
+                    f"calibration_requests: 0\noutput: {tmp_path / 'results'}\nname: {name}\n")
+    assert main(["run", str(path)]) == 0
+    return Run.read(next((tmp_path / "results" / name).iterdir()))
 
 
 def post(url: str, path: str, body: Any, raw: bool = False) -> Tuple[int, bytes]:

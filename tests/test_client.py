@@ -22,23 +22,13 @@ from aiohttp import web  # noqa: E402
 
 from harness.commands import main  # noqa: E402
 from harness.record.run import Run  # noqa: E402
-from tests.serving import SERVED, served  # noqa: E402
-
-ONE_TOKEN_EVENTS = SERVED + "mtp_acceptance: 0\n"  # a step commits one token: one event each
-# A request's TTFT against the server is the served one's plus the network and the two
-# event loops between: at most this more (1.5 to 10 ms measured on a shared 2-core
-# host), never less
-TTFT_SLACK_S = 0.1
-# Its mean inter-token gap (TPOT) is the served one's within this, either way
-TPOT_SLACK_S = 0.02
-
-
-def client_run(tmp_path: Path, target: str, body: str, name: str = "client") -> Run:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(f"{body}target: {target}\ntelemetry: {{enabled: false}}\n"
-                    f"calibration_requests: 0\noutput: {tmp_path / 'results'}\nname: {name}\n")
-    assert main(["run", str(path)]) == 0
-    return Run.read(next((tmp_path / "results" / name).iterdir()))
+from tests.serving import (  # noqa: E402
+    ONE_TOKEN_EVENTS,
+    TPOT_SLACK_S,
+    TTFT_SLACK_S,
+    client_run,
+    served,
+)
 
 
 def server_dir(tmp_path: Path) -> Path:

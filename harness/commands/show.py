@@ -1,5 +1,6 @@
 """steptrace show RUN_DIR: a run's state and headline summary rows; with --vllm, its summary
-in the words of vLLM's serving benchmark (harness/record/vllm_result.py); given a capacity
+in the words of vLLM's serving benchmark (harness/record/vllm_result.py); with --export, as
+AIPerf's profile export or llm-d-benchmark's report v0.2 (JSON); given a capacity
 search's folder (the command's or a sweep's point's), the search's answer and probes as
 `steptrace capacity` printed them; given a sweep's folder, its table as `steptrace sweep`
 printed it."""
@@ -12,12 +13,13 @@ from pathlib import Path
 from fileio.regular import check_regular
 
 from ..errors import BadInput
-from ..record import vllm_result
+from ..record import aiperf_result, llmd_report, vllm_result
 from ..record.run import Run
 from ..schema.summary import COUNT_UNITS, headline
 from .common import add_json, print_json
 
 SWEEP_TABLE = "sweep.parquet"  # a `steptrace sweep`'s folder holds it
+EXPORTS = ("aiperf", "llm-d")
 
 
 def add(p) -> None:
@@ -25,6 +27,9 @@ def add(p) -> None:
     p.add_argument("--vllm", action="store_true",
                    help="the summary as vLLM's serving benchmark prints it (`vllm bench "
                         "serve`: its labels, ms); with --json, the run's result.json fields")
+    p.add_argument("--export", choices=EXPORTS,
+                   help="the summary as JSON in a peer's fields: aiperf (AIPerf's "
+                        "profile_export_aiperf.json) or llm-d (llm-d-benchmark's report v0.2)")
     add_json(p)
     p.set_defaults(handler=main)
 
@@ -47,7 +52,11 @@ def main(args) -> int:
             raise BadInput(f"{folder}: not a run directory (no manifest.json), nor a capacity "
                            f"search's folder ({RESULT_FILE}) or a sweep's ({SWEEP_TABLE})")
     run = Run.read(folder)
-    if args.vllm:
+    if args.export:
+        summary = run.result()["summary"]
+        print_json(aiperf_result.result(summary, run.complete) if args.export == "aiperf"
+                   else llmd_report.report(summary, folder.name))
+    elif args.vllm:
         print_vllm(run, args.json)
     elif args.json:
         print_json(run.result())  # every summary row
