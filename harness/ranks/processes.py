@@ -181,19 +181,24 @@ class Ranks:
 
     def check(self) -> None:
         """RankFailed naming the first rank that reported a failure or died."""
+        self._reap()
+        if self.failures:
+            raise RankFailed(self.failure())
+
+    def _reap(self) -> None:
+        """A rank that died without reporting, counted failed (what it sent first taken)."""
         for rank, p in enumerate(self.processes):
             if rank not in self.failures and p.exitcode not in (None, 0):
                 self._drain()
             if rank not in self.failures and p.exitcode not in (None, 0):
                 self.failures[rank] = f"exited with code {p.exitcode}" + (
                     f" (signal {-p.exitcode})" if p.exitcode < 0 else "")
-        if self.failures:
-            raise RankFailed(self._failure())
 
-    def _failure(self) -> str:
+    def failure(self) -> str:
         """The failure first to name: a rank that failed of itself before one that saw a
         collective fail (a consequence); the others', and the ranks still running (a rank
-        that hangs), after it."""
+        that hangs), after it. A rank that died since is counted first."""
+        self._reap()
         order = sorted(self.failures, key=lambda r: (
             self.failures[r].startswith("CollectiveError"), r))
         rank, others = order[0], [f"rank {r}: {self.failures[r]}" for r in order[1:]]

@@ -84,7 +84,8 @@ def replay_ranks(ranks: Ranks, feeder: Feeder, requests: Requests, recorder,
     except RankFailed:
         ranks.settle(SETTLE_S)
         feeder.events()  # what the others reported before they ended
-        raise
+        # named again once settled: a killed rank may die after its peers saw it go
+        raise RankFailed(ranks.failure()) from None
     finally:  # what every rank sent, also after a failure
         recorder.take(ranks, final=True)
     if on_step is not None:

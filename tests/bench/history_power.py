@@ -249,13 +249,13 @@ def gate_row(values: np.ndarray, metric: str, better_way: str, wiring: str,
 def header(runs: Sequence[Path], floors: Dict[str, float]) -> List[str]:
     first, last = Run.read(runs[0]).manifest, Run.read(runs[-1]).manifest
     busy = sum(Run.read(p).busy_host is not None for p in runs)
-    others = [(Run.read(p).manifest.get("host_share") or {}).get("other_cpu_pct") for p in runs]
+    others = [(Run.read(p).manifest.host_share or {}).get("other_cpu_pct") for p in runs]
     others = [x for x in others if x is not None]
     return [
         f"history power: {len(runs)} runs of one build of {WORKLOAD.relative_to(REPO)} "
-        f"({', '.join(SETTINGS)}), one per commit, on {first.get('host')} "
-        f"({os.cpu_count()} cores, {platform.machine()}), started {first.get('started')} "
-        f"to {last.get('started')}",
+        f"({', '.join(SETTINGS)}), one per commit, on {first.host} "
+        f"({os.cpu_count()} cores, {platform.machine()}), started {first.started} "
+        f"to {last.started}",
         f"  {busy} of {len(runs)} runs noted a busy host (other processes held "
         f"{np.median(others):.0f}% of the host's CPU at the median run, "
         f"{max(others):.0f}% at most)",

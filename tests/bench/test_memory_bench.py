@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from harness.record.recorder import Recorder
-from harness.run import end_to_end as run_module
+from harness.replay.loop import NativeLoop, PythonLoop
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 
@@ -91,7 +91,8 @@ def test_bytes_kept_per_request_and_per_step(benchmark, tmp_path, monkeypatch):
             kept["request_bytes"], kept["step_bytes"] = self.retained_bytes()
             kept["steps"] = sum(s.steps for s in self.step_summaries.values())
 
-    monkeypatch.setattr(run_module, "Recorder", Measured)
+    for loop in (PythonLoop, NativeLoop):  # the workload's, whichever it replays by
+        monkeypatch.setattr(loop, "recorder_type", Measured)
     workload = load_workload(WORKLOAD, [f"trace.generate.requests={requests}",
                                         f"output={tmp_path}"])
     tracemalloc.start()

@@ -25,14 +25,14 @@ ROUNDS = 7
 RATIO = 3.5  # the whole run over the floor: 1.2x - 2.9x measured, 4.3x - 4.7x before
 FLOOR = "import numpy, pandas, pyarrow, engine._core"
 # `steptrace run` as the console script runs it, with the time the replay loop is entered
-# printed: harness.run.end_to_end's two loops wrapped as the module is imported, so that
-# nothing is imported earlier than in a plain run.
+# printed: harness.replay.loop's one-engine loops wrapped as the module is imported, so
+# that nothing is imported earlier than in a plain run.
 RUN = """
 import importlib.util, sys, time
 
 class FirstStep:
     def find_spec(self, name, path=None, target=None):
-        if name != "harness.run.end_to_end":
+        if name != "harness.replay.loop":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -40,11 +40,11 @@ class FirstStep:
 
         def exec_module(module):
             run(module)
-            for loop in ("replay", "replay_native"):
-                def entered(*args, _loop=getattr(module, loop), **kwargs):
+            for loop in (module.PythonLoop, module.NativeLoop):
+                def entered(self, *args, _run=loop.run, **kwargs):
                     print(f"first step at {time.time()!r}", file=sys.stderr, flush=True)
-                    return _loop(*args, **kwargs)
-                setattr(module, loop, entered)
+                    return _run(self, *args, **kwargs)
+                loop.run = entered
         spec.loader.exec_module = exec_module
         return spec
 
