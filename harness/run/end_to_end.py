@@ -126,7 +126,7 @@ class _Running:
             self.share = HostShare(self.workload.gil_contamination_pct)
             self.sampler = _sampler(self.workload, self.engine, start)
             requests = Requests.of(self.trace.df, self.trace.hash_block_size,
-                                   self.workload.load.concurrency)
+                                   self.workload.load.concurrency, self.workload.load.sessions)
             self.manifest["complete"] = self.loop.run(requests, self.recorder, progress,
                                                       self.stop, start)
             self.manifest["interrupted"] = not self.manifest["complete"]

@@ -26,6 +26,7 @@ own arrival is known only as the replay runs), with the columns above beside it 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -35,7 +36,7 @@ import pandas as pd
 
 from fileio.regular import NotAFile, check_regular
 
-from .read import MAX_HASH_ID, TraceError
+from .read import MAX_HASH_ID, TraceError, TraceResult
 
 GAP_KINDS = ("tool", "user", "subagent")
 KEYS = ("session_id", "turn", "parent", "arrival_s", "gap_s", "gap_kind", "input_tokens",
@@ -49,16 +50,41 @@ class Turn(dict):
     where: str = ""
 
 
+def looks_like_sessions(path: Path) -> bool:
+    """Whether a trace file's first line is a session trace's: a JSON object or a CSV
+    header with session_id and parent."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16).decode("utf-8-sig", "replace").lstrip()
+    first = head.splitlines()[0] if head else ""
+    if first.startswith("{"):
+        return '"session_id"' in first and '"parent"' in first
+    header = {h.strip() for h in first.split(",")}
+    return {"session_id", "parent"} <= header
+
+
+def read_session_trace(path, hash_block_size: int) -> TraceResult:
+    """read_sessions' frame as a TraceResult (format "sessions", its file's sha256)."""
+    df = read_sessions(path, hash_block_size)
+    with open(path, "rb") as f:
+        sha256 = hashlib.sha256(f.read()).hexdigest()
+    return TraceResult(df, "sessions", Path(path), {}, df.attrs.get("hash_block_size"),
+                       None, sha256)
+
+
 def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
     """A session trace file (JSONL or CSV) read and checked; TraceError names the file, the
-    line and the session of the first problem."""
+    line and the session of the first problem. Without hash ids in the file and with
+    `hash_block_size`, hash ids are chained in blocks of that size."""
     path = Path(path)
     try:
         check_regular(path)
     except NotAFile as e:
         raise TraceError(str(e)) from None
-    with open(path, encoding="utf-8-sig") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: expected UTF-8 text ({e.reason})") from None
     jsonl = path.suffix.lower() in (".jsonl", ".json") or text.lstrip()[:1] == "{"
     turns = _jsonl(path, text) if jsonl else _csv(path, text)
     if not turns:
