@@ -32,26 +32,38 @@ def workload(tmp_path, trace=GENERATE, extra=""):
     return path
 
 
-def requests(path) -> pd.DataFrame:
+def requests(path, loop="python") -> pd.DataFrame:
     (run,) = run_workload(load_workload(path))
     manifest = json.loads((run.path / "manifest.json").read_text())
-    assert manifest["values"]["replay_loop"] == "python"
+    assert manifest["values"]["replay_loop"] == loop
     return pd.read_parquet(run.path / "requests.parquet").sort_values("request_id")
 
 
 def test_generated_sessions_run_their_turns_after_their_parents(tmp_path):
-    rows = requests(workload(tmp_path))
+    path = workload(tmp_path)
+    rows = requests(path)
+    trace = load_workload_trace(load_workload(path)).df
     assert (rows["status"] == "finished").all()
-    assert len(rows) > 6 and (rows["prefix_hit_tokens"] > 0).any()
-    roots = rows["arrival_s"].drop_duplicates()
-    assert len(roots) > 6  # turns arrive after their parents, not at the session's start
+    assert rows["session_id"].tolist() == trace["session_id"].tolist()
+    assert rows["turn"].tolist() == trace["turn"].tolist()
+    assert (rows["prefix_hit_tokens"] > 0).any()
+    # a turn arrives after its parent's last token, by its gap
+    child = trace["parent_row"] >= 0
+    parent_end = rows["last_token_s"].to_numpy()[trace.loc[child, "parent_row"]]
+    assert (rows.loc[child.to_numpy(), "arrival_s"].to_numpy()
+            >= parent_end + trace.loc[child, "gap_s"].to_numpy() - 1e-9).all()
+
+
+def test_a_request_trace_has_no_sessions(tmp_path):
+    rows = requests(workload(tmp_path, MODELED.split("\n", 2)[0] + "\n"
+                             + MODELED.split("\n", 2)[1] + "\n"), "cpp")
+    assert (rows["session_id"] == -1).all() and (rows["turn"] == -1).all()
 
 
 @pytest.mark.parametrize("live", [1, 2])
 def test_a_closed_loop_of_sessions_starts_the_next_when_one_ends(tmp_path, live):
     path = workload(tmp_path, extra=f"load: {{mode: sessions, sessions: {live}}}\n")
-    trace = load_workload_trace(load_workload(path)).df
-    rows = requests(path).join(trace[["session_id"]], on="request_id")
+    rows = requests(path)
     span = rows.groupby("session_id").agg(start=("arrival_s", "min"),
                                            end=("last_token_s", "max")).sort_values("start")
     assert (span["start"].iloc[:live] == 0).all()

@@ -40,6 +40,7 @@ REQUEST_COLUMNS = REQUESTS.names
 STATUS = REQUESTS.column("status")  # its codes are the step log's request ends
 ROLE = STEPS.column("role")
 # what the P/D summary rows read of each request (harness/record/pd_summary.py)
+SESSION_COLUMNS = ("session_id", "turn")  # a session trace's; -1 for a request trace's
 PD_TIMES = ("handoff_s", "transfer_start_s", "transfer_end_s", "decode_wait_s")
 QUEUED_CHUNKS = 2  # chunks waiting for the sender before the engine's thread waits
 
@@ -68,11 +69,13 @@ class Recorder:
         self.log, self.chunk_steps = self.logs[0], chunk_steps
         self._warmup_steps, self._frontend = warmup_steps, frontend
         self._status = np.array(STATUS.names_by_code(), dtype=object)
+        n = 0 if trace is None else len(trace)
         self._trace = None if trace is None else dict(
             arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
             prompt_len=trace["prompt_len"].to_numpy(np.int64),
-            max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64))
-        n = 0 if trace is None else len(trace)
+            max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64),
+            **{name: trace[name].to_numpy(np.int64) if name in trace else np.full(n, -1)
+               for name in SESSION_COLUMNS})
         self._known = n  # the trace requests there are: the first ones
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
         self._written = np.zeros(n, dtype=bool)

@@ -24,6 +24,7 @@ DP_IMBALANCE = "metrics.md#dp-imbalance"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
 CAPACITY_DOC = "capacity.md#the-search"
+SESSIONS = "workloads.md#sessions"
 NAN = math.nan
 
 
@@ -190,6 +191,10 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
          "endpoint", DECODE_STALL, missing=NAN),
     _col("prompt_len", I64, "tokens", "prompt tokens, from the trace"),
     _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
+    _col("session_id", I64, "", "a session trace's session; -1 for a request trace",
+         SESSIONS, missing=-1),
+    _col("turn", I64, "", "the turn's number in its session; -1 for a request trace",
+         SESSIONS, missing=-1),
     _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",
          INPUTS),
     _col("dp_rank", I32, "", "the rank that served it (P/D: prefilled it); -1 if never "
