@@ -5,9 +5,12 @@ closed loop of live sessions, and what a session replay cannot take refused, exi
 import json
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from harness.commands import main
+from harness.schema import arrow_schema
+from harness.schema.tables import LABELS
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from harness.workload.trace import load_workload_trace
@@ -32,11 +35,44 @@ def workload(tmp_path, trace=GENERATE, extra=""):
     return path
 
 
-def requests(path, loop="python") -> pd.DataFrame:
-    (run,) = run_workload(load_workload(path))
-    manifest = json.loads((run.path / "manifest.json").read_text())
+def run(path, loop="python"):
+    """The run's folder; a session trace's has the sessions table, in its declared schema."""
+    (done,) = run_workload(load_workload(path))
+    manifest = json.loads((done.path / "manifest.json").read_text())
     assert manifest["values"]["replay_loop"] == loop
-    return pd.read_parquet(run.path / "requests.parquet").sort_values("request_id")
+    sessions = done.path / "sessions.parquet"
+    assert sessions.exists() == (loop == "python")
+    if sessions.exists():
+        assert pq.read_schema(sessions).remove_metadata() == arrow_schema("sessions", LABELS)
+    return done.path
+
+
+def requests(path, loop="python") -> pd.DataFrame:
+    return pd.read_parquet(run(path, loop) / "requests.parquet").sort_values("request_id")
+
+
+def test_the_sessions_table_sums_each_sessions_turns(tmp_path):
+    path = workload(tmp_path)
+    trace = load_workload_trace(load_workload(path)).df
+    folder = run(path)
+    table = pd.read_parquet(folder / "sessions.parquet")
+    assert table["start_s"].is_monotonic_increasing
+    assert len(table) == trace["session_id"].nunique() == 6
+    rows = pd.read_parquet(folder / "requests.parquet").set_index("request_id").sort_index()
+    rows = rows.join(trace[["gap_s", "parent_row"]])
+    by = rows.groupby("session_id")
+    table = table.set_index("session_id").sort_index()
+    assert (table["turns"] == by.size()).all()
+    assert (table["finished_turns"] == table["turns"]).all()
+    roots = rows[rows["parent_row"] < 0].set_index("session_id").sort_index()
+    assert (table["start_s"] == roots["arrival_s"]).all()
+    assert (table["end_s"] == by["last_token_s"].max()).all()
+    assert (table["makespan_s"] == table["end_s"] - table["start_s"]).all()
+    assert (table["prefix_hit_tokens"] == by["prefix_hit_tokens"].sum()).all()
+    gaps = rows[rows["parent_row"] >= 0].groupby("session_id")["gap_s"].sum()
+    assert (table["gap_s"] == gaps.reindex(table.index, fill_value=0.0)).all()
+    assert (table["subagent_turns"] > 0).any()
+    assert (table["subagent_turns"] < table["turns"]).all()
 
 
 def test_generated_sessions_run_their_turns_after_their_parents(tmp_path):
