@@ -150,3 +150,10 @@ def test_load_mode_sessions_needs_a_session_trace(tmp_path, capsys):
                     "load: {mode: sessions, sessions: 2}\n")
     assert main(["validate", str(path)]) == 2
     assert "load.mode: sessions replays a session trace" in capsys.readouterr().err
+
+
+def test_generated_sessions_span_their_starts(tmp_path, capsys):
+    path = workload(tmp_path, extra="warmup_steps: 150\n")
+    assert main(["validate", str(path), "--set", "trace.generate.rate=1e-9"]) == 2
+    assert "the arrivals would span 6e+09 s" in capsys.readouterr().err
+    assert load_workload(path).notes == ()  # generate.requests is not the sessions' count

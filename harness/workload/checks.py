@@ -28,10 +28,10 @@ SCHEMA_DEFAULTS = {name: key.default for name, key in SCHEMA["engine"].items()}
 
 def arrival_span(trace, read: Optional[TraceResult], fail) -> None:
     """The replay's arrivals, scaled, within MAX_SPAN_S (a generated trace: its expected
-    span), so that no arrival time overflows mid-run."""
+    span; generated sessions: their starts'), so that no arrival time overflows mid-run."""
     g = trace["generate"]
     seconds = float(read.df["arrival_s"].iloc[-1]) if read is not None \
-        else g["requests"] / g["rate"]
+        else (g["sessions"]["count"] if g["sessions"] else g["requests"]) / g["rate"]
     scaled = seconds * trace["time_scale"]
     if not scaled <= MAX_SPAN_S:
         key = ("trace", "time_scale") if trace["time_scale"] != 1.0 else \
