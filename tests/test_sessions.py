@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from harness.commands import main
 from harness.traces.generate import fixed, uniform
 from harness.traces.read import TraceError
 from harness.traces.session_gen import Fanout, Shape, gap_dist, generate_sessions
@@ -139,3 +140,18 @@ def test_a_fixed_gap_and_no_fanout_make_a_chain():
 def test_a_bad_gap_distribution_is_refused(spec):
     with pytest.raises(TraceError):
         gap_dist(spec)
+
+
+def test_trace_stats_counts_sessions_and_their_starts(tmp_path, capsys):
+    path = write(tmp_path, [turn(0, 0, -1, at=0.0), turn(0, 1, 0, gap=2.0),
+                            turn(1, 0, -1, at=4.0), turn(1, 1, 0, kind="subagent", gap=1.0),
+                            turn(1, 2, 0, kind="user", gap=5.0)])
+    assert main(["trace", "stats", str(path), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["source"] == "sessions" and s["requests"] == 5
+    assert s["duration_s"] == 4.0 and s["mean_rate"] == 0.25  # of the sessions' starts
+    assert s["sessions"] == dict(sessions=2, turns_mean=2.5, turns_max=3, subagent_turns=1,
+                                 gap_s_mean=dict(subagent=1.0, tool=2.0, user=5.0))
+    assert main(["trace", "convert", str(path), str(tmp_path / "o.csv")]) == 2
+    assert "a session trace converts to no request trace" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
