@@ -155,3 +155,15 @@ def test_trace_stats_counts_sessions_and_their_starts(tmp_path, capsys):
     assert main(["trace", "convert", str(path), str(tmp_path / "o.csv")]) == 2
     assert "a session trace converts to no request trace" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_roots_gap_may_be_left_out_but_not_its_start(tmp_path):
+    root = {k: v for k, v in turn(0, 0, -1).items() if k != "gap_s"}
+    assert read_sessions(write(tmp_path, [root]))["gap_s"].tolist() == [0.0]
+    del root["arrival_s"]
+    with pytest.raises(TraceError, match=r"s\.jsonl:1: session 0: arrival_s: expected a "
+                                         r"number of seconds >= 0, got None"):
+        read_sessions(write(tmp_path, [root]))
+    child = {k: v for k, v in turn(0, 1, 0).items() if k != "gap_s"}
+    with pytest.raises(TraceError, match=r"s\.jsonl:2: session 0: gap_s"):
+        read_sessions(write(tmp_path, [turn(0, 0, -1), child]))

@@ -86,7 +86,8 @@ def replay(engine, requests: Requests, clock: str, recorder,
             raise ValueError("sessions are replayed inline, their own closed loop or open")
         return replay_sessions(engine, requests, clock, recorder, on_step,
                                time.perf_counter() if start is None else start,
-                               threading.Event() if stop is None else stop, step_seconds)
+                               threading.Event() if stop is None else stop, step_seconds,
+                               PROGRESS_EVERY)
     run = _Replay(engine, requests, clock == "virtual", recorder, step_seconds, frontend,
                   time.perf_counter() if start is None else start)
     stop = threading.Event() if stop is None else stop

@@ -55,12 +55,14 @@ class _Tree:
 
 def replay_sessions(engine, requests, clock: str, recorder,
                     on_step: Optional[Callable[[int, int], None]], start: float,
-                    stop: threading.Event, step_seconds: Callable[[Any], float]) -> bool:
-    """As harness/replay/driver.py's replay, for requests with `sessions`."""
+                    stop: threading.Event, step_seconds: Callable[[Any], float],
+                    progress_every: int) -> bool:
+    """As harness/replay/driver.py's replay, for requests with `sessions`; on_step every
+    `progress_every` steps."""
     run = _Sessions(engine, requests, clock == "virtual", recorder, step_seconds, start)
     n = len(run.tree.parent)
     while (run.events or engine.has_unfinished()) and not stop.is_set():
-        if run.step(stop) and on_step is not None and run.steps % 64 == 0:
+        if run.step(stop) and on_step is not None and run.steps % progress_every == 0:
             on_step(recorder.num_done, n)
     if on_step is not None:
         on_step(recorder.num_done, n)

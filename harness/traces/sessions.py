@@ -6,6 +6,7 @@ A session's turns are rows, one per line of a JSONL or CSV file, with the column
     parent          int    the turn it follows (-1: the session's root, exactly one)
     arrival_s       float  the root's start, seconds (roots only; a child's is ignored)
     gap_s           float  >= 0: the think or tool time after the parent's last token
+                           (children only; a root's is not used)
     gap_kind        str    tool, user or subagent
     input_tokens    int    >= 1: the turn's new input
     max_new_tokens  int    >= 1: its output tokens
@@ -138,7 +139,7 @@ def _turn(value: dict, where: str) -> Turn:
     turn.where = where
     sid = value.get("session_id")
     at = f"{where}: session {sid!r}"
-    missing = [k for k in KEYS if k not in value and k != "arrival_s"]
+    missing = [k for k in KEYS if k not in value and k not in ("arrival_s", "gap_s")]
     if missing:
         raise TraceError(f"{at}: missing {', '.join(missing)}")
     for k in ("session_id", "turn", "parent", "input_tokens", "max_new_tokens"):
@@ -146,8 +147,9 @@ def _turn(value: dict, where: str) -> Turn:
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise TraceError(f"{at}: {k}: expected an integer >= {lo}, got {v!r}")
         turn[k] = v
-    for k in ("gap_s", "arrival_s"):
-        v = value.get(k, 0.0 if k == "arrival_s" and value["parent"] != -1 else None)
+    root = value["parent"] == -1
+    for k in ("gap_s", "arrival_s"):  # a root's gap and a child's arrival are not used
+        v = value.get(k, 0.0 if root == (k == "gap_s") else None)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) \
                 or v < 0:
             raise TraceError(f"{at}: {k}: expected a number of seconds >= 0, got {v!r}")
