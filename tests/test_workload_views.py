@@ -43,7 +43,7 @@ def test_a_key_added_to_the_schema_is_in_its_view_and_the_stub():
     load = {**SCHEMA["load"], "burst": Key(integer(1), 4, "requests released at once")}
     schema = {**SCHEMA, "load": load}
     assert [f.name for f in dataclasses.fields(views(schema)[("load",)])] == \
-        ["mode", "concurrency", "burst"]
+        ["mode", "concurrency", "sessions", "burst"]
     assert "    burst: int\n" in stub(schema)
     assert stub(schema) != stub()
 
@@ -71,8 +71,8 @@ def test_a_section_left_out_is_null_and_a_pool_engine_is_an_engine():
     assert pd.deployment.prefill.engine.max_num_batched_tokens == 16384
     assert pd.deployment.prefill.engine.engine_type == "prompt"
     nullable = [path for path, s in schema_sections(SCHEMA) if isinstance(s, NullableSection)]
-    assert nullable == [("trace", "generate"), ("target",), ("deployment", "prefill"),
-                        ("deployment", "decode"), ("deployment", "kv_transfer"),
+    assert nullable == [("trace", "generate"), ("trace", "generate", "sessions"), ("target",),
+                        ("deployment", "prefill"), ("deployment", "decode"), ("deployment", "kv_transfer"),
                         ("deployment", "router")]
 
 

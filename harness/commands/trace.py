@@ -14,10 +14,12 @@ from fileio.atomic import NotAnOutputFile, WriteFailed, check_output
 from ..errors import BadInput, RunFailed
 from ..traces.read import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace
 from ..traces.reuse import reuse_bound
+from ..traces.sessions import is_sessions, looks_like_sessions, read_session_trace
 from ..traces.write import write_mooncake, write_tidy
 from .common import add_json, print_json
 
 LENGTHS = ("prompt_len", "max_new_tokens")
+SESSION_BLOCK = 16  # tokens per chained hash id of a session trace without hash ids, by default
 
 
 def add(trace) -> None:
@@ -35,7 +37,7 @@ def add(trace) -> None:
                        help="the reuse bound at this engine block size (default: the hash block)")
     stats.set_defaults(handler=show_stats)
     for p in (conv, stats):
-        p.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
+        p.add_argument("--format", default="auto", choices=("auto",) + FORMATS + ("sessions",),
                        help="input format (default: from the extension and header)")
         p.add_argument("--drop-bad-rows", action="store_true",
                        help="drop and count bad rows instead of stopping at the first")
@@ -46,13 +48,15 @@ def add(trace) -> None:
 
 
 def trace_stats(df) -> dict:
-    """Requests, span, mean rate ((n - 1) / span), inter-arrival CV, and length percentiles."""
+    """Requests, span, mean rate ((n - 1) / span), inter-arrival CV, and length percentiles;
+    of a session trace, the span, rate and CV of its sessions' starts."""
     check_trace(df)
-    a = df.arrival_s.to_numpy(dtype=float)
+    a = df.arrival_s[df["parent_row"] < 0] if is_sessions(df) else df.arrival_s
+    a = a.to_numpy(dtype=float)
     span, gaps = float(a[-1] - a[0]), np.diff(a)
     out: Dict[str, object] = dict(
         requests=len(df), duration_s=span,
-        mean_rate=(len(df) - 1) / span if span > 0 else float("nan"),
+        mean_rate=(len(a) - 1) / span if span > 0 else float("nan"),
         interarrival_cv=float(gaps.std() / gaps.mean())
         if len(gaps) and gaps.mean() > 0 else float("nan"))
     for col in LENGTHS:
@@ -63,8 +67,24 @@ def trace_stats(df) -> dict:
     return out
 
 
+def session_stats(df) -> dict:
+    """A session trace's sessions, turns per session, sub-agent turns and mean gap by kind
+    (docs/workloads.md, "Sessions")."""
+    turns = df.groupby("session_id").size()
+    later = df[df["parent_row"] >= 0]
+    return dict(sessions=len(turns), turns_mean=float(turns.mean()),
+                turns_max=int(turns.max()),
+                subagent_turns=int((df["gap_kind"] == "subagent").sum()),
+                gap_s_mean={k: float(v) for k, v in
+                            later.groupby("gap_kind")["gap_s"].mean().items()})
+
+
 def _read(args):
     try:
+        if args.format == "sessions" or (args.format == "auto" and args.src.is_file()
+                                         and looks_like_sessions(args.src)):
+            return read_session_trace(args.src, args.hash_block_size or
+                                      getattr(args, "block_size", None) or SESSION_BLOCK)
         return read_trace(args.src, args.format, hash_block_size=args.hash_block_size,
                           drop_bad_rows=args.drop_bad_rows, time_unit=args.time_unit)
     except (OSError, ValueError) as e:
@@ -80,6 +100,9 @@ def convert(args) -> int:
     except NotAnOutputFile as e:
         raise BadInput(f"{args.dst}: {e.strerror}; give the output file's path") from None
     res = _read(args)
+    if is_sessions(res.df):
+        raise BadInput(f"{args.src}: a session trace converts to no request trace: its turns' "
+                       f"arrivals are known only as a replay runs")
     to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
     try:  # the output is written whole or not at all (fileio/atomic.py)
         (write_mooncake if to == "mooncake" else write_tidy)(res.df, args.dst)
@@ -127,6 +150,8 @@ def show_stats(args) -> int:
             raise BadInput(f"--block-size: {mismatch}")
     if res.hash_block_size:
         s["reuse"] = reuse_bound(res.df, res.hash_block_size, args.block_size)
+    if is_sessions(res.df):
+        s["sessions"] = session_stats(res.df)
     if args.json:
         print_json(dict(file=args.src, source=res.source, time_unit=res.time_unit,
                         hash_block_size=res.hash_block_size, dropped=res.dropped, **s))
@@ -134,7 +159,8 @@ def show_stats(args) -> int:
     print(f"steptrace trace stats: {args.src} ({res.source}"
           + (f", timestamps in {res.time_unit}" if res.time_unit else "") + ")")
     rows = [("requests", s["requests"]), ("duration_s", f"{s['duration_s']:.2f}"),
-            ("mean rate (req/s)", f"{s['mean_rate']:.3f}"),
+            ("session rate (/s)" if "sessions" in s else "mean rate (req/s)",
+             f"{s['mean_rate']:.3f}"),
             ("inter-arrival CV", f"{s['interarrival_cv']:.3f}"), ("dropped rows", _dropped(res))]
     if res.hash_block_size:
         r = s["reuse"]
@@ -142,6 +168,13 @@ def show_stats(args) -> int:
                  ("reuse bound", f"{r['reuse_bound']:.4f} ({r['reuse_tokens']} of "
                                  f"{r['prompt_tokens']} prompt tokens, {r['block_size']}-token "
                                  f"blocks)")]
+    if "sessions" in s:
+        t = s["sessions"]
+        rows += [("sessions", t["sessions"]),
+                 ("turns per session", f"mean {t['turns_mean']:.2f}, max {t['turns_max']}"),
+                 ("sub-agent turns", t["subagent_turns"]),
+                 ("gap_s by kind", ", ".join(f"{k} {v:.3f}" for k, v in t["gap_s_mean"].items())
+                  + " (mean)")]
     for name, value in rows:
         print(f"{name:20}{value}")
     keys = ("mean", "p50", "p90", "p99", "min", "max")

@@ -21,6 +21,9 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ..traces.sessions import is_sessions
+from .sessions import SessionTree, replay_sessions
+
 PROGRESS_EVERY = 64  # steps between progress callbacks
 IDLE_POLL_S = 0.1  # an idle engine's longest wait for the frontend, between stop checks
 
@@ -36,7 +39,8 @@ class Requests(NamedTuple):
     clock), prompt and output lengths, and optionally each one's hash ids (one list per
     request) with the tokens each id names. With `concurrency` the arrivals are not the
     trace's: a closed loop keeps that many requests in flight, releasing the next (in trace
-    order) when one leaves, and a request arrives when it is released."""
+    order) when one leaves, and a request arrives when it is released. With `sessions` the
+    requests are a session trace's turns (harness/replay/sessions.py), replayed as such."""
 
     arrival_s: np.ndarray
     prompt_len: np.ndarray
@@ -44,15 +48,19 @@ class Requests(NamedTuple):
     hash_ids: Optional[Sequence] = None
     hash_block_size: Optional[int] = None
     concurrency: Optional[int] = None
+    sessions: Optional[SessionTree] = None
 
     @classmethod
     def of(cls, df, hash_block_size: Optional[int] = None,
-           concurrency: Optional[int] = None) -> "Requests":
-        """A trace frame's requests (its hash_ids where it has them)."""
+           concurrency: Optional[int] = None, live_sessions: Optional[int] = None) \
+            -> "Requests":
+        """A trace frame's requests (its hash_ids where it has them; its sessions where it
+        is a session trace, `live_sessions` of them at a time where given)."""
         return cls(df["arrival_s"].to_numpy(np.float64), df["prompt_len"].to_numpy(),
                    df["max_new_tokens"].to_numpy(),
                    df["hash_ids"].to_numpy(object) if "hash_ids" in df else None,
-                   hash_block_size, concurrency)
+                   hash_block_size, concurrency,
+                   SessionTree.of(df, live_sessions) if is_sessions(df) else None)
 
 
 def replay(engine, requests: Requests, clock: str, recorder,
@@ -73,6 +81,13 @@ def replay(engine, requests: Requests, clock: str, recorder,
         raise ValueError("a frontend thread needs the real clock")
     if frontend is not None and requests.concurrency:
         raise ValueError("a frontend thread enqueues at the trace's times, not in a closed loop")
+    if requests.sessions is not None:
+        if frontend is not None or requests.concurrency:
+            raise ValueError("sessions are replayed inline, their own closed loop or open")
+        return replay_sessions(engine, requests, clock, recorder, on_step,
+                               time.perf_counter() if start is None else start,
+                               threading.Event() if stop is None else stop, step_seconds,
+                               PROGRESS_EVERY)
     run = _Replay(engine, requests, clock == "virtual", recorder, step_seconds, frontend,
                   time.perf_counter() if start is None else start)
     stop = threading.Event() if stop is None else stop

@@ -28,11 +28,14 @@ from ..record import run_folder, vllm_result
 from ..record.metrics import SUMMARY_COLUMNS
 from ..record.pd_summary import pd_rows
 from ..record.run import Run
+from ..record.sessions_table import REQUEST_COLUMNS as SESSION_REQUEST_COLUMNS, session_rows
+from ..record.table_reader import read_requests, table_path
 from ..record.table_sink import write_table
 from ..record.table_writer import NotStarted
 from ..replay.driver import Requests
 from ..replay.loop import Loop
 from ..telemetry import Sampler, device_frame, device_summary
+from ..traces.sessions import is_sessions
 from ..workload import Workload
 from .calibration import calibrate, planned as planned_calibration
 from .host_share import HostShare
@@ -126,7 +129,7 @@ class _Running:
             self.share = HostShare(self.workload.gil_contamination_pct)
             self.sampler = _sampler(self.workload, self.engine, start)
             requests = Requests.of(self.trace.df, self.trace.hash_block_size,
-                                   self.workload.load.concurrency)
+                                   self.workload.load.concurrency, self.workload.load.sessions)
             self.manifest["complete"] = self.loop.run(requests, self.recorder, progress,
                                                       self.stop, start)
             self.manifest["interrupted"] = not self.manifest["complete"]
@@ -158,6 +161,11 @@ class _Running:
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
+            if is_sessions(self.trace.df):
+                requests = read_requests(table_path(self.run_dir, "requests"),
+                                         SESSION_REQUEST_COLUMNS)
+                write_table(session_rows(requests, self.trace.df), self.run_dir, "sessions",
+                            self.fmt, self.labels)
             if self.workload.tokens:
                 write_table(tokens_frame(self.loop.output_tokens(),
                                          self.recorder.max_new_tokens),

@@ -14,6 +14,7 @@ from ..ranks.loop import RanksLoop
 from ..replay.frontend import Frontend
 from ..replay.loop import Loop, NativeLoop, NativePDLoop, PythonLoop, PythonPDLoop
 from ..workload import Workload
+from ..workload.session_checks import replays_sessions
 
 
 def build_loop(workload: Workload, arm: str, trace, stop: threading.Event) -> Loop:
@@ -21,7 +22,8 @@ def build_loop(workload: Workload, arm: str, trace, stop: threading.Event) -> Lo
     engine processes on a torch device of more than one rank; a P/D deployment's engines
     in this process on modeled devices; else one engine. The C++ loops where the workload
     asks for them (`replay_loop: cpp`, on the virtual clock); the frontend's thread with the
-    Python loop where it asks for that (`frontend.mode: thread`, `stop` ends it)."""
+    Python loop where it asks for that (`frontend.mode: thread`, `stop` ends it). Sessions
+    run on the Python loop (validation refuses `replay_loop: cpp` for them)."""
     if workload.target is not None:
         try:  # the serve extra's: a run without a target never imports it
             from ..replay.client import ClientLoop
@@ -30,6 +32,9 @@ def build_loop(workload: Workload, arm: str, trace, stop: threading.Event) -> Lo
                            f"(pip install 'steptrace[serve]'): {e}") from None
         return ClientLoop(workload.target, workload.seeds.engine)
     if workload.ranks > 1:
+        if replays_sessions(workload.values):
+            raise BadInput(f"{workload.path}: sessions are replayed into one engine in this "
+                           f"process, not {workload.ranks} engine processes")
         return RanksLoop(workload, arm)
     native = workload.replay_loop == "cpp"
     service = workload.disaggregation

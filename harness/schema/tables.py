@@ -24,6 +24,7 @@ DP_IMBALANCE = "metrics.md#dp-imbalance"
 FRONTEND = "metrics.md#frontend"
 GIL_DOC = "gil.md#the-protocol"
 CAPACITY_DOC = "capacity.md#the-search"
+SESSIONS = "workloads.md#sessions"
 NAN = math.nan
 
 
@@ -190,6 +191,10 @@ REQUESTS = Table("requests", "trace request, enqueued or not",
          "endpoint", DECODE_STALL, missing=NAN),
     _col("prompt_len", I64, "tokens", "prompt tokens, from the trace"),
     _col("max_new_tokens", I64, "tokens", "output tokens the trace asks for"),
+    _col("session_id", I64, "", "a session trace's session; -1 for a request trace",
+         SESSIONS, missing=-1),
+    _col("turn", I64, "", "the turn's number in its session; -1 for a request trace",
+         SESSIONS, missing=-1),
     _col("output_tokens", I64, "tokens", "output tokens committed (each one has a token time)",
          INPUTS),
     _col("dp_rank", I32, "", "the rank that served it (P/D: prefilled it); -1 if never "
@@ -248,6 +253,25 @@ TOKENS = Table("tokens", "output token of a request (written with workload key `
     _col("token_id", I64, "", "the token the engine sampled there", TOKENS_DOC),
 ), "Written on a torch device only (a modeled one samples no tokens). A request has at most "
    "its `max_new_tokens` rows; one stopped early has the tokens it committed.")
+
+SESSIONS_TABLE = Table("sessions", "session of a session trace (written for one only: "
+                       "docs/workloads.md, \"Sessions\")", "by session start, then session_id", (
+    _col("session_id", I64, "", "the session (the requests table's `session_id`)", SESSIONS),
+    _col("turns", I64, "", "its turns, sub-agents' included"),
+    _col("subagent_turns", I64, "", "of them, sub-agents' (a sub-agent's first turn and its "
+         "chain)"),
+    _col("finished_turns", I64, "", "turns that finished (a rejected or unfinished one ends "
+         "its turn early; one never enqueued did not arrive)"),
+    _col("start_s", F64, "s", "its root's arrival"),
+    _col("end_s", F64, "s", "the last token of its last turn; NaN if no turn has one"),
+    _col("makespan_s", F64, "s", "end_s - start_s"),
+    _col("gap_s", F64, "s", "the trace's think and tool time of its turns, summed: time its "
+         "turns waited on no engine (sub-agents' gaps overlap)"),
+    _col("prompt_tokens", I64, "tokens", "its turns' prompts, summed (each the context so "
+         "far)"),
+    _col("prefix_hit_tokens", I64, "tokens", "of them, found in the prefix cache"),
+    _col("output_tokens", I64, "tokens", "its turns' output tokens committed"),
+))
 
 DEVICE = Table("device", "sample of one source on one device (the host is device -1)",
                "as sampled: about t_s across sources and devices (sort by t_s)", (
@@ -391,7 +415,7 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
          "device and tokens/s per user", "sweeps.md#the-pareto-front"),
 ), notes="The answer's columns are null or NaN for a refused or failed point.")
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, TOKENS, DEVICE, SUMMARY, GIL, CAPACITY,
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, TOKENS, SESSIONS_TABLE, DEVICE, SUMMARY, GIL, CAPACITY,
                               SWEEP, *FRONTIER_TABLES)}
 # one per sweep or search, beside its run folders
 SWEEP_TABLES = ("gil", "capacity", "sweep", *(t.name for t in FRONTIER_TABLES))

@@ -18,18 +18,20 @@ from fileio.regular import not_regular
 
 from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
+from ..traces.sessions import read_session_trace
 from . import real_deployment
 from .schema import MAX_SPAN_S, SCHEMA, UNSET, executor_spec
+from .session_checks import replays_sessions, sessions
 
 SCHEMA_DEFAULTS = {name: key.default for name, key in SCHEMA["engine"].items()}
 
 
 def arrival_span(trace, read: Optional[TraceResult], fail) -> None:
     """The replay's arrivals, scaled, within MAX_SPAN_S (a generated trace: its expected
-    span), so that no arrival time overflows mid-run."""
+    span; generated sessions: their starts'), so that no arrival time overflows mid-run."""
     g = trace["generate"]
     seconds = float(read.df["arrival_s"].iloc[-1]) if read is not None \
-        else g["requests"] / g["rate"]
+        else (g["sessions"]["count"] if g["sessions"] else g["requests"]) / g["rate"]
     scaled = seconds * trace["time_scale"]
     if not scaled <= MAX_SPAN_S:
         key = ("trace", "time_scale") if trace["time_scale"] != 1.0 else \
@@ -44,8 +46,11 @@ def replayed_trace(trace_file: Path, values, fail) -> TraceResult:
     one must divide the other."""
     spec = values["trace"]
     try:
-        read = read_trace(trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
-                          limit=spec["limit"], hash_block_size=spec["hash_block_size"])
+        read = read_session_trace(trace_file, spec["hash_block_size"]
+                                  or values["engine"]["block_size"]) \
+            if spec["format"] == "sessions" else \
+            read_trace(trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
+                       limit=spec["limit"], hash_block_size=spec["hash_block_size"])
     except TraceError as e:
         fail(("trace", "file"), str(e))
     size = read.df.attrs.get("hash_block_size") if "hash_ids" in read.df.columns else None
@@ -273,7 +278,8 @@ def load_mode(values, fail) -> None:
 
 def derived(values, data, spec, path: Path, fail) -> None:
     """The keys whose default depends on others (clock, frontend.mode, the trace's one
-    source, a target's), set, and their combinations checked."""
+    source, its sessions', a target's), set, and their combinations checked."""
+    sessions(values, data, path, fail)
     if values["clock"] is None:
         values["clock"] = "virtual" if spec and spec.modeled else "real"
     trace = values["trace"]
@@ -327,6 +333,8 @@ def cpp_loop_refusal(values, spec) -> Optional[str]:
         return f"it replays a modeled device on the virtual clock, not {values['device']}"
     if values["gil"] != "released" or values["gil_postprocess"]:
         return "the GIL's arms are compared in the Python loop, where holding it matters"
+    if replays_sessions(values):
+        return "sessions are replayed by the Python loop"
     return None
 
 

@@ -60,7 +60,8 @@ def _prompt_engine_notes(values) -> Tuple[str, ...]:
 
 def _warmup_notes(values) -> Tuple[str, ...]:
     trace, warmup = values["trace"], values["warmup_steps"]
-    known = [n for n in (trace["limit"], (trace["generate"] or {}).get("requests"))
+    g = trace["generate"] or {}
+    known = [n for n in (trace["limit"], None if g.get("sessions") else g.get("requests"))
              if n is not None]
     if warmup and known and warmup >= min(known):
         return (f"warmup_steps: {warmup} steps of warm-up for {min(known)} requests: warm-up "

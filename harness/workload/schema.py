@@ -21,7 +21,8 @@ from engine.scheduler_config import FIELDS
 
 from ..schema.values import SLO_METRICS
 from ..traces.generate import MAX_REQUESTS
-from ..traces.read import FORMATS, MAX_HASH_BLOCK
+from ..traces.read import FORMATS, MAX_HASH_BLOCK, TraceError
+from ..traces.session_gen import gap_dist
 
 # Python work per token standing in for incremental detokenization and streaming, in us:
 # the median of tests/bench/detokenize_cost.py on the shared 2-core development host,
@@ -287,7 +288,7 @@ def _setting_check(s: Setting) -> Check:
 # timeout (and past about 3e12 s the process group's timedelta overflows).
 COLLECTIVE_TIMEOUT_S = (1.0, 86_400.0)
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
-LOAD_MODES = ("trace", "concurrency", "offline")
+LOAD_MODES = ("trace", "concurrency", "offline", "sessions")
 # 10 ms of Python per streamed token is ~700x a detokenizer's measured cost: beyond it the
 # frontend, not the engine, is what a run would measure
 MAX_PER_TOKEN_US = 10_000.0
@@ -299,6 +300,8 @@ MAX_SPAN_S = 1e9  # a replay's arrivals span at most 31 years: beyond, float sec
 DEFAULT_KV_BLOCKS = SchedulerConfig().num_kv_blocks  # the core's pool: `auto` on a CPU
 # a request-length distribution: {fixed: N}, {uniform: [LO, HI]}, {lognormal: {...}}
 LENGTH = Check(lambda v: _length(v), "Dict[str, Any]")
+# think or tool time: {fixed: S}, {exponential: {mean_s: S}}, {lognormal: {...}}
+GAP = Check(lambda v: _gap(v), "Dict[str, Any]")
 
 
 SCHEMA: Dict[str, Any] = {
@@ -306,7 +309,8 @@ SCHEMA: Dict[str, Any] = {
                 resolved=True),
     "trace": {
         "file": Key(text, None, "a trace file, relative to the workload file"),
-        "format": Key(one_of("auto", *FORMATS), "auto", "auto, " + ", ".join(FORMATS)),
+        "format": Key(one_of("auto", *FORMATS, "sessions"), "auto",
+                      "auto, " + ", ".join(FORMATS) + ", sessions"),
         "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
         "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
         "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),
@@ -325,6 +329,23 @@ SCHEMA: Dict[str, Any] = {
                 "tokens": Key(integer(1, maximum=1 << 29), 1024,
                               "the shared prefix's tokens, ahead of each prompt"),
             },
+            "sessions": NullableSection({
+                "count": Key(integer(1, maximum=MAX_REQUESTS), 10, "sessions"),
+                "turns": Key(LENGTH, {"uniform": [2, 8]}, "main turns per session"),
+                "system_prompt": Key(integer(0, maximum=1 << 29), 4096,
+                                     "tokens ahead of every session's first input, shared"),
+                "input": Key(LENGTH, {"uniform": [50, 500]}, "a turn's new input tokens"),
+                "tool_gap": Key(GAP, {"exponential": {"mean_s": 1.0}}),
+                "user_gap": Key(GAP, {"lognormal": {"median_s": 10.0, "sigma": 1.0}}),
+                "tool_share": Key(number(0, 1), 0.8, "a later turn's chance of following a "
+                                  "tool call (else the user)"),
+                "fanout": {
+                    "probability": Key(number(0, 1), 0.0,
+                                       "a main turn's chance of spawning sub-agents"),
+                    "children": Key(integer(1, maximum=1024), 2, "sub-agents spawned"),
+                    "turns": Key(integer(1, maximum=1024), 2, "each sub-agent's turns"),
+                },
+            }),
         }),
     },
     "target": NullableSection({
@@ -343,9 +364,11 @@ SCHEMA: Dict[str, Any] = {
     "load": {
         "mode": Key(one_of(*LOAD_MODES), "trace", "trace: the trace's arrivals; concurrency: "
                     "a closed loop of `concurrency` requests in flight; offline: every request "
-                    "at 0"),
+                    "at 0; sessions: a closed loop of `sessions` live sessions"),
         "concurrency": Key(integer(1, allow_none=True), None,
                            "requests in flight (load.mode: concurrency)"),
+        "sessions": Key(integer(1, allow_none=True), None,
+                        "sessions live at a time (load.mode: sessions)"),
     },
     "engine": _scheduler_keys(),
     "model": Key(text, "tiny", "a bundled model (engine/models) or a YAML path"),
@@ -432,3 +455,11 @@ def _length(v):
               and arg.get("min", 1) <= arg.get("max", arg.get("min", 1))):
         raise ValueError("lognormal: {median: M, sigma: S[, min: A, max: B]} with finite "
                          "numbers > 0, integers 1 <= A <= B")
+
+
+def _gap(v):
+    try:
+        gap_dist(v)
+    except TraceError:
+        raise ValueError("{fixed: S}, {exponential: {mean_s: S}} or {lognormal: {median_s: S, "
+                         "sigma: X}}, numbers >= 0 (a median > 0)") from None

@@ -10,8 +10,11 @@ import pandas as pd
 from ..traces import generate as arrivals
 from ..traces.generate import length_dist
 from ..traces.read import TraceError, read_trace
+from ..traces.session_gen import Fanout, Shape, gap_dist, generate_sessions
+from ..traces.sessions import read_session_trace
 from ..traces.shared_prefix import shared_prefix
 from .load import Workload
+from .views import TraceGenerateKeys
 
 TraceLoadError = TraceError
 
@@ -26,7 +29,10 @@ class WorkloadTrace:
 
 def load_workload_trace(workload: Workload) -> WorkloadTrace:
     spec, seeds, g = workload.trace, workload.seeds, workload.trace.generate
-    if g is not None:
+    dropped: dict = {}
+    if g is not None and g.sessions is not None:
+        df, sha256 = generated_sessions(g, workload), None
+    elif g is not None:
         df = arrivals.generate(g.requests, g.rate, g.arrival, g.burstiness,
                                prompt=length_dist(g.prompt), output=length_dist(g.output),
                                arrival_seed=seeds.arrivals, length_seed=seeds.lengths)
@@ -34,7 +40,11 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
         if prefix.groups is not None:
             df = shared_prefix(df, prefix.groups, prefix.tokens, workload.engine.block_size,
                                seeds.lengths)
-        dropped, sha256 = {}, None
+        sha256 = None
+    elif spec.format == "sessions":
+        result = workload.trace_read or read_session_trace(
+            workload.trace_file, spec.hash_block_size or workload.engine.block_size)
+        df, dropped, sha256 = result.df, result.dropped, result.sha256
     else:  # as validation read it, or read again as it would
         result = workload.trace_read or read_trace(
             workload.trace_file, spec.format, drop_bad_rows=spec.drop_bad_rows,
@@ -47,3 +57,17 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
     df = df.assign(arrival_s=0.0 if offline else df["arrival_s"] * spec.time_scale)
     df = df.reset_index(drop=True)
     return WorkloadTrace(df, dropped, sha256, block)
+
+
+def generated_sessions(g: TraceGenerateKeys, workload: Workload) -> pd.DataFrame:
+    """trace.generate.sessions' session frame, hash ids in the engine's blocks."""
+    s, seeds = g.sessions, workload.seeds
+    assert s is not None
+    shape = Shape(turns=length_dist(s.turns), system_prompt=s.system_prompt,
+                  input=length_dist(s.input), output=length_dist(g.output),
+                  tool_gap=gap_dist(s.tool_gap), user_gap=gap_dist(s.user_gap),
+                  tool_share=s.tool_share,
+                  fanout=Fanout(s.fanout.probability, s.fanout.children, s.fanout.turns))
+    return generate_sessions(s.count, shape, rate=g.rate, arrival=g.arrival,
+                             burstiness=g.burstiness, block_size=workload.engine.block_size,
+                             arrival_seed=seeds.arrivals, length_seed=seeds.lengths)

@@ -18,6 +18,37 @@ class TraceGenerateSharedPrefixKeys:
 
 
 @dataclass(frozen=True)
+class TraceGenerateSessionsFanoutKeys:
+    """The `trace.generate.sessions.fanout:` section's keys (SCHEMA)."""
+
+    # a main turn's chance of spawning sub-agents
+    probability: float
+    # sub-agents spawned
+    children: int
+    # each sub-agent's turns
+    turns: int
+
+
+@dataclass(frozen=True)
+class TraceGenerateSessionsKeys:
+    """The `trace.generate.sessions:` section's keys (SCHEMA)."""
+
+    # sessions
+    count: int
+    # main turns per session
+    turns: Dict[str, Any]
+    # tokens ahead of every session's first input, shared
+    system_prompt: int
+    # a turn's new input tokens
+    input: Dict[str, Any]
+    tool_gap: Dict[str, Any]
+    user_gap: Dict[str, Any]
+    # a later turn's chance of following a tool call (else the user)
+    tool_share: float
+    fanout: TraceGenerateSessionsFanoutKeys
+
+
+@dataclass(frozen=True)
 class TraceGenerateKeys:
     """The `trace.generate:` section's keys (SCHEMA)."""
 
@@ -30,6 +61,7 @@ class TraceGenerateKeys:
     prompt: Dict[str, Any]
     output: Dict[str, Any]
     shared_prefix: TraceGenerateSharedPrefixKeys
+    sessions: Optional[TraceGenerateSessionsKeys]
 
 
 @dataclass(frozen=True)
@@ -38,8 +70,8 @@ class TraceKeys:
 
     # a trace file, relative to the workload file
     file: Optional[str]
-    # auto, azure, mooncake, burstgpt, vidur, tidy
-    format: Literal['auto', 'azure', 'mooncake', 'burstgpt', 'vidur', 'tidy']
+    # auto, azure, mooncake, burstgpt, vidur, tidy, sessions
+    format: Literal['auto', 'azure', 'mooncake', 'burstgpt', 'vidur', 'tidy', 'sessions']
     # drop and count bad rows instead of failing
     drop_bad_rows: bool
     # arrival times are multiplied by it
@@ -73,10 +105,12 @@ class LoadKeys:
     """The `load:` section's keys (SCHEMA)."""
 
     # trace: the trace's arrivals; concurrency: a closed loop of `concurrency` requests in flight;
-    # offline: every request at 0
-    mode: Literal['trace', 'concurrency', 'offline']
+    # offline: every request at 0; sessions: a closed loop of `sessions` live sessions
+    mode: Literal['trace', 'concurrency', 'offline', 'sessions']
     # requests in flight (load.mode: concurrency)
     concurrency: Optional[int]
+    # sessions live at a time (load.mode: sessions)
+    sessions: Optional[int]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,296 @@
+"""Session traces: agentic traffic as ordered trees of turns (docs/workloads.md, "Sessions").
+
+A session's turns are rows, one per line of a JSONL or CSV file, with the columns
+    session_id      int    the session
+    turn            int    the turn's number in its session, unique there
+    parent          int    the turn it follows (-1: the session's root, exactly one)
+    arrival_s       float  the root's start, seconds (roots only; a child's is ignored)
+    gap_s           float  >= 0: the think or tool time after the parent's last token
+                           (children only; a root's is not used)
+    gap_kind        str    tool, user or subagent
+    input_tokens    int    >= 1: the turn's new input
+    max_new_tokens  int    >= 1: its output tokens
+    hash_ids        list   optional, every row or none: the prompt's hash blocks
+A turn's prompt is its parent's prompt and output and its own new input, so
+prompt_len = parent's prompt_len + parent's max_new_tokens + input_tokens (a root's:
+its input). A turn's children of kind subagent start together when it ends; its one other
+child, the session's next turn, starts once it and every sub-agent child's subtree have
+ended, plus its gap. Without hash ids they are chained: a child's leading blocks are its
+parent's context's, so that prefix caching sees the reuse.
+
+The frame (`sessions_frame`) is a trace frame (harness/traces/read.py) ordered by session
+start, each session's turns in file order, arrival_s each turn's session start (a turn's
+own arrival is known only as the replay runs), with the columns above beside it and
+`parent_row`, the parent's row (-1: a root).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from fileio.regular import NotAFile, check_regular
+
+from .read import MAX_HASH_ID, TraceError, TraceResult
+
+GAP_KINDS = ("tool", "user", "subagent")
+KEYS = ("session_id", "turn", "parent", "arrival_s", "gap_s", "gap_kind", "input_tokens",
+        "max_new_tokens")
+OWN = 1 << 62  # chained ids of blocks no other turn's context holds, counted up from here
+
+
+class Turn(dict):
+    """One row as read, with `where` (FILE:LINE) for messages."""
+
+    where: str = ""
+
+
+def looks_like_sessions(path: Path) -> bool:
+    """Whether a trace file's first line is a session trace's: a JSON object or a CSV
+    header with session_id and parent."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16).decode("utf-8-sig", "replace").lstrip()
+    first = head.splitlines()[0] if head else ""
+    if first.startswith("{"):
+        return '"session_id"' in first and '"parent"' in first
+    header = {h.strip() for h in first.split(",")}
+    return {"session_id", "parent"} <= header
+
+
+def read_session_trace(path, hash_block_size: int) -> TraceResult:
+    """read_sessions' frame as a TraceResult (format "sessions", its file's sha256)."""
+    df = read_sessions(path, hash_block_size)
+    with open(path, "rb") as f:
+        sha256 = hashlib.sha256(f.read()).hexdigest()
+    return TraceResult(df, "sessions", Path(path), {}, df.attrs.get("hash_block_size"),
+                       None, sha256)
+
+
+def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
+    """A session trace file (JSONL or CSV) read and checked; TraceError names the file, the
+    line and the session of the first problem. Without hash ids in the file and with
+    `hash_block_size`, hash ids are chained in blocks of that size."""
+    path = Path(path)
+    try:
+        check_regular(path)
+    except NotAFile as e:
+        raise TraceError(str(e)) from None
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: expected UTF-8 text ({e.reason})") from None
+    jsonl = path.suffix.lower() in (".jsonl", ".json") or text.lstrip()[:1] == "{"
+    turns = _jsonl(path, text) if jsonl else _csv(path, text)
+    if not turns:
+        raise TraceError(f"{path}: no turns")
+    return sessions_frame(turns, hash_block_size, str(path))
+
+
+def _jsonl(path: Path, text: str) -> List[Turn]:
+    turns = []
+    for line, row in enumerate(text.splitlines(), 1):
+        if not row.strip():
+            continue
+        try:
+            value = json.loads(row)
+        except ValueError as e:
+            raise TraceError(f"{path}:{line}: not a JSON object ({e})") from None
+        if not isinstance(value, dict):
+            raise TraceError(f"{path}:{line}: expected a JSON object, got {row[:40]!r}")
+        turns.append(_turn(value, f"{path}:{line}"))
+    return turns
+
+
+def _csv(path: Path, text: str) -> List[Turn]:
+    rows = text.splitlines()
+    if not rows:
+        return []
+    header = [h.strip() for h in next(csv.reader(rows[:1]))]
+    turns = []
+    for line, fields in enumerate(csv.reader(rows[1:]), 2):
+        if not fields or not "".join(fields).strip():
+            continue
+        if len(fields) != len(header):
+            raise TraceError(f"{path}:{line}: {len(fields)} fields, the header has "
+                             f"{len(header)}")
+        value: Dict[str, object] = {}
+        for k, v in zip(header, fields):
+            v = v.strip()
+            if v == "":
+                continue
+            try:
+                value[k] = v if k == "gap_kind" else json.loads(v)
+            except ValueError:
+                value[k] = v
+        turns.append(_turn(value, f"{path}:{line}"))
+    return turns
+
+
+def _turn(value: dict, where: str) -> Turn:
+    """A row's values checked one by one (the tree is checked in sessions_frame)."""
+    turn = Turn()
+    turn.where = where
+    sid = value.get("session_id")
+    at = f"{where}: session {sid!r}"
+    missing = [k for k in KEYS if k not in value and k not in ("arrival_s", "gap_s")]
+    if missing:
+        raise TraceError(f"{at}: missing {', '.join(missing)}")
+    for k in ("session_id", "turn", "parent", "input_tokens", "max_new_tokens"):
+        v, lo = value[k], -1 if k == "parent" else 1 if k.endswith("tokens") else 0
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise TraceError(f"{at}: {k}: expected an integer >= {lo}, got {v!r}")
+        turn[k] = v
+    root = value["parent"] == -1
+    for k in ("gap_s", "arrival_s"):  # a root's gap and a child's arrival are not used
+        v = value.get(k, 0.0 if root == (k == "gap_s") else None)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) \
+                or v < 0:
+            raise TraceError(f"{at}: {k}: expected a number of seconds >= 0, got {v!r}")
+        turn[k] = float(v)
+    if value["gap_kind"] not in GAP_KINDS:
+        raise TraceError(f"{at}: gap_kind: expected one of {', '.join(GAP_KINDS)}, got "
+                         f"{value['gap_kind']!r}")
+    turn["gap_kind"] = value["gap_kind"]
+    ids = value.get("hash_ids")
+    if ids is not None and not (isinstance(ids, list) and all(
+            type(h) is int and 0 <= h <= MAX_HASH_ID for h in ids)):
+        raise TraceError(f"{at}: hash_ids: expected a list of integers in 0 .. 2**63 - 1")
+    turn["hash_ids"] = ids
+    return turn
+
+
+def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessions",
+                   shared_ids: Optional[List[int]] = None) -> pd.DataFrame:
+    """The checked frame of these turns (module docstring). `block`: tokens per hash id
+    (required where the turns have hash ids; chained ones are made where it is given and
+    they have none). `shared_ids`: a root's leading chained ids, shared by every session
+    (a common system prompt)."""
+    given = [t["hash_ids"] is not None for t in turns]
+    if any(given) and not all(given):
+        t = turns[given.index(False) if given[0] else given.index(True)]
+        raise TraceError(f"{t.where}: session {t['session_id']}: hash_ids on some turns "
+                         f"only: give them on every turn or on none")
+    if all(given) and block is None:
+        raise TraceError(f"{label}: hash_ids present but the hash block size is unknown: "
+                         f"pass hash_block_size")
+    prompt, parent_of = _tree(turns)
+    ids = _checked_ids(turns, prompt, parent_of, block) if all(given) else \
+        _chained_ids(turns, prompt, parent_of, block, shared_ids or []) if block else None
+    return _frame(turns, prompt, parent_of, ids, block)
+
+
+def _tree(turns: List[Turn]) -> Tuple[np.ndarray, np.ndarray]:
+    """Each turn's prompt length and its parent's index (-1: a root), the tree checked."""
+    rows: Dict[Tuple[int, int], int] = {}  # (session, turn) -> its index in turns
+    prompt = np.zeros(len(turns), np.int64)
+    parent_of = np.full(len(turns), -1, np.int64)
+    continuation: Dict[int, int] = {}  # a turn's next turn (its one child not a sub-agent)
+    roots: set = set()
+    for i, t in enumerate(turns):
+        sid, at = t["session_id"], f"{t.where}: session {t['session_id']}"
+        key = (sid, t["turn"])
+        if key in rows:
+            raise TraceError(f"{at}: turn {t['turn']} given twice (first at "
+                             f"{turns[rows[key]].where})")
+        p = t["parent"]
+        if p == t["turn"]:
+            raise TraceError(f"{at}: turn {p} is its own parent: a cycle")
+        if p == -1:
+            if sid in roots:
+                raise TraceError(f"{at}: a second root (parent -1): a session has one")
+            roots.add(sid)
+            prompt[i] = t["input_tokens"]
+        else:
+            j = rows.get((sid, p))
+            if j is None:
+                later = any(u["session_id"] == sid and u["turn"] == p for u in turns[i:])
+                raise TraceError(f"{at}: turn {t['turn']}'s parent, turn {p}, "
+                                 + ("comes later: a parent's line comes before its "
+                                    "children's (or the turns form a cycle)" if later
+                                    else "is missing"))
+            if t["gap_kind"] != "subagent":
+                if j in continuation:
+                    raise TraceError(f"{at}: turn {p} has two next turns "
+                                     f"({turns[continuation[j]]['turn']} and {t['turn']}): "
+                                     f"only sub-agent children fan out")
+                continuation[j] = i
+            parent_of[i] = j
+            prompt[i] = prompt[j] + turns[j]["max_new_tokens"] + t["input_tokens"]
+        rows[key] = i
+    return prompt, parent_of
+
+
+def _checked_ids(turns, prompt, parent_of, block) -> List[list]:
+    """The file's hash ids, each turn's ceil(prompt / block), leading with its parent's full
+    prompt blocks."""
+    for i, t in enumerate(turns):
+        ids, want = t["hash_ids"], -(-int(prompt[i]) // block)
+        at = f"{t.where}: session {t['session_id']}: turn {t['turn']}: hash_ids"
+        if len(ids) != want:
+            raise TraceError(f"{at}: {len(ids)} ids, but its {prompt[i]}-token prompt has "
+                             f"{want} blocks of {block} tokens")
+        j = parent_of[i]
+        if j >= 0:
+            full = int(prompt[j]) // block
+            if ids[:full] != turns[j]["hash_ids"][:full]:
+                raise TraceError(f"{at}: its first {full} ids are not its parent's (turn "
+                                 f"{turns[j]['turn']}): a turn's prompt begins with its "
+                                 f"parent's")
+    return [t["hash_ids"] for t in turns]
+
+
+def _chained_ids(turns, prompt, parent_of, block, shared) -> List[list]:
+    """Hash ids where the turns have none: a root's own blocks (after `shared`, its full
+    ones); a child's, its parent's context's full blocks (the parent's prompt and output,
+    the same for all its children), then its own."""
+    fresh = iter(range(OWN, OWN + (1 << 61)))
+    ids: List[list] = []
+    context: Dict[int, list] = {}
+    for i in range(len(turns)):
+        n, j = -(-int(prompt[i]) // block), int(parent_of[i])
+        if j < 0:
+            head = shared[:min(len(shared), int(prompt[i]) // block)]
+        else:
+            if j not in context:
+                full = (int(prompt[j]) + turns[j]["max_new_tokens"]) // block
+                kept = ids[j][:int(prompt[j]) // block]
+                context[j] = kept + [next(fresh) for _ in range(full - len(kept))]
+            head = context[j][:n]
+        ids.append(head + [next(fresh) for _ in range(n - len(head))])
+    return ids
+
+
+def _frame(turns, prompt, parent_of, ids, block) -> pd.DataFrame:
+    sid = np.array([t["session_id"] for t in turns], np.int64)
+    root = {t["session_id"]: t["arrival_s"] for t in turns if t["parent"] == -1}
+    start = np.array([root[s] for s in sid])
+    first = pd.Series(range(len(turns))).groupby(sid).transform("min").to_numpy()
+    order = np.lexsort((np.arange(len(turns)), first, start))  # by start, then file order
+    row_of = np.empty(len(turns), np.int64)
+    row_of[order] = np.arange(len(turns))
+    parent_row = np.where(parent_of[order] >= 0, row_of[np.maximum(parent_of[order], 0)], -1)
+    t0 = start.min()
+    df = pd.DataFrame({
+        "arrival_s": start[order] - t0, "prompt_len": prompt[order],
+        "max_new_tokens": np.array([turns[i]["max_new_tokens"] for i in order], np.int64),
+        "session_id": sid[order], "turn": np.array([turns[i]["turn"] for i in order], np.int64),
+        "parent": np.array([turns[i]["parent"] for i in order], np.int64),
+        "parent_row": parent_row,
+        "gap_s": np.array([turns[i]["gap_s"] for i in order]),
+        "gap_kind": pd.Series([turns[i]["gap_kind"] for i in order], dtype=object),
+        "input_tokens": np.array([turns[i]["input_tokens"] for i in order], np.int64)})
+    if ids is not None:
+        df["hash_ids"] = pd.Series([ids[i] for i in order], dtype=object)
+        df.attrs["hash_block_size"] = block
+    return df
+
+
+def is_sessions(df: pd.DataFrame) -> bool:
+    return "parent_row" in df.columns

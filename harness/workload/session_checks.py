@@ -1,0 +1,65 @@
+"""A workload's sessions (docs/workloads.md, "Sessions"): a session trace file
+(`trace.format: sessions`, or `auto` telling one from its first line) or generator
+(`trace.generate.sessions`), and `load.mode: sessions`; replayed by the Python loop into
+one co-located engine, its turns enqueued from the engine's loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fileio.regular import NotAFile, check_regular
+
+from ..traces.sessions import looks_like_sessions
+
+
+def replays_sessions(values) -> bool:
+    """Whether these (checked) workload values replay a session trace."""
+    g = values["trace"]["generate"]
+    return values["trace"]["format"] == "sessions" or bool(g and g.get("sessions"))
+
+
+def sessions(values, data, path: Path, fail) -> None:
+    """trace.format resolved to sessions where `auto` reads a session file; the sessions
+    section null where the generator leaves it out; load.mode: sessions and what a session
+    replay cannot take refused by key."""
+    trace, load = values["trace"], values["load"]
+    given = (data.get("trace") or {}).get("generate") or {}
+    if "sessions" not in given:
+        trace["generate"]["sessions"] = None
+    elif "requests" in given or (given.get("shared_prefix") or {}).get("groups") is not None:
+        fail(("trace", "generate", "requests" if "requests" in given else "shared_prefix"),
+             "generated sessions count sessions and chain their own prefixes: expected "
+             "trace.generate.sessions alone")
+    if trace["file"] and trace["format"] == "auto":
+        try:
+            if looks_like_sessions(check_regular(path.parent / trace["file"])):
+                trace["format"] = "sessions"
+        except (NotAFile, OSError):
+            pass  # refused by derived(), as any trace file
+    on = trace["format"] == "sessions" or "sessions" in given
+    if load["mode"] != "sessions" and load["sessions"] is not None:
+        fail(("load", "sessions"), f"only load.mode: sessions takes it, and load.mode is "
+                                   f"{load['mode']}")
+    if load["mode"] == "sessions" and load["sessions"] is None:
+        fail(("load", "sessions"), "load.mode: sessions needs the sessions live at a time: "
+                                   "expected an integer >= 1")
+    if load["mode"] == "sessions" and not on:
+        fail(("load", "mode"), "load.mode: sessions replays a session trace: expected "
+                               "trace.format: sessions or trace.generate.sessions")
+    if not on:
+        return
+    refused = (
+        (("load", "mode"), load["mode"] == "concurrency",
+         "a session trace's closed loop counts sessions: expected load.mode: sessions"),
+        (("trace", "drop_bad_rows"), trace["drop_bad_rows"],
+         "a dropped turn would break its session: expected false"),
+        (("frontend", "mode"), (values["frontend"]["mode"] == "thread"),
+         "a session's turns are enqueued from the engine's loop as their parents end: "
+         "expected inline"),
+        (("target",), "target" in data, "sessions are replayed into this run's engine"),
+        (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill")),
+         "sessions are replayed into one co-located engine"))
+    for key, bad, why in refused:
+        if bad:
+            fail(key, why)
+    values["frontend"]["mode"] = "inline"
