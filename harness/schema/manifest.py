@@ -74,9 +74,11 @@ MANIFEST = (
                              "took (the trace is `served`, trace_rows its capacity)",
         "a served run (`steptrace serve`)"),
     Key("target", (OBJECT,), "the endpoint the requests went to: its url, model and api, "
-                             "the tables written (no engine here: no steps or batches) and "
+                             "the tables written (no engine here: no steps or batches), "
                              "the send lag (`send_lag_s`: each request's send time less its "
-                             "arrival, described)", "a run against an endpoint (`target:`)"),
+                             "arrival, described) and the /metrics scrapes (`metrics`: url, "
+                             "interval, scrapes, samples; `stopped`: why a scrape failed; "
+                             "`off`: none asked for)", "a run against an endpoint (`target:`)"),
     Key("error", (STRING,), "why the run failed", "a failed run"),
     Key("killed", (OBJECT,), "when a killed run was found, and what its tables hold",
         "a run whose harness died"),
