@@ -151,3 +151,23 @@ def aiohttp_endpoint(routes):
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+def endpoint_with_metrics(status: int, text: str):
+    """aiohttp routes of an endpoint: /metrics answering `status` with `text`, and
+    /v1/completions streaming 4 events and [DONE]."""
+    from aiohttp import web
+
+    async def metrics(request):
+        return web.Response(status=status, text=text)
+
+    async def completions(request):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk = {"choices": [{"index": 0, "text": " tok"}]}
+        for _ in range(4):
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    return [web.get("/metrics", metrics), web.post("/v1/completions", completions)]

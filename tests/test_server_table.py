@@ -5,8 +5,6 @@ leaves the table empty, the manifest saying why, and the run goes on."""
 
 from __future__ import annotations
 
-import json
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -61,27 +59,9 @@ def test_against_serve_the_scrapes_follow_the_run(tmp_path):
     assert run.table("requests")["status"].eq("finished").all()
 
 
-def endpoint_with_metrics(status: int, text: str):
-    from aiohttp import web
-
-    async def metrics(request):
-        return web.Response(status=status, text=text)
-
-    async def completions(request):
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        chunk = {"choices": [{"index": 0, "text": " tok"}]}
-        for _ in range(4):
-            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
-        return response
-
-    return [web.get("/metrics", metrics), web.post("/v1/completions", completions)]
-
-
 def run_against(tmp_path, status: int, text: str, interval: str = "0.05"):
     pytest.importorskip("aiohttp")
-    from tests.serving import aiohttp_endpoint
+    from tests.serving import aiohttp_endpoint, endpoint_with_metrics
 
     with aiohttp_endpoint(endpoint_with_metrics(status, text)) as url:
         run = client_run(tmp_path, f'{{endpoint: "{url}/v1", model: m, '

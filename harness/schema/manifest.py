@@ -38,7 +38,9 @@ MANIFEST = (
     Key("repeat", (INTEGER,), "the repeat's index among the arm's runs"),
     Key("switch_interval_s", (NUMBER,), "the interpreter's switch interval during the run"),
     Key("git_sha", (STRING, NULL), "the commit under test ($STEPTRACE_COMMIT, else the "
-                              "checkout's HEAD); null outside a checkout"),
+                              "checkout's HEAD); null outside a checkout, and against an "
+                              "endpoint without $STEPTRACE_COMMIT (its engine is not the "
+                              "checkout)"),
     Key("git_date", (STRING, NULL), "that commit's date, ISO 8601"),
     Key("versions", (OBJECT,), "python, steptrace, torch (null when not installed) and numpy"),
     Key("host_cpu", (STRING,), "the host's CPU model"),
