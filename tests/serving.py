@@ -121,3 +121,53 @@ def error_of(status_body: Tuple[int, bytes]) -> Dict[str, Any]:
     error = json.loads(body)["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["code"] == status
     return error
+
+
+@contextmanager
+def aiohttp_endpoint(routes):
+    """An aiohttp application of `routes` on a free port of 127.0.0.1, on an event loop in
+    a thread of this process; yields its url."""
+    import asyncio
+
+    from aiohttp import web
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    app = web.Application()
+    app.add_routes(routes)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+
+    async def start():
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return site._server.sockets[0].getsockname()[1]
+
+    port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def endpoint_with_metrics(status: int, text: str):
+    """aiohttp routes of an endpoint: /metrics answering `status` with `text`, and
+    /v1/completions streaming 4 events and [DONE]."""
+    from aiohttp import web
+
+    async def metrics(request):
+        return web.Response(status=status, text=text)
+
+    async def completions(request):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk = {"choices": [{"index": 0, "text": " tok"}]}
+        for _ in range(4):
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    return [web.get("/metrics", metrics), web.post("/v1/completions", completions)]

@@ -47,7 +47,7 @@ def test_against_serve_it_reproduces_the_served_requests_within_the_network(tmp_
     with served(server_dir(tmp_path), text=ONE_TOKEN_EVENTS) as (url, runs):
         run = client_run(tmp_path, f'{{endpoint: "{url}", model: tiny}}', trace)
     mine, theirs = requests_of(run), requests_of(runs[0])
-    assert run.complete and run.manifest.target["tables"].startswith("requests and summary")
+    assert run.complete and run.manifest.target["tables"].startswith("requests, server")
     assert not (run.path / "steps.parquet").exists()
     assert (mine["status"] == "finished").all() and len(theirs) == len(mine) == 16
     # one request at a time (100 ms apart): the server took them in the trace's order

@@ -82,11 +82,16 @@ def test_enqueue_drift_shows_a_held_gil():
     assert min(p99[False]) - min(p99[True]) >= 0.002, p99
 
 
+CLOCK_SKEW_S = 1e-3
+
+
 def test_every_token_is_delivered_after_its_commit():
     columns, recorder = replay_with_frontend(release_gil=True, spin=False, per_token_us=50.0,
                                              max_new_tokens=5)
     drift = columns["enqueue_drift_s"]
-    assert np.all(drift >= 0) and np.all(np.isfinite(drift))
+    # never early, but for the host's clock: on this loaded 2-vCPU VM one thread's readings
+    # before and after a sleep were seen up to 0.6 ms apart the wrong way (CI, 2026-12-06)
+    assert np.all(drift >= -CLOCK_SKEW_S) and np.all(np.isfinite(drift))
     p50, worst = columns["delivery_delay_p50_s"], columns["delivery_delay_max_s"]
     assert np.all(np.isfinite(p50)) and np.all(worst >= p50) and np.all(p50 >= 50e-6)
 

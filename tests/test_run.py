@@ -16,6 +16,7 @@ from harness.run.calibration import VIRTUAL_CLOCK, planned
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from tests.helpers import MODELED
+from tests.test_frontend import CLOCK_SKEW_S
 
 pytestmark = pytest.mark.core  # runs the engine: the sanitizer stage runs it too
 
@@ -56,7 +57,8 @@ def test_real_clock_run_writes_every_table(tmp_path):
     assert len(requests) == 24 and (requests["status"] == "finished").all()
     assert (requests["output_tokens"] == requests["max_new_tokens"]).all()
     assert (requests["ttft_s"] > 0).all() and (requests["e2e_s"] >= requests["ttft_s"]).all()
-    assert (requests["enqueue_s"] >= requests["arrival_s"]).all()  # fidelity: never early
+    # fidelity: never early (but for the host's clock under load: tests/test_frontend.py)
+    assert (requests["enqueue_s"] >= requests["arrival_s"] - CLOCK_SKEW_S).all()
     assert steps["warmup"].sum() == 2 and set(steps["phase"]) == {"prompt", "decode"}
     per_step = batches.groupby("step")["seqlen_q"].sum()
     assert (steps.set_index("step")["tokens_q"].reindex(per_step.index) == per_step).all()

@@ -43,8 +43,9 @@ def test_a_run_writes_every_table_in_its_declared_schema(tmp_path, fmt):
     (run,) = run_workload(load_workload(path))
     run_dir = run.path
     # tokens: written with `tokens: true` on a torch device (tests/test_tokens.py);
-    # sessions: for a session trace (tests/test_sessions_workload.py)
-    for name in set(TABLES) - set(SWEEP_TABLES) - {"tokens", "sessions"}:
+    # sessions: for a session trace (tests/test_sessions_workload.py); server: against an
+    # endpoint (tests/test_server_table.py)
+    for name in set(TABLES) - set(SWEEP_TABLES) - {"tokens", "sessions", "server"}:
         want = arrow_schema(name, LABELS)
         if fmt == "parquet":
             got = pq.read_schema(run_dir / f"{name}.parquet").remove_metadata()

@@ -106,12 +106,16 @@ def utc_date(text: str, where: str) -> str:
 
 def provenance(run: Run, commit: Optional[str], date: Optional[str]) -> Provenance:
     """--commit and --date, else the manifest's `git_sha` and `git_date` (the run's
-    $STEPTRACE_COMMIT and $STEPTRACE_COMMIT_DATE, or the harness's own checkout: harness/
-    replay/manifest.py); BadInput naming what neither gives."""
+    $STEPTRACE_COMMIT and $STEPTRACE_COMMIT_DATE, or the harness's own checkout, never for a
+    run against an endpoint: harness/run/manifest.py); BadInput naming what neither gives."""
+    source = "manifest (git_sha, git_date; set STEPTRACE_COMMIT and STEPTRACE_COMMIT_DATE " \
+             "for the run)"
+    if run.manifest.target is not None:
+        source = ("manifest: a run against an endpoint records the engine's commit only from "
+                  "STEPTRACE_COMMIT and STEPTRACE_COMMIT_DATE, set for the run (the engine is "
+                  "the endpoint's, not steptrace's checkout)")
     return checked_provenance(run.path, commit, date, run.manifest.git_sha,
-                              run.manifest.git_date, "engine's",
-                              "manifest (git_sha, git_date; set STEPTRACE_COMMIT and "
-                              "STEPTRACE_COMMIT_DATE for the run)", "manifest's git_sha")
+                              run.manifest.git_date, "engine's", source, "manifest's git_sha")
 
 
 def checked_provenance(path, commit, date, found_commit, found_date, whose: str,

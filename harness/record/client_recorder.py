@@ -9,6 +9,10 @@ Its token times are the arrivals of the stream's content events: a gap per event
 the first (an event that carries several tokens is one arrival, as vLLM's benchmark counts
 them). The gaps are kept to the microsecond as distinct values with counts, as the step
 log keeps a local run's.
+
+The endpoint's /metrics scrapes (harness/replay/scrape.py) go to the server table through
+the same table writer, a chunk of SERVER_CHUNK rows at a time; the table is written, empty
+if need be, with every run.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..schema.tables import REQUESTS
+from ..schema.tables import REQUESTS, SERVER
 from ..schema.values import COMPLETED, FRONTEND_COLUMNS
 from . import metrics
-from .table_writer import TableWriter, coded
+from .prometheus import NAMES, Sample
+from .table_writer import Column, TableWriter, coded
 
 CHUNK_REQUESTS = 1024  # rows gathered before they go to the table writer
+SERVER_CHUNK = 4096  # server rows gathered before they go to the table writer
 UNKNOWN = ("first_scheduled_s", "decode_stall_s", "dp_rank", "preemptions",
            "recomputed_tokens", "prefix_hit_tokens")
 GAP_RESOLUTION_S = 1e-6
@@ -43,8 +49,11 @@ class ClientRecorder:
         self.warm = np.zeros(n, dtype=bool)  # no warm-up: every request is measured
         self._written = np.zeros(n, dtype=bool)
         self.latency = metrics.LatencySummary(n, slo)
-        self._tables = TableWriter(run_dir, fmt, ["requests"], labels, coded(["requests"]))
+        self._tables = TableWriter(run_dir, fmt, ["requests", "server"], labels,
+                                   coded(["requests"]))
         self._rows: List[tuple] = []
+        self._server: List[Tuple[float, Sample]] = []
+        self._server_written = False
         self._gaps: List[Tuple[np.ndarray, np.ndarray]] = []  # (values, counts) by chunk
         self.num_done = 0
 
@@ -72,6 +81,12 @@ class ClientRecorder:
         if len(self._rows) >= CHUNK_REQUESTS:
             self.flush()
 
+    def scraped(self, t: float, samples: Sequence[Sample]) -> None:
+        """A scrape of the endpoint's /metrics read at `t`: its samples, server rows."""
+        self._server.extend((t, s) for s in samples)
+        if len(self._server) >= SERVER_CHUNK:
+            self._write_server()
+
     def flush(self) -> None:
         rows, self._rows = self._rows, []
         if rows:
@@ -79,9 +94,11 @@ class ClientRecorder:
 
     def close(self) -> None:
         """The rows left, then the requests never sent (`unfinished`, "never enqueued"), and
-        the table closed whole."""
+        the tables closed whole."""
         try:
             self.flush()
+            if self._server or not self._server_written:
+                self._write_server()
             never = np.flatnonzero(~self._written)
             if len(never):
                 self._write([(int(i), np.nan, (), 0, "unfinished", "never enqueued")
@@ -98,6 +115,17 @@ class ClientRecorder:
         distinct, where = np.unique(values, return_inverse=True)
         return distinct, np.bincount(where, weights=counts, minlength=len(distinct)) \
             .astype(np.int64)
+
+    def _write_server(self) -> None:
+        rows, self._server = self._server, []
+        samples = [s for _, s in rows]
+        columns: Dict[str, Column] = dict(
+            t_s=np.array([t for t, _ in rows], np.float64),
+            metric=[NAMES.get(name, name) for name, _, _ in samples],
+            name=[name for name, _, _ in samples], labels=[labels for _, labels, _ in samples],
+            value=np.array([v for _, _, v in samples], np.float64))
+        self._tables.write(dict(server={c: columns[c] for c in SERVER.names}))
+        self._server_written = True
 
     def _write(self, rows) -> None:
         ids = np.array([r[0] for r in rows], np.int64)

@@ -14,7 +14,8 @@ its last one ends; a request arrives when it is released.
 A request that fails is recorded and the run goes on: an HTTP error or a refused
 connection is `rejected`, a stream cut short (a timeout, a malformed or error event, no
 `[DONE]`) `unfinished` with the tokens it had; the reason says which. A redirect is never
-followed. The API key (`target.api_key_env`) is sent, never recorded.
+followed. The API key (`target.api_key_env`) is sent, never recorded. The endpoint's
+/metrics is scraped on the same event loop (harness/replay/scrape.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..record.client_recorder import ClientRecorder
 from ..record.metrics import describe
 from .driver import Requests
 from .frontend import Frontend
+from .scrape import Scraper
 
 SPIN_S = 0.002  # the pacer sleeps to within this of a send, then yields until it is due
 STOP_POLL_S = 0.05
@@ -42,7 +44,8 @@ VOCAB = 256  # prompt token ids are below it: any model's vocabulary holds them
 WORDS = ("the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "as", "with",
          "was", "at", "by", "be")  # a chat prompt's words, one token each in common tokenizers
 REASON_CHARS = 200
-TABLES = "requests and summary only: the engine is the endpoint's, so no steps or batches"
+TABLES = "requests, server (its /metrics) and summary only: the engine is the endpoint's, " \
+         "so no steps or batches"
 
 
 class ClientLoop:
@@ -94,18 +97,37 @@ class ClientLoop:
         async with aiohttp.ClientSession(connector=connector, timeout=timeout,
                                          headers=self.headers) as session:
             send = _Sender(self, session, requests, recorder, start, progress, n, lags)
+            scraper, scraping = self._scraper(session, recorder, start)
             work = asyncio.ensure_future(
                 send.closed(requests.concurrency) if requests.concurrency
                 else send.open(requests.arrival_s))
-            while not work.done():
-                if stop.is_set():
-                    work.cancel()
-                await asyncio.wait([work], timeout=STOP_POLL_S)
+            try:
+                while not work.done():
+                    if stop.is_set():
+                        work.cancel()
+                    await asyncio.wait([work], timeout=STOP_POLL_S)
+            finally:
+                if scraping is not None:
+                    scraping.cancel()
+                    await asyncio.gather(scraping, return_exceptions=True)
             if work.cancelled():
                 await asyncio.gather(*send.flying, return_exceptions=True)
                 return False
             work.result()
+            if scraper is not None:  # the counters as the requests left them
+                await scraper.once(session)
         return not stop.is_set()
+
+    def _scraper(self, session, recorder, start: float):
+        """(the run's Scraper, its task) of the endpoint's /metrics; (None, None) where
+        `target.metrics_interval_s` is null."""
+        interval = self.target.metrics_interval_s
+        if interval is None:
+            self.sent["metrics"] = dict(off="target.metrics_interval_s: null")
+            return None, None
+        scraper = Scraper(self.target.endpoint, interval, recorder, start)
+        self.sent["metrics"] = scraper.said
+        return scraper, asyncio.ensure_future(scraper.every(session))
 
     def body(self, i: int, prompt_len: int, max_new_tokens: int, hash_ids,
              hash_block_size: Optional[int]) -> Dict[str, Any]:

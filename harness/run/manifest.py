@@ -6,7 +6,8 @@ running one by them).
 The git commit (`git_sha`, `git_date`) is the engine's under test: $STEPTRACE_COMMIT and
 $STEPTRACE_COMMIT_DATE where CI sets them, else the checkout steptrace runs from, only where
 git tracks this package's files there (an installed steptrace inside another repository's
-folder would otherwise record that repository's HEAD); else none. `versions.steptrace` is
+folder would otherwise record that repository's HEAD); else none. A run against an
+endpoint records the variables' only: its engine is the endpoint's, not the checkout's. `versions.steptrace` is
 always the package's own version."""
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from ..io.one_word import commit_variables
 def manifest(workload, trace, engine, gil: str, repeat: int) -> dict:
     """`engine` None: a run against an endpoint (the workload's `target`), whose device is
     the endpoint's model, its executor `endpoint`."""
-    if engine is None:
-        return {**_common(workload, trace, gil, repeat), **_endpoint(workload.target)}
+    if engine is None:  # the engine under test is the endpoint's, not this checkout
+        sha, date = commit_variables()
+        return {**_common(workload, trace, gil, repeat), **_endpoint(workload.target),
+                "git_sha": sha, "git_date": date}
     spec = ExecutorSpec.parse(engine.config.executor)
     modeled = spec.modeled
     return dict(

@@ -38,7 +38,9 @@ MANIFEST = (
     Key("repeat", (INTEGER,), "the repeat's index among the arm's runs"),
     Key("switch_interval_s", (NUMBER,), "the interpreter's switch interval during the run"),
     Key("git_sha", (STRING, NULL), "the commit under test ($STEPTRACE_COMMIT, else the "
-                              "checkout's HEAD); null outside a checkout"),
+                              "checkout's HEAD); null outside a checkout, and against an "
+                              "endpoint without $STEPTRACE_COMMIT (its engine is not the "
+                              "checkout)"),
     Key("git_date", (STRING, NULL), "that commit's date, ISO 8601"),
     Key("versions", (OBJECT,), "python, steptrace, torch (null when not installed) and numpy"),
     Key("host_cpu", (STRING,), "the host's CPU model"),
@@ -74,9 +76,11 @@ MANIFEST = (
                              "took (the trace is `served`, trace_rows its capacity)",
         "a served run (`steptrace serve`)"),
     Key("target", (OBJECT,), "the endpoint the requests went to: its url, model and api, "
-                             "the tables written (no engine here: no steps or batches) and "
+                             "the tables written (no engine here: no steps or batches), "
                              "the send lag (`send_lag_s`: each request's send time less its "
-                             "arrival, described)", "a run against an endpoint (`target:`)"),
+                             "arrival, described) and the /metrics scrapes (`metrics`: url, "
+                             "interval, scrapes, samples; `stopped`: why a scrape failed; "
+                             "`off`: none asked for)", "a run against an endpoint (`target:`)"),
     Key("error", (STRING,), "why the run failed", "a failed run"),
     Key("killed", (OBJECT,), "when a killed run was found, and what its tables hold",
         "a run whose harness died"),

@@ -282,6 +282,22 @@ DEVICE = Table("device", "sample of one source on one device (the host is device
 ) + tuple(_col(name, F64, unit, meaning, DEVICE_COLUMNS) for name, unit, meaning in _DEVICE_VALUES),
     "Every column after `device` is null wherever its source cannot tell, never estimated.")
 
+SERVER_METRICS = "serving.md#the-servers-metrics"
+SERVER = Table("server", "sample of the endpoint's /metrics in a scrape (a run against an "
+               "endpoint: `target:`)", "by t_s, then in the server's order", (
+    _col("t_s", F64, "s", "when the scrape's response was read, from the replay's start on "
+         "the wall clock", SERVER_METRICS),
+    _col("metric", TEXT, "", "steptrace's name of a figure servers name differently "
+         "(`running`, `waiting`, `kv_cache_usage`, `generation_tokens`), else `name`",
+         SERVER_METRICS),
+    _col("name", TEXT, "", "the sample's name at the server, e.g. `vllm:num_requests_running` "
+         "(a histogram's `_bucket`, `_sum` and `_count` included)"),
+    _col("labels", TEXT, "", "its labels, `k=\"v\"` joined by commas, sorted by name; empty "
+         "where it has none"),
+    _col("value", F64, "", "its value"),
+), "Empty, with the manifest's `target.metrics` saying why, where the endpoint has no "
+   "/metrics or its text is not Prometheus' format, or `target.metrics_interval_s` is null.")
+
 SUMMARY = Table("summary", "statistic of one metric over the measured window",
                 "latency and throughput, then the engine's step times and MFU, the harness "
                 "calibration, then the device", (
@@ -415,7 +431,7 @@ SWEEP = Table("sweep", "point of a `steptrace sweep` (written in the sweep's fol
          "device and tokens/s per user", "sweeps.md#the-pareto-front"),
 ), notes="The answer's columns are null or NaN for a refused or failed point.")
 
-TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, TOKENS, SESSIONS_TABLE, DEVICE, SUMMARY, GIL, CAPACITY,
-                              SWEEP, *FRONTIER_TABLES)}
+TABLES = {t.name: t for t in (STEPS, BATCHES, REQUESTS, TOKENS, SESSIONS_TABLE, DEVICE, SERVER,
+                              SUMMARY, GIL, CAPACITY, SWEEP, *FRONTIER_TABLES)}
 # one per sweep or search, beside its run folders
 SWEEP_TABLES = ("gil", "capacity", "sweep", *(t.name for t in FRONTIER_TABLES))

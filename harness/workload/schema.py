@@ -360,6 +360,9 @@ SCHEMA: Dict[str, Any] = {
                            "null: none sent"),
         "timeout_s": Key(number(0, strict=True), 600.0,
                          "a request's longest wait, its stream included"),
+        "metrics_interval_s": Key(number(0, strict=True, allow_none=True), 1.0,
+                                  "how often the endpoint's /metrics is scraped into the "
+                                  "server table; null: never"),
     }),
     "load": {
         "mode": Key(one_of(*LOAD_MODES), "trace", "trace: the trace's arrivals; concurrency: "

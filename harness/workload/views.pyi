@@ -98,6 +98,8 @@ class TargetKeys:
     api_key_env: Optional[str]
     # a request's longest wait, its stream included
     timeout_s: float
+    # how often the endpoint's /metrics is scraped into the server table; null: never
+    metrics_interval_s: Optional[float]
 
 
 @dataclass(frozen=True)
