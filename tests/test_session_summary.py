@@ -92,6 +92,10 @@ def test_show_and_compare_lead_with_the_session_rows(runs, capsys):
     result = json.loads(capsys.readouterr().out)
     assert {"session_makespan.p50", "session_time.engine_share",
             "session_prefix_hit.later_turns"} <= set(result["headline"])
+    says = {m["metric"]: m["says"] for m in result["metrics"]}
+    for metric in ("session_makespan.p99", "session_turns.mean", "session_time.gap_share",
+                   "session_prefix_hit.first_turns", "ttft_prefix_hit.p50"):
+        assert says[metric] == "equal (deterministic: modeled runs)", metric
 
 
 def test_a_request_trace_run_has_no_session_rows(tmp_path):
