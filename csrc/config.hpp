@@ -13,7 +13,7 @@ namespace steptrace {
 
 enum class EngineType : uint8_t { kNormal, kPrompt, kCompletion };
 enum class PreemptOrder : uint8_t { kLongestOutput, kShortestOutput };
-enum class DpAssign : uint8_t { kRoundRobin, kLeastLoaded, kCacheAware };
+enum class DpAssign : uint8_t { kRoundRobin, kLeastLoaded, kCacheAware, kSessionAffinity };
 
 // The most tokens one sequence may need, prompt_len + max(max_new_tokens, lookahead): the
 // core counts a sequence's tokens in 32 bits, with room to add a chunk, a lookahead or a
@@ -23,7 +23,8 @@ inline constexpr int32_t kMaxSeqTokens = std::numeric_limits<int32_t>::max() / 2
 // A choice field's names, in enum order.
 inline constexpr const char* kEngineTypes[] = {"normal", "prompt", "completion"};
 inline constexpr const char* kPreemptOrders[] = {"longest_output", "shortest_output"};
-inline constexpr const char* kDpAssigns[] = {"round_robin", "least_loaded", "cache_aware"};
+inline constexpr const char* kDpAssigns[] = {"round_robin", "least_loaded", "cache_aware",
+                                             "session_affinity"};
 
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 8192;

@@ -39,7 +39,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
 
 SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
                                   double arrival_time, const std::vector<int64_t>& hash_ids,
-                                  int64_t hash_block_size, bool kv_transfer) {
+                                  int64_t hash_block_size, bool kv_transfer, int64_t session_id) {
   const int64_t hb =
       check_added(seq_id, prompt_len, max_new_tokens, hash_ids, hash_block_size, kv_transfer);
   // Beyond kMaxSeqTokens a request can never run (choice 10): rejected, lengths not kept.
@@ -62,7 +62,7 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   s.prefill_target = s.prompt_len;
   if (config_.prefix_caching && !hash_ids.empty())
     block_hashes(hash_ids, hb, config_.block_size, s.prompt_len, s.block_hashes);
-  s.dp_rank = assign_rank(s);
+  s.dp_rank = assign_rank(s, session_id);
   s.blocks_version = next_version_++;
 
   const int32_t idx = take_slot();
@@ -187,11 +187,19 @@ void Scheduler::free_left_slots() {
   }
 }
 
-int32_t Scheduler::assign_rank(const Sequence& s) const {
+int32_t Scheduler::assign_rank(const Sequence& s, int64_t session_id) {
   switch (config_.dp_assign) {
     case DpAssign::kRoundRobin: return s.order % config_.dp_size;
     case DpAssign::kLeastLoaded: return least_loaded_rank();
     case DpAssign::kCacheAware: return cache_aware_rank(s);
+    case DpAssign::kSessionAffinity: {
+      // a session's turn goes where its latest one went; a first turn, or a sequence of
+      // no session, by cache_aware
+      if (session_id < 0) return cache_aware_rank(s);
+      const auto [it, first] = session_rank_.try_emplace(session_id, 0);
+      if (first) it->second = cache_aware_rank(s);
+      return it->second;
+    }
   }
   return 0;
 }

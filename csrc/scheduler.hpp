@@ -53,11 +53,13 @@ class Scheduler {
   // caching; csrc/block_hashes.hpp); may be empty. hash_block_size 0 is block_size.
   // kv_transfer (completion engine only): its KV is still in transfer; admission reserves
   // its blocks, and it decodes once kv_arrived() is called.
+  // session_id: the session whose turn it is (-1: none), for dp_assign session_affinity.
   // Returns the sequence as added: waiting, finished (a completion engine's one-token
   // request) or rejected.
   SeqRecord add_sequence(int64_t seq_id, int64_t prompt_len, int64_t max_new_tokens,
                          double arrival_time, const std::vector<int64_t>& hash_ids = {},
-                         int64_t hash_block_size = 0, bool kv_transfer = false);
+                         int64_t hash_block_size = 0, bool kv_transfer = false,
+                         int64_t session_id = -1);
   // The sequence's KV transfer ended: it decodes from the next schedule().
   void kv_arrived(int64_t seq_id);
   // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
@@ -111,7 +113,7 @@ class Scheduler {
 
   const Rank& rank_at(int64_t rank) const;  // validated
   // The sequence's DP rank by config_.dp_assign; its order and block hashes are set.
-  int32_t assign_rank(const Sequence& s) const;
+  int32_t assign_rank(const Sequence& s, int64_t session_id);
   int32_t least_loaded_rank() const;
   int32_t cache_aware_rank(const Sequence& s) const;
   bool would_prefill(const Rank& rank) const;
@@ -220,6 +222,8 @@ class Scheduler {
   std::vector<Rank> ranks_;
   std::vector<Sequence> seqs_;
   std::unordered_map<int64_t, int32_t> index_;
+  // session_affinity: the rank each session's latest sequence went to (never forgotten)
+  std::unordered_map<int64_t, int32_t> session_rank_;
   std::vector<int64_t> pending_rejected_;
   int64_t num_unfinished_ = 0;
   int64_t next_step_ = 0;

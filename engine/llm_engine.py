@@ -140,6 +140,8 @@ class LLMEngine:
         self._prompt_rng = np.random.default_rng(config.seed)
         self._thread = ThreadPoolExecutor(1, "forward") if config.scheduler.overlap else None
         self._inflight: Optional[_Launched] = None
+        # by request id, its session (-1: none): a session trace's replay sets it
+        self.sessions: Optional[np.ndarray] = None
 
     def add_request(self, request_id: int, prompt_token_ids: Optional[Sequence[int]] = None,
                     prompt_len: Optional[int] = None, max_new_tokens: int = 16,
@@ -151,7 +153,9 @@ class LLMEngine:
         kv_transfer (completion engine): its KV is still in transfer; it decodes once
         kv_arrived(request_id) is called (docs/scheduling.md, "KV in transfer").
         first_token (completion engine): the token its prefill sampled (else a seeded
-        draw). Returns the scheduler's record of it as added (waiting, finished or
+        draw). Its session, if `sessions` names one, goes to the scheduler (dp_assign
+        session_affinity keeps a session on one DP rank). Returns the scheduler's record of
+        it as added (waiting, finished or
         rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
@@ -167,7 +171,9 @@ class LLMEngine:
                                             max_new_tokens=max_new_tokens,
                                             arrival_time=arrival_time, hash_ids=hash_ids,
                                             hash_block_size=hash_block_size,
-                                            kv_transfer=kv_transfer)
+                                            kv_transfer=kv_transfer,
+                                            session_id=-1 if self.sessions is None
+                                            else int(self.sessions[request_id]))
         if not self.executor.holds_requests:  # only lengths matter: no token ids
             return added
         if added.status == "waiting":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, List, Optional
+from typing import Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -98,6 +98,7 @@ class ReferenceScheduler:
         self._lookahead = config.lookahead
         self._ranks = [_Rank(config.num_kv_blocks) for _ in range(config.dp_size)]
         self._seqs: dict = {}
+        self._session_rank: Dict[int, int] = {}  # session_affinity: its latest sequence's
         self._pending_rejected: List[int] = []
         self._num_unfinished = 0
         self._next_step = 0  # index of the next plan
@@ -107,14 +108,15 @@ class ReferenceScheduler:
 
     def add_sequence(self, seq_id: int, prompt_len: int, max_new_tokens: int,
                      arrival_time: float = 0.0, hash_ids=None,
-                     hash_block_size=None, kv_transfer=False) -> SeqRecord:
+                     hash_block_size=None, kv_transfer=False, session_id=-1) -> SeqRecord:
         """kv_transfer (completion engine only): its KV is still in transfer; admission
-        reserves its blocks, and it decodes once kv_arrived() is called. Returns the
+        reserves its blocks, and it decodes once kv_arrived() is called. session_id: the
+        session whose turn it is (-1: none; dp_assign session_affinity). Returns the
         sequence as added: waiting, finished (a completion engine's one-token request) or
         rejected."""
-        seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer = \
-            self._arguments(seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids,
-                            hash_block_size, kv_transfer)
+        seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer, \
+            session_id = self._arguments(seq_id, prompt_len, max_new_tokens, arrival_time,
+                                         hash_ids, hash_block_size, kv_transfer, session_id)
         cfg = self.config
         # Beyond MAX_SEQ_TOKENS a request can never run (choice 10): rejected, lengths not kept.
         needs = prompt_len + max(max_new_tokens, self._lookahead)
@@ -135,7 +137,7 @@ class ReferenceScheduler:
                           block_hashes=tuple(block_hashes(ids, hash_block, cfg.block_size,
                                                           prompt_len))
                           if cfg.prefix_caching else ())
-        seq.dp_rank = self._assign_rank(seq)
+        seq.dp_rank = self._assign_rank(seq, session_id)
         self._seqs[seq_id] = seq
         self._place(seq, needs if too_long else None, completion)
         # a request rejected or finished reserves nothing
@@ -153,7 +155,7 @@ class ReferenceScheduler:
         seq.kv_pending = False
 
     def _arguments(self, seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids,
-                   hash_block_size, kv_transfer):
+                   hash_block_size, kv_transfer, session_id):
         """add_sequence's arguments checked, as the C++ core checks them."""
         seq_id = integer("seq_id", seq_id)
         prompt_len = integer("prompt_len", prompt_len, 1)
@@ -163,6 +165,7 @@ class ReferenceScheduler:
         hash_block = (self.config.block_size if hash_block_size is None
                       else integer("hash_block_size", hash_block_size, 1))
         kv_transfer = boolean("kv_transfer", kv_transfer)
+        session_id = integer("session_id", session_id, -1)
         if seq_id in self._seqs:
             raise ValueError(f"duplicate seq_id {seq_id}")
         mismatch = block_size_mismatch(hash_block, self.config.block_size)
@@ -175,7 +178,8 @@ class ReferenceScheduler:
         if kv_transfer and self.config.engine_type != "completion":
             raise ValueError(f"kv_transfer=True needs a completion engine; this is a "
                              f"{self.config.engine_type} engine")
-        return seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer
+        return (seq_id, prompt_len, max_new_tokens, arrival_time, ids, hash_block, kv_transfer,
+                session_id)
 
     def _place(self, seq: ReferenceSequence, too_long: Optional[int], completion: bool) -> None:
         """A new sequence rejected (`too_long`: the tokens it needs beyond what a sequence
@@ -199,11 +203,17 @@ class ReferenceScheduler:
             rank.members.add(seq)
             self._num_unfinished += 1
 
-    def _assign_rank(self, seq: ReferenceSequence) -> int:
+    def _assign_rank(self, seq: ReferenceSequence, session_id: int) -> int:
         if self.config.dp_assign == "round_robin":
             return seq.order % self.config.dp_size
-        if self.config.dp_assign == "cache_aware":
+        if self.config.dp_assign == "cache_aware" or (
+                self.config.dp_assign == "session_affinity" and session_id < 0):
             return self._cache_aware_rank(seq)
+        if self.config.dp_assign == "session_affinity":
+            # a session's turn goes where its latest one went; its first by cache_aware
+            if session_id not in self._session_rank:
+                self._session_rank[session_id] = self._cache_aware_rank(seq)
+            return self._session_rank[session_id]
         loads = [sum(max(0, s.prefill_target - s.num_cached) + s.max_new_tokens - s.output_len
                      for s in rank.members) for rank in self._ranks]
         return loads.index(min(loads))

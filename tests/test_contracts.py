@@ -72,7 +72,8 @@ def test_the_stub_is_regenerated():
     ("lookahead_slots", -1, "lookahead_slots must be >= 0, got -1"),  # not the core's None
     ("num_kv_blocks", 2**31, "num_kv_blocks must be a 32-bit integer, got 2147483648"),
     ("overlap", None, "overlap must be a bool, got None"),
-    ("dp_assign", 3, "dp_assign must be one of round_robin, least_loaded, cache_aware; got 3"),
+    ("dp_assign", 3, "dp_assign must be one of round_robin, least_loaded, cache_aware, "
+     "session_affinity; got 3"),
 ])
 def test_the_core_checks_every_value_once(name, value, message):
     with pytest.raises(ValueError, match=re.escape(message)):

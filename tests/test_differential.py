@@ -87,6 +87,8 @@ class Lockstep:
         self.kv_rng = np.random.default_rng((seed, 1))
         self.kv_transfer = [config["engine_type"] == "completion" and self.kv_rng.random() < 0.5
                             for _ in self.reqs]
+        # turns of a few sessions (session_affinity), and sequences of none (-1)
+        self.session_id = np.random.default_rng((seed, 2)).integers(-1, 4, len(self.reqs))
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -113,7 +115,8 @@ class Lockstep:
                     sched.add_sequence(seq_id=i, prompt_len=prompt_len,
                                        max_new_tokens=max_new_tokens, arrival_time=float(step),
                                        hash_ids=self.hash_ids[i], hash_block_size=self.hash_block,
-                                       kv_transfer=self.kv_transfer[i])
+                                       kv_transfer=self.kv_transfer[i],
+                                       session_id=int(self.session_id[i]))
                 self.ids.append(i)
         self.compare_state(f"seed {self.seed} step {step} after add_sequence")
 

@@ -73,6 +73,8 @@ class Engine:
         self.kv_rng = np.random.default_rng((seed, 1))
         self.kv_transfer = [self.cfg.engine_type == "completion" and self.kv_rng.random() < 0.5
                             for _ in reqs]
+        # turns of a few sessions (session_affinity), and sequences of none (-1)
+        self.session_id = np.random.default_rng((seed, 2)).integers(-1, 4, len(reqs))
         self.ids = []
         self.plans = []
         self.finished = []  # every id postprocess returned, in order
@@ -85,7 +87,8 @@ class Engine:
             self.sched.add_sequence(seq_id=i, prompt_len=prompt_len,
                                     max_new_tokens=max_new_tokens, arrival_time=float(step),
                                     hash_ids=self.hash_ids[i], hash_block_size=self.hash_block,
-                                    kv_transfer=self.kv_transfer[i])
+                                    kv_transfer=self.kv_transfer[i],
+                                    session_id=int(self.session_id[i]))
             self.ids.append(i)
             seq = self.sched.seq(i)
             completion = self.cfg.engine_type == "completion"

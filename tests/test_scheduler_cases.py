@@ -270,6 +270,28 @@ def test_cache_aware_gives_way_to_balance(impl):
     assert ranks == [0] * 64 + [1, 0]  # rank 0 at 65 vs 0: rank 1; at 65 vs 1: 64, not over
 
 
+def test_session_affinity_keeps_a_sessions_turns_on_its_rank(impl):
+    """docs/scheduling.md, "DP ranks": a session's turn goes to the rank its latest turn
+    went to, whatever the caches and loads; a first turn, or a sequence of no session, by
+    cache_aware."""
+    s = make_scheduler(impl, dp_size=2, dp_assign="session_affinity", block_size=4,
+                       max_num_batched_tokens=64)
+
+    def add(seq_id, hash_ids, session_id=-1):
+        return s.add_sequence(seq_id=seq_id, prompt_len=16, max_new_tokens=4,
+                              hash_ids=hash_ids, session_id=session_id).dp_rank
+    assert add(0, [1, 2, 3, 4], session_id=5) == 0  # cache_aware: no hit, loads 0, 0
+    assert add(1, [7, 8, 9, 10], session_id=6) == 1  # cache_aware: no hit, loads 1, 0
+    run_step(s)  # both prompts' blocks indexed on their ranks
+    # session 6's turn leads with session 5's blocks (cache_aware: rank 0), yet stays on 1
+    assert add(2, [1, 2, 3, 11], session_id=6) == 1
+    assert add(3, [1, 2, 3, 12]) == 0  # no session: cache_aware, the hit on rank 0
+    assert add(4, [7, 8, 9, 14], session_id=5) == 0  # hits rank 1's blocks, but 5's is 0
+    assert add(5, [1, 2, 3, 13], session_id=7) == 0  # a first turn: cache_aware
+    with pytest.raises(ValueError, match="session_id must be >= -1, got -2"):
+        add(6, [30, 31, 32, 33], session_id=-2)
+
+
 def test_mtp_accepted_drafts(impl):
     s = make_scheduler(impl, num_mtp=2)
     (a,) = make_requests(s, (4, 10))

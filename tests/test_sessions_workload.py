@@ -157,3 +157,18 @@ def test_generated_sessions_span_their_starts(tmp_path, capsys):
     assert main(["validate", str(path), "--set", "trace.generate.rate=1e-9"]) == 2
     assert "the arrivals would span 6e+09 s" in capsys.readouterr().err
     assert load_workload(path).notes == ()  # generate.requests is not the sessions' count
+
+
+@pytest.mark.parametrize("assign", ["session_affinity", "cache_aware"])
+def test_session_affinity_keeps_each_sessions_turns_on_one_rank(tmp_path, assign):
+    """Without a prefix cache cache_aware spreads a session's turns by load alone; the
+    replay gives each turn its session, which session_affinity keeps on one DP rank."""
+    path = workload(tmp_path)
+    text = path.read_text().replace("engine: {", f"engine: {{dp_assign: {assign}, "
+                                    "prefix_caching: false, ", 1)
+    path.write_text(text.replace("attention: {tp: 8}, dense: {tp: 8}",
+                                 "attention: {dp: 8}, moe: {ep: 8}", 1))
+    rows = requests(path)
+    assert rows["dp_rank"].nunique() > 1
+    ranks = rows.groupby("session_id")["dp_rank"].nunique()
+    assert (ranks == 1).all() == (assign == "session_affinity")

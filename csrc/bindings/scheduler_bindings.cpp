@@ -82,7 +82,7 @@ void bind_calls(py::class_<GuardedScheduler>& cls) {
           [](GuardedScheduler& s, const py::handle& seq_id, const py::handle& prompt_len,
              const py::handle& max_new_tokens, const py::handle& arrival_time,
              const py::handle& hash_ids, const py::handle& hash_block_size,
-             const py::handle& kv_transfer) {
+             const py::handle& kv_transfer, const py::handle& session_id) {
             const int64_t id = py_args::integer("seq_id", seq_id);
             const int64_t p = py_args::integer("prompt_len", prompt_len, 1);
             const int64_t m = py_args::integer("max_new_tokens", max_new_tokens, 1);
@@ -93,15 +93,18 @@ void bind_calls(py::class_<GuardedScheduler>& cls) {
                                    ? 0
                                    : py_args::integer("hash_block_size", hash_block_size, 1);
             const bool transfer = py_args::boolean("kv_transfer", kv_transfer);
+            const int64_t session = py_args::integer("session_id", session_id, -1);
             Entered entered(s);
-            return s.core.add_sequence(id, p, m, t, hashes, hb, transfer);
+            return s.core.add_sequence(id, p, m, t, hashes, hb, transfer, session);
           },
           py::arg("seq_id"), py::arg("prompt_len"), py::arg("max_new_tokens"),
           py::arg("arrival_time") = 0.0, py::arg("hash_ids") = py::none(),
           py::arg("hash_block_size") = py::none(), py::arg("kv_transfer") = false,
+          py::arg("session_id") = -1,
           "Add a request; returns its SeqRecord (waiting, finished or rejected). kv_transfer "
-          "(completion engine): its KV is still in transfer. Holds the GIL; waits for a "
-          "schedule() running in another thread.")
+          "(completion engine): its KV is still in transfer. session_id: its session (-1: "
+          "none; dp_assign session_affinity). Holds the GIL; waits for a schedule() running "
+          "in another thread.")
       .def(
           "kv_arrived",
           [](GuardedScheduler& s, const py::handle& seq_id) {

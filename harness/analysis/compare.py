@@ -32,7 +32,9 @@ LABEL_KEYS = ("gil_mode", "device")
 MODELED_METRICS = frozenset({"requests", "window", "throughput", "goodput", "ttft", "tpot",
                              "itl", "e2e", "queueing_delay", "achieved", "mfu",
                              "prefix_cache", "step_rate", "per_device", "kv_transfer",
-                             "decode_wait", "decode_stall"})
+                             "decode_wait", "decode_stall", "session_makespan",
+                             "session_turns", "session_time", "session_prefix_hit",
+                             "ttft_prefix_hit", "ttft_prefix_miss"})
 _POOL = re.compile(r"(?:prefill|decode)\d*_")
 # A change smaller than this prints as 0.0 % and its B/A as 1.000: it gets no verdict.
 NEGLIGIBLE = 0.0005

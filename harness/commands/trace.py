@@ -12,6 +12,8 @@ from engine.block_hashes import block_size_mismatch
 from fileio.atomic import NotAnOutputFile, WriteFailed, check_output
 
 from ..errors import BadInput, RunFailed
+from ..record.table_reader import read_requests, table_path
+from ..traces.open_loop import recorded_arrivals
 from ..traces.read import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace
 from ..traces.reuse import reuse_bound
 from ..traces.sessions import is_sessions, looks_like_sessions, read_session_trace
@@ -30,6 +32,9 @@ def add(trace) -> None:
     conv.add_argument("dst", type=Path)
     conv.add_argument("--to", choices=("tidy", "mooncake"),
                       help="output format (default: mooncake for .jsonl, else tidy)")
+    conv.add_argument("--arrivals", type=Path, metavar="RUN",
+                      help="a session trace: its turns as plain requests at the arrivals a "
+                           "run of it recorded (its requests table)")
     conv.set_defaults(handler=convert)
     stats = commands.add_parser("stats", help="print a trace's size, rate and length percentiles")
     stats.add_argument("src", type=Path, metavar="file")
@@ -100,9 +105,13 @@ def convert(args) -> int:
     except NotAnOutputFile as e:
         raise BadInput(f"{args.dst}: {e.strerror}; give the output file's path") from None
     res = _read(args)
-    if is_sessions(res.df):
+    if is_sessions(res.df) != (args.arrivals is not None):
         raise BadInput(f"{args.src}: a session trace converts to no request trace: its turns' "
-                       f"arrivals are known only as a replay runs")
+                       f"arrivals are known only as a replay runs (--arrivals RUN: a run's)"
+                       if args.arrivals is None else
+                       f"--arrivals: {args.src} is a request trace: its arrivals are its own")
+    if args.arrivals is not None:
+        res.df = _open_loop(res.df, args.arrivals)
     to = args.to or ("mooncake" if args.dst.suffix.lower() in (".jsonl", ".json") else "tidy")
     try:  # the output is written whole or not at all (fileio/atomic.py)
         (write_mooncake if to == "mooncake" else write_tidy)(res.df, args.dst)
@@ -123,6 +132,16 @@ def convert(args) -> int:
     if note:
         print(f"note: {note}")
     return 0
+
+
+def _open_loop(df, run: Path):
+    """The session trace's turns at the arrivals `run`'s requests table recorded."""
+    try:
+        rows = read_requests(table_path(run, "requests"), ("arrival_s", "prompt_len"))
+        return recorded_arrivals(df, rows["arrival_s"].to_numpy(np.float64),
+                                 rows["prompt_len"].to_numpy(np.int64))
+    except (OSError, ValueError) as e:
+        raise BadInput(f"--arrivals {run}: {e}") from None
 
 
 def _same_file(src: Path, dst: Path) -> bool:

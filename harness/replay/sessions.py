@@ -20,18 +20,20 @@ import numpy as np
 
 class SessionTree(NamedTuple):
     """A session trace's structure, by request row: the parent's row (-1: a root), the gap
-    after it (s), whether the turn is a sub-agent's first; and `live`, the closed loop's
-    sessions (None: the trace's session starts)."""
+    after it (s), whether the turn is a sub-agent's first, its session; and `live`, the
+    closed loop's sessions (None: the trace's session starts)."""
 
     parent: np.ndarray
     gap_s: np.ndarray
     subagent: np.ndarray
+    session_id: np.ndarray
     live: Optional[int] = None
 
     @classmethod
     def of(cls, df, live: Optional[int] = None) -> "SessionTree":
         return cls(df["parent_row"].to_numpy(np.int64), df["gap_s"].to_numpy(np.float64),
-                   (df["gap_kind"] == "subagent").to_numpy(bool), live)
+                   (df["gap_kind"] == "subagent").to_numpy(bool),
+                   df["session_id"].to_numpy(np.int64), live)
 
 
 class _Tree:
@@ -75,6 +77,7 @@ class _Sessions:
         self.engine, self.recorder, self.virtual = engine, recorder, virtual
         self.step_seconds, self.start = step_seconds, start
         self.requests, self.tree = requests, _Tree(requests.sessions)
+        engine.sessions = requests.sessions.session_id  # each turn's, for the scheduler
         self.prompt_len = requests.prompt_len.tolist()
         self.max_new_tokens = requests.max_new_tokens.tolist()
         self.now, self.steps = 0.0, 0

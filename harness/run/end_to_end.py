@@ -28,6 +28,7 @@ from ..record import run_folder, vllm_result
 from ..record.metrics import SUMMARY_COLUMNS
 from ..record.pd_summary import pd_rows
 from ..record.run import Run
+from ..record.session_summary import REQUEST_COLUMNS as SUMMARY_REQUEST_COLUMNS, session_summary
 from ..record.sessions_table import REQUEST_COLUMNS as SESSION_REQUEST_COLUMNS, session_rows
 from ..record.table_reader import read_requests, table_path
 from ..record.table_sink import write_table
@@ -161,16 +162,21 @@ class _Running:
         try:
             self.recorder.close()
             write_table(device, self.run_dir, "device", self.fmt, self.labels)
+            sessions = None  # a session trace's summary rows
             if is_sessions(self.trace.df):
-                requests = read_requests(table_path(self.run_dir, "requests"),
-                                         SESSION_REQUEST_COLUMNS)
-                write_table(session_rows(requests, self.trace.df), self.run_dir, "sessions",
-                            self.fmt, self.labels)
+                trace = self.trace.df
+                requests = read_requests(table_path(self.run_dir, "requests"), (
+                    *SESSION_REQUEST_COLUMNS, *SUMMARY_REQUEST_COLUMNS))
+                table = session_rows(requests, trace)
+                write_table(table, self.run_dir, "sessions", self.fmt, self.labels)
+                sessions = session_summary(requests, table,
+                                           trace["parent_row"].to_numpy() < 0,
+                                           ~self.recorder.warm)
             if self.workload.tokens:
                 write_table(tokens_frame(self.loop.output_tokens(),
                                          self.recorder.max_new_tokens),
                             self.run_dir, "tokens", self.fmt, self.labels)
-            summary = self._summary(device)
+            summary = self._summary(device, sessions)
             write_table(summary, self.run_dir, "summary", self.fmt, self.labels)
             vllm_result.write(self.run_dir, summary.to_dict("records"), self.manifest)
             return summary
@@ -188,8 +194,9 @@ class _Running:
             if not removed:
                 run_folder.write_manifest(self.manifest, self.run_dir)
 
-    def _summary(self, device: pd.DataFrame) -> pd.DataFrame:
-        """The summary table, from what the recorder (and the frontend, if any) kept."""
+    def _summary(self, device: pd.DataFrame, sessions: Optional[pd.DataFrame]) -> pd.DataFrame:
+        """The summary table, from what the recorder (and the frontend, if any) kept, and a
+        session trace's `sessions` rows."""
         recorder, engine, calibration = self.recorder, self.engine, self.calibration
         latency = recorder.latency.rows(*recorder.itl())
         harness = pd.DataFrame([("harness", stat, calibration[f"{stat}_us"], "us")
@@ -205,7 +212,8 @@ class _Running:
             pd_rows(recorder, service, {role: e for role, _, e in self.loop.instances}, latency)
         telemetry = device_summary(device, *_wall_window(self.workload, recorder),
                                    recorder.latency.output_tokens)
-        return pd.concat([latency, frontend, steps, harness, telemetry], ignore_index=True)
+        return pd.concat([latency, sessions, frontend, steps, harness, telemetry],
+                         ignore_index=True)
 
 
 def _sampler(workload, engine, start: float) -> Optional[Sampler]:

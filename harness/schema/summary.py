@@ -48,6 +48,7 @@ def stats(unit: str, *names: str) -> Dict[str, str]:
 RUN, FRONTEND, ENGINE = "Run level", "Frontend", "Work per step"
 DEVICES, PARTS = "Device utilisation", "Modeled step parts"
 IMBALANCE, PD = "DP imbalance", "Disaggregation"
+SESSIONS = "Sessions"
 # A P/D deployment writes the rows of these sections once per pool, named
 # `prefill_<metric>` / `decode_<metric>` (the prefix cache's hit rate also per instance,
 # `prefill0_prefix_cache`).
@@ -73,6 +74,19 @@ SUMMARY: Tuple[Metric, ...] = (
     Metric("decode_stall", {**distribution("", "s", "", "").units, "share": "fraction"},
            "per request, the steps it sat out while decoding; their share of the requests' "
            "first-to-last-token time", "Decode stall", RUN_CLOCK),
+    distribution("session_makespan", "s", "a session's root arrival to its last token",
+                 SESSIONS, RUN_CLOCK),
+    distribution("session_turns", "turns", "a session's turns, sub-agents' included", SESSIONS),
+    Metric("session_time", stats("fraction", "engine_share", "gap_share"),
+           "of the sessions' makespans, the time some turn of theirs was in the engine; the "
+           "rest, waiting on their gaps", SESSIONS, RUN_CLOCK),
+    Metric("session_prefix_hit", stats("fraction", "first_turns", "later_turns"),
+           "prompt tokens the prefix cache served, of the sessions' first turns and of their "
+           "later ones", SESSIONS),
+    *(distribution(f"ttft_prefix_{name}", "s", f"time to first token of the turns {what}",
+                   SESSIONS, RUN_CLOCK)
+      for name, what in (("hit", "whose prompt hit the prefix cache"),
+                         ("miss", "whose prompt found nothing in it"))),
     distribution("enqueue_drift", "s", "the frontend's enqueue - arrival", FRONTEND, HOST),
     distribution("delivery_delay", "s", "a token's delivery - its commit", FRONTEND, HOST),
     Metric("frontend", {"cpu_share": "% of one core", "undelivered": "tokens"},
@@ -177,6 +191,11 @@ HEADLINE = [("steps", "recorded"), ("requests", "finished"), ("requests", "rejec
             ("throughput", "requests"), ("throughput", "output_tokens"), ("goodput", "requests"),
             ("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
             ("e2e", "p50"), ("decode_stall", "share"),
+            # a session trace's: how its sessions did
+            ("session_makespan", "p50"), ("session_makespan", "p99"), ("session_turns", "mean"),
+            ("session_time", "engine_share"), ("session_prefix_hit", "first_turns"),
+            ("session_prefix_hit", "later_turns"), ("ttft_prefix_hit", "p50"),
+            ("ttft_prefix_miss", "p50"),
             # a P/D run's: how the pools did
             ("per_device", "input_tokens_per_prefill_device"),
             ("per_device", "output_tokens_per_decode_device"), ("per_device", "total_tokens"),
@@ -212,18 +231,23 @@ CAPACITY_ROWS = {"attainment": ("goodput", "attainment"), "goodput": ("goodput",
 # docs/gil.md's primary metrics, declared before measuring: the gil table's columns
 GIL_PRIMARY = [("sched_call", "p50"), ("sched_call", "p99"), ("step_rate", "per_s"),
                ("enqueue_drift", "p99"), ("delivery_delay", "p99"), ("frontend", "cpu_share")]
+# A session trace's runs' rows (a request trace's have none) a comparison leads with
+SESSION_COMPARISON = [("session_makespan", "p50"), ("session_makespan", "p99"),
+                      ("session_time", "engine_share"), ("session_prefix_hit", "later_turns"),
+                      ("ttft_prefix_hit", "p50"), ("ttft_prefix_miss", "p50")]
 # What a comparison leads with, by the kind of runs compared (harness/analysis/compare.py
 # `kind`): measured runs, timed by the host's clock; modeled runs, the virtual clock's and
 # the device model's figures; GIL runs (arms that differ by gil_mode), the primary metrics.
 COMPARISON_HEADLINE = {
     "measured": [("throughput", "output_tokens"), ("ttft", "p50"), ("ttft", "p99"),
                  ("tpot", "p50"), ("tpot", "p99"), ("itl", "p50"), ("itl", "p99"),
-                 ("decode_stall", "share"), ("step_rate", "per_s"), ("sched_call", "p50"),
-                 ("sched_call", "p99")],
+                 ("decode_stall", "share"), *SESSION_COMPARISON, ("step_rate", "per_s"),
+                 ("sched_call", "p50"), ("sched_call", "p99")],
     "modeled": [("throughput", "requests"), ("throughput", "output_tokens"),
                 ("goodput", "requests"), ("goodput", "attainment"), ("ttft", "p50"),
                 ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"), ("itl", "p99"),
-                ("e2e", "p50"), ("decode_stall", "share"), ("achieved", "tflops_per_device"),
+                ("e2e", "p50"), ("decode_stall", "share"), *SESSION_COMPARISON,
+                ("achieved", "tflops_per_device"),
                 ("mfu", "model"), ("dp_imbalance", "lost_share")],
     "gil": GIL_PRIMARY,
 }
@@ -235,12 +259,14 @@ BETTER: Dict[str, object] = {
     **dict.fromkeys(("throughput", "goodput", "step_rate", "achieved", "mfu", "per_device"),
                     HIGHER),
     "prefix_cache": {"hit_rate": HIGHER, "hit_tokens": HIGHER},
+    "session_prefix_hit": HIGHER,
     **dict.fromkeys(("ttft", "tpot", "itl", "e2e", "queueing_delay", "schedule_fidelity",
                      "decode_stall", "enqueue_drift", "delivery_delay", "frontend",
                      "sched_call", "sched_cpp", "step", "forward", "attention", "dense",
                      "experts", "dispatch", "combine", "allreduce", "dp_imbalance",
                      "kv_transfer", "decode_wait", "harness", "process_cpu", "energy",
-                     "energy_per_output_token"), LOWER),
+                     "energy_per_output_token", "session_makespan", "ttft_prefix_hit",
+                     "ttft_prefix_miss"), LOWER),
 }
 
 
@@ -259,7 +285,7 @@ def better(metric: str, stat: str) -> Optional[str]:
 TEXT_STATS = frozenset({"p50", "p99", "mean", "value", "total", "peak", "requests",
                         "output_tokens", "total_tokens", "attainment", "tflops_per_device",
                         "model", "per_step", "per_s", "cpu_share", "hit_rate", "lost_share",
-                        "share"})
+                        "share", "engine_share", "gap_share", "first_turns", "later_turns"})
 COUNT_UNITS = ("requests", "steps", "samples", "tokens", "blocks")  # shown as whole numbers
 
 

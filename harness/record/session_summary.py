@@ -1,0 +1,71 @@
+"""The summary rows of a session trace's run (docs/metrics.md, "Sessions"): its sessions'
+makespans and turns, the share of their makespans some turn of theirs spent in the engine
+(and the rest, waiting on gaps), the prefix-hit share of their first and later turns, and
+TTFT split by whether the turn's prompt hit the prefix cache."""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+import pandas as pd
+
+from .metrics import SUMMARY_COLUMNS, describe
+
+REQUEST_COLUMNS = ("session_id", "arrival_s", "last_token_s", "prompt_len",
+                   "prefix_hit_tokens", "status", "ttft_s")
+COMPLETED = ("finished", "handed_off")
+
+
+def engine_time(session_id: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
+    """By session: the time at least one of its turns was in the engine, the union of its
+    turns' [arrival, last token] (a turn without a last token adds nothing)."""
+    keep = ~np.isnan(end)
+    frame = pd.DataFrame({"s": session_id[keep], "a": start[keep], "b": end[keep]})
+    frame = frame.sort_values(["s", "a"], kind="stable")
+    out = dict.fromkeys(np.unique(session_id).tolist(), 0.0)
+    for s, group in frame.groupby("s", sort=False):
+        spans = list(zip(group["a"].tolist(), group["b"].tolist()))
+        total, (lo, hi) = 0.0, spans[0]
+        for a, b in spans[1:]:
+            if a > hi:
+                total += hi - lo
+                lo, hi = a, b
+            else:
+                hi = max(hi, b)
+        out[s] = total + hi - lo
+    return pd.Series(out, dtype=np.float64)
+
+
+def session_summary(requests: pd.DataFrame, sessions: pd.DataFrame, first: np.ndarray,
+                    measured: np.ndarray) -> pd.DataFrame:
+    """`requests`: the requests table (REQUEST_COLUMNS, request_id order, a row per trace
+    row); `sessions`: the sessions table; `first`: by request, a session's root turn;
+    `measured`: by request, not first scheduled in warm-up."""
+    rows: List[tuple] = []
+
+    def dist(metric: str, values, unit: str) -> None:
+        rows.extend((metric, stat, value, "samples" if stat == "count" else unit)
+                    for stat, value in describe(values).items())
+
+    dist("session_makespan", sessions["makespan_s"], "s")
+    dist("session_turns", sessions["turns"], "turns")
+    ended = sessions[sessions["makespan_s"].notna()]
+    busy = engine_time(requests["session_id"].to_numpy(np.int64),
+                       requests["arrival_s"].to_numpy(np.float64),
+                       requests["last_token_s"].to_numpy(np.float64))
+    span = ended["makespan_s"].sum()
+    engine = busy.reindex(ended["session_id"].to_numpy()).sum() / span if span > 0 else np.nan
+    rows += [("session_time", "engine_share", engine, "fraction"),
+             ("session_time", "gap_share", 1.0 - engine, "fraction")]
+    hits = np.maximum(requests["prefix_hit_tokens"].to_numpy(np.int64), 0)
+    prompt = requests["prompt_len"].to_numpy(np.int64)
+    for stat, turns in (("first_turns", first), ("later_turns", ~first)):
+        total = prompt[turns].sum()
+        rows.append(("session_prefix_hit", stat,
+                     hits[turns].sum() / total if total else np.nan, "fraction"))
+    completed = requests["status"].astype(str).isin(COMPLETED).to_numpy() & measured
+    ttft = requests["ttft_s"].to_numpy(np.float64)
+    dist("ttft_prefix_hit", ttft[completed & (hits > 0)], "s")
+    dist("ttft_prefix_miss", ttft[completed & (hits == 0)], "s")
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
