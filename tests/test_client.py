@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from tests.serving import (  # noqa: E402
     ONE_TOKEN_EVENTS,
     TPOT_SLACK_S,
     TTFT_SLACK_S,
+    aiohttp_endpoint,
     client_run,
     served,
 )
@@ -113,26 +113,8 @@ def faulty_server(seen: list):
                 await response.write(b"data: [DONE]\n\n")
         return response
 
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    app = web.Application()
-    app.add_routes([web.post("/v1/completions", completions)])
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-
-    async def start():
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return site._server.sockets[0].getsockname()[1]
-
-    port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+    with aiohttp_endpoint([web.post("/v1/completions", completions)]) as url:
+        yield url
 
 
 @pytest.mark.slow
