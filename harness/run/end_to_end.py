@@ -55,11 +55,9 @@ def run_once(workload: Workload, trace, run: PlannedRun, progress,
     # the engines first: on a real accelerator one sizes the KV pool the calibration uses
     loop = build_loop(workload, run.arm, trace, stop)
     try:
-        requests, off = planned_calibration(workload, len(trace.df))
-        calibration: dict
-        if loop.uncalibrated is not None:
-            calibration = dict(off=loop.uncalibrated)
-        else:
+        calibration: dict = dict(off=loop.uncalibrated)
+        if loop.uncalibrated is None:
+            requests, off = planned_calibration(workload, len(trace.df))
             calibration = calibrate(loop.instances[0][2].config, trace.df, requests) \
                 if requests else dict(off=off)
     except BaseException:
