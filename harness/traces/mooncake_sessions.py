@@ -7,9 +7,9 @@ longest list of full-prompt-block ids that leads this request's ids, where
     - this prompt holds the parent's whole context and more: input_length >= the parent's
       input_length + output_length + 1 (steptrace's turn: its prompt is its parent's prompt
       and output plus its own new input);
-    - the parent's last full block was first seen in its own session (its own request or
-      an earlier turn of its chain): a prefix every session shares, a system prompt's
-      blocks, links nothing.
+    - no other session has held the parent's last full block by then (its own request and
+      the earlier turns of its chain may): a prefix several sessions share, a system
+      prompt's blocks, links nothing.
 A request with no such parent is the root of a session of its own, at its timestamp. A
 child's gap_s is its arrival minus its parent's: the logging deployment's service of the
 parent is in it (the trace does not record it), so the gap is an upper bound on the think
@@ -57,26 +57,29 @@ def parents(df: pd.DataFrame, block: int) -> List[int]:
     trie: Dict = {}  # full-block id -> subtree; "ends": the rows whose full blocks end here
     parent = [-1] * len(df)
     session = list(range(len(df)))
-    first_seen: Dict[int, int] = {}
+    owner: Dict[int, int] = {}  # a block's first session
+    shared = set()  # blocks more than one session has held
     taken = set()  # rows with a next turn
-    for i, ids in enumerate(df["hash_ids"].tolist()):
+    hash_ids = df["hash_ids"].tolist()
+    for i, ids in enumerate(hash_ids):
         node = trie
         for h in ids:
             if h not in node:
                 break
             node = node[h]
             for j in reversed(node.get("ends", ())):
-                if j not in taken and prompt[i] > prompt[j] + output[j]:
+                if j not in taken and prompt[i] > prompt[j] + output[j] \
+                        and hash_ids[j][prompt[j] // block - 1] not in shared:
                     parent[i], session[i] = j, session[j]
                     break
         if parent[i] >= 0:
             taken.add(parent[i])
         for h in ids:
-            first_seen.setdefault(h, i)
-        full = prompt[i] // block
-        if full and session[first_seen[ids[full - 1]]] == session[i]:
+            if owner.setdefault(h, session[i]) != session[i]:
+                shared.add(h)
+        if prompt[i] >= block:
             node = trie
-            for h in ids[:full]:
+            for h in ids[:prompt[i] // block]:
                 node = node.setdefault(h, {})
             node.setdefault("ends", []).append(i)
     return parent
