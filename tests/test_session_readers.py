@@ -17,6 +17,8 @@ from harness.traces.mooncake_sessions import parents, read_mooncake_sessions
 from harness.traces.read import TraceError, read_trace
 from harness.traces.weka_sessions import read_weka
 from harness.workload import load_workload
+from harness.workload.trace import load_workload_trace
+from tests.helpers import MODELED
 
 TRACES = Path(__file__).resolve().parents[1] / "workloads" / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_head400.jsonl"
@@ -263,6 +265,19 @@ def test_by_turn_groups_indices_in_powers_of_two(tmp_path, capsys):
     assert [(r["turns"], r["count"]) for r in by_turn] == [("0", 1), ("1", 1), ("2-3", 2),
                                                            ("4-7", 1)]
     assert [r["prompt_len_mean"] for r in by_turn] == [10, 25, (40 + 55) / 2, 70]
+
+
+@pytest.mark.parametrize("path, fmt, told", [(MOONCAKE, "mooncake_sessions", "mooncake_sessions"),
+                                             (WEKA, "auto", "weka"),
+                                             (MOONCAKE, "auto", "auto")])
+def test_a_workload_names_a_public_session_format_or_auto_tells_weka(tmp_path, path, fmt, told):
+    w = tmp_path / "w.yaml"
+    w.write_text(f"trace: {{file: {path}, format: {fmt}}}\n" + MODELED.split("\n", 2)[2])
+    workload = load_workload(w)
+    assert workload.trace.format == told
+    df = load_workload_trace(workload).df
+    assert ("parent_row" in df.columns) == (told != "auto") and len(df) == (
+        400 if path == MOONCAKE else 62)
 
 
 @pytest.mark.slow
