@@ -294,3 +294,8 @@ def test_the_weka_sample_replays_as_sessions_on_a_modeled_deployment(tmp_path):
     assert (requests["status"] == "finished").all() and len(requests) == 62
     assert sorted(sessions["turns"]) == [3, 3, 3, 53]
     assert requests.groupby("turn")["prefix_hit_tokens"].sum().iloc[1:].sum() > 0
+    open_loop = tmp_path / "open.parquet"  # the turns at the arrivals the run recorded
+    assert main(["trace", "convert", str(WEKA), str(open_loop), "--arrivals",
+                 str(done.path)]) == 0
+    assert sorted(read_trace(open_loop).df["arrival_s"]) == pytest.approx(
+        sorted(requests["arrival_s"] - requests["arrival_s"].min()))
