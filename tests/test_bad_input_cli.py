@@ -431,7 +431,8 @@ def test_debug_changes_nothing_for_bad_input(home, capsys):
     ("trace: {file: t.csv}\nmodel: lol.yaml\n", "w.yaml:2: model: lol.yaml:2: alias *a"),
     ("trace: {file: t.csv, format: parquet}\n", "w.yaml:1: trace.format: expected one of auto, "
                                                 "azure, mooncake, burstgpt, vidur, tidy, "
-                                                "sessions, got 'parquet'"),
+                                                "sessions, mooncake_sessions, weka, got "
+                                                "'parquet'"),
     ("trace:\n  generate: {burstiness: 2}\n", "w.yaml:2: trace.generate.burstiness: a "
                                               "burstiness (2) needs arrival: gamma, got poisson"),
     ("trace:\n  generate: {prompt: {lognormal: {median: 100, sigma: 1, min: 50, max: 10}}}\n",

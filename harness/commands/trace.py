@@ -16,7 +16,9 @@ from ..record.table_reader import read_requests, table_path
 from ..traces.open_loop import recorded_arrivals
 from ..traces.read import FORMATS, MOONCAKE_BLOCK, check_trace, read_trace
 from ..traces.reuse import reuse_bound
-from ..traces.sessions import is_sessions, looks_like_sessions, read_session_trace
+from ..traces.session_readers import SESSION_FORMATS, read_session_file, session_format
+from ..traces.session_stats import by_turn, gaps_by_kind
+from ..traces.sessions import is_sessions
 from ..traces.write import write_mooncake, write_tidy
 from .common import add_json, print_json
 
@@ -42,7 +44,7 @@ def add(trace) -> None:
                        help="the reuse bound at this engine block size (default: the hash block)")
     stats.set_defaults(handler=show_stats)
     for p in (conv, stats):
-        p.add_argument("--format", default="auto", choices=("auto",) + FORMATS + ("sessions",),
+        p.add_argument("--format", default="auto", choices=("auto",) + FORMATS + SESSION_FORMATS,
                        help="input format (default: from the extension and header)")
         p.add_argument("--drop-bad-rows", action="store_true",
                        help="drop and count bad rows instead of stopping at the first")
@@ -86,10 +88,13 @@ def session_stats(df) -> dict:
 
 def _read(args):
     try:
-        if args.format == "sessions" or (args.format == "auto" and args.src.is_file()
-                                         and looks_like_sessions(args.src)):
-            return read_session_trace(args.src, args.hash_block_size or
-                                      getattr(args, "block_size", None) or SESSION_BLOCK)
+        fmt = args.format
+        if fmt == "auto" and args.src.is_file():
+            fmt = session_format(args.src) or fmt
+        if fmt in SESSION_FORMATS:
+            return read_session_file(args.src, fmt, args.hash_block_size,
+                                     getattr(args, "block_size", None) or SESSION_BLOCK,
+                                     args.time_unit)
         return read_trace(args.src, args.format, hash_block_size=args.hash_block_size,
                           drop_bad_rows=args.drop_bad_rows, time_unit=args.time_unit)
     except (OSError, ValueError) as e:
@@ -171,6 +176,8 @@ def show_stats(args) -> int:
         s["reuse"] = reuse_bound(res.df, res.hash_block_size, args.block_size)
     if is_sessions(res.df):
         s["sessions"] = session_stats(res.df)
+        s["gap_s"] = gaps_by_kind(res.df)
+        s["by_turn"] = by_turn(res.df, res.hash_block_size, args.block_size)
     if args.json:
         print_json(dict(file=args.src, source=res.source, time_unit=res.time_unit,
                         hash_block_size=res.hash_block_size, dropped=res.dropped, **s))
@@ -188,12 +195,7 @@ def show_stats(args) -> int:
                                  f"{r['prompt_tokens']} prompt tokens, {r['block_size']}-token "
                                  f"blocks)")]
     if "sessions" in s:
-        t = s["sessions"]
-        rows += [("sessions", t["sessions"]),
-                 ("turns per session", f"mean {t['turns_mean']:.2f}, max {t['turns_max']}"),
-                 ("sub-agent turns", t["subagent_turns"]),
-                 ("gap_s by kind", ", ".join(f"{k} {v:.3f}" for k, v in t["gap_s_mean"].items())
-                  + " (mean)")]
+        rows += _session_rows(s)
     for name, value in rows:
         print(f"{name:20}{value}")
     keys = ("mean", "p50", "p90", "p99", "min", "max")
@@ -201,7 +203,31 @@ def show_stats(args) -> int:
     for col in LENGTHS:
         print(f"{col:14}" + "".join(f"{s[col][k]:>9d}" if k in ("min", "max") else
                                     f"{s[col][k]:>9.1f}" for k in keys))
+    if "by_turn" in s:
+        _print_by_turn(s["by_turn"])
     return 0
+
+
+def _session_rows(s: dict) -> list:
+    t = s["sessions"]
+    return [("sessions", t["sessions"]),
+            ("turns per session", f"mean {t['turns_mean']:.2f}, max {t['turns_max']}"),
+            ("sub-agent turns", t["subagent_turns"]),
+            ("gap_s by kind", ", ".join(f"{k} {v:.3f}" for k, v in t["gap_s_mean"].items())
+             + " (mean)")] + [
+        (f"gap_s {kind}", f"n {g['count']}, p50 {g['p50']:.3f}, p90 {g['p90']:.3f}, "
+                          f"max {g['max']:.3f}") for kind, g in s["gap_s"].items()]
+
+
+def _print_by_turn(rows) -> None:
+    """Context growth and reuse by turn index (harness/traces/session_stats.py)."""
+    reuse = "reuse_bound" in rows[0]
+    print(f"{'turn index':14}{'turns':>9}{'prompt mean':>13}{'prompt p50':>12}{'input mean':>12}"
+          + (f"{'reuse bound':>13}" if reuse else ""))
+    for r in rows:
+        print(f"{r['turns']:14}{r['count']:>9d}{r['prompt_len_mean']:>13.1f}"
+              f"{r['prompt_len_p50']:>12.1f}{r['input_tokens_mean']:>12.1f}"
+              + (f"{r['reuse_bound']:>13.4f}" if reuse else ""))
 
 
 def _dropped(res) -> str:

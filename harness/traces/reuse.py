@@ -7,7 +7,7 @@ trace's hash blocks to the engine's block size as the scheduler does (engine/blo
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import pandas as pd
 
@@ -20,17 +20,24 @@ def reuse_bound(df: pd.DataFrame, hash_block_size: int,
     order; df has prompt_len and hash_ids (a list, or None, per request). block_size: the
     engine's (default: the hash block)."""
     block = block_size or hash_block_size
-    seen: set = set()
-    hit = 0
-    for prompt_len, ids in zip(df["prompt_len"].tolist(), df["hash_ids"].tolist()):
-        if ids is None:
-            continue
-        hashes = block_hashes(ids, hash_block_size, block, prompt_len)
-        shareable, n = min(len(hashes), (prompt_len - 1) // block), 0
-        while n < shareable and hashes[n] in seen:
-            n += 1
-        hit += n * block
-        seen.update(hashes)
+    hit = sum(reuse_hits(df, hash_block_size, block))
     total = int(df["prompt_len"].sum())
     return dict(reuse_bound=hit / total if total else float("nan"), reuse_tokens=hit,
                 prompt_tokens=total, block_size=block)
+
+
+def reuse_hits(df: pd.DataFrame, hash_block_size: int, block_size: int) -> List[int]:
+    """Each request's tokens that the bound counts as served from the cache (reuse_bound)."""
+    seen: set = set()
+    hits = []
+    for prompt_len, ids in zip(df["prompt_len"].tolist(), df["hash_ids"].tolist()):
+        if ids is None:
+            hits.append(0)
+            continue
+        hashes = block_hashes(ids, hash_block_size, block_size, prompt_len)
+        shareable, n = min(len(hashes), (prompt_len - 1) // block_size), 0
+        while n < shareable and hashes[n] in seen:
+            n += 1
+        hits.append(n * block_size)
+        seen.update(hashes)
+    return hits

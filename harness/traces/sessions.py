@@ -63,7 +63,7 @@ def looks_like_sessions(path: Path) -> bool:
     return {"session_id", "parent"} <= header
 
 
-def read_session_trace(path, hash_block_size: int) -> TraceResult:
+def read_session_trace(path, hash_block_size: Optional[int]) -> TraceResult:
     """read_sessions' frame as a TraceResult (format "sessions", its file's sha256)."""
     df = read_sessions(path, hash_block_size)
     with open(path, "rb") as f:

@@ -18,7 +18,7 @@ from fileio.regular import not_regular
 
 from ..traces.generate import length_dist, longest as longest_length
 from ..traces.read import TraceError, TraceResult, read_trace
-from ..traces.sessions import read_session_trace
+from ..traces.session_readers import SESSION_FORMATS, read_session_file
 from . import real_deployment
 from .schema import MAX_SPAN_S, SCHEMA, UNSET, executor_spec
 from .session_checks import replays_sessions, sessions
@@ -46,9 +46,9 @@ def replayed_trace(trace_file: Path, values, fail) -> TraceResult:
     one must divide the other."""
     spec = values["trace"]
     try:
-        read = read_session_trace(trace_file, spec["hash_block_size"]
-                                  or values["engine"]["block_size"]) \
-            if spec["format"] == "sessions" else \
+        read = read_session_file(trace_file, spec["format"], spec["hash_block_size"],
+                                 values["engine"]["block_size"]) \
+            if spec["format"] in SESSION_FORMATS else \
             read_trace(trace_file, spec["format"], drop_bad_rows=spec["drop_bad_rows"],
                        limit=spec["limit"], hash_block_size=spec["hash_block_size"])
     except TraceError as e:

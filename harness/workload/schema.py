@@ -23,6 +23,7 @@ from ..schema.values import SLO_METRICS
 from ..traces.generate import MAX_REQUESTS
 from ..traces.read import FORMATS, MAX_HASH_BLOCK, TraceError
 from ..traces.session_gen import gap_dist
+from ..traces.session_readers import SESSION_FORMATS
 
 # Python work per token standing in for incremental detokenization and streaming, in us:
 # the median of tests/bench/detokenize_cost.py on the shared 2-core development host,
@@ -309,8 +310,8 @@ SCHEMA: Dict[str, Any] = {
                 resolved=True),
     "trace": {
         "file": Key(text, None, "a trace file, relative to the workload file"),
-        "format": Key(one_of("auto", *FORMATS, "sessions"), "auto",
-                      "auto, " + ", ".join(FORMATS) + ", sessions"),
+        "format": Key(one_of("auto", *FORMATS, *SESSION_FORMATS), "auto",
+                      "auto, " + ", ".join(FORMATS + SESSION_FORMATS)),
         "drop_bad_rows": Key(boolean, False, "drop and count bad rows instead of failing"),
         "time_scale": Key(number(0, strict=True), 1.0, "arrival times are multiplied by it"),
         "limit": Key(integer(1, allow_none=True), None, "replay the first N requests only"),

@@ -1,5 +1,5 @@
-"""A workload's sessions (docs/workloads.md, "Sessions"): a session trace file
-(`trace.format: sessions`, or `auto` telling one from its first line) or generator
+"""A workload's sessions (docs/workloads.md, "Sessions"): a session trace file (a format
+of harness/traces/session_readers.py, or `auto` telling one) or generator
 (`trace.generate.sessions`), and `load.mode: sessions`; replayed by the Python loop into
 one co-located engine, its turns enqueued from the engine's loop."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 from fileio.regular import NotAFile, check_regular
 
-from ..traces.sessions import looks_like_sessions
+from ..traces.session_readers import SESSION_FORMATS, session_format
 
 
 def replays_sessions(values) -> bool:
     """Whether these (checked) workload values replay a session trace."""
     g = values["trace"]["generate"]
-    return values["trace"]["format"] == "sessions" or bool(g and g.get("sessions"))
+    return values["trace"]["format"] in SESSION_FORMATS or bool(g and g.get("sessions"))
 
 
 def sessions(values, data, path: Path, fail) -> None:
@@ -32,11 +32,11 @@ def sessions(values, data, path: Path, fail) -> None:
              "trace.generate.sessions alone")
     if trace["file"] and trace["format"] == "auto":
         try:
-            if looks_like_sessions(check_regular(path.parent / trace["file"])):
-                trace["format"] = "sessions"
+            trace["format"] = session_format(check_regular(path.parent / trace["file"])) \
+                or "auto"
         except (NotAFile, OSError):
             pass  # refused by derived(), as any trace file
-    on = trace["format"] == "sessions" or "sessions" in given
+    on = trace["format"] in SESSION_FORMATS or "sessions" in given
     if load["mode"] != "sessions" and load["sessions"] is not None:
         fail(("load", "sessions"), f"only load.mode: sessions takes it, and load.mode is "
                                    f"{load['mode']}")
@@ -45,7 +45,8 @@ def sessions(values, data, path: Path, fail) -> None:
                                    "expected an integer >= 1")
     if load["mode"] == "sessions" and not on:
         fail(("load", "mode"), "load.mode: sessions replays a session trace: expected "
-                               "trace.format: sessions or trace.generate.sessions")
+                               "trace.format: " + ", ".join(SESSION_FORMATS) + " or "
+                               "trace.generate.sessions")
     if not on:
         return
     refused = (

@@ -11,7 +11,7 @@ from ..traces import generate as arrivals
 from ..traces.generate import length_dist
 from ..traces.read import TraceError, read_trace
 from ..traces.session_gen import Fanout, Shape, gap_dist, generate_sessions
-from ..traces.sessions import read_session_trace
+from ..traces.session_readers import SESSION_FORMATS, read_session_file
 from ..traces.shared_prefix import shared_prefix
 from .load import Workload
 from .views import TraceGenerateKeys
@@ -41,9 +41,9 @@ def load_workload_trace(workload: Workload) -> WorkloadTrace:
             df = shared_prefix(df, prefix.groups, prefix.tokens, workload.engine.block_size,
                                seeds.lengths)
         sha256 = None
-    elif spec.format == "sessions":
-        result = workload.trace_read or read_session_trace(
-            workload.trace_file, spec.hash_block_size or workload.engine.block_size)
+    elif spec.format in SESSION_FORMATS:
+        result = workload.trace_read or read_session_file(
+            workload.trace_file, spec.format, spec.hash_block_size, workload.engine.block_size)
         df, dropped, sha256 = result.df, result.dropped, result.sha256
     else:  # as validation read it, or read again as it would
         result = workload.trace_read or read_trace(

@@ -70,8 +70,8 @@ class TraceKeys:
 
     # a trace file, relative to the workload file
     file: Optional[str]
-    # auto, azure, mooncake, burstgpt, vidur, tidy, sessions
-    format: Literal['auto', 'azure', 'mooncake', 'burstgpt', 'vidur', 'tidy', 'sessions']
+    # auto, azure, mooncake, burstgpt, vidur, tidy, sessions, mooncake_sessions, weka
+    format: Literal['auto', 'azure', 'mooncake', 'burstgpt', 'vidur', 'tidy', 'sessions', 'mooncake_sessions', 'weka']
     # drop and count bad rows instead of failing
     drop_bad_rows: bool
     # arrival times are multiplied by it

@@ -1,0 +1,110 @@
+"""Mooncake's request traces read as sessions (format "mooncake_sessions"; docs/workloads.md,
+"Sessions"): the FAST'25 release's conversation and tool-and-agent traces carry no session
+id, so the turns are derived from the hash-id chains.
+
+A request's parent is, of the earlier requests without a next turn yet, the one with the
+longest list of full-prompt-block ids that leads this request's ids, where
+    - this prompt holds the parent's whole context and more: input_length >= the parent's
+      input_length + output_length + 1 (steptrace's turn: its prompt is its parent's prompt
+      and output plus its own new input);
+    - no other session has held the parent's last full block by then (its own request and
+      the earlier turns of its chain may): a prefix several sessions share, a system
+      prompt's blocks, links nothing.
+A request with no such parent is the root of a session of its own, at its timestamp. A
+child's gap_s is its arrival minus its parent's: the logging deployment's service of the
+parent is in it (the trace does not record it), so the gap is an upper bound on the think
+time, and a replay's turn arrives that service time later than the recorded one did.
+Every gap_kind is "user" (the trace does not say which requests follow a tool call).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from .read import MOONCAKE_BLOCK, TraceError, TraceResult, read_trace
+from .sessions import Turn, sessions_frame
+
+
+def read_mooncake_sessions(path, hash_block_size: Optional[int] = None,
+                           time_unit: str = "auto") -> TraceResult:
+    """A Mooncake JSONL trace with hash_ids, every line checked as the request reader checks
+    it, as a session frame (format "mooncake_sessions")."""
+    path = Path(path)
+    res = read_trace(path, "mooncake", hash_block_size=hash_block_size, time_unit=time_unit)
+    if "hash_ids" not in res.df.columns:
+        raise TraceError(f"{path}: mooncake_sessions derives sessions from hash_ids, and no "
+                         f"record has them")
+    block = res.hash_block_size or MOONCAKE_BLOCK
+    lines = _request_lines(path)
+    turns = _turns(res.df, block, [f"{path}:{n}" for n in lines])
+    df = sessions_frame(turns, block, str(path))
+    return TraceResult(df, "mooncake_sessions", path, {}, block, res.time_unit, res.sha256)
+
+
+def _request_lines(path: Path) -> List[int]:
+    """The line numbers of the requests: the non-blank lines, as the request reader counts
+    them."""
+    with open(path, encoding="utf-8-sig") as f:
+        return [n for n, row in enumerate(f.read().splitlines(), 1) if row.strip()]
+
+
+def parents(df: pd.DataFrame, block: int) -> List[int]:
+    """Each request's parent row (-1: a root), by the rule of the module docstring."""
+    prompt, output = df["prompt_len"].tolist(), df["max_new_tokens"].tolist()
+    trie: Dict = {}  # full-block id -> subtree; "ends": the rows whose full blocks end here
+    parent = [-1] * len(df)
+    session = list(range(len(df)))
+    owner: Dict[int, int] = {}  # a block's first session
+    shared = set()  # blocks more than one session has held
+    taken = set()  # rows with a next turn
+    hash_ids = df["hash_ids"].tolist()
+    for i, ids in enumerate(hash_ids):
+        node = trie
+        for h in ids:
+            if h not in node:
+                break
+            node = node[h]
+            for j in reversed(node.get("ends", ())):
+                if j not in taken and prompt[i] > prompt[j] + output[j] \
+                        and hash_ids[j][prompt[j] // block - 1] not in shared:
+                    parent[i], session[i] = j, session[j]
+                    break
+        if parent[i] >= 0:
+            taken.add(parent[i])
+        for h in ids:
+            if owner.setdefault(h, session[i]) != session[i]:
+                shared.add(h)
+        if prompt[i] >= block:
+            node = trie
+            for h in ids[:prompt[i] // block]:
+                node = node.setdefault(h, {})
+            node.setdefault("ends", []).append(i)
+    return parent
+
+
+def _turns(df: pd.DataFrame, block: int, where: List[str]) -> List[Turn]:
+    parent = parents(df, block)
+    arrival, prompt = df["arrival_s"].tolist(), df["prompt_len"].tolist()
+    output, ids = df["max_new_tokens"].tolist(), df["hash_ids"].tolist()
+    session, number = [0] * len(df), [0] * len(df)
+    count: List[int] = []  # turns per session so far
+    for i, p in enumerate(parent):
+        if p < 0:
+            session[i] = len(count)
+            count.append(0)
+        else:
+            session[i] = session[p]
+        number[i] = count[session[i]]
+        count[session[i]] += 1
+    turns = []
+    for i, p in enumerate(parent):
+        t = Turn(session_id=session[i], turn=number[i], parent=number[p] if p >= 0 else -1,
+                 arrival_s=arrival[i], gap_s=arrival[i] - arrival[p] if p >= 0 else 0.0,
+                 gap_kind="user", max_new_tokens=output[i], hash_ids=ids[i],
+                 input_tokens=prompt[i] - (prompt[p] + output[p] if p >= 0 else 0))
+        t.where = where[i]
+        turns.append(t)
+    return turns
