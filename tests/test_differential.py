@@ -19,7 +19,7 @@ QUICK_SCENARIOS = 250  # the quick tier's; the slow tier runs the rest
 PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
                 "empty", "kv_blocks_free", "num_waiting", "num_running", "num_hit_tokens",
-                "num_evicted_blocks", "num_retained_blocks")
+                "num_reloaded_blocks", "num_evicted_blocks", "num_retained_blocks")
 SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
               "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens",
               "kv_pending")
@@ -89,6 +89,11 @@ class Lockstep:
                             for _ in self.reqs]
         # turns of a few sessions (session_affinity), and sequences of none (-1)
         self.session_id = np.random.default_rng((seed, 2)).integers(-1, 4, len(self.reqs))
+        # session retention, a host KV tier, and sessions ending now and then (about one
+        # step in ten)
+        self.session_rng = np.random.default_rng((seed, 3))
+        config["session_retention"] = bool(self.session_rng.random() < 0.5)
+        config["host_kv_blocks"] = int(self.session_rng.choice([0, 0, 2, 16, 256]))
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -133,6 +138,13 @@ class Lockstep:
                 assert_same(f"seed {self.seed} step {step}", f"kv_arrived({i})", got, want)
         self.compare_state(f"seed {self.seed} step {step} after kv_arrived")
 
+    def end_sessions(self, step):
+        if self.session_rng.random() < 0.1:
+            session = int(self.session_rng.integers(0, 4))
+            self.cpp.end_session(session)
+            self.ref.end_session(session)
+            self.compare_state(f"seed {self.seed} step {step} after end_session({session})")
+
     def schedule(self, step):
         where = f"seed {self.seed} step {step} schedule"
         got, want = self.cpp.schedule(), self.ref.schedule()
@@ -161,6 +173,7 @@ class Lockstep:
         for step in range(10 * sum(p + m for _, p, m in self.reqs) + 100):
             self.add_arrivals(step)
             self.end_transfers(step)
+            self.end_sessions(step)
             if step >= last_arrival and self.ref.is_finished():
                 break
             self.schedule(step)
