@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine import SchedulerConfig, _core
+from engine import LLMEngine, SchedulerConfig, _core
 from engine.config import EngineConfig
 from engine.deployment import Deployment
 from engine.device_memory import kv_bytes_per_token
@@ -94,3 +94,9 @@ def test_a_blocks_reload_time_is_its_bytes_on_a_device_over_the_host_link():
         reload_s_per_block(config(10**8), h200, cfg)
     with pytest.raises(ValueError, match="host_kv_blocks needs a deployment"):
         reload_s_per_block(replace(config(1000), deployment=None), h200, cfg)
+
+
+def test_an_executor_holding_real_kv_refuses_a_host_tier():
+    with pytest.raises(ValueError, match="host_kv_blocks is modeled only"):
+        LLMEngine(EngineConfig(model="tiny", device="cpu",
+                               scheduler=SchedulerConfig(host_kv_blocks=4)))
