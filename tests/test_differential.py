@@ -74,7 +74,7 @@ def assert_same(where, field, got, want):
 
 
 class Lockstep:
-    def __init__(self, seed):
+    def __init__(self, seed, tight=False):
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         config, self.reqs, self.depth = random_scenario(self.rng)
@@ -94,6 +94,14 @@ class Lockstep:
         self.session_rng = np.random.default_rng((seed, 3))
         config["session_retention"] = bool(self.session_rng.random() < 0.5)
         config["host_kv_blocks"] = int(self.session_rng.choice([0, 0, 2, 16, 256]))
+        if tight:  # a pool that evicts, prefixes it may serve again, and a host tier
+            cfg = SchedulerConfig(**config)
+            need = max(blocks_for(cfg, footprint(cfg, p, m)) for _, p, m in self.reqs)
+            config.update(num_kv_blocks=need, prefix_caching=True,
+                          host_kv_blocks=int(self.session_rng.choice([2, 16, 256])))
+            self.hash_ids = [[f * 1_000_000 + i for i in range(-(-p // self.hash_block))]
+                             for (_, p, _), f in zip(self.reqs, self.session_rng.integers(
+                                 0, 2, len(self.reqs)))]  # two families, whole prompts
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -187,6 +195,11 @@ class Lockstep:
     pytest.param(seed, marks=pytest.mark.slow) for seed in range(QUICK_SCENARIOS, NUM_SCENARIOS))])
 def test_cpp_matches_reference(seed):
     Lockstep(seed).run()
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_cpp_matches_reference_with_a_pool_that_evicts_to_a_host_tier(seed):
+    Lockstep(seed, tight=True).run()
 
 
 # ---- Refusals and rejections: both implementations alike ---------------------------------
