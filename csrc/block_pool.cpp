@@ -7,12 +7,14 @@
 
 namespace steptrace {
 
-BlockPool::BlockPool(int32_t num_blocks)
+BlockPool::BlockPool(int32_t num_blocks, int32_t host_blocks)
     : refs_(num_blocks, 0),
       prev_(num_blocks, kNone),
       next_(num_blocks, kNone),
+      holder_(num_blocks, -1),
       hash_of_(num_blocks, 0),
-      indexed_(num_blocks, false) {
+      indexed_(num_blocks, false),
+      host_capacity_(static_cast<size_t>(host_blocks)) {
   free_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
   size_t slots = 1;
@@ -32,8 +34,9 @@ void BlockPool::allocate(int32_t n, std::vector<int32_t>& owner) {
       block = free_.back();
       free_.pop_back();
     } else {
-      block = oldest_;
+      block = lists_[0].size > 0 ? lists_[0].oldest : lists_[1].oldest;
       unretain(block);
+      offload(hash_of_[block]);
       unindex(block);
       ++num_evicted_;
     }
@@ -48,7 +51,7 @@ void BlockPool::share(int32_t block, std::vector<int32_t>& owner) {
   owner.push_back(block);
 }
 
-void BlockPool::release(std::vector<int32_t>& owner) {
+void BlockPool::release(std::vector<int32_t>& owner, int64_t session) {
   bool retains = false;
   for (int32_t block : owner) {
     if (--refs_[block] > 0) continue;
@@ -61,8 +64,22 @@ void BlockPool::release(std::vector<int32_t>& owner) {
   // unreachable anyway (a lookup takes the leading run of a prompt's blocks).
   if (retains)
     for (auto it = owner.rbegin(); it != owner.rend(); ++it)
-      if (refs_[*it] == 0 && indexed_[*it]) retain(*it);
+      if (refs_[*it] == 0 && indexed_[*it]) {
+        holder_[*it] = session;
+        retain(*it);
+      }
   owner.clear();
+}
+
+void BlockPool::unhold(int64_t session) {
+  for (int32_t block = lists_[1].oldest; block != kNone;) {
+    const int32_t next = next_[block];
+    if (holder_[block] == session) {
+      unretain(block);
+      retain(block);
+    }
+    block = next;
+  }
 }
 
 std::optional<int32_t> BlockPool::lookup(int64_t block_hash) const {
@@ -79,6 +96,25 @@ void BlockPool::index(int32_t block, int64_t block_hash) {
   slot_block_[slot] = block;
   hash_of_[block] = block_hash;
   indexed_[block] = true;
+}
+
+void BlockPool::offload(int64_t block_hash) {
+  if (host_capacity_ == 0) return;
+  const auto it = host_.find(block_hash);
+  if (it != host_.end()) {
+    host_order_.splice(host_order_.end(), host_order_, it->second);
+    return;
+  }
+  if (host_.size() == host_capacity_) {
+    host_.erase(host_order_.front());
+    host_order_.pop_front();
+  }
+  host_.emplace(block_hash, host_order_.insert(host_order_.end(), block_hash));
+}
+
+void BlockPool::reload(int64_t block_hash) {
+  const auto it = host_.find(block_hash);
+  if (it != host_.end()) host_order_.splice(host_order_.end(), host_order_, it->second);
 }
 
 size_t BlockPool::find_slot(int64_t block_hash) const {
@@ -102,18 +138,21 @@ void BlockPool::erase_slot(size_t slot) {
 }
 
 void BlockPool::retain(int32_t block) {
-  prev_[block] = newest_;
+  List& list = list_of(block);
+  prev_[block] = list.newest;
   next_[block] = kNone;
-  (newest_ == kNone ? oldest_ : next_[newest_]) = block;
-  newest_ = block;
-  ++num_retained_;
+  (list.newest == kNone ? list.oldest : next_[list.newest]) = block;
+  list.newest = block;
+  ++list.size;
 }
 
 void BlockPool::unretain(int32_t block) {
-  (prev_[block] == kNone ? oldest_ : next_[prev_[block]]) = next_[block];
-  (next_[block] == kNone ? newest_ : prev_[next_[block]]) = prev_[block];
+  List& list = list_of(block);
+  (prev_[block] == kNone ? list.oldest : next_[prev_[block]]) = next_[block];
+  (next_[block] == kNone ? list.newest : prev_[next_[block]]) = prev_[block];
   prev_[block] = next_[block] = kNone;
-  --num_retained_;
+  --list.size;
+  holder_[block] = -1;
 }
 
 void BlockPool::unindex(int32_t block) {
@@ -134,19 +173,22 @@ void BlockPool::check(const std::vector<int32_t>& owners) const {
                         " is unowned, unindexed and listed once");
     listed[block] = true;
   }
-  int32_t retained = 0;
-  for (int32_t block = oldest_, before = kNone; block != kNone;
-       before = block, block = next_[block]) {
-    STEPTRACE_CHECK(
-        retained < num_total() && !listed[block] && refs_[block] == 0 && indexed_[block] &&
-            prev_[block] == before,
-        "retained block " + std::to_string(block) + " is unowned, indexed, linked and listed once");
-    listed[block] = true;
-    ++retained;
+  for (int held = 0; held < 2; ++held) {
+    int32_t retained = 0;
+    for (int32_t block = lists_[held].oldest, before = kNone; block != kNone;
+         before = block, block = next_[block]) {
+      STEPTRACE_CHECK(retained < num_total() && !listed[block] && refs_[block] == 0 &&
+                          indexed_[block] && prev_[block] == before &&
+                          (holder_[block] >= 0) == (held == 1),
+                      "retained block " + std::to_string(block) +
+                          " is unowned, indexed, linked and listed once, in its list");
+      listed[block] = true;
+      ++retained;
+    }
+    STEPTRACE_CHECK(retained == lists_[held].size,
+                    std::to_string(retained) + " retained blocks listed, " +
+                        std::to_string(lists_[held].size) + " counted");
   }
-  STEPTRACE_CHECK(retained == num_retained_, std::to_string(retained) +
-                                                 " retained blocks listed, " +
-                                                 std::to_string(num_retained_) + " counted");
   int32_t owned = 0;
   for (int32_t b = 0; b < num_total(); ++b) {
     STEPTRACE_CHECK(refs_[b] == owners[b], "block " + std::to_string(b) + " has refcount " +
@@ -172,6 +214,10 @@ void BlockPool::check(const std::vector<int32_t>& owners) const {
   }
   STEPTRACE_CHECK(hashes == indexed, std::to_string(hashes) + " hashes, " +
                                          std::to_string(indexed) + " indexed blocks");
+  STEPTRACE_CHECK(host_.size() <= host_capacity_ && host_.size() == host_order_.size(),
+                  std::to_string(host_.size()) + " host blocks of " +
+                      std::to_string(host_capacity_) + ", " + std::to_string(host_order_.size()) +
+                      " in order");
 }
 
 }  // namespace steptrace

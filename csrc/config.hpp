@@ -36,6 +36,8 @@ struct SchedulerConfig {
   int32_t num_mtp = 0;
   bool overlap = false;
   bool prefix_caching = true;
+  bool session_retention = false;
+  int32_t host_kv_blocks = 0;
   bool mixed_batches = false;
   EngineType engine_type = EngineType::kNormal;
   PreemptOrder preempt_order = PreemptOrder::kLongestOutput;
@@ -65,6 +67,10 @@ constexpr void for_each_field(Config& c, Visitor& v) {
   v.boolean("overlap", c.overlap, "one forward in flight while the next step is scheduled");
   v.boolean("prefix_caching", c.prefix_caching,
             "share committed prompt blocks by their hash ids, retained until evicted (LRU)");
+  v.boolean("session_retention", c.session_retention,
+            "a session's retained blocks are evicted last until the session ends");
+  v.integer("host_kv_blocks", c.host_kv_blocks, 0,
+            "blocks of each DP rank's host KV tier, which evicted blocks go to; 0: none");
   v.boolean("mixed_batches", c.mixed_batches,
             "normal engine: decode rows and prefill chunks in one step under the token budget, "
             "no vote");

@@ -32,6 +32,7 @@ struct Batch {
   int32_t num_waiting = 0;
   int32_t num_running = 0;
   int32_t num_hit_tokens = 0;       // prompt tokens this round's admissions found cached
+  int32_t num_reloaded_blocks = 0;  // of their blocks, those reloaded from the host tier
   int32_t num_evicted_blocks = 0;   // retained blocks this round's allocations evicted
   int32_t num_retained_blocks = 0;  // free blocks still in the prefix index, after this round
 

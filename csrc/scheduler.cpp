@@ -32,7 +32,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, bool retain_finished)
       retain_finished_(retain_finished) {
   config_.validate();
   ranks_.reserve(config_.dp_size);
-  for (int32_t r = 0; r < config_.dp_size; ++r) ranks_.emplace_back(config_.num_kv_blocks);
+  for (int32_t r = 0; r < config_.dp_size; ++r)
+    ranks_.emplace_back(config_.num_kv_blocks, config_.host_kv_blocks);
 }
 
 // ---- requests ---------------------------------------------------------------------------
@@ -63,6 +64,7 @@ SeqRecord Scheduler::add_sequence(int64_t seq_id, int64_t prompt_len, int64_t ma
   if (config_.prefix_caching && !hash_ids.empty())
     block_hashes(hash_ids, hb, config_.block_size, s.prompt_len, s.block_hashes);
   s.dp_rank = assign_rank(s, session_id);
+  s.session_id = session_id;
   s.blocks_version = next_version_++;
 
   const int32_t idx = take_slot();
@@ -92,6 +94,13 @@ void Scheduler::kv_arrived(int64_t seq_id) {
     bad_arg("sequence " + std::to_string(seq_id) + " awaits no KV transfer (" +
             status_name(s.status) + ")");
   s.kv_pending = false;
+}
+
+void Scheduler::end_session(int64_t session_id) {
+  if (session_id < 0) bad_arg("session_id must be >= 0, got " + std::to_string(session_id));
+  if (!config_.session_retention) return;
+  ended_sessions_.insert(session_id);
+  for (Rank& rank : ranks_) rank.pool.unhold(session_id);
 }
 
 // add_sequence's arguments checked; the hash block size the ids name.
@@ -242,7 +251,7 @@ int32_t Scheduler::cache_aware_rank(const Sequence& s) const {
   if (most - least > kBalanceAbs && static_cast<double>(most) > kBalanceRel * least) return fewest;
   int32_t best = fewest, best_hit = 0;
   for (int32_t r = 0; r < config_.dp_size; ++r) {
-    const int32_t hit = prefix_hit(ranks_[r], s).first;
+    const int32_t hit = prefix_hit(ranks_[r], s).shared;
     if (hit > best_hit ||
         (hit == best_hit && ranks_[r].members.size() < ranks_[best].members.size())) {
       best = r;
@@ -286,6 +295,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     Batch& batch = plan->batches[r];
     batch.rank = static_cast<int32_t>(r);
     rank.round_hit_tokens = 0;
+    rank.round_reloaded_blocks = 0;
     const int64_t evicted = rank.pool.num_evicted();
     if (mixed) {
       prompt |= mixed_round(rank, batch, plan->preempted);
@@ -303,6 +313,7 @@ std::shared_ptr<ScheduleOutput> Scheduler::schedule(std::optional<Phase> vote) {
     batch.num_waiting = static_cast<int32_t>(rank.waiting.size());
     batch.num_running = rank.num_running;
     batch.num_hit_tokens = rank.round_hit_tokens;
+    batch.num_reloaded_blocks = rank.round_reloaded_blocks;
     batch.num_evicted_blocks = static_cast<int32_t>(rank.pool.num_evicted() - evicted);
     batch.num_retained_blocks = rank.pool.num_retained();
   }
@@ -367,6 +378,9 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows, int32_t budget, bool
     if (s.status == SeqStatus::kWaiting) {  // admission: shared prefix blocks come first
       for (int32_t i = 0; i < chunk->shared_blocks; ++i)
         rank.pool.share(*rank.pool.lookup(s.block_hashes[i]), s.blocks);
+      for (int32_t i = 0; i < chunk->reloaded_blocks; ++i)
+        rank.pool.reload(s.block_hashes[chunk->shared_blocks + i]);
+      rank.round_reloaded_blocks += chunk->reloaded_blocks;
       s.num_cached = chunk->done;
       s.prefix_hit_tokens += chunk->done;
       rank.round_hit_tokens += chunk->done;
@@ -403,10 +417,12 @@ void Scheduler::prompt_round(Rank& rank, Batch::Rows& rows, int32_t budget, bool
 std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Sequence& s,
                                                       int32_t budget) const {
   const bool admit = s.status == SeqStatus::kWaiting;
-  const auto [shared, revived] = admit ? prefix_hit(rank, s) : std::pair<int32_t, int32_t>{0, 0};
-  const int32_t free = rank.pool.num_free() - revived;  // sharing a retained block takes it
-  const int32_t have = admit ? shared : static_cast<int32_t>(s.blocks.size());
-  const int32_t done = admit ? shared * config_.block_size : s.num_cached + s.num_inflight;
+  const PrefixHit hit = admit ? prefix_hit(rank, s) : PrefixHit{};
+  const int32_t free = rank.pool.num_free() - hit.revived;  // sharing a retained block takes it
+  const int32_t have = admit ? hit.shared : static_cast<int32_t>(s.blocks.size());
+  // reloaded blocks are new ones (counted in `need`), their tokens not computed
+  const int32_t done =
+      admit ? (hit.shared + hit.reloaded) * config_.block_size : s.num_cached + s.num_inflight;
   const int32_t remaining = s.prefill_target - done;
   int32_t q = std::min(remaining, budget);
   if (config_.max_prefill_chunk > 0) q = std::min(q, config_.max_prefill_chunk);
@@ -433,22 +449,26 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk(const Rank& rank, const Se
       reserved += prefill_blocks(seqs_[p]) - static_cast<int32_t>(seqs_[p].blocks.size());
     if (prefill_blocks(s) - have > free - reserved) return std::nullopt;
   }
-  return Chunk{q, padded, need, final, shared, done};
+  return Chunk{q, padded, need, final, hit.shared, hit.reloaded, done};
 }
 
 // A hit never covers the whole prefill: the last block is then computed again, in a block of
 // its own, to produce the logits (writing into a shared block would overwrite its owners' KV).
-std::pair<int32_t, int32_t> Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
+// The host tier's run starts where the device's ends.
+Scheduler::PrefixHit Scheduler::prefix_hit(const Rank& rank, const Sequence& s) const {
   const int32_t bs = config_.block_size;
-  const size_t full =
-      std::min(s.block_hashes.size(), static_cast<size_t>((s.prefill_target - 1) / bs));
-  int32_t n = 0, retained = 0;
-  for (; static_cast<size_t>(n) < full; ++n) {
-    const std::optional<int32_t> block = rank.pool.lookup(s.block_hashes[n]);
+  const int32_t full = static_cast<int32_t>(
+      std::min(s.block_hashes.size(), static_cast<size_t>((s.prefill_target - 1) / bs)));
+  PrefixHit hit;
+  for (; hit.shared < full; ++hit.shared) {
+    const std::optional<int32_t> block = rank.pool.lookup(s.block_hashes[hit.shared]);
     if (!block) break;
-    retained += rank.pool.refcount(*block) == 0;
+    hit.revived += rank.pool.refcount(*block) == 0;
   }
-  return {n, retained};
+  while (hit.shared + hit.reloaded < full &&
+         rank.pool.on_host(s.block_hashes[hit.shared + hit.reloaded]))
+    ++hit.reloaded;
+  return hit;
 }
 
 void Scheduler::index_prompt_blocks(Rank& rank, Sequence& s) const {

@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "block_pool.hpp"
@@ -62,6 +63,9 @@ class Scheduler {
                          int64_t session_id = -1);
   // The sequence's KV transfer ended: it decodes from the next schedule().
   void kv_arrived(int64_t seq_id);
+  // No turn of the session will come any more: its held blocks (session_retention) become
+  // plain retained ones, and its turns' blocks are no longer held when released.
+  void end_session(int64_t session_id);
   // vote: the phase agreed by all DP ranks (one all-reduce across processes); without it
   // the ranks of this scheduler vote among themselves.
   std::shared_ptr<ScheduleOutput> schedule(std::optional<Phase> vote = std::nullopt);
@@ -91,7 +95,7 @@ class Scheduler {
 
  private:
   struct Rank {
-    explicit Rank(int32_t num_blocks) : pool(num_blocks) {}
+    Rank(int32_t num_blocks, int32_t host_blocks) : pool(num_blocks, host_blocks) {}
     BlockPool pool;
     std::deque<int32_t> waiting;      // queue order; preempted sequences go to the front
     std::vector<int32_t> prefilling;  // part-way through a prefill, add order
@@ -99,6 +103,7 @@ class Scheduler {
     std::vector<int32_t> members;     // unfinished sequences (the DP assignment's load)
     int32_t num_running = 0;
     int32_t round_hit_tokens = 0;  // prefix hits admitted in the present round
+    int32_t round_reloaded_blocks = 0;  // of them, blocks reloaded from the host tier
     // `decoding` holds running sequences only, in decode order for their present output
     // lengths: the next decode round need not sort it. Cleared by whatever may break that
     // (a sequence joins or finishes, outputs grow unevenly), set by the sort.
@@ -108,6 +113,7 @@ class Scheduler {
     int32_t q, padded, new_blocks;
     bool final;
     int32_t shared_blocks;  // admission: leading prompt blocks found in the prefix index
+    int32_t reloaded_blocks;  // admission: the host tier's blocks right after those
     int32_t done;           // prefill tokens before this chunk
   };
 
@@ -121,8 +127,12 @@ class Scheduler {
   void prompt_round(Rank& rank, Batch::Rows& rows, int32_t budget, bool admit);
   std::optional<Chunk> next_chunk(const Rank& rank, const Sequence& s, int32_t budget) const;
   int32_t prefill_blocks(const Sequence& s) const;
-  // Leading prompt blocks found in the prefix index, and how many of them are retained.
-  std::pair<int32_t, int32_t> prefix_hit(const Rank& rank, const Sequence& s) const;
+  struct PrefixHit {
+    int32_t shared = 0;    // leading prompt blocks found in the prefix index
+    int32_t revived = 0;   // of them, retained ones
+    int32_t reloaded = 0;  // the blocks after them on the host tier
+  };
+  PrefixHit prefix_hit(const Rank& rank, const Sequence& s) const;
   void index_prompt_blocks(Rank& rank, Sequence& s) const;
   void decode_round(Rank& rank, Batch& batch, std::vector<int64_t>& preempted);
   // Rule 9.15: decode rows first, under the token budget, then the prompt round's candidates
@@ -155,7 +165,9 @@ class Scheduler {
     s.blocks_version = next_version_++;
   }
   void release_blocks(Rank& rank, Sequence& s) {
-    rank.pool.release(s.blocks);
+    const bool held =
+        config_.session_retention && s.session_id >= 0 && ended_sessions_.count(s.session_id) == 0;
+    rank.pool.release(s.blocks, held ? s.session_id : -1);
     s.blocks_version = next_version_++;
   }
   void finish(Rank& rank, int32_t idx);
@@ -224,6 +236,7 @@ class Scheduler {
   std::unordered_map<int64_t, int32_t> index_;
   // session_affinity: the rank each session's latest sequence went to (never forgotten)
   std::unordered_map<int64_t, int32_t> session_rank_;
+  std::unordered_set<int64_t> ended_sessions_;  // session_retention: end_session()'s
   std::vector<int64_t> pending_rejected_;
   int64_t num_unfinished_ = 0;
   int64_t next_step_ = 0;

@@ -38,6 +38,7 @@ struct alignas(64) Sequence {
   std::vector<int64_t> block_hashes;  // [i] identifies the prompt's first i + 1 full blocks
   int32_t num_indexed = 0;  // leading prompt blocks offered to the prefix index
   int32_t prefix_hit_tokens = 0;  // prompt tokens whose KV came from shared blocks
+  int64_t session_id = -1;  // the session whose turn it is, -1: none
 
   int32_t output_len() const { return num_tokens - prompt_len; }
 };

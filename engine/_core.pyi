@@ -55,6 +55,7 @@ class Batch:
     num_waiting: int
     num_running: int
     num_hit_tokens: int
+    num_reloaded_blocks: int
     num_evicted_blocks: int
     num_retained_blocks: int
     def __len__(self) -> int: ...
@@ -103,6 +104,7 @@ class Scheduler:
                      hash_block_size: Optional[int] = None,
                      kv_transfer: bool = False, session_id: int = -1) -> SeqRecord: ...
     def kv_arrived(self, seq_id: int) -> None: ...
+    def end_session(self, session_id: int) -> None: ...
     def schedule(self, release_gil: bool = True, phase: Optional[str] = None) -> Plan: ...
     def has_prompt_work(self) -> bool: ...
     def postprocess(self, plan: Plan,
@@ -229,10 +231,11 @@ class Roofline:
 
 class ModeledStep:
     """The modeled executor's step (csrc/replay/modeled_step.hpp): MTP drafts accepted from
-    numpy's PCG64 stream of `rng_state`, then the deployment's model or the roofline."""
+    numpy's PCG64 stream of `rng_state`, then the deployment's model or the roofline, then
+    the slowest rank's reloads from the host KV tier."""
     def __init__(self, cost: CostModel, deployment: Optional[DeploymentRates],
                  roofline: Roofline, mtp: bool, acceptance: float,
-                 rng_state: Mapping[str, Any]) -> None: ...
+                 rng_state: Mapping[str, Any], reload_s_per_block: float = 0.0) -> None: ...
     def execute(self, plan: Plan) -> tuple[float, StepCosts,
                                            Optional[list[npt.NDArray[np.int64]]]]: ...
 

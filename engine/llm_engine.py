@@ -126,6 +126,9 @@ class LLMEngine:
         # the model resident, and the scheduler is built with that pool.
         self.executor, self.estimator, self.device, self.device_profile, self.kv_pool = \
             ExecutorSpec.parse(config.executor).build(config, self.model_config)
+        if config.scheduler.host_kv_blocks and self.executor.holds_requests:
+            raise ValueError("host_kv_blocks is modeled only: this executor holds real KV, "
+                             "which no host tier backs")
         if self.kv_pool is not None:
             config = replace(config, scheduler=replace(
                 config.scheduler, num_kv_blocks=self.kv_pool.num_kv_blocks))
@@ -193,6 +196,11 @@ class LLMEngine:
     def kv_arrived(self, request_id: int) -> None:
         """The request's KV transfer ended: it decodes from the next step."""
         self.scheduler.kv_arrived(request_id)
+
+    def end_session(self, session_id: int) -> None:
+        """No turn of the session will come any more (session_retention lets its blocks
+        go)."""
+        self.scheduler.end_session(session_id)
 
     @property
     def peak_tflops(self) -> Optional[float]:

@@ -53,6 +53,8 @@ class BatchContract(Protocol):
     @property
     def num_hit_tokens(self) -> int: ...  # prompt tokens this round's admissions found cached
     @property
+    def num_reloaded_blocks(self) -> int: ...  # of their blocks, reloaded from the host tier
+    @property
     def num_evicted_blocks(self) -> int: ...  # retained blocks this round's allocations evicted
     @property
     def num_retained_blocks(self) -> int: ...  # free blocks still in the prefix index
@@ -126,6 +128,7 @@ class Batch:
     num_waiting: int
     num_running: int
     num_hit_tokens: int  # prompt tokens this round's admissions found cached
+    num_reloaded_blocks: int  # of their blocks, those reloaded from the host tier
     num_evicted_blocks: int  # retained blocks this round's allocations evicted
     num_retained_blocks: int  # free blocks still in the prefix index, after this round
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional
+from typing import Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -73,6 +73,7 @@ class ReferenceSequence:
     block_hashes: tuple = ()  # [i] identifies the prompt's first (i + 1) full blocks
     num_indexed: int = 0  # leading prompt blocks offered to the prefix index
     prefix_hit_tokens: int = 0  # prompt tokens whose KV came from shared blocks
+    session_id: int = -1  # the session whose turn it is, -1: none
 
     @property
     def output_len(self) -> int:
@@ -80,14 +81,15 @@ class ReferenceSequence:
 
 
 class _Rank:
-    def __init__(self, num_blocks: int) -> None:
-        self.pool = ReferenceBlockPool(num_blocks)
+    def __init__(self, num_blocks: int, host_blocks: int) -> None:
+        self.pool = ReferenceBlockPool(num_blocks, host_blocks)
         self.waiting: Deque[ReferenceSequence] = deque()
         self.prefilling: List[ReferenceSequence] = []  # part-way through a prefill, add order
         self.decoding: List[ReferenceSequence] = []  # prefill fully scheduled, still generating
         self.members: set = set()  # unfinished sequences, for least_loaded
         self.num_running = 0
         self.round_hit_tokens = 0  # prefix hits admitted in the present round
+        self.round_reloaded_blocks = 0  # of them, blocks reloaded from the host tier
 
 
 class ReferenceScheduler:
@@ -96,9 +98,11 @@ class ReferenceScheduler:
             raise TypeError(f"config must be a SchedulerConfig, got {type(config).__name__}")
         self.config = config
         self._lookahead = config.lookahead
-        self._ranks = [_Rank(config.num_kv_blocks) for _ in range(config.dp_size)]
+        self._ranks = [_Rank(config.num_kv_blocks, config.host_kv_blocks)
+                       for _ in range(config.dp_size)]
         self._seqs: dict = {}
         self._session_rank: Dict[int, int] = {}  # session_affinity: its latest sequence's
+        self._ended_sessions: set = set()  # session_retention: end_session()'s
         self._pending_rejected: List[int] = []
         self._num_unfinished = 0
         self._next_step = 0  # index of the next plan
@@ -138,6 +142,7 @@ class ReferenceScheduler:
                                                           prompt_len))
                           if cfg.prefix_caching else ())
         seq.dp_rank = self._assign_rank(seq, session_id)
+        seq.session_id = session_id
         self._seqs[seq_id] = seq
         self._place(seq, needs if too_long else None, completion)
         # a request rejected or finished reserves nothing
@@ -153,6 +158,22 @@ class ReferenceScheduler:
         if not seq.kv_pending:
             raise ValueError(f"sequence {seq_id} awaits no KV transfer ({seq.status})")
         seq.kv_pending = False
+
+    def end_session(self, session_id: int) -> None:
+        """No turn of the session will come any more: its held blocks (session_retention)
+        become plain retained ones, and its turns' blocks are no longer held when
+        released."""
+        session_id = integer("session_id", session_id, 0)
+        if not self.config.session_retention:
+            return
+        self._ended_sessions.add(session_id)
+        for rank in self._ranks:
+            rank.pool.unhold(session_id)
+
+    def _release(self, rank: _Rank, seq: ReferenceSequence) -> None:
+        held = (self.config.session_retention and seq.session_id >= 0
+                and seq.session_id not in self._ended_sessions)
+        rank.pool.release(seq.blocks, seq.session_id if held else -1)
 
     def _arguments(self, seq_id, prompt_len, max_new_tokens, arrival_time, hash_ids,
                    hash_block_size, kv_transfer, session_id):
@@ -228,7 +249,7 @@ class ReferenceScheduler:
         fewest = loads.index(min(loads))
         if max(loads) - loads[fewest] > 64 and max(loads) > 1.5 * loads[fewest]:
             return fewest
-        hits = [len(self._prefix_hit(rank, seq)) for rank in self._ranks]
+        hits = [len(self._prefix_hit(rank, seq)[0]) for rank in self._ranks]
         best = min(range(len(hits)), key=lambda r: (-hits[r], loads[r], r))
         return best if hits[best] * self.config.block_size > 0.3 * seq.prompt_len else fewest
 
@@ -259,6 +280,7 @@ class ReferenceScheduler:
         for rank_id, rank in enumerate(self._ranks):
             builder = _BatchBuilder(rank_id)
             rank.round_hit_tokens = 0
+            rank.round_reloaded_blocks = 0
             evicted = rank.pool.num_evicted
             if mixed:
                 prompt |= self._mixed_round(rank, builder, preempted)
@@ -318,10 +340,13 @@ class ReferenceScheduler:
             chunk = self._next_chunk(rank, seq, budget)
             if chunk is None:
                 return
-            q, padded, final, need, shared, done = chunk
+            q, padded, final, need, (shared, reloaded), done = chunk
             if seq.status == "waiting":  # admission: shared prefix blocks come first
                 for block in shared:
                     rank.pool.share(block, seq.blocks)
+                for block_hash in reloaded:
+                    rank.pool.reload(block_hash)
+                rank.round_reloaded_blocks += len(reloaded)
                 seq.num_cached = done
                 seq.prefix_hit_tokens += done
                 rank.round_hit_tokens += done
@@ -344,16 +369,16 @@ class ReferenceScheduler:
             budget -= padded
 
     def _next_chunk(self, rank: _Rank, seq: ReferenceSequence, budget: int):
-        """seq's next chunk as (seqlen_q, padded_q, is_final, new_blocks, shared_blocks,
-        tokens_done), or None to stop. A sequence being admitted starts after the prompt
-        blocks it can share."""
+        """seq's next chunk as (seqlen_q, padded_q, is_final, new_blocks, (shared_blocks,
+        reloaded_hashes), tokens_done), or None to stop. A sequence being admitted starts
+        after the prompt blocks it can share or reload (reloaded blocks are new ones)."""
         cfg = self.config
         if seq.status == "waiting":
-            shared = self._prefix_hit(rank, seq)
-            done = len(shared) * cfg.block_size
+            shared, reloaded = self._prefix_hit(rank, seq)
+            done = (len(shared) + len(reloaded)) * cfg.block_size
             have = len(shared)
         else:
-            shared = []
+            shared, reloaded = [], []
             done = seq.num_cached + seq.num_inflight
             have = len(seq.blocks)
         # sharing a retained block takes it out of the free count
@@ -382,21 +407,27 @@ class ReferenceScheduler:
             reserved = sum(self._prefill_blocks(s) - len(s.blocks) for s in rank.prefilling)
             if self._prefill_blocks(seq) - have > free - reserved:
                 return None
-        return q, padded, final, need, shared, done
+        return q, padded, final, need, (shared, reloaded), done
 
-    def _prefix_hit(self, rank: _Rank, seq: ReferenceSequence) -> List[int]:
-        """Indexed blocks holding seq's leading full prompt blocks. A hit never covers the
-        whole prefill: the last block is then computed again, in a block of its own, to
-        produce the logits (writing into a shared block would overwrite its owners' KV)."""
+    def _prefix_hit(self, rank: _Rank, seq: ReferenceSequence) -> Tuple[List[int], List[int]]:
+        """Indexed blocks holding seq's leading full prompt blocks, and the hashes of the
+        host tier's blocks right after them. A hit never covers the whole prefill: the last
+        block is then computed again, in a block of its own, to produce the logits (writing
+        into a shared block would overwrite its owners' KV)."""
         bs = self.config.block_size
         full = min(len(seq.block_hashes), (seq.prefill_target - 1) // bs)
-        shared = []
+        shared: List[int] = []
         for block_hash in seq.block_hashes[:full]:
             block = rank.pool.lookup(block_hash)
             if block is None:
                 break
             shared.append(block)
-        return shared
+        reloaded: List[int] = []
+        for block_hash in seq.block_hashes[len(shared):full]:
+            if not rank.pool.on_host(block_hash):
+                break
+            reloaded.append(block_hash)
+        return shared, reloaded
 
     def _index_prompt_blocks(self, rank: _Rank, seq: ReferenceSequence) -> None:
         """Offer seq's committed full prompt blocks to the prefix index."""
@@ -481,7 +512,7 @@ class ReferenceScheduler:
             seq.num_cached = 0
             seq.prefill_target = seq.num_tokens
             seq.num_indexed = 0
-        rank.pool.release(seq.blocks)
+        self._release(rank, seq)
 
     # -- postprocess ------------------------------------------------------------------------
 
@@ -519,7 +550,7 @@ class ReferenceScheduler:
             done.discarded += q
             done.output_len.append(seq.output_len)
             if seq.num_inflight == 0:
-                rank.pool.release(seq.blocks)
+                self._release(rank, seq)
             return
         if kind == KIND_CHUNK:
             seq.num_cached += q
@@ -548,7 +579,7 @@ class ReferenceScheduler:
         self._num_unfinished -= 1
         seq.status = "finished"
         if seq.num_inflight == 0:
-            rank.pool.release(seq.blocks)
+            self._release(rank, seq)
 
     # -- blocks and queries -----------------------------------------------------------------
 
@@ -611,6 +642,7 @@ class _BatchBuilder:
                      block_tables=tables,
                      kv_blocks_free=rank.pool.num_free, num_waiting=len(rank.waiting),
                      num_running=rank.num_running, num_hit_tokens=rank.round_hit_tokens,
+                     num_reloaded_blocks=rank.round_reloaded_blocks,
                      num_evicted_blocks=evicted, num_retained_blocks=rank.pool.num_retained)
 
 

@@ -17,6 +17,8 @@ class SchedulerConfig:
     num_mtp: int = 0  # MTP draft tokens per decode step (q = 1 + num_mtp)
     overlap: bool = False  # one forward in flight while the next step is scheduled
     prefix_caching: bool = True  # share committed prompt blocks by their hash ids, retained until evicted (LRU)
+    session_retention: bool = False  # a session's retained blocks are evicted last until the session ends
+    host_kv_blocks: int = 0  # blocks of each DP rank's host KV tier, which evicted blocks go to; 0: none
     mixed_batches: bool = False  # normal engine: decode rows and prefill chunks in one step under the token budget, no vote
     engine_type: str = 'normal'  # normal, prompt (prefill only) or completion (decode only)
     preempt_order: str = 'longest_output'  # which running sequence is preempted first under KV pressure

@@ -124,6 +124,10 @@ def _check_plan(sched, cfg, seqs, plan):
             f"{where}: {b.num_retained_blocks} retained of {b.kv_blocks_free} free"
         assert b.num_evicted_blocks >= 0 and b.num_hit_tokens >= 0, where
         assert prompt or b.num_hit_tokens == 0, f"{where}: prefix hits in a decode round"
+        # reloaded blocks are whole blocks of the round's hits, and need a host tier
+        assert 0 <= b.num_reloaded_blocks * cfg.block_size <= b.num_hit_tokens, \
+            f"{where}: {b.num_reloaded_blocks} reloaded blocks, {b.num_hit_tokens} hit tokens"
+        assert cfg.host_kv_blocks or b.num_reloaded_blocks == 0, where
         if not cfg.prefix_caching:
             assert b.num_retained_blocks == b.num_evicted_blocks == b.num_hit_tokens == 0, where
     assert len(set(scheduled)) == len(scheduled), f"step {plan.step}: a sequence appears twice"

@@ -19,7 +19,7 @@ QUICK_SCENARIOS = 250  # the quick tier's; the slow tier runs the rest
 PLAN_FIELDS = ("phase", "step", "preempted", "rejected")
 BATCH_FIELDS = ("rank", "seq_ids", "seqlen_q", "seqlen_k", "padded_q", "kind", "block_tables",
                 "empty", "kv_blocks_free", "num_waiting", "num_running", "num_hit_tokens",
-                "num_evicted_blocks", "num_retained_blocks")
+                "num_reloaded_blocks", "num_evicted_blocks", "num_retained_blocks")
 SEQ_FIELDS = ("num_tokens", "num_cached", "num_inflight", "output_len", "status", "blocks",
               "num_preemptions", "recomputed_tokens", "dp_rank", "prefix_hit_tokens",
               "kv_pending")
@@ -74,7 +74,7 @@ def assert_same(where, field, got, want):
 
 
 class Lockstep:
-    def __init__(self, seed):
+    def __init__(self, seed, tight=False):
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         config, self.reqs, self.depth = random_scenario(self.rng)
@@ -89,6 +89,19 @@ class Lockstep:
                             for _ in self.reqs]
         # turns of a few sessions (session_affinity), and sequences of none (-1)
         self.session_id = np.random.default_rng((seed, 2)).integers(-1, 4, len(self.reqs))
+        # session retention, a host KV tier, and sessions ending now and then (about one
+        # step in ten)
+        self.session_rng = np.random.default_rng((seed, 3))
+        config["session_retention"] = bool(self.session_rng.random() < 0.5)
+        config["host_kv_blocks"] = int(self.session_rng.choice([0, 0, 2, 16, 256]))
+        if tight:  # a pool that evicts, prefixes it may serve again, and a host tier
+            cfg = SchedulerConfig(**config)
+            need = max(blocks_for(cfg, footprint(cfg, p, m)) for _, p, m in self.reqs)
+            config.update(num_kv_blocks=need, prefix_caching=True,
+                          host_kv_blocks=int(self.session_rng.choice([2, 16, 256])))
+            self.hash_ids = [[f * 1_000_000 + i for i in range(-(-p // self.hash_block))]
+                             for (_, p, _), f in zip(self.reqs, self.session_rng.integers(
+                                 0, 2, len(self.reqs)))]  # two families, whole prompts
         self.dp_size = config["dp_size"]
         self.cpp = make_scheduler("cpp", **config)
         self.ref = make_scheduler("reference", **config)
@@ -133,6 +146,13 @@ class Lockstep:
                 assert_same(f"seed {self.seed} step {step}", f"kv_arrived({i})", got, want)
         self.compare_state(f"seed {self.seed} step {step} after kv_arrived")
 
+    def end_sessions(self, step):
+        if self.session_rng.random() < 0.1:
+            session = int(self.session_rng.integers(0, 4))
+            self.cpp.end_session(session)
+            self.ref.end_session(session)
+            self.compare_state(f"seed {self.seed} step {step} after end_session({session})")
+
     def schedule(self, step):
         where = f"seed {self.seed} step {step} schedule"
         got, want = self.cpp.schedule(), self.ref.schedule()
@@ -161,6 +181,7 @@ class Lockstep:
         for step in range(10 * sum(p + m for _, p, m in self.reqs) + 100):
             self.add_arrivals(step)
             self.end_transfers(step)
+            self.end_sessions(step)
             if step >= last_arrival and self.ref.is_finished():
                 break
             self.schedule(step)
@@ -174,6 +195,11 @@ class Lockstep:
     pytest.param(seed, marks=pytest.mark.slow) for seed in range(QUICK_SCENARIOS, NUM_SCENARIOS))])
 def test_cpp_matches_reference(seed):
     Lockstep(seed).run()
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_cpp_matches_reference_with_a_pool_that_evicts_to_a_host_tier(seed):
+    Lockstep(seed, tight=True).run()
 
 
 # ---- Refusals and rejections: both implementations alike ---------------------------------

@@ -36,6 +36,8 @@ def scenarios(draw, pressure=False):
         max_prefill_chunk=draw(st.none() | st.integers(2 * cp_size, 32)),
         lookahead_slots=draw(st.none() | st.integers(0, 4)),
         prefix_caching=draw(st.booleans()),
+        session_retention=draw(st.booleans()),
+        host_kv_blocks=draw(st.sampled_from((0, 2, 16))),
     )
     # Mixed batches (9.15): a normal engine's choice, where the budget holds a decode row.
     config["mixed_batches"] = (config["engine_type"] == "normal"
@@ -75,6 +77,7 @@ class Engine:
                             for _ in reqs]
         # turns of a few sessions (session_affinity), and sequences of none (-1)
         self.session_id = np.random.default_rng((seed, 2)).integers(-1, 4, len(reqs))
+        self.session_rng = np.random.default_rng((seed, 3))  # sessions ending now and then
         self.ids = []
         self.plans = []
         self.finished = []  # every id postprocess returned, in order
@@ -110,6 +113,11 @@ class Engine:
                 self.sched.kv_arrived(i)
                 check_invariants(self.sched, self.cfg, self.ids)
 
+    def end_sessions(self):
+        if self.session_rng.random() < 0.1:
+            self.sched.end_session(int(self.session_rng.integers(0, 4)))
+            check_invariants(self.sched, self.cfg, self.ids)
+
     def schedule(self):
         before = snapshot(self.sched, self.ids)
         plan = self.sched.schedule()
@@ -130,6 +138,7 @@ class Engine:
         for step in range(limit):
             self.add_arrivals(step)
             self.end_transfers()
+            self.end_sessions()
             if step >= last_arrival and self.sched.is_finished():
                 break
             plan = self.schedule()

@@ -142,3 +142,22 @@ def test_the_real_clock_waits_out_the_gap(tmp_path):
     rows = recorder.requests()
     assert rows.loc[1, "arrival_s"] == pytest.approx(rows.loc[0, "last_token_s"] + 0.2)
     assert rows.loc[1, "arrival_s"] <= rows.loc[1, "enqueue_s"] < rows.loc[1, "arrival_s"] + 0.1
+
+
+def test_the_engine_is_told_each_sessions_end_once_after_its_last_turn():
+    df = generated()
+    engine = LLMEngine(EngineConfig(
+        scheduler=SchedulerConfig(num_kv_blocks=8192, block_size=BLOCK, session_retention=True),
+        model="deepseek-v3", executor="modeled:H200"))
+    events = []
+    add, end = engine.add_request, engine.end_session
+    engine.add_request = lambda i, **kw: (events.append(("turn", int(df["session_id"][i]))),
+                                          add(i, **kw))[1]
+    engine.end_session = lambda s: (events.append(("end", s)), end(s))[1]
+    requests = Requests.of(df, df.attrs.get("hash_block_size"))
+    assert replay(engine, requests, "virtual", LogRecorder(len(df)))
+    engine.close()
+    ends = [s for kind, s in events if kind == "end"]
+    assert sorted(ends) == sorted(set(df["session_id"]))
+    for s in ends:  # no turn of a session arrives after its end
+        assert events.index(("end", s)) > max(k for k, e in enumerate(events) if e == ("turn", s))

@@ -99,6 +99,7 @@ void bind_batch(py::module_& m) {
       .def_readonly("num_waiting", &Batch::num_waiting)
       .def_readonly("num_running", &Batch::num_running)
       .def_readonly("num_hit_tokens", &Batch::num_hit_tokens)
+      .def_readonly("num_reloaded_blocks", &Batch::num_reloaded_blocks)
       .def_readonly("num_evicted_blocks", &Batch::num_evicted_blocks)
       .def_readonly("num_retained_blocks", &Batch::num_retained_blocks)
       .def("__len__", &Batch::rows)

@@ -200,11 +200,12 @@ void bind_modeled_step(py::module_& m) {
   py::class_<ModeledStep>(m, "ModeledStep")
       .def(py::init([](const CostModel& cost, std::optional<DeploymentRates> deployment,
                        const Roofline& roofline, bool mtp, double acceptance,
-                       const py::dict& rng_state) {
-             return ModeledStep(cost, deployment, roofline, mtp, acceptance, pcg64_of(rng_state));
+                       const py::dict& rng_state, double reload_s_per_block) {
+             return ModeledStep(cost, deployment, roofline, mtp, acceptance, pcg64_of(rng_state),
+                                reload_s_per_block);
            }),
            py::arg("cost"), py::arg("deployment"), py::arg("roofline"), py::arg("mtp"),
-           py::arg("acceptance"), py::arg("rng_state"))
+           py::arg("acceptance"), py::arg("rng_state"), py::arg("reload_s_per_block") = 0.0)
       .def(
           "execute",
           [](ModeledStep& step, const ScheduleOutput& plan) {

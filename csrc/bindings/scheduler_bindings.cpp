@@ -113,7 +113,17 @@ void bind_calls(py::class_<GuardedScheduler>& cls) {
             s.core.kv_arrived(id);
           },
           py::arg("seq_id"),
-          "The sequence's KV transfer ended: it decodes from the next schedule().");
+          "The sequence's KV transfer ended: it decodes from the next schedule().")
+      .def(
+          "end_session",
+          [](GuardedScheduler& s, const py::handle& session_id) {
+            const int64_t session = py_args::integer("session_id", session_id, 0);
+            Entered entered(s);
+            s.core.end_session(session);
+          },
+          py::arg("session_id"),
+          "No turn of the session will come any more: its held blocks (session_retention) "
+          "become plain retained ones.");
 }
 
 // Planning and committing: the calls the engine's loop makes every step.

@@ -35,6 +35,7 @@
   X(int32_t, waiting, RANK, b.num_waiting)                              \
   X(int32_t, running, RANK, b.num_running)                              \
   X(int32_t, prefix_hit_tokens, RANK, b.num_hit_tokens)                 \
+  X(int32_t, kv_blocks_reloaded, RANK, b.num_reloaded_blocks)           \
   X(int32_t, kv_blocks_evicted, RANK, b.num_evicted_blocks)             \
   X(int32_t, kv_blocks_retained, RANK, b.num_retained_blocks)           \
   X(double, t_start_s, STEP, times.t_start_s)                           \

@@ -2,15 +2,25 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace steptrace {
 
 ModeledStep::ModeledStep(const CostModel& cost, std::optional<DeploymentRates> deployment,
-                         const Roofline& roofline, bool mtp, double acceptance, const Pcg64& rng)
-    : cost_(cost), roofline_(roofline), mtp_(mtp), acceptance_(acceptance), rng_(rng) {
+                         const Roofline& roofline, bool mtp, double acceptance, const Pcg64& rng,
+                         double reload_s_per_block)
+    : cost_(cost),
+      roofline_(roofline),
+      mtp_(mtp),
+      acceptance_(acceptance),
+      reload_s_per_block_(reload_s_per_block),
+      rng_(rng) {
   if (deployment) deployment_.emplace(cost_, *deployment);
   if (!deployment && (roofline.flops_per_s <= 0 || roofline.bytes_per_s <= 0))
     throw std::invalid_argument("a roofline needs flops_per_s and bytes_per_s above 0");
+  if (!(reload_s_per_block >= 0))
+    throw std::invalid_argument("reload_s_per_block must be >= 0, got " +
+                                std::to_string(reload_s_per_block));
 }
 
 void ModeledStep::execute(const ScheduleOutput& plan, ModeledOutput& out) {
@@ -26,7 +36,7 @@ void ModeledStep::execute(const ScheduleOutput& plan, ModeledOutput& out) {
     rows_.clear();
     for (const auto& a : out.accepted) rows_.push_back(a.data());
     DeploymentStep s = deployment_->step(plan, rows_, mtp_);
-    out.seconds = s.seconds;
+    out.seconds = s.seconds + reload_seconds(plan);
     out.costs = std::move(s.costs);
     return;
   }
@@ -38,7 +48,14 @@ void ModeledStep::execute(const ScheduleOutput& plan, ModeledOutput& out) {
     c.rank_s = rank_seconds(c);
     slowest = std::max(slowest, c.rank_s);
   }
-  out.seconds = slowest > 0 ? roofline_.overhead_s + slowest : 0.0;  // idle ranks move no byte
+  // idle ranks move no byte
+  out.seconds = (slowest > 0 ? roofline_.overhead_s + slowest : 0.0) + reload_seconds(plan);
+}
+
+double ModeledStep::reload_seconds(const ScheduleOutput& plan) const {
+  int32_t most = 0;
+  for (const Batch& b : plan.batches) most = std::max(most, b.num_reloaded_blocks);
+  return most * reload_s_per_block_;
 }
 
 // Leading drafts accepted, each with probability acceptance_: a row of draws per row, as

@@ -1,6 +1,8 @@
 // The modeled executor's step (engine/executors/modeled.py documents the model): MTP drafts
 // accepted from the seeded stream, then the deployment model's step, or without a
-// deployment each rank's roofline, the step as long as the slowest rank. The Python loop
+// deployment each rank's roofline, the step as long as the slowest rank; then the host KV
+// tier's reloads (a rank's reloaded blocks times the seconds one takes over the host link,
+// the most of any rank), serial with the step's compute. The Python loop
 // calls it through engine._core.ModeledStep and the C++ loop (virtual_replay.hpp) directly,
 // so both replay one model.
 #pragma once
@@ -35,8 +37,10 @@ struct ModeledOutput {
 class ModeledStep {
  public:
   // acceptance: each draft's probability of acceptance (read only with mtp).
+  // reload_s_per_block: one KV block's bytes on a device over its host link bandwidth.
   ModeledStep(const CostModel& cost, std::optional<DeploymentRates> deployment,
-              const Roofline& roofline, bool mtp, double acceptance, const Pcg64& rng);
+              const Roofline& roofline, bool mtp, double acceptance, const Pcg64& rng,
+              double reload_s_per_block = 0.0);
 
   // The plan's step, into `out` (its buffers reused from step to step).
   void execute(const ScheduleOutput& plan, ModeledOutput& out);
@@ -45,12 +49,14 @@ class ModeledStep {
  private:
   void accept(const Batch& b, std::vector<int64_t>& accepted);
   double rank_seconds(const StepCost& c) const;
+  double reload_seconds(const ScheduleOutput& plan) const;
 
   CostModel cost_;
   std::optional<DeploymentModel> deployment_;
   Roofline roofline_;
   bool mtp_;
   double acceptance_;
+  double reload_s_per_block_;
   Pcg64 rng_;
   std::vector<const int64_t*> rows_;  // scratch: the deployment model's per-rank drafts
 };

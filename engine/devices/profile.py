@@ -37,7 +37,8 @@ RANGES["scaleup_devices"] = (1, 1 << 16)
 RANGES["family_efficiency"] = (1e-6, 1.0)
 WHOLE = ("scaleup_devices",)
 # fields a file may leave out
-OPTIONAL = ("source", "layer_floor_us", "idle_w", "kernels", "family_efficiency")
+OPTIONAL = ("source", "layer_floor_us", "idle_w", "host_memory_gb", "host_link_gb_s",
+            "kernels", "family_efficiency")
 # a roofline kernel table's efficiency per family (engine/kernels/roofline.py)
 EFFICIENCY_FAMILIES = ("gemm", "decode_attention")
 
@@ -88,6 +89,11 @@ class DeviceProfile:
     # what the device draws with nothing scheduled, the floor of modeled power
     # (docs/metrics.md, "Power and cost"); None: unknown. A file may leave it out.
     idle_w: Optional[Figure] = None
+    # the host's memory per device, and one device's link to it (GB/s, one direction): the
+    # host KV tier's room and reload rate (docs/scheduling.md, "Prefix caching"); None:
+    # unpublished. A file may leave them out.
+    host_memory_gb: Optional[Figure] = None
+    host_link_gb_s: Optional[Figure] = None
     # stack name -> its kernel table (docs/modeling.md, "Kernel tables"), the first the
     # default; empty: every part a roofline. A file may leave it out.
     kernels: Mapping[str, KernelSet] = field(default_factory=dict)
@@ -112,7 +118,8 @@ class DeviceProfile:
 
     def figure(self, name: str) -> float:
         """The value of an optional figure (hbm_gb, hbm_tb_s, interconnect_gb_s, tdp_w,
-        idle_w, scaleout_gb_s); raises if the figure is unpublished."""
+        idle_w, scaleout_gb_s, host_memory_gb, host_link_gb_s); raises if the figure is
+        unpublished."""
         figure: Optional[Figure] = getattr(self, name)
         if figure is None:
             raise ValueError(f"{self.name}: no published {name}")
@@ -232,6 +239,8 @@ def _parse(path: Path, data, where: _Where) -> DeviceProfile:
             and values["idle_w"].value > values["tdp_w"].value:
         raise ValueError(f"{where('idle_w', 'value')}: expected at most tdp_w "
                          f"({values['tdp_w'].value:g} W), got {values['idle_w'].value:g}")
+    for name in ("host_memory_gb", "host_link_gb_s"):
+        values[name] = _figure(where, (name,), data.get(name), FIGURE_KINDS)
     values["kernels"] = _kernel_sets(where, path.parent, data.get("kernels") or {})
     values["family_efficiency"] = _family_efficiency(where, data.get("family_efficiency") or {})
     values["source"] = str(data.get("source") or "")

@@ -7,7 +7,9 @@ DP ranks run side by side on their own devices: the step lasts as long as the sl
 With a deployment (engine/deployment.py) each rank's step is timed part by part on one of
 its devices, with the routed experts of every rank's tokens and the communication between
 them (the C++ DeploymentModel; docs/modeling.md). Accepted MTP drafts come from the seeded
-acceptance model. Everything it reports is labelled modeled.
+acceptance model. A prefill that reloads blocks from the host KV tier (host_kv_blocks) adds
+their bytes over the profile's host link to the step. Everything it reports is labelled
+modeled.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from .. import _core
 from ..config import EngineConfig
 from ..deployment import BYTES, ROOFLINE, Deployment
+from ..device_memory import kv_bytes_per_token
 from ..devices import DeviceProfile, detect_device
 from ..flops import FlopsEstimator
 from ..kernels.host import STEP_HOST_US
@@ -104,6 +107,27 @@ def layer_floor_s(profile: DeviceProfile) -> float:
     return floor.value * 1e-6 if floor is not None else 0.0
 
 
+def reload_s_per_block(config: EngineConfig, profile: DeviceProfile, model_config) -> float:
+    """Seconds one KV block takes from the host tier to a device: its bytes on the device
+    over the profile's host link (one direction); 0 without a host tier. Refused without a
+    deployment (the bytes per token are a deployment's), a published host link, or host
+    memory for the tier."""
+    blocks = config.scheduler.host_kv_blocks
+    if not blocks:
+        return 0.0
+    d = config.deployment
+    if d is None:
+        raise ValueError("host_kv_blocks needs a deployment: a reload's bytes are its KV "
+                         "bytes per token")
+    block_bytes = kv_bytes_per_token(model_config, d) * config.scheduler.block_size
+    room = profile.figure("host_memory_gb") * 1e9
+    if blocks * block_bytes > room:
+        raise ValueError(f"host_kv_blocks {blocks} need {blocks * block_bytes / 1e9:.1f} GB "
+                         f"of host memory per device; {profile.name} has "
+                         f"{room / 1e9:g} GB (host_memory_gb)")
+    return block_bytes / (profile.figure("host_link_gb_s") * 1e9)
+
+
 class ModeledExecutor:
     holds_requests: Final = False  # only lengths matter to a roofline: no tokens, no KV
 
@@ -130,7 +154,8 @@ class ModeledExecutor:
         self.core = _core.ModeledStep(
             self.cost, rates, self.roofline, mtp=config.scheduler.num_mtp > 0,
             acceptance=config.mtp_acceptance or 0.0,
-            rng_state=np.random.default_rng(config.seed).bit_generator.state)
+            rng_state=np.random.default_rng(config.seed).bit_generator.state,
+            reload_s_per_block=reload_s_per_block(config, profile, estimator.cfg))
 
     def execute(self, plan: _core.Plan) -> ExecutorOutput:
         seconds, costs, accepted = self.core.execute(plan)

@@ -2,7 +2,8 @@
 token is out plus its gap; a turn's sub-agent children arrive together, and its next turn
 once it and every sub-agent subtree have ended. Sessions start at the trace's times (open
 loop) or, with `live`, as a closed loop of that many sessions, the next (in trace order)
-starting when one ends. A turn the engine rejects ends there, as a finished one would.
+starting when one ends. A turn the engine rejects ends there, as a finished one would. The
+engine is told when a session has ended (engine.end_session: session_retention).
 
 On the virtual clock the loop jumps to the next event when the engine is idle; on the real
 clock it waits for it. The recorder is told each turn's arrival (Recorder.arrived).
@@ -44,6 +45,7 @@ class _Tree:
         self.parent = tree.parent.tolist()
         self.gap = tree.gap_s.tolist()
         self.subagent = tree.subagent.tolist()
+        self.session_id = tree.session_id.tolist()
         self.next: List[int] = [-1] * n  # the turn's next turn
         self.subagents: List[List[int]] = [[] for _ in range(n)]
         for i, p in enumerate(self.parent):
@@ -134,6 +136,7 @@ class _Sessions:
                 self._settle(p, t)
                 return
             i = p  # a next turn's subtree ends its predecessor's
+        self.engine.end_session(self.tree.session_id[i])
         if self.waiting_roots:  # a closed loop's session ended: the next one starts
             heapq.heappush(self.events, (t, self.waiting_roots.pop()))
 

@@ -75,6 +75,8 @@ STEPS = Table("steps", "engine step and DP rank of an instance (idle ranks' rows
     _col("running", I32, "", "the rank's running sequences after the round"),
     _col("prefix_hit_tokens", I32, "tokens", "prompt tokens the round's admissions found in "
          "the prefix cache, not computed"),
+    _col("kv_blocks_reloaded", I32, "blocks", "of the blocks of those tokens, those reloaded "
+         "from the host KV tier (host_kv_blocks)"),
     _col("kv_blocks_evicted", I32, "blocks", "retained blocks the round's allocations evicted "
          "from the prefix cache"),
     _col("kv_blocks_retained", I32, "blocks", "of the free blocks after the round, those held "

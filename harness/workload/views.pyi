@@ -137,6 +137,10 @@ class EngineKeys:
     overlap: bool
     # share committed prompt blocks by their hash ids, retained until evicted (LRU)
     prefix_caching: bool
+    # a session's retained blocks are evicted last until the session ends
+    session_retention: bool
+    # blocks of each DP rank's host KV tier, which evicted blocks go to; 0: none
+    host_kv_blocks: int
     # normal engine: decode rows and prefill chunks in one step under the token budget, no vote
     mixed_batches: bool
     # normal, prompt (prefill only) or completion (decode only)

@@ -103,3 +103,40 @@ TEST(check_accepts_true_owner_counts_and_names_a_wrong_one) {
     }
   }
 }
+
+TEST(held_blocks_are_evicted_last_until_their_session_ends) {
+  BlockPool pool(4);
+  std::vector<int32_t> a, b, c, d;
+  pool.allocate(2, a);  // 0 1
+  pool.allocate(2, b);  // 2 3
+  for (int32_t k = 0; k < 4; ++k) pool.index(k, 80 + k);
+  pool.release(a, 7);  // held for session 7
+  pool.release(b);     // plain, yet released later
+  EXPECT(pool.num_retained() == 4 && pool.num_held() == 2 && pool.num_free() == 4);
+  pool.check({0, 0, 0, 0});
+  pool.allocate(2, c);  // the plain ones first (later block first): 3 2
+  EXPECT((c == std::vector<int32_t>{3, 2}) && pool.num_held() == 2);
+  pool.unhold(7);  // plain now
+  EXPECT(pool.num_held() == 0 && pool.num_retained() == 2);
+  pool.check({0, 0, 1, 1});
+  pool.allocate(1, d);
+  EXPECT((d == std::vector<int32_t>{1}));
+}
+
+TEST(evicted_blocks_go_to_the_host_tier_oldest_dropped_first) {
+  BlockPool pool(2, 2);
+  std::vector<int32_t> a, b;
+  pool.allocate(2, a);
+  pool.index(0, 90);
+  pool.index(1, 91);
+  pool.release(a);  // retained 1 0
+  pool.allocate(2, b);  // evicts 1 then 0: the host tier holds 91 90
+  EXPECT(pool.on_host(90) && pool.on_host(91) && pool.num_host() == 2);
+  pool.index(b[0], 92);
+  pool.reload(91);  // 91 is now the newest: 90 goes first
+  pool.release(b);  // block 1 (hash 92) retained, block 0 freed
+  std::vector<int32_t> c;
+  pool.allocate(2, c);  // block 0, then evicts block 1: 90 dropped
+  EXPECT(!pool.on_host(90) && pool.on_host(91) && pool.on_host(92) && pool.num_host() == 2);
+  pool.check({1, 1});
+}
