@@ -163,6 +163,8 @@ def test_what_a_session_replay_cannot_take_is_refused(tmp_path, capsys, trace, m
 @pytest.mark.parametrize("extra, mode", [
     ("device: cpu\nmodel: tiny\n", "inline"),  # a session trace's default
     ("device: cpu\nmodel: tiny\nfrontend: {mode: thread}\n", "thread"),
+    ("device: cpu\nmodel: tiny\ntarget: {endpoint: 'http://127.0.0.1:1', model: m}\n",
+     "inline"),
 ])
 def test_sessions_take_the_frontend_thread_and_a_target(tmp_path, extra, mode):
     path = tmp_path / "w.yaml"

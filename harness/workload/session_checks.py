@@ -55,7 +55,6 @@ def sessions(values, data, path: Path, fail) -> None:
          "a session trace's closed loop counts sessions: expected load.mode: sessions"),
         (("trace", "drop_bad_rows"), trace["drop_bad_rows"],
          "a dropped turn would break its session: expected false"),
-        (("target",), "target" in data, "sessions are replayed into this run's engine"),
         (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill")),
          "sessions are replayed into one co-located engine"))
     for key, bad, why in refused:
