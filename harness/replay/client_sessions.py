@@ -7,8 +7,8 @@ A completions prompt is token ids: the parent's, then one id per output token it
 (the same ids for all its children: an endpoint streams text, not the ids it sampled, so
 its prefix cache can hold the parent's prompt and the siblings' shared context, not the
 parent's own output), then the turn's own. A chat prompt is the conversation, as vLLM's
-multi-turn benchmark and AIPerf's send it: the parent's messages, an assistant message of
-the text it received, a user message of the new input. A root's prompt is a plain request's.
+multi-turn benchmark sends it: the parent's messages, an assistant message of the text it
+received, a user message of the new input. A root's prompt is a plain request's.
 
 A turn whose request failed (an HTTP error, a timeout, a stream cut short) ends when it
 failed, as a turn the engine rejects ends in a local run: its session goes on, its
