@@ -14,7 +14,7 @@ from harness.schema.tables import LABELS
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from harness.workload.trace import load_workload_trace
-from tests.helpers import MODELED
+from tests.helpers import MODELED, PD
 
 pytestmark = pytest.mark.core
 
@@ -139,10 +139,40 @@ def test_a_bad_session_file_exits_2_naming_file_line_and_session(tmp_path, capsy
                                                     "loop counts sessions"),
     ("load: {mode: sessions}\n", "load.sessions: load.mode: sessions needs"),
     ("load: {sessions: 2}\n", "load.sessions: only load.mode: sessions takes it"),
+    ("frontend: {mode: thread}\n", "frontend.mode: a frontend thread runs on the real clock"),
 ])
 def test_what_sessions_cannot_take_is_refused(tmp_path, capsys, extra, message):
     assert main(["validate", str(workload(tmp_path, extra=extra))]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("trace, message", [
+    (GENERATE.replace("trace:\n", "trace:\n  drop_bad_rows: true\n"),
+     "trace.drop_bad_rows: a dropped turn would break its session"),
+    (GENERATE + PD.split("\n", 2)[2],
+     "deployment.prefill: sessions are replayed into one co-located engine"),
+])
+def test_what_a_session_replay_cannot_take_is_refused(tmp_path, capsys, trace, message):
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'r'}\n{trace}"
+                    + ("" if "deployment" in trace else ENGINE))
+    assert main(["validate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, mode", [
+    ("device: cpu\nmodel: tiny\n", "inline"),  # a session trace's default
+    ("device: cpu\nmodel: tiny\nfrontend: {mode: thread}\n", "thread"),
+    ("device: cpu\nmodel: tiny\ntarget: {endpoint: 'http://127.0.0.1:1', model: m}\n",
+     "inline"),
+])
+def test_sessions_take_the_frontend_thread_and_a_target(tmp_path, extra, mode):
+    path = tmp_path / "w.yaml"
+    path.write_text(f"output: {tmp_path / 'r'}\n{GENERATE}{extra}"
+                    "load: {mode: sessions, sessions: 2}\n")
+    workload = load_workload(path)
+    assert workload.frontend.mode == mode and workload.clock == "real"
+    assert (workload.target is None) == ("target" not in extra)
 
 
 def test_load_mode_sessions_needs_a_session_trace(tmp_path, capsys):

@@ -3,7 +3,8 @@ step log and no steps or batches tables; each request's row is made from its str
 ends and written, a chunk at a time, through the run's table writer, with the columns and
 definitions of a local run's requests table where they apply. Those an endpoint cannot
 give (the first scheduled step, dp_rank, preemptions, prefix hits, decode stall) hold their
-declared missing values (harness/schema/tables.py).
+declared missing values (harness/schema/tables.py). A session trace's turns keep their
+session_id and turn, and their prompt_len is the prompt as sent (prompted()).
 
 Its token times are the arrivals of the stream's content events: a gap per event after
 the first (an event that carries several tokens is one arrival, as vLLM's benchmark counts
@@ -26,6 +27,7 @@ from ..schema.tables import REQUESTS, SERVER
 from ..schema.values import COMPLETED, FRONTEND_COLUMNS
 from . import metrics
 from .prometheus import NAMES, Sample
+from .recorder import trace_columns
 from .table_writer import Column, TableWriter, coded
 
 CHUNK_REQUESTS = 1024  # rows gathered before they go to the table writer
@@ -43,9 +45,7 @@ class ClientRecorder:
         `warmup_steps` 0 (no steps to warm up: workload checks refuse others)."""
         assert trace is not None and engine is None and frontend is None and not warmup_steps
         n = len(trace)
-        self._trace = dict(arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
-                           prompt_len=trace["prompt_len"].to_numpy(np.int64),
-                           max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64))
+        self._trace = trace_columns(trace)
         self.warm = np.zeros(n, dtype=bool)  # no warm-up: every request is measured
         self._written = np.zeros(n, dtype=bool)
         self.latency = metrics.LatencySummary(n, slo)
@@ -63,6 +63,11 @@ class ClientRecorder:
     def arrived(self, request_id: int, t: float) -> None:
         """A closed loop's request arrived (was released) at `t`, not at the trace's time."""
         self._trace["arrival_s"][request_id] = t
+
+    def prompted(self, request_id: int, prompt_len: int) -> None:
+        """A session turn's prompt as sent, of its parent's prompt and received output, not
+        the trace's length (harness/replay/client_sessions.py)."""
+        self._trace["prompt_len"][request_id] = prompt_len
 
     @property
     def arrival_s(self) -> np.ndarray:

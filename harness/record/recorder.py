@@ -69,7 +69,7 @@ class Recorder:
         self.log, self.chunk_steps = self.logs[0], chunk_steps
         self._warmup_steps, self._frontend = warmup_steps, frontend
         self._status = np.array(STATUS.names_by_code(), dtype=object)
-        self._trace = None if trace is None else _trace_columns(trace)
+        self._trace = None if trace is None else trace_columns(trace)
         n = 0 if trace is None else len(trace)
         self._known = n  # the trace requests there are: the first ones
         self.warm = np.zeros(n, dtype=bool)  # by request_id: first scheduled in warm-up
@@ -300,11 +300,11 @@ class _Sender:
             self._queue.task_done()  # queue.join() waits for the chunks put so far
 
 
-def _trace_columns(trace: pd.DataFrame) -> Dict[str, np.ndarray]:
+def trace_columns(trace: pd.DataFrame) -> Dict[str, np.ndarray]:
     """The requests table's columns the trace gives, by request_id (session_id and turn
-    -1 for a request trace's)."""
+    -1 for a request trace's); arrival_s and prompt_len copies, for a replay to set."""
     return dict(arrival_s=trace["arrival_s"].to_numpy(np.float64, copy=True),
-                prompt_len=trace["prompt_len"].to_numpy(np.int64),
+                prompt_len=trace["prompt_len"].to_numpy(np.int64, copy=True),
                 max_new_tokens=trace["max_new_tokens"].to_numpy(np.int64),
                 **{name: trace[name].to_numpy(np.int64) if name in trace
                    else np.full(len(trace), -1, np.int64) for name in SESSION_COLUMNS})

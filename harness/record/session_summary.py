@@ -1,7 +1,8 @@
 """The summary rows of a session trace's run (docs/metrics.md, "Sessions"): its sessions'
 makespans and turns, the share of their makespans some turn of theirs spent in the engine
 (and the rest, waiting on gaps), the prefix-hit share of their first and later turns, and
-TTFT split by whether the turn's prompt hit the prefix cache."""
+TTFT split by whether the turn's prompt hit the prefix cache (against an endpoint, whose
+hits are unknown: NaN and no samples)."""
 
 from __future__ import annotations
 
@@ -58,13 +59,15 @@ def session_summary(requests: pd.DataFrame, sessions: pd.DataFrame, first: np.nd
     engine = busy.reindex(ended["session_id"].to_numpy()).sum() / span if span > 0 else np.nan
     rows += [("session_time", "engine_share", engine, "fraction"),
              ("session_time", "gap_share", 1.0 - engine, "fraction")]
-    hits = np.maximum(requests["prefix_hit_tokens"].to_numpy(np.int64), 0)
+    hits = requests["prefix_hit_tokens"].to_numpy(np.int64)
+    known = bool((hits >= 0).any())  # none is against an endpoint
+    hits = np.maximum(hits, 0)
     prompt = requests["prompt_len"].to_numpy(np.int64)
     for stat, turns in (("first_turns", first), ("later_turns", ~first)):
         total = prompt[turns].sum()
         rows.append(("session_prefix_hit", stat,
-                     hits[turns].sum() / total if total else np.nan, "fraction"))
-    completed = requests["status"].astype(str).isin(COMPLETED).to_numpy() & measured
+                     hits[turns].sum() / total if total and known else np.nan, "fraction"))
+    completed = requests["status"].astype(str).isin(COMPLETED).to_numpy() & measured & known
     ttft = requests["ttft_s"].to_numpy(np.float64)
     dist("ttft_prefix_hit", ttft[completed & (hits > 0)], "s")
     dist("ttft_prefix_miss", ttft[completed & (hits == 0)], "s")

@@ -1,7 +1,8 @@
 """The sessions table of a session trace's run (harness/schema/tables.py, SESSIONS_TABLE):
 one row per session, from the requests table as written and the trace's session columns
 (harness/traces/sessions.py). Hits by turn index are the requests table's own
-(`prefix_hit_tokens` by `turn`)."""
+(`prefix_hit_tokens` by `turn`); against an endpoint, which reports none, a session's hits
+are -1, unknown."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def session_rows(requests: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     for i, p in enumerate(parent):  # a parent's row comes before its children's
         sub[i] |= p >= 0 and sub[p]
     root = parent < 0
+    hits = requests["prefix_hit_tokens"].to_numpy(np.int64)
     turns = pd.DataFrame({
         "session_id": trace["session_id"].to_numpy(np.int64),
         "start_s": np.where(root, requests["arrival_s"].to_numpy(np.float64), np.nan),
@@ -30,7 +32,7 @@ def session_rows(requests: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
         "subagent_turns": sub.astype(np.int64),
         "finished_turns": (requests["status"].astype(str) == "finished").to_numpy(np.int64),
         "prompt_tokens": requests["prompt_len"].to_numpy(np.int64),
-        "prefix_hit_tokens": np.maximum(requests["prefix_hit_tokens"].to_numpy(np.int64), 0),
+        "prefix_hit_tokens": np.maximum(hits, 0),
         "output_tokens": requests["output_tokens"].to_numpy(np.int64)})
     by = turns.groupby("session_id", sort=False)
     out = by.agg(turns=("start_s", "size"), subagent_turns=("subagent_turns", "sum"),
@@ -40,5 +42,7 @@ def session_rows(requests: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
                  prefix_hit_tokens=("prefix_hit_tokens", "sum"),
                  output_tokens=("output_tokens", "sum")).reset_index()
     out["makespan_s"] = out["end_s"] - out["start_s"]
+    if not (hits >= 0).any():  # against an endpoint: unknown
+        out["prefix_hit_tokens"] = -1
     out = out.sort_values(["start_s", "session_id"], kind="stable", ignore_index=True)
     return out[list(SESSIONS_TABLE.names)]

@@ -9,7 +9,8 @@ and yielding to the event loop until it comes, and records when it sent it (enqu
 beside when it was due (arrival_s): latencies count from arrival_s, so a late send is not
 hidden (coordinated omission), and the manifest reports the lag. Closed loop
 (`load.concurrency`): that many senders, each sending the next request in trace order when
-its last one ends; a request arrives when it is released.
+its last one ends; a request arrives when it is released. A session trace's turns are
+sent as their parents' streams end (client_sessions.py).
 
 A request that fails is recorded and the run goes on: an HTTP error or a refused
 connection is `rejected`, a stream cut short (a timeout, a malformed or error event, no
@@ -34,15 +35,14 @@ import numpy as np
 from ..errors import BadInput
 from ..record.client_recorder import ClientRecorder
 from ..record.metrics import describe
+from .client_sessions import SessionSender
 from .driver import Requests
 from .frontend import Frontend
+from .prompts import prompt_ids, user_message
 from .scrape import Scraper
 
 SPIN_S = 0.002  # the pacer sleeps to within this of a send, then yields until it is due
 STOP_POLL_S = 0.05
-VOCAB = 256  # prompt token ids are below it: any model's vocabulary holds them
-WORDS = ("the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "as", "with",
-         "was", "at", "by", "be")  # a chat prompt's words, one token each in common tokenizers
 REASON_CHARS = 200
 TABLES = "requests, server (its /metrics) and summary only: the engine is the endpoint's, " \
          "so no steps or batches"
@@ -99,7 +99,8 @@ class ClientLoop:
             send = _Sender(self, session, requests, recorder, start, progress, n, lags)
             scraper, scraping = self._scraper(session, recorder, start)
             work = asyncio.ensure_future(
-                send.closed(requests.concurrency) if requests.concurrency
+                SessionSender(send, SPIN_S).run() if requests.sessions is not None
+                else send.closed(requests.concurrency) if requests.concurrency
                 else send.open(requests.arrival_s))
             try:
                 while not work.done():
@@ -134,14 +135,16 @@ class ClientLoop:
         """Request i's body: its prompt of prompt_len tokens (ids, or words for chat),
         max_new_tokens, no early end, streamed with its usage."""
         ids = prompt_ids(self.seed, i, prompt_len, hash_ids, hash_block_size)
+        return self.request(ids if self.target.api != "chat" else [user_message(ids)],
+                            max_new_tokens)
+
+    def request(self, prompt: list, max_new_tokens: int) -> Dict[str, Any]:
+        """The body of a prompt (token ids, or chat messages), max_new_tokens, no early end,
+        streamed with its usage."""
         body: Dict[str, Any] = dict(model=self.target.model, max_tokens=max_new_tokens,
                                     ignore_eos=True, stream=True,
                                     stream_options=dict(include_usage=True))
-        if self.target.api == "chat":
-            body["messages"] = [dict(role="user", content=" ".join(
-                WORDS[t % len(WORDS)] for t in ids))]
-        else:
-            body["prompt"] = ids
+        body["messages" if self.target.api == "chat" else "prompt"] = prompt
         return body
 
 
@@ -195,10 +198,13 @@ class _Sender:
                 task.cancel()
             raise
 
-    async def one(self, i: int) -> None:
+    async def one(self, i: int, body: Optional[Dict[str, Any]] = None) -> "_Stream":
+        """Request i sent (its trace's body, or `body`), streamed and recorded."""
         r = self.requests
-        body = self.loop.body(i, int(r.prompt_len[i]), int(r.max_new_tokens[i]),
-                              None if r.hash_ids is None else r.hash_ids[i], r.hash_block_size)
+        if body is None:
+            body = self.loop.body(i, int(r.prompt_len[i]), int(r.max_new_tokens[i]),
+                                  None if r.hash_ids is None else r.hash_ids[i],
+                                  r.hash_block_size)
         stream = _Stream()
         sent = self.now()
         self.lags[i] = sent - self.recorder.arrival_s[i]
@@ -211,6 +217,7 @@ class _Sender:
             self.recorder.ended(i, sent, stream.times, stream.tokens(), *stream.outcome)
             if self.progress is not None:
                 self.progress(self.recorder.num_done, self.n)
+        return stream
 
 
 class _Stream:
@@ -219,6 +226,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.times: List[float] = []
+        self.text: List[str] = []  # the content events' text
         self.usage: Optional[int] = None
         self.outcome: Tuple[str, str] = ("unfinished", "the run stopped")
 
@@ -284,15 +292,18 @@ class _Stream:
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.usage = usage["completion_tokens"]
         choices = chunk.get("choices") or []
-        if any(_content(c) for c in choices if isinstance(c, dict)):
+        text = "".join(_content(c) for c in choices if isinstance(c, dict))
+        if text:
             self.times.append(t)
+            self.text.append(text)
         return True
 
 
-def _content(choice: dict) -> bool:
-    """A choice carries output: a completion's text or a chat delta's content."""
+def _content(choice: dict) -> str:
+    """The output a choice carries: a completion's text or a chat delta's content."""
     delta = choice.get("delta")
-    return bool(choice.get("text") or (isinstance(delta, dict) and delta.get("content")))
+    text = choice.get("text") or (isinstance(delta, dict) and delta.get("content"))
+    return str(text) if text else ""
 
 
 def endpoint_url(endpoint: str, api: str) -> str:
@@ -302,19 +313,3 @@ def endpoint_url(endpoint: str, api: str) -> str:
     if not urlsplit(base).path.endswith("/v1"):
         base += "/v1"
     return base + ("/chat/completions" if api == "chat" else "/completions")
-
-
-def prompt_ids(seed: int, i: int, prompt_len: int, hash_ids,
-               hash_block_size: Optional[int]) -> List[int]:
-    """Request i's prompt of prompt_len token ids below VOCAB: each hash id's block the
-    same tokens in every request that names it (a shared prefix shared), the rest the
-    request's own."""
-    parts = []
-    if hash_ids is not None and hash_block_size:
-        for h in hash_ids:
-            parts.append(np.random.default_rng([seed, 1, int(h)]).integers(
-                0, VOCAB, hash_block_size))
-    have = sum(len(p) for p in parts)
-    if have < prompt_len:
-        parts.append(np.random.default_rng([seed, 0, i]).integers(0, VOCAB, prompt_len - have))
-    return np.concatenate(parts)[:prompt_len].tolist()

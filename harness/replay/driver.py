@@ -6,7 +6,8 @@ steps until every one is done. `steptrace run`, the null-engine calibration and
   engine sleeps until the next arrival. Intended vs actual enqueue times are recorded.
   With a frontend (harness/replay/frontend.py) its thread enqueues them at their times instead, and
   the engine's loop drains its queue before every step, never waiting on it while it has
-  work, and publishes each step's committed tokens to it.
+  work, and publishes each step's committed tokens to it; a session trace's turns it
+  enqueues as they come due.
 - virtual: discrete events. The clock advances by each step's duration (the modeled one on
   a modeled device, else the measured one), so a trace replays as fast as the engine steps,
   and a modeled run's tables are identical for a seed.
@@ -22,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..traces.sessions import is_sessions
-from .sessions import SessionTree, replay_sessions
+from .sessions import SessionTree, Turns, replay_sessions
 
 PROGRESS_EVERY = 64  # steps between progress callbacks
 IDLE_POLL_S = 0.1  # an idle engine's longest wait for the frontend, between stop checks
@@ -81,18 +82,21 @@ def replay(engine, requests: Requests, clock: str, recorder,
         raise ValueError("a frontend thread needs the real clock")
     if frontend is not None and requests.concurrency:
         raise ValueError("a frontend thread enqueues at the trace's times, not in a closed loop")
-    if requests.sessions is not None:
-        if frontend is not None or requests.concurrency:
-            raise ValueError("sessions are replayed inline, their own closed loop or open")
+    if requests.sessions is not None and requests.concurrency:
+        raise ValueError("sessions are their own closed loop (load.mode: sessions)")
+    if requests.sessions is not None and frontend is None:
         return replay_sessions(engine, requests, clock, recorder, on_step,
                                time.perf_counter() if start is None else start,
                                threading.Event() if stop is None else stop, step_seconds,
                                PROGRESS_EVERY)
-    run = _Replay(engine, requests, clock == "virtual", recorder, step_seconds, frontend,
-                  time.perf_counter() if start is None else start)
+    run = (_Replay if requests.sessions is None else _FrontendTurns)(
+        engine, requests, clock == "virtual", recorder, step_seconds, frontend,
+        time.perf_counter() if start is None else start)
+    turns = None if requests.sessions is None else \
+        Turns(requests.sessions, requests.arrival_s, run.sessions_ended.put)
     stop = threading.Event() if stop is None else stop
     if frontend is not None:
-        frontend.start(run.start)
+        frontend.start(run.start, turns)
     n = len(run.arrivals)
     while (run.next < n or engine.has_unfinished()) and not stop.is_set():
         if run.step(stop) and on_step is not None and run.steps % PROGRESS_EVERY == 0:
@@ -165,6 +169,35 @@ class _Replay:
         self.recorder.step(record, step_start, self.now)
         self.steps += 1
         return True
+
+
+class _FrontendTurns(_Replay):
+    """A session trace's turns, enqueued by the frontend's thread as they come due (it
+    learns of their ends from the steps published to it, and from here of a turn rejected
+    as it came). The engine is told a session's end before the step after the frontend
+    learnt it."""
+
+    def __init__(self, engine, requests: Requests, *args) -> None:
+        super().__init__(engine, requests, *args)
+        assert requests.sessions is not None, "a session trace's"
+        engine.sessions = requests.sessions.session_id  # each turn's, for the scheduler
+        self.sessions_ended: queue.SimpleQueue = queue.SimpleQueue()  # the frontend's word
+
+    def step(self, stop: threading.Event) -> bool:
+        while not self.sessions_ended.empty():
+            self.engine.end_session(self.sessions_ended.get())
+        return super().step(stop)
+
+    def add(self, i: int, t: float) -> None:
+        due = self.frontend.arrival(i)
+        self.recorder.arrived(i, due)
+        added = self.engine.add_request(
+            i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
+            arrival_time=due, hash_ids=None if self.hash_ids is None else self.hash_ids[i],
+            hash_block_size=self.hash_block_size)
+        self.recorder.enqueue(added, t)
+        if added.status != "waiting":  # rejected (or done) as it came
+            self.frontend.ended(i, t)
 
 
 def _drain(requests: queue.SimpleQueue, add: Callable[[int, float], None], start: float,

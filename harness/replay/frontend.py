@@ -10,6 +10,12 @@ detokenizing and streaming hold it) and stamps when each token reached it (deliv
 = that stamp - the commit time). Which of the two threads runs when is the GIL's choice:
 that is what a GIL A/B comparison measures (docs/gil.md).
 
+A session trace's turns (sessions.py's Turns) are injected as their parents end: the
+injecting task enqueues each turn when it is due, its arrival that time; the delivering
+task, having delivered a step's tokens, ends the turns that left the engine with it (their
+last token delivered, as a client's stream ends), and the engine's thread tells it of a
+turn rejected as it came (ended()). Either wakes the injecting task.
+
 Closing delivers every token published, however long that takes. Once a signal has stopped
 the run (`stop` set) the tokens not yet delivered are abandoned (counted, no work, no
 delay), the token in progress included, at once: the engine's thread, waiting for the
@@ -33,6 +39,7 @@ import pandas as pd
 
 from ..record.metrics import SUMMARY_COLUMNS, describe
 from ..workload.schema import PER_TOKEN_US
+from .sessions import Turns
 
 
 class Frontend:
@@ -62,14 +69,28 @@ class Frontend:
         self._loop = asyncio.new_event_loop()
         self._events: Optional[asyncio.Queue] = None
         self._stopped: Optional[asyncio.Future] = None
+        self._turns: Optional[Turns] = None
+        self._due = np.empty(0)  # by request id: when a session's turn came due
+        self._wake: Optional[asyncio.Event] = None  # a turn ended
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="frontend", daemon=True)
 
-    def start(self, start: float) -> None:
-        """Run from `start`, the perf_counter() value of the real clock's zero."""
-        self._start = start
+    def start(self, start: float, turns: Optional[Turns] = None) -> None:
+        """Run from `start`, the perf_counter() value of the real clock's zero; with `turns`,
+        a session trace's, each enqueued when it is due (arrival() then says when)."""
+        self._start, self._turns = start, turns
+        if turns is not None:  # the arrivals are known as the turns come due
+            self._due = np.full(len(self._arrivals), np.nan)
         self._thread.start()
         self._ready.wait()
+
+    def arrival(self, request_id: int) -> float:
+        """When an enqueued session turn came due (engine thread, once it took it)."""
+        return float(self._due[request_id])
+
+    def ended(self, request_id: int, t: float) -> None:
+        """A session turn rejected as it came, at t on the run's clock (engine thread)."""
+        self._loop.call_soon_threadsafe(self._turn_ended, request_id, t)
 
     def publish(self, record, commit_s: float) -> None:
         """The tokens a step committed, at commit_s on the run's clock (engine thread)."""
@@ -139,7 +160,9 @@ class Frontend:
     async def _main(self) -> None:
         self._events = asyncio.Queue()
         self._stopped = self._loop.create_future()
-        tasks = [asyncio.create_task(self._inject()), asyncio.create_task(self._deliver())]
+        self._wake = asyncio.Event()
+        inject = self._inject() if self._turns is None else self._inject_turns(self._turns)
+        tasks = [asyncio.create_task(inject), asyncio.create_task(self._deliver())]
         self._ready.set()
         await self._stopped
         for task in tasks:
@@ -154,6 +177,29 @@ class Frontend:
             now = time.perf_counter() - self._start
             self._drift[i] = now - arrival
             self.requests.put(i)
+
+    async def _inject_turns(self, turns: Turns) -> None:
+        wake = self._wake
+        assert wake is not None, "made before this task"
+        while True:
+            now = time.perf_counter() - self._start
+            for t, i in turns.due(now):
+                self._due[i] = t
+                self._drift[i] = now - t
+                self.requests.put(i)
+            wake.clear()
+            if not turns.events:
+                await wake.wait()
+                continue
+            try:
+                await asyncio.wait_for(wake.wait(), turns.events[0][0] - now)
+            except asyncio.TimeoutError:
+                pass
+
+    def _turn_ended(self, request_id: int, t: float) -> None:
+        assert self._turns is not None and self._wake is not None, "a session replay's"
+        self._turns.ended(request_id, t)
+        self._wake.set()
 
     async def _deliver(self) -> None:
         try:
@@ -187,6 +233,8 @@ class Frontend:
                         self._histogram[int(round(delay * 1e6))] += 1
             for seq_id in left:
                 self._settle(seq_id)
+                if self._turns is not None:
+                    self._turn_ended(seq_id, time.perf_counter() - self._start)
             with self._progress:
                 self._processed += 1
                 self._progress.notify_all()

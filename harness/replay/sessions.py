@@ -7,6 +7,8 @@ engine is told when a session has ended (engine.end_session: session_retention).
 
 On the virtual clock the loop jumps to the next event when the engine is idle; on the real
 clock it waits for it. The recorder is told each turn's arrival (Recorder.arrived).
+Turns, when each turn is due, is the engine-free part: the endpoint's client
+(client_sessions.py) and the frontend's thread (frontend.py) replay sessions with it too.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from typing import Any, Callable, List, NamedTuple, Optional
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -73,36 +75,28 @@ def replay_sessions(engine, requests, clock: str, recorder,
     return not stop.is_set()
 
 
-class _Sessions:
-    def __init__(self, engine, requests, virtual: bool, recorder, step_seconds,
-                 start: float) -> None:
-        self.engine, self.recorder, self.virtual = engine, recorder, virtual
-        self.step_seconds, self.start = step_seconds, start
-        self.requests, self.tree = requests, _Tree(requests.sessions)
-        engine.sessions = requests.sessions.session_id  # each turn's, for the scheduler
-        self.prompt_len = requests.prompt_len.tolist()
-        self.max_new_tokens = requests.max_new_tokens.tolist()
-        self.now, self.steps = 0.0, 0
-        self.done = [False] * len(self.prompt_len)
+class Turns:
+    """When each turn is due, on any clock and in any loop: the roots at their sessions'
+    starts (a closed loop's first `live` at 0, each later one as a session ends), every
+    other turn as ended() says what it waits for has ended."""
+
+    def __init__(self, sessions: SessionTree, arrival_s: np.ndarray,
+                 session_ended: Callable[[int], None] = lambda session_id: None) -> None:
+        self.session_ended = session_ended  # told each session whose every turn has ended
+        self.tree = _Tree(sessions)
+        self.done = [False] * len(self.tree.parent)
         self.events: list = []  # (time, row): turns to add once their time has come
-        live = requests.sessions.live
-        roots = self.tree.roots
-        first = roots if live is None else roots[:live]
-        for i in first:
-            heapq.heappush(self.events, (0.0 if live else float(requests.arrival_s[i]), i))
+        live, roots = sessions.live, self.tree.roots
+        for i in roots if live is None else roots[:live]:
+            heapq.heappush(self.events, (0.0 if live else float(arrival_s[i]), i))
         self.waiting_roots = [] if live is None else roots[live:][::-1]
 
-    def add(self, i: int, t: float) -> None:
-        """Turn i, arrived at t, enqueued now."""
-        r = self.requests
-        self.recorder.arrived(i, t)
-        added = self.engine.add_request(
-            i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
-            arrival_time=t, hash_ids=None if r.hash_ids is None else r.hash_ids[i],
-            hash_block_size=r.hash_block_size)
-        self.recorder.enqueue(added, self.now)
-        if added.status != "waiting":  # rejected (or done) as it came
-            self.ended(i, self.now)
+    def due(self, now: float) -> List[Tuple[float, int]]:
+        """The turns due by `now`, (time, row) in time order, taken."""
+        out = []
+        while self.events and self.events[0][0] <= now:
+            out.append(heapq.heappop(self.events))
+        return out
 
     def ended(self, i: int, t: float) -> None:
         """Turn i's last token is out (or it was rejected) at t: its sub-agents start."""
@@ -136,9 +130,34 @@ class _Sessions:
                 self._settle(p, t)
                 return
             i = p  # a next turn's subtree ends its predecessor's
-        self.engine.end_session(self.tree.session_id[i])
+        self.session_ended(self.tree.session_id[i])
         if self.waiting_roots:  # a closed loop's session ended: the next one starts
             heapq.heappush(self.events, (t, self.waiting_roots.pop()))
+
+
+class _Sessions(Turns):
+    def __init__(self, engine, requests, virtual: bool, recorder, step_seconds,
+                 start: float) -> None:
+        super().__init__(requests.sessions, requests.arrival_s, engine.end_session)
+        self.engine, self.recorder, self.virtual = engine, recorder, virtual
+        self.step_seconds, self.start = step_seconds, start
+        self.requests = requests
+        engine.sessions = requests.sessions.session_id  # each turn's, for the scheduler
+        self.prompt_len = requests.prompt_len.tolist()
+        self.max_new_tokens = requests.max_new_tokens.tolist()
+        self.now, self.steps = 0.0, 0
+
+    def add(self, i: int, t: float) -> None:
+        """Turn i, arrived at t, enqueued now."""
+        r = self.requests
+        self.recorder.arrived(i, t)
+        added = self.engine.add_request(
+            i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
+            arrival_time=t, hash_ids=None if r.hash_ids is None else r.hash_ids[i],
+            hash_block_size=r.hash_block_size)
+        self.recorder.enqueue(added, self.now)
+        if added.status != "waiting":  # rejected (or done) as it came
+            self.ended(i, self.now)
 
     def step(self, stop: threading.Event) -> bool:
         engine = self.engine

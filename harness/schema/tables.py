@@ -271,7 +271,8 @@ SESSIONS_TABLE = Table("sessions", "session of a session trace (written for one 
          "turns waited on no engine (sub-agents' gaps overlap)"),
     _col("prompt_tokens", I64, "tokens", "its turns' prompts, summed (each the context so "
          "far)"),
-    _col("prefix_hit_tokens", I64, "tokens", "of them, found in the prefix cache"),
+    _col("prefix_hit_tokens", I64, "tokens", "of them, found in the prefix cache; -1 "
+         "unknown (against an endpoint)"),
     _col("output_tokens", I64, "tokens", "its turns' output tokens committed"),
 ))
 

@@ -1,7 +1,8 @@
 """A workload's sessions (docs/workloads.md, "Sessions"): a session trace file (a format
 of harness/traces/session_readers.py, or `auto` telling one) or generator
 (`trace.generate.sessions`), and `load.mode: sessions`; replayed by the Python loop into
-one co-located engine, its turns enqueued from the engine's loop."""
+one co-located engine, its turns enqueued from the engine's loop or by the frontend's
+thread, or sent to a `target` endpoint by the client."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def replays_sessions(values) -> bool:
 def sessions(values, data, path: Path, fail) -> None:
     """trace.format resolved to sessions where `auto` reads a session file; the sessions
     section null where the generator leaves it out; load.mode: sessions and what a session
-    replay cannot take refused by key."""
+    replay cannot take refused by key; frontend.mode inline unless the workload asks for
+    the thread."""
     trace, load = values["trace"], values["load"]
     given = (data.get("trace") or {}).get("generate") or {}
     if "sessions" not in given:
@@ -54,13 +56,10 @@ def sessions(values, data, path: Path, fail) -> None:
          "a session trace's closed loop counts sessions: expected load.mode: sessions"),
         (("trace", "drop_bad_rows"), trace["drop_bad_rows"],
          "a dropped turn would break its session: expected false"),
-        (("frontend", "mode"), (values["frontend"]["mode"] == "thread"),
-         "a session's turns are enqueued from the engine's loop as their parents end: "
-         "expected inline"),
-        (("target",), "target" in data, "sessions are replayed into this run's engine"),
         (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill")),
          "sessions are replayed into one co-located engine"))
     for key, bad, why in refused:
         if bad:
             fail(key, why)
-    values["frontend"]["mode"] = "inline"
+    if values["frontend"]["mode"] is None:  # a session replay's turns: the engine's loop's
+        values["frontend"]["mode"] = "inline"

@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytestmark = pytest.mark.slow  # starts `steptrace serve` processes
 
+from harness.analysis.interval import noise_floor, ratio  # noqa: E402
 from harness.commands import main  # noqa: E402
 from harness.record.run import Run  # noqa: E402
 from tests.helpers import MODELED, REPO  # noqa: E402
@@ -40,11 +41,12 @@ ENGINE = MODELED[MODELED.index("engine:"):].replace(
 
 
 @contextmanager
-def serve_process(root: Path):
-    """`steptrace serve` of ENGINE on a free port, a process of its own; yields (its url,
+def serve_process(root: Path, engine: str = ENGINE):
+    """`steptrace serve` of `engine` on a free port, a process of its own; yields (its url,
     a list its run is put in once SIGTERM has stopped it)."""
     command = [sys.executable, "-m", "harness.commands", "serve",
-               str(workload_file(root, SERVED_TRACE + ENGINE)), "--port", "0", "--max-concurrency", "1024"]
+               str(workload_file(root, SERVED_TRACE + engine)), "--port", "0",
+               "--max-concurrency", "1024"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     runs: list = []
@@ -82,10 +84,10 @@ def delivery_mean_s(url: str) -> float:
     return got["sum"] / got["count"]
 
 
-def local_run(root: Path, body: str, name: str) -> Run:
+def local_run(root: Path, body: str, name: str, engine: str = ENGINE) -> Run:
     """`steptrace run` of the served engine on `body`'s trace and load."""
     path = root / f"{name}.yaml"
-    path.write_text(ENGINE + body + f"output: {root / 'results'}\nname: {name}\n")
+    path.write_text(engine + body + f"output: {root / 'results'}\nname: {name}\n")
     assert main(["run", str(path)]) == 0
     return Run.read(next((root / "results" / name).iterdir()))
 
@@ -148,3 +150,50 @@ def test_send_lag_at_1000_requests_a_second(benchmark, tmp_path):
     benchmark.extra_info.update({f"send_lag_{k}_ms": v * 1e3 for k, v in lag.items()
                                  if k != "count"})
     print(f"\nclient at 1000 req/s: {benchmark.extra_info}")
+
+
+# The embedded default's engine (workloads/quickstart.yaml): the tiny model's real forward
+CPU_ENGINE = """engine: {max_num_batched_tokens: 2048, max_num_seqs: 64, num_kv_blocks: 4096, \
+block_size: 16}
+model: tiny
+device: cpu
+calibration_requests: 0
+telemetry: {enabled: false}
+"""
+CPU_STREAMS = 16
+
+
+def test_served_cpu_engine_step_against_the_run(benchmark, tmp_path):
+    """The real (CPU) engine served at 16 streams (a closed loop of steptrace's client) and
+    replayed by `steptrace run` at the same load, alternately, PAIRS times: the ratio of
+    their engine step p50s (served / run, the forward included) with its interval over the
+    pairs, beside the run's A/A noise floor."""
+    enabled = not benchmark.disabled
+    pairs, requests, output = (4, 8 * CPU_STREAMS, 32) if enabled else (1, CPU_STREAMS, 4)
+    body = trace(requests, 1000, 64, output) + \
+        f"load: {{mode: concurrency, concurrency: {CPU_STREAMS}}}\n"
+    served, local = [], []
+
+    def drive():
+        for i in range(pairs):
+            (tmp_path / f"server{i}").mkdir()
+            with serve_process(tmp_path / f"server{i}", CPU_ENGINE) as (url, runs):
+                ours = client_run(tmp_path, f'{{endpoint: "{url}", model: tiny}}', body,
+                                  f"client{i}")
+            assert (ours.table("requests")["status"] == "finished").all()
+            served.append(runs[0])
+            local.append(local_run(tmp_path, body, f"run{i}", CPU_ENGINE))
+
+    benchmark.pedantic(drive, rounds=1, iterations=1)
+    served_p50 = [r.value("step.p50") for r in served]
+    run_p50 = [r.value("step.p50") for r in local]
+    assert [r.value("step.count") for r in served] and all(p > 0 for p in served_p50 + run_p50)
+    step = ratio(run_p50, served_p50)
+    floor = noise_floor(run_p50)
+    benchmark.extra_info.update(
+        served_step_p50_us=served_p50, run_step_p50_us=run_p50,
+        served_steps=[r.value("step.count") for r in served],
+        run_steps=[r.value("step.count") for r in local],
+        step_ratio=step.ratio, step_ratio_low=step.low, step_ratio_high=step.high,
+        run_noise_floor=floor.spread if floor else None)
+    print(f"\nserved CPU engine at {CPU_STREAMS} streams: {benchmark.extra_info}")
