@@ -89,11 +89,14 @@ def replay(engine, requests: Requests, clock: str, recorder,
                                time.perf_counter() if start is None else start,
                                threading.Event() if stop is None else stop, step_seconds,
                                PROGRESS_EVERY)
-    run = (_Replay if requests.sessions is None else _FrontendTurns)(
-        engine, requests, clock == "virtual", recorder, step_seconds, frontend,
-        time.perf_counter() if start is None else start)
-    turns = None if requests.sessions is None else \
-        Turns(requests.sessions, requests.arrival_s, run.sessions_ended.put)
+    args = (engine, requests, clock == "virtual", recorder, step_seconds, frontend,
+            time.perf_counter() if start is None else start)
+    turns: Optional[Turns] = None
+    if requests.sessions is None:
+        run = _Replay(*args)
+    else:
+        run = sessions_run = _FrontendTurns(*args)
+        turns = Turns(requests.sessions, requests.arrival_s, sessions_run.sessions_ended.put)
     stop = threading.Event() if stop is None else stop
     if frontend is not None:
         frontend.start(run.start, turns)
