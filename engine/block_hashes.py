@@ -1,9 +1,13 @@
 """A trace's hash ids as the hashes of the engine's blocks: the mirror of
-csrc/block_hashes.cpp, whose header states the rule."""
+csrc/block_hashes.cpp, whose header states the rule. And a prompt's own hash ids, one per
+block of its token ids, where it comes as ids and not from a trace."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import List, Optional, Sequence
+
+import numpy as np
 
 _M = (1 << 64) - 1
 
@@ -43,3 +47,13 @@ def block_hashes(ids: Sequence[int], hash_block: int, block_size: int,
             if (i + 1) % m == 0:
                 out.append(_mix(chain, 0))
     return out
+
+
+def content_hash_ids(tokens: Sequence[int], block_size: int) -> List[int]:
+    """One id per block of `block_size` tokens (the last one partial), each the hash of
+    that block's ids: equal blocks get equal ids, and the chaining (block_hashes) makes a
+    block's hash depend on every token before it, as vLLM's prefix cache keys blocks."""
+    data = np.asarray(tokens, np.int64)
+    return [int.from_bytes(hashlib.blake2b(data[i:i + block_size].tobytes(),
+                                           digest_size=8).digest(), "little") >> 1
+            for i in range(0, len(data), block_size)]

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from . import _core
+from .block_hashes import content_hash_ids
 from .config import EngineConfig
 from .executors import ExecutorOutput, ExecutorSpec
 from .executors.base import RankCosts
@@ -156,15 +157,19 @@ class LLMEngine:
         kv_transfer (completion engine): its KV is still in transfer; it decodes once
         kv_arrived(request_id) is called (docs/scheduling.md, "KV in transfer").
         first_token (completion engine): the token its prefill sampled (else a seeded
-        draw). Its session, if `sessions` names one, goes to the scheduler (dp_assign
-        session_affinity keeps a session on one DP rank). Returns the scheduler's record of
-        it as added (waiting, finished or
+        draw). Prompt ids without hash ids are keyed for prefix caching by their own
+        blocks' contents (block_hashes.content_hash_ids). Its session, if `sessions` names
+        one, goes to the scheduler (dp_assign session_affinity keeps a session on one DP
+        rank). Returns the scheduler's record of it as added (waiting, finished or
         rejected)."""
         if (prompt_token_ids is None) == (prompt_len is None):
             raise ValueError(f"request {request_id}: give exactly one of prompt_token_ids "
                              f"and prompt_len")
         if prompt_token_ids is not None:
             prompt_len = len(prompt_token_ids)
+            if hash_ids is None and self.config.scheduler.prefix_caching:
+                hash_block_size = self.config.scheduler.block_size
+                hash_ids = content_hash_ids(prompt_token_ids, hash_block_size)
         else:
             assert prompt_len is not None  # exactly one of the two is given
             if prompt_len < 1:

@@ -33,6 +33,11 @@ TTFT_SLACK_S = 0.1
 TPOT_SLACK_S = 0.02
 
 
+def words(text: str) -> int:
+    """Tokens of served text: a token a word (docs/serving.md, "Text")."""
+    return len(text.split())
+
+
 def workload_file(root: Path, text: str = SERVED) -> Path:
     path = Path(root) / "served.yaml"
     path.write_text(text + f"output: {Path(root) / 'results'}\nname: served\n")

@@ -12,8 +12,7 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from harness.serve.text import count_tokens  # noqa: E402
-from tests.serving import error_of, events, get, post, served  # noqa: E402
+from tests.serving import error_of, events, get, post, served, words  # noqa: E402
 
 MODEL = "tiny"
 
@@ -32,7 +31,7 @@ def test_a_completion_counts_its_prompt_by_words_and_returns_max_tokens_tokens(s
     assert reply["object"] == "text_completion" and reply["model"] == MODEL
     assert reply["usage"] == dict(prompt_tokens=4, completion_tokens=7, total_tokens=11)
     choice = reply["choices"][0]
-    assert choice["finish_reason"] == "length" and count_tokens(choice["text"]) == 7
+    assert choice["finish_reason"] == "length" and words(choice["text"]) == 7
 
 
 def test_a_token_id_prompt_is_taken_as_its_ids(server):
@@ -53,7 +52,7 @@ def test_a_stream_sends_chunks_then_done_and_usage_when_asked(server, usage):
     assert data[-1] == "[DONE]"
     chunks = data[:-2] if usage else data[:-1]
     assert all(c["object"] == "text_completion" and len(c["choices"]) == 1 for c in chunks)
-    assert sum(count_tokens(c["choices"][0]["text"]) for c in chunks) == 9
+    assert sum(words(c["choices"][0]["text"]) for c in chunks) == 9
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "length"
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
     if usage:
@@ -74,7 +73,7 @@ def test_chat_turns_messages_into_a_prompt_and_answers_as_the_assistant(server):
     # "system: be brief\nuser: hello there"
     assert reply["usage"] == dict(prompt_tokens=6, completion_tokens=4, total_tokens=10)
     message = reply["choices"][0]["message"]
-    assert message["role"] == "assistant" and count_tokens(message["content"]) == 4
+    assert message["role"] == "assistant" and words(message["content"]) == 4
     status, body = post(server, "/v1/chat/completions",
                         dict(messages=messages, max_completion_tokens=5, stream=True,
                              stream_options=dict(include_usage=True)))
@@ -83,7 +82,7 @@ def test_chat_turns_messages_into_a_prompt_and_answers_as_the_assistant(server):
     assert data[-1] == "[DONE]" and data[-2]["usage"]["completion_tokens"] == 5
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    assert sum(count_tokens(c["choices"][0]["delta"]["content"]) for c in chunks) == 5
+    assert sum(words(c["choices"][0]["delta"]["content"]) for c in chunks) == 5
 
 
 def test_models_and_health(server):

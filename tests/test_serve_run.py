@@ -14,9 +14,8 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from harness.serve.text import count_tokens  # noqa: E402
 from tests.helpers import REPO  # noqa: E402
-from tests.serving import SERVED, events, get, post, served, workload_file  # noqa: E402
+from tests.serving import SERVED, events, get, post, served, words, workload_file  # noqa: E402
 
 STREAMS = 32
 
@@ -34,7 +33,7 @@ async def _stream(session, url, i):
                 continue
             chunk = json.loads(line[len(b"data: "):])
             if chunk["choices"]:
-                tokens += count_tokens(chunk["choices"][0]["text"])
+                tokens += words(chunk["choices"][0]["text"])
             usage = chunk.get("usage") or usage
     return tokens, usage
 
@@ -75,6 +74,32 @@ def test_the_cpu_model_takes_token_ids_and_writes_the_tokens_it_sent(tmp_path):
     assert tokens.groupby("request_id").size().to_dict() == {0: 6, 1: 2}
     requests = pd.read_parquet(runs[0].path / "requests.parquet")
     assert requests["prompt_len"].tolist() == [5, 3]
+
+
+@pytest.mark.parametrize("device", ["modeled:H200", "cpu"])
+def test_a_prompt_that_repeats_an_earlier_one_hits_its_cached_blocks(tmp_path, device):
+    """Prefix caching keys a served prompt by its content: the second turn of a chat (the
+    first's messages, its answer, a new message) and a token-id prompt extending an
+    earlier one hit the earlier prompt's full blocks; an unrelated prompt hits nothing."""
+    cached = SERVED.replace("modeled:H200", device)  # prefix caching is on by default
+    first = [dict(role="system", content=" ".join(f"rule{k}" for k in range(40))),
+             dict(role="user", content="hello there")]
+    ids = list(range(1, 50))
+    with served(tmp_path, text=cached) as (url, runs):
+        for body in (dict(messages=first, max_tokens=2),
+                     dict(messages=first + [dict(role="assistant", content=" tok tok"),
+                                            dict(role="user", content="and now")],
+                          max_tokens=2),
+                     dict(messages=[dict(role="user", content="unrelated " * 40)],
+                          max_tokens=2)):
+            assert post(url, "/v1/chat/completions", body)[0] == 200
+        for prompt in (ids, ids + [7, 7, 7]):
+            assert post(url, "/v1/completions", dict(prompt=prompt, max_tokens=2))[0] == 200
+    requests = pd.read_parquet(runs[0].path / "requests.parquet").sort_values("request_id")
+    hits = requests["prefix_hit_tokens"].tolist()
+    first_len = requests["prompt_len"].iloc[0]
+    assert hits[0] == 0 and hits[1] == first_len // 16 * 16 and hits[2] == 0
+    assert hits[3] == 0 and hits[4] == len(ids) // 16 * 16
 
 
 def _listening(process, lines):

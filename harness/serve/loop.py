@@ -109,7 +109,6 @@ class ServeLoop:
         recorder.admit(i, t, request.prompt_len, request.max_tokens)
         added = engine.add_request(
             i, prompt_token_ids=request.prompt_ids, max_new_tokens=request.max_tokens,
-            prompt_len=None if request.prompt_ids is not None else request.prompt_len,
             arrival_time=t)
         recorder.enqueue(added, t)
         self._pending[i], self._sent[i] = pending, 0

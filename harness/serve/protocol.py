@@ -41,7 +41,7 @@ class Completion:
     chat: bool
     model: str
     prompt_len: int
-    prompt_ids: Optional[List[int]]  # None: a text prompt, counted by text.py's rule
+    prompt_ids: List[int]  # a text prompt's: text.py's word ids
     max_tokens: int
     stream: bool
     include_usage: bool
@@ -76,15 +76,13 @@ def parse(body: bytes, chat: bool, model: str, vocab_size: int) -> Completion:
                        param="max_tokens")
     ids = None if chat else _prompt_ids(request.get("prompt"), vocab_size)
     if chat:
-        length = text.count_tokens(text.chat_prompt(_messages(request.get("messages"))))
+        ids = text.word_ids(text.chat_prompt(_messages(request.get("messages"))), vocab_size)
     elif ids is None:
-        length = text.count_tokens(_prompt_text(request.get("prompt")))
-    else:
-        length = len(ids)
-    if length < 1:
+        ids = text.word_ids(_prompt_text(request.get("prompt")), vocab_size)
+    if not ids:
         raise ApiError(400, "the prompt is empty: it needs a token (docs/serving.md, "
                             "\"Text\")", param="messages" if chat else "prompt")
-    return Completion(chat, model, length, ids, max_tokens, stream, include_usage)
+    return Completion(chat, model, len(ids), ids, max_tokens, stream, include_usage)
 
 
 def _typed(request: dict, name: str, kinds, prefix: str = ""):
