@@ -111,12 +111,28 @@ def test_a_shared_system_prompt_links_nothing(tmp_path):
     assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0]
 
 
-def test_a_request_has_one_next_turn(tmp_path):
-    rows = [req(0, 1100, 10, [1, 2, 3]), req(10, 1200, 10, [1, 2, 4]),  # line 1's next turn
-            req(20, 1150, 10, [1, 2, 5])]  # holds line 1's context, which has its next turn
-    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0, -1]
+def test_two_sessions_sharing_a_system_prompt_link_only_their_own_turns(tmp_path):
+    """Blocks 0 and 1 are a system prompt. Line 1's full blocks are only those, and it is
+    the first to hold them: line 2 (another session, already holding blocks 0 and 1) must
+    not follow it, though no other session had held them when line 2 came."""
+    rows = [req(0, 1100, 10, [0, 1, 10]),            # session A: the system prompt + 76
+            req(10, 2100, 10, [0, 1, 20, 21, 22]),   # session B's first turn
+            req(20, 2600, 10, [0, 1, 20, 21, 23, 24]),  # B's next: leads with B's blocks
+            req(30, 1700, 10, [0, 1, 11, 12]),       # A's next, or another session's?
+            req(40, 2200, 10, [0, 1, 11, 13, 14])]   # line 4's next
+    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, -1, 1, -1, 3]
+    df = read_mooncake_sessions(mooncake(tmp_path, rows)).df
+    assert df.groupby("session_id").size().tolist() == [1, 2, 2]
+
+
+def test_a_context_continued_twice_links_neither_continuation(tmp_path):
+    rows = [req(0, 1100, 10, [1, 2, 3]), req(10, 1200, 10, [1, 2, 4]),  # holds line 1's context
+            req(20, 1150, 10, [1, 2, 5])]  # so does this, and not line 2's: a fork
+    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, -1, -1]
     rows[2] = req(20, 1300, 10, [1, 2, 5])  # holds line 2's full blocks and context too
     assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0, 1]
+    rows[2] = req(20, 1300, 10, [1, 3, 5])  # forks after block 1, not after line 1's blocks
+    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0, -1]
 
 
 def test_a_prompt_short_of_its_would_be_parents_context_is_a_root(tmp_path):
