@@ -115,6 +115,19 @@ def test_recorded_prompts_are_refused_where_inconsistent(tmp_path, rows, message
         read_sessions(write(tmp_path, rows), hash_block_size=4)
 
 
+def test_trace_stats_exits_2_on_a_recorded_prompt_its_ids_do_not_fit(tmp_path, capsys):
+    rows = [turn(4, 0, -1, prompt_tokens=10, hash_ids=[1, 2, 3]),
+            turn(4, 1, 0, prompt_tokens=20, hash_ids=[1, 2, 3])]
+    path = write(tmp_path, rows)
+    assert main(["trace", "stats", str(path), "--hash-block-size", "4"]) == 2
+    assert f"{path}:2: session 4: turn 1: hash_ids: 3 ids, but its 20-token prompt has 5 " \
+        in capsys.readouterr().err
+    rows[1]["hash_ids"] += [4, 5]
+    write(tmp_path, rows)
+    assert main(["trace", "stats", str(path), "--hash-block-size", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prompt_len"]["max"] == 20
+
+
 @pytest.mark.parametrize("rows, message", [
     ([turn(3, 0, -1), turn(3, 1, 5)], r":2: session 3: turn 1's parent, turn 5, is missing"),
     ([turn(3, 0, -1), turn(3, 1, 2), turn(3, 2, 0)],
