@@ -14,20 +14,20 @@ A session's turns are rows, one per line of a JSONL or CSV file, with the column
     prompt_tokens   int    optional, every row or none: the prompt's length as recorded
 Without prompt_tokens, a turn's prompt is its parent's prompt and output and its own new
 input, so prompt_len = parent's prompt_len + parent's max_new_tokens + input_tokens (a
-root's: its input), and hash ids, where given, lead with the parent's full prompt blocks.
-With it, prompt_len = prompt_tokens, whatever the parent's (a compacted context, output left
-out of the next prompt, a sub-agent's own system prompt): hash ids are then required, they
-alone say what it shares with earlier prompts, and input_tokens is the turn's new input as
-the trace states it, for statistics only. A turn's children of kind subagent start together
-when it ends; its one other child, the session's next turn, starts once it and every
-sub-agent child's subtree have ended, plus its gap: the tree says when a turn comes, never
-what its prompt is. Without hash ids they are chained: a child's leading blocks are its
-parent's context's, so that prefix caching sees the reuse.
+root's: its input), and hash ids, where given, lead with the parent's full prompt blocks;
+without them they are chained: a child's leading blocks are its parent's context's, so
+that prefix caching sees the reuse. With prompt_tokens, prompt_len = prompt_tokens,
+whatever the parent's (a compacted context, output left out of the next prompt, a
+sub-agent's own system prompt): the tree then says only when a turn comes, its hash ids
+(required) alone what it shares with earlier prompts, and input_tokens is the turn's new
+input as the trace states it, for statistics only. A turn's children of kind subagent
+start together when it ends; its one other child, the session's next turn, starts once it
+and every sub-agent child's subtree have ended, plus its gap.
 
 The frame (`sessions_frame`) is a trace frame (harness/traces/read.py) ordered by session
 start, each session's turns in file order, arrival_s each turn's session start (a turn's
-own arrival is known only as the replay runs), with the columns above beside it and
-`parent_row`, the parent's row (-1: a root).
+own arrival is known only as the replay runs), with the columns above beside it (but
+prompt_tokens, which is its prompt_len) and `parent_row`, the parent's row (-1: a root).
 """
 
 from __future__ import annotations
