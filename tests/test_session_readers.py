@@ -111,12 +111,28 @@ def test_a_shared_system_prompt_links_nothing(tmp_path):
     assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0]
 
 
-def test_a_request_has_one_next_turn(tmp_path):
-    rows = [req(0, 1100, 10, [1, 2, 3]), req(10, 1200, 10, [1, 2, 4]),  # line 1's next turn
-            req(20, 1150, 10, [1, 2, 5])]  # holds line 1's context, which has its next turn
-    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0, -1]
+def test_two_sessions_sharing_a_system_prompt_link_only_their_own_turns(tmp_path):
+    """Blocks 0 and 1 are a system prompt. Line 1's full blocks are only those, and it is
+    the first to hold them: line 2 (another session, already holding blocks 0 and 1) must
+    not follow it, though no other session had held them when line 2 came."""
+    rows = [req(0, 1100, 10, [0, 1, 10]),            # session A: the system prompt + 76
+            req(10, 2100, 10, [0, 1, 20, 21, 22]),   # session B's first turn
+            req(20, 2600, 10, [0, 1, 20, 21, 23, 24]),  # B's next: leads with B's blocks
+            req(30, 1700, 10, [0, 1, 11, 12]),       # A's next, or another session's?
+            req(40, 2200, 10, [0, 1, 11, 13, 14])]   # line 4's next
+    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, -1, 1, -1, 3]
+    df = read_mooncake_sessions(mooncake(tmp_path, rows)).df
+    assert df.groupby("session_id").size().tolist() == [1, 2, 2]
+
+
+def test_a_context_continued_twice_links_neither_continuation(tmp_path):
+    rows = [req(0, 1100, 10, [1, 2, 3]), req(10, 1200, 10, [1, 2, 4]),  # holds line 1's context
+            req(20, 1150, 10, [1, 2, 5])]  # so does this, and not line 2's: a fork
+    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, -1, -1]
     rows[2] = req(20, 1300, 10, [1, 2, 5])  # holds line 2's full blocks and context too
     assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0, 1]
+    rows[2] = req(20, 1300, 10, [1, 3, 5])  # forks after block 1, not after line 1's blocks
+    assert parents(read_trace(mooncake(tmp_path, rows)).df, 512) == [-1, 0, -1]
 
 
 def test_a_prompt_short_of_its_would_be_parents_context_is_a_root(tmp_path):
@@ -147,9 +163,18 @@ def test_the_weka_sample_reads_as_sessions_with_sub_agents():
     assert (res.source, res.hash_block_size) == ("weka", 64)
     assert df.groupby("session_id").size().tolist() == [3, 3, 3, 53]
     assert (df["gap_kind"] == "subagent").sum() == 4 and (df["arrival_s"] == 0).all()
-    assert prefix_rule_holds(df, 64)
+    calls = [c for n in range(1, 5) for c in weka_calls(line(WEKA, n)["requests"])]
+    assert df["prompt_len"].tolist() == [c["in"] for c in calls]  # derived/recorded: 1.0
+    assert [ids[:len(c["hash_ids"])] for ids, c in zip(df["hash_ids"], calls)] == [
+        [(sid << 32) + h for h in c["hash_ids"]] for sid, c in zip(df["session_id"], calls)]
     own = [{h for ids in s["hash_ids"] for h in ids} for _, s in df.groupby("session_id")]
     assert all(not (a & b) for i, a in enumerate(own) for b in own[i + 1:])  # local scope
+
+
+def weka_calls(requests):
+    """A conversation's model calls in file order, each sub-agent's where its marker is."""
+    for e in requests:
+        yield from weka_calls(e["requests"]) if e["type"] == "subagent" else [e]
 
 
 def test_a_weka_fan_out_checked_by_hand():
@@ -169,8 +194,7 @@ def test_a_weka_fan_out_checked_by_hand():
     assert s.loc[after, "gap_s"] == pytest.approx(228.0 - 211.347)
     assert s.loc[after, "prompt_len"] == trace[4]["in"] == 32182  # it holds its parent's
     assert s.loc[after + 1, "gap_s"] == trace[5]["think_time"] == 8.0
-    assert s.loc[subs[0], "prompt_len"] == s.loc[first, "prompt_len"] \
-        + s.loc[first, "max_new_tokens"] + 1  # a sub-agent's context starts from its parent's
+    assert s.loc[subs[0], "prompt_len"] == trace[1]["requests"][0]["in"]  # its own prompt
 
 
 def weka(tmp_path, requests, name="w.jsonl", **top):
@@ -215,13 +239,16 @@ def test_a_weka_file_of_mixed_block_sizes_or_bad_lines_is_refused(tmp_path):
         read_weka(path)
 
 
-def test_a_weka_call_that_drops_context_is_held_to_its_parents_context(tmp_path):
-    """A compacted context (in below its parent's prompt and output) still extends it in
-    steptrace's model: prompt_len is the parent's context + 1, and a 0-token output asks
-    for one token."""
-    df = read_weka(weka(tmp_path, [call(0, 1000, 200), call(9, 300, 0)])).df
-    assert df["prompt_len"].tolist() == [1000, 1201]
+def test_a_weka_call_that_drops_context_keeps_its_recorded_prompt(tmp_path):
+    """A compacted context (in below its parent's prompt and output) is replayed as
+    recorded, sharing the blocks its ids say; a 0-token output asks for one token."""
+    first, second = call(0, 1000, 200), call(9, 300, 0, hash_ids=[0, 1, 77, 78])
+    df = read_weka(weka(tmp_path, [first, second])).df
+    assert df["prompt_len"].tolist() == [1000, 300]
     assert df["max_new_tokens"].tolist() == [200, 1] and df["input_tokens"].tolist()[1] == 1
+    ids = df["hash_ids"].tolist()
+    assert ids[0][:15] == list(range(15)) and len(ids[0]) == 16  # a fresh id for the tail
+    assert ids[1][:4] == [0, 1, 77, 78] and len(ids[1]) == 5
 
 
 # ---------------------------------------------------------------- trace stats

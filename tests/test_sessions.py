@@ -82,6 +82,52 @@ def test_hash_ids_in_the_file_must_fit_the_prompts(tmp_path):
         read_sessions(write(tmp_path, other), hash_block_size=4)
 
 
+def test_a_recorded_prompt_is_taken_as_recorded_and_shares_what_its_ids_say(tmp_path):
+    # blocks of 4: the root's 10-token prompt and 6 output tokens; turn 1 compacts them to
+    # 7 tokens, one block shared (id 1); turn 2 extends turn 1 by 3 tokens; turn 3, a
+    # sub-agent, has its own 5-token system prompt
+    rows = [turn(0, 0, -1, new=10, out=6, prompt_tokens=10, hash_ids=[1, 2, 3]),
+            turn(0, 1, 0, new=1, out=2, prompt_tokens=7, hash_ids=[1, 4]),
+            turn(0, 2, 1, new=3, prompt_tokens=12, hash_ids=[1, 5, 6]),
+            turn(0, 3, 0, kind="subagent", new=5, prompt_tokens=5, hash_ids=[7, 8])]
+    df = read_sessions(write(tmp_path, rows), hash_block_size=4)
+    assert df["prompt_len"].tolist() == [10, 7, 12, 5]
+    assert df["input_tokens"].tolist() == [10, 1, 3, 5]  # as stated, for statistics
+    assert df["parent_row"].tolist() == [-1, 0, 1, 0]
+    assert df["hash_ids"].tolist() == [r["hash_ids"] for r in rows]
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([turn(2, 0, -1, prompt_tokens=10, hash_ids=[1, 2, 3]), turn(2, 1, 0, hash_ids=[1, 2])],
+     r":2: session 2: prompt_tokens on some turns only: give them on every turn or on none"),
+    ([turn(2, 0, -1), turn(2, 1, 0, prompt_tokens=7)],
+     r":2: session 2: prompt_tokens on some turns only"),
+    ([turn(2, 0, -1, prompt_tokens=10), turn(2, 1, 0, prompt_tokens=7)],
+     r":1: session 2: prompt_tokens without hash_ids"),
+    ([turn(2, 0, -1, prompt_tokens=10, hash_ids=[1, 2, 3]),
+      turn(2, 1, 0, prompt_tokens=7, hash_ids=[1, 4, 5])],
+     r":2: session 2: turn 1: hash_ids: 3 ids, but its 7-token prompt has 2 blocks of 4"),
+    ([turn(2, 0, -1, prompt_tokens=0, hash_ids=[])],
+     r":1: session 2: prompt_tokens: expected an integer >= 1, got 0"),
+])
+def test_recorded_prompts_are_refused_where_inconsistent(tmp_path, rows, message):
+    with pytest.raises(TraceError, match=r"s\.jsonl" + message):
+        read_sessions(write(tmp_path, rows), hash_block_size=4)
+
+
+def test_trace_stats_exits_2_on_a_recorded_prompt_its_ids_do_not_fit(tmp_path, capsys):
+    rows = [turn(4, 0, -1, prompt_tokens=10, hash_ids=[1, 2, 3]),
+            turn(4, 1, 0, prompt_tokens=20, hash_ids=[1, 2, 3])]
+    path = write(tmp_path, rows)
+    assert main(["trace", "stats", str(path), "--hash-block-size", "4"]) == 2
+    assert f"{path}:2: session 4: turn 1: hash_ids: 3 ids, but its 20-token prompt has 5 " \
+        in capsys.readouterr().err
+    rows[1]["hash_ids"] += [4, 5]
+    write(tmp_path, rows)
+    assert main(["trace", "stats", str(path), "--hash-block-size", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prompt_len"]["max"] == 20
+
+
 @pytest.mark.parametrize("rows, message", [
     ([turn(3, 0, -1), turn(3, 1, 5)], r":2: session 3: turn 1's parent, turn 5, is missing"),
     ([turn(3, 0, -1), turn(3, 1, 2), turn(3, 2, 0)],

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from engine import EngineConfig, LLMEngine, SchedulerConfig, _core
+from harness.record.sessions_table import session_rows
 from harness.replay.driver import Requests, replay
 from harness.traces.generate import uniform
 from harness.traces.session_gen import Fanout, Shape, gap_dist, generate_sessions
@@ -71,6 +72,23 @@ def test_a_second_turn_arrives_at_the_first_ones_last_token_plus_its_gap(tmp_pat
     assert rows.loc[1, "arrival_s"] == rows.loc[0, "last_token_s"] + 3.25
     assert df["prompt_len"].tolist() == [500, 560]
     assert rows["output_tokens"].tolist() == [20, 8]
+
+
+def test_a_compacted_turn_is_replayed_as_recorded(tmp_path):
+    # the root's 160-token prompt (10 blocks) and 20 output tokens; its next turn's recorded
+    # prompt is 70 tokens (5 blocks), the root's first 3 blocks and 2 of its own
+    rows = [turn(0, 0, -1, new=160, out=20), turn(0, 1, 0, gap=2.5, new=1)]
+    rows[0].update(prompt_tokens=160, hash_ids=list(range(1, 11)))
+    rows[1].update(prompt_tokens=70, hash_ids=[1, 2, 3, 100, 101])
+    df = sessions(tmp_path, rows)
+    prompt = Requests.of(df, BLOCK).prompt_len  # what the engine is given
+    assert prompt.tolist() == [160, 70]
+    done = replayed(df).assign(prompt_len=prompt)
+    assert done.loc[1, "arrival_s"] == done.loc[0, "last_token_s"] + 2.5
+    assert done.loc[1, "prefix_hit_tokens"] == 3 * BLOCK  # the shared leading ids, no more
+    table = session_rows(done, df)
+    assert table[["prompt_tokens", "prefix_hit_tokens", "output_tokens"]].values.tolist() \
+        == [[230, 3 * BLOCK, 28]]
 
 
 def test_a_next_turn_waits_for_every_sub_agent(tmp_path):

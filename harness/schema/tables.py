@@ -269,8 +269,8 @@ SESSIONS_TABLE = Table("sessions", "session of a session trace (written for one 
     _col("makespan_s", F64, "s", "end_s - start_s"),
     _col("gap_s", F64, "s", "the trace's think and tool time of its turns, summed: time its "
          "turns waited on no engine (sub-agents' gaps overlap)"),
-    _col("prompt_tokens", I64, "tokens", "its turns' prompts, summed (each the context so "
-         "far)"),
+    _col("prompt_tokens", I64, "tokens", "its turns' prompts as replayed, summed (each the "
+         "context so far, or the trace's recorded prompt)"),
     _col("prefix_hit_tokens", I64, "tokens", "of them, found in the prefix cache; -1 "
          "unknown (against an endpoint)"),
     _col("output_tokens", I64, "tokens", "its turns' output tokens committed"),

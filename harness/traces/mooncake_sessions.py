@@ -7,9 +7,13 @@ longest list of full-prompt-block ids that leads this request's ids, where
     - this prompt holds the parent's whole context and more: input_length >= the parent's
       input_length + output_length + 1 (steptrace's turn: its prompt is its parent's prompt
       and output plus its own new input);
-    - no other session has held the parent's last full block by then (its own request and
-      the earlier turns of its chain may): a prefix several sessions share, a system
-      prompt's blocks, links nothing.
+    - the parent's full blocks are one chain's: the next block is the same in every request
+      that goes on past them (they fork nowhere there), and the requests whose full blocks
+      end there, then the first that goes on, can follow each other in trace order (each
+      prompt holds the one before's prompt and output and more); all of the trace's
+      requests count, earlier and later. A prefix several sessions share (a system
+      prompt's blocks), or one two continuations fork after, links nothing, even where the
+      parent was the first request to hold it.
 A request with no such parent is the root of a session of its own, at its timestamp. A
 child's gap_s is its arrival minus its parent's: the logging deployment's service of the
 parent is in it (the trace does not record it), so the gap is an upper bound on the think
@@ -54,35 +58,54 @@ def _request_lines(path: Path) -> List[int]:
 def parents(df: pd.DataFrame, block: int) -> List[int]:
     """Each request's parent row (-1: a root), by the rule of the module docstring."""
     prompt, output = df["prompt_len"].tolist(), df["max_new_tokens"].tolist()
-    trie: Dict = {}  # full-block id -> subtree; "ends": the rows whose full blocks end here
-    parent = [-1] * len(df)
-    session = list(range(len(df)))
-    owner: Dict[int, int] = {}  # a block's first session
-    shared = set()  # blocks more than one session has held
-    taken = set()  # rows with a next turn
     hash_ids = df["hash_ids"].tolist()
-    for i, ids in enumerate(hash_ids):
+    full = [ids[:n // block] for ids, n in zip(hash_ids, prompt)]
+    trie = _Node()  # every request's full blocks, before any parent is chosen
+    for i, ids in enumerate(full):
         node = trie
         for h in ids:
-            if h not in node:
-                break
-            node = node[h]
-            for j in reversed(node.get("ends", ())):
-                if j not in taken and prompt[i] > prompt[j] + output[j] \
-                        and hash_ids[j][prompt[j] // block - 1] not in shared:
-                    parent[i], session[i] = j, session[j]
+            node = node.kids.setdefault(h, _Node())
+            node.rows.append(i)
+        if ids:
+            node.ends.append(i)
+    parent = [-1] * len(df)
+    taken = set()  # rows with a next turn
+    for i, ids in enumerate(full):
+        node = trie
+        for depth, h in enumerate(ids, 1):
+            node = node.kids[h]
+            for j in reversed(node.ends):
+                if j < i and j not in taken and prompt[i] > prompt[j] + output[j] \
+                        and node.one_chain(depth, full, prompt, output):
+                    parent[i] = j
                     break
         if parent[i] >= 0:
             taken.add(parent[i])
-        for h in ids:
-            if owner.setdefault(h, session[i]) != session[i]:
-                shared.add(h)
-        if prompt[i] >= block:
-            node = trie
-            for h in ids[:prompt[i] // block]:
-                node = node.setdefault(h, {})
-            node.setdefault("ends", []).append(i)
     return parent
+
+
+class _Node:
+    """A full-block prefix: the next blocks after it, the requests holding it (in trace
+    order) and those whose full blocks end with it."""
+
+    def __init__(self) -> None:
+        self.kids: Dict[int, "_Node"] = {}
+        self.rows: List[int] = []
+        self.ends: List[int] = []
+        self.chain: Optional[bool] = None
+
+    def one_chain(self, depth: int, full, prompt, output) -> bool:
+        """Whether this prefix (`depth` blocks) is one chain's (module docstring)."""
+        if self.chain is None:
+            seq: List[int] = []
+            for r in self.rows:
+                seq.append(r)
+                if len(full[r]) > depth:
+                    break
+            ends_first = len(seq) - (len(full[seq[-1]]) > depth) == len(self.ends)
+            self.chain = len(self.kids) <= 1 and ends_first and all(
+                prompt[b] > prompt[a] + output[a] for a, b in zip(seq, seq[1:]))
+        return self.chain
 
 
 def _turns(df: pd.DataFrame, block: int, where: List[str]) -> List[Turn]:

@@ -11,17 +11,23 @@ A session's turns are rows, one per line of a JSONL or CSV file, with the column
     input_tokens    int    >= 1: the turn's new input
     max_new_tokens  int    >= 1: its output tokens
     hash_ids        list   optional, every row or none: the prompt's hash blocks
-A turn's prompt is its parent's prompt and output and its own new input, so
-prompt_len = parent's prompt_len + parent's max_new_tokens + input_tokens (a root's:
-its input). A turn's children of kind subagent start together when it ends; its one other
-child, the session's next turn, starts once it and every sub-agent child's subtree have
-ended, plus its gap. Without hash ids they are chained: a child's leading blocks are its
-parent's context's, so that prefix caching sees the reuse.
+    prompt_tokens   int    optional, every row or none: the prompt's length as recorded
+Without prompt_tokens, a turn's prompt is its parent's prompt and output and its own new
+input, so prompt_len = parent's prompt_len + parent's max_new_tokens + input_tokens (a
+root's: its input), and hash ids, where given, lead with the parent's full prompt blocks;
+without them they are chained: a child's leading blocks are its parent's context's, so
+that prefix caching sees the reuse. With prompt_tokens, prompt_len = prompt_tokens,
+whatever the parent's (a compacted context, output left out of the next prompt, a
+sub-agent's own system prompt): the tree then says only when a turn comes, its hash ids
+(required) alone what it shares with earlier prompts, and input_tokens is the turn's new
+input as the trace states it, for statistics only. A turn's children of kind subagent
+start together when it ends; its one other child, the session's next turn, starts once it
+and every sub-agent child's subtree have ended, plus its gap.
 
 The frame (`sessions_frame`) is a trace frame (harness/traces/read.py) ordered by session
 start, each session's turns in file order, arrival_s each turn's session start (a turn's
-own arrival is known only as the replay runs), with the columns above beside it and
-`parent_row`, the parent's row (-1: a root).
+own arrival is known only as the replay runs), with the columns above beside it (but
+prompt_tokens, which is its prompt_len) and `parent_row`, the parent's row (-1: a root).
 """
 
 from __future__ import annotations
@@ -163,6 +169,10 @@ def _turn(value: dict, where: str) -> Turn:
             type(h) is int and 0 <= h <= MAX_HASH_ID for h in ids)):
         raise TraceError(f"{at}: hash_ids: expected a list of integers in 0 .. 2**63 - 1")
     turn["hash_ids"] = ids
+    n = value.get("prompt_tokens")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise TraceError(f"{at}: prompt_tokens: expected an integer >= 1, got {n!r}")
+    turn["prompt_tokens"] = n
     return turn
 
 
@@ -172,22 +182,33 @@ def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessio
     (required where the turns have hash ids; chained ones are made where it is given and
     they have none). `shared_ids`: a root's leading chained ids, shared by every session
     (a common system prompt)."""
-    given = [t["hash_ids"] is not None for t in turns]
-    if any(given) and not all(given):
-        t = turns[given.index(False) if given[0] else given.index(True)]
-        raise TraceError(f"{t.where}: session {t['session_id']}: hash_ids on some turns "
-                         f"only: give them on every turn or on none")
-    if all(given) and block is None:
+    given, recorded = _on_every_turn(turns, "hash_ids"), _on_every_turn(turns, "prompt_tokens")
+    if recorded and not given:
+        t = turns[0]
+        raise TraceError(f"{t.where}: session {t['session_id']}: prompt_tokens without "
+                         f"hash_ids: a recorded prompt says what it shares by its hash ids")
+    if given and block is None:
         raise TraceError(f"{label}: hash_ids present but the hash block size is unknown: "
                          f"pass hash_block_size")
-    prompt, parent_of = _tree(turns)
-    ids = _checked_ids(turns, prompt, parent_of, block) if all(given) else \
+    prompt, parent_of = _tree(turns, recorded)
+    ids = _checked_ids(turns, prompt, parent_of, block, recorded) if given else \
         _chained_ids(turns, prompt, parent_of, block, shared_ids or []) if block else None
     return _frame(turns, prompt, parent_of, ids, block)
 
 
-def _tree(turns: List[Turn]) -> Tuple[np.ndarray, np.ndarray]:
-    """Each turn's prompt length and its parent's index (-1: a root), the tree checked."""
+def _on_every_turn(turns: List[Turn], key: str) -> bool:
+    """Whether the turns give `key`: all of them (True) or none (False); some is refused."""
+    given = [t.get(key) is not None for t in turns]
+    if any(given) and not all(given):
+        t = turns[given.index(False) if given[0] else given.index(True)]
+        raise TraceError(f"{t.where}: session {t['session_id']}: {key} on some turns "
+                         f"only: give them on every turn or on none")
+    return all(given)
+
+
+def _tree(turns: List[Turn], recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """Each turn's prompt length (`recorded`: its prompt_tokens) and its parent's index (-1:
+    a root), the tree checked."""
     rows: Dict[Tuple[int, int], int] = {}  # (session, turn) -> its index in turns
     prompt = np.zeros(len(turns), np.int64)
     parent_of = np.full(len(turns), -1, np.int64)
@@ -223,13 +244,15 @@ def _tree(turns: List[Turn]) -> Tuple[np.ndarray, np.ndarray]:
                 continuation[j] = i
             parent_of[i] = j
             prompt[i] = prompt[j] + turns[j]["max_new_tokens"] + t["input_tokens"]
+        if recorded:
+            prompt[i] = t["prompt_tokens"]
         rows[key] = i
     return prompt, parent_of
 
 
-def _checked_ids(turns, prompt, parent_of, block) -> List[list]:
+def _checked_ids(turns, prompt, parent_of, block, recorded: bool) -> List[list]:
     """The file's hash ids, each turn's ceil(prompt / block), leading with its parent's full
-    prompt blocks."""
+    prompt blocks unless the prompt is `recorded` (it shares what its ids say)."""
     for i, t in enumerate(turns):
         ids, want = t["hash_ids"], -(-int(prompt[i]) // block)
         at = f"{t.where}: session {t['session_id']}: turn {t['turn']}: hash_ids"
@@ -237,7 +260,7 @@ def _checked_ids(turns, prompt, parent_of, block) -> List[list]:
             raise TraceError(f"{at}: {len(ids)} ids, but its {prompt[i]}-token prompt has "
                              f"{want} blocks of {block} tokens")
         j = parent_of[i]
-        if j >= 0:
+        if j >= 0 and not recorded:
             full = int(prompt[j]) // block
             if ids[:full] != turns[j]["hash_ids"][:full]:
                 raise TraceError(f"{at}: its first {full} ids are not its parent's (turn "

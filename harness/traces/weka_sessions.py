@@ -14,14 +14,13 @@ line (JSONL). Each conversation is a session, its calls turns, as steptrace's mo
       missing, its `t` minus the previous call's end); for the call after sub-agent markers,
       its `t` minus the latest marker's `t`;
     - gap_kind: `user` where `input_types` names text, else `tool`;
-    - steptrace's turn extends its parent's context (prompt_len = the parent's prompt_len
-      and max_new_tokens + input_tokens, input_tokens >= 1), a recorded call need not (a
-      compacted context, output left out of the next prompt, a sub-agent's own system
-      prompt): input_tokens = max(1, in - the parent's context), so prompt_len = max(in,
-      the parent's context + 1), at least the recorded prompt;
-    - hash ids: the parent's full prompt blocks, then the call's own recorded ids from there
-      on, then fresh ids up to ceil(prompt_len / block_size); a local scope's ids are
-      offset by the session's number (ids << 32), so no two conversations share a block;
+    - the prompt is as recorded (prompt_tokens = `in`), whether or not it holds its
+      parent's context (a compacted context, output left out of the next prompt, a
+      sub-agent's own system prompt); input_tokens, the new input trace stats report, is
+      `in` minus the parent's context (its prompt and output), at least 1;
+    - hash ids: the call's recorded ids (its full blocks), then a fresh one for a last
+      partial block; a local scope's ids are offset by the session's number (ids << 32),
+      so no two conversations share a block;
     - every session starts at 0 (the traces carry no start times; `load.mode: sessions`
       replays N at a time); a call with `out` 0 asks for 1 token.
 """
@@ -125,7 +124,6 @@ class _Session:
             self.fail("hash_id_scope", f"expected local or global, got {scope!r}")
         self.offset = sid << LOCAL_BITS if scope == "local" else 0
         self.turns: List[Turn] = []
-        self.prompt: List[int] = []
         self.thread(_list(self, conv, "requests"), None, "requests")
 
     def fail(self, key: str, why: str) -> NoReturn:
@@ -169,24 +167,19 @@ class _Session:
                 type(h) is int and 0 <= h < 1 << LOCAL_BITS for h in ids):
             self.fail(f"{at}.hash_ids", f"expected a list of integers in 0 .. 2**{LOCAL_BITS}"
                                         f" - 1")
-        context = self.prompt[parent] + self.turns[parent]["max_new_tokens"] \
+        context = self.turns[parent]["prompt_tokens"] + self.turns[parent]["max_new_tokens"] \
             if parent is not None else 0
-        new = max(1, recorded - context)
-        prompt = context + new
-        head = self.turns[parent]["hash_ids"][:self.prompt[parent] // self.block] \
-            if parent is not None else []
-        own = [self.offset + h for h in ids[len(head):]]
-        n = -(-prompt // self.block)
-        blocks = (head + own)[:n]
+        n = -(-recorded // self.block)
+        blocks = [self.offset + h for h in ids[:n]]
         types = e.get("input_types") or []
         t = Turn(session_id=self.sid, turn=len(self.turns),
                  parent=-1 if parent is None else parent, arrival_s=0.0, gap_s=gap,
-                 gap_kind=kind or ("user" if "text" in types else "tool"), input_tokens=new,
-                 max_new_tokens=out,
+                 gap_kind=kind or ("user" if "text" in types else "tool"),
+                 input_tokens=max(1, recorded - context), max_new_tokens=out,
+                 prompt_tokens=recorded,
                  hash_ids=blocks + [next(self.fresh) for _ in range(n - len(blocks))])
         t.where = self.where
         self.turns.append(t)
-        self.prompt.append(prompt)
         return len(self.turns) - 1
 
 
