@@ -49,6 +49,9 @@ def _steptrace(*args: str) -> Tuple[str, ...]:
 EXAMPLES = {e.name: e for e in (
     Example("quickstart", "README.md",
             (_steptrace("run", str(REPO / "workloads" / "quickstart.yaml")),), r"."),
+    Example("sessions", "README.md",
+            (_steptrace("run", str(REPO / "workloads" / "sessions_weka_h200.yaml")),),
+            r"sched_call|sched_cpp|step p|process_cpu|host_cpu|note: busy host"),
     Example("pd", "docs/disaggregation.md",
             (_steptrace("run", str(REPO / "workloads" / "pd_azure_code_h800.yaml")),),
             r"process_cpu|host_cpu|note: busy host"),

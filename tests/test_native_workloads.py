@@ -16,7 +16,7 @@ from harness.workload import load_workload
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 1500  # requests of each trace
 SAME_PATH = {"validation/deepep_ll_ep256.yaml"}  # as deepep_ll_ep128.yaml
-PYTHON_ONLY = {"sessions_h200.yaml"}  # sessions: only the Python loop replays them
+PYTHON_ONLY = {"sessions_h200.yaml", "sessions_weka_h200.yaml"}  # sessions: the Python loop
 MODELED = sorted(p.relative_to(ROOT / "workloads").as_posix()
                  for p in (ROOT / "workloads").rglob("*.yaml")
                  if "\ndevice: modeled:" in p.read_text()
