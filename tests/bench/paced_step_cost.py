@@ -52,9 +52,10 @@ def writer(stop: threading.Event) -> None:
 
 
 def p50s(workload, wait: str, gap_ms: float, busy: bool):
-    """(sched_call p50, sched_cpp p50) in us; `wait`: `spin` (a C++ spin of gap_ms, the GIL
-    let go, the core kept), `paced` (ServeLoop's wait: the step's modeled time) or none."""
-    stop, calls, cpp = threading.Event(), [], []
+    """(sched_call p50, sched_cpp p50, steps, step p50) in us; `wait`: `spin` (a C++ spin
+    of gap_ms, the GIL let go, the core kept), `paced` (ServeLoop's wait: the step's
+    modeled time) or none."""
+    stop, calls, cpp, steps = threading.Event(), [], [], []
     other = threading.Thread(target=writer, args=(stop,), daemon=True) if busy else None
     if other is not None:
         other.start()
@@ -75,12 +76,13 @@ def p50s(workload, wait: str, gap_ms: float, busy: bool):
                     _core._spin(int(gap_ms * 1e6), True)
                 calls.append(record.sched_call_ns / 1e3)
                 cpp.append(record.sched_cpp_ns / 1e3)
+                steps.append(record.step_ns / 1e3)
             engine.close()
     finally:
         stop.set()
         if other is not None:
             other.join()
-    return float(np.median(calls)), float(np.median(cpp)), len(calls)
+    return float(np.median(calls)), float(np.median(cpp)), len(calls), float(np.median(steps))
 
 
 def main() -> None:
@@ -90,7 +92,7 @@ def main() -> None:
             [("paced", 0, False, "released"), ("spin", 0, True, "released"),
              ("paced", 0, True, "released"), ("paced", 0, True, "held")]
         for wait, gap, busy, gil in cases:
-            call, inside, steps = p50s(workloads[gil], wait, gap, busy)
+            call, inside, steps, _ = p50s(workloads[gil], wait, gap, busy)
             between = "modeled forward (paced)" if wait == "paced" else f"{gap} ms spin"
             print(f"gil {gil:8} between steps {between:24} writer {'yes' if busy else 'no ':3}  "
                   f"sched_call p50 {call:6.1f} us  sched_cpp p50 {inside:5.1f} us  "
