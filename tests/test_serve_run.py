@@ -95,8 +95,12 @@ def test_a_prompt_that_repeats_an_earlier_one_hits_its_cached_blocks(tmp_path, d
             assert post(url, "/v1/chat/completions", body)[0] == 200
         for prompt in (ids, ids + [7, 7, 7]):
             assert post(url, "/v1/completions", dict(prompt=prompt, max_tokens=2))[0] == 200
+        metrics = get(url, "/metrics")[1].decode()
     requests = pd.read_parquet(runs[0].path / "requests.parquet").sort_values("request_id")
     hits = requests["prefix_hit_tokens"].tolist()
+    counted = dict(re.findall(r"^vllm:prefix_cache_(queries|hits)_total\{[^}]*\} (\d+)$",
+                              metrics, re.M))
+    assert counted == dict(queries=str(requests["prompt_len"].sum()), hits=str(sum(hits)))
     first_len = requests["prompt_len"].iloc[0]
     assert hits[0] == 0 and hits[1] == first_len // 16 * 16 and hits[2] == 0
     assert hits[3] == 0 and hits[4] == len(ids) // 16 * 16

@@ -126,6 +126,11 @@ class ServeLoop:
                 news[seq_id] = total - self._sent[seq_id]
                 self._sent[seq_id] = total
         ended = {r.seq_id: (r.status, r.reason) for r in record.post.left}
+        queried = hit = 0  # the finished requests' prompts, and their prefix cache hits
+        for r in record.post.left:
+            if r.status == "finished" and r.seq_id in self._pending:
+                queried += self._pending[r.seq_id].request.prompt_len
+                hit += max(0, r.prefix_hit_tokens)
         for seq_id in news.keys() | ended.keys():
             pending = self._pending.get(seq_id)
             if pending is not None:
@@ -136,7 +141,7 @@ class ServeLoop:
         free = sum(b.kv_blocks_free for b in batches)
         step = (int(sum(int(b.seqlen_q.sum()) for b in batches)), seconds,
                 sum(b.num_running for b in batches), sum(b.num_waiting for b in batches),
-                1.0 - free / self._kv_blocks if self._kv_blocks else 0.0)
+                1.0 - free / self._kv_blocks if self._kv_blocks else 0.0, queried, hit)
         self.server.deliver(events, step)
 
     def _forget(self, seq_id: int) -> None:

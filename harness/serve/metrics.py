@@ -43,13 +43,18 @@ class Metrics:
         self.running = self.waiting = 0
         self.kv_usage = 0.0
         self.counters: Dict[str, float] = dict.fromkeys(
-            ("prompt_tokens", "generation_tokens", "request_success", "request_rejected"), 0)
+            ("prompt_tokens", "generation_tokens", "request_success", "request_rejected",
+             "prefix_cache_queries", "prefix_cache_hits"), 0)
         self.iteration_tokens = Histogram(ITERATION_TOKENS_BUCKETS)
         self.step_seconds = Histogram(SECONDS_BUCKETS)
         self.delivery_seconds = Histogram(SECONDS_BUCKETS)
 
     def step(self, tokens: int, seconds: float, running: int, waiting: int,
-             kv_usage: float) -> None:
+             kv_usage: float, queried: int, hit: int) -> None:
+        """One step's figures; `queried` and `hit`: the prompt tokens its admissions looked
+        up in the prefix cache, and found there."""
+        self.counters["prefix_cache_queries"] += queried
+        self.counters["prefix_cache_hits"] += hit
         self.iteration_tokens.observe(tokens)
         self.step_seconds.observe(seconds)
         self.running, self.waiting, self.kv_usage = running, waiting, kv_usage
@@ -69,7 +74,10 @@ class Metrics:
                      "generation_tokens"),
                     ("vllm:request_success_total", "requests finished", "request_success"),
                     ("steptrace:request_rejected_total", "requests the scheduler rejected",
-                     "request_rejected"))
+                     "request_rejected"),
+                    ("vllm:prefix_cache_queries_total", "prompt tokens looked up in the "
+                     "prefix cache", "prefix_cache_queries"),
+                    ("vllm:prefix_cache_hits_total", "of them, found there", "prefix_cache_hits"))
         for name, meaning, key in counters:
             lines += [f"# HELP {name} {meaning}", f"# TYPE {name} counter",
                       f"{name}{{{self.labels}}} {_number(self.counters[key])}"]
