@@ -27,7 +27,8 @@ def deployments(draw):
     decode = {"instances": draw(st.integers(1, 3)),
               "engine": {"num_kv_blocks": draw(st.sampled_from((200, 400, 4000)))}}
     kv = {"link": draw(st.sampled_from((0.001, 0.05, 10))), "layerwise": draw(st.booleans())}
-    router = {"prefill": draw(st.sampled_from(("round_robin", "least_tokens", "cache_aware"))),
+    router = {"prefill": draw(st.sampled_from(("round_robin", "least_tokens", "cache_aware",
+                                               "session_affinity"))),
               "decode": draw(st.sampled_from(("round_robin", "least_kv")))}
     extra = draw(st.sampled_from(("", "load: {mode: concurrency, concurrency: 4}\n")))
     return rows, prefill, decode, kv, router, extra

@@ -144,6 +144,16 @@ def test_what_sessions_cannot_take_is_refused(tmp_path, capsys, extra, message):
     assert message in capsys.readouterr().err
 
 
+def test_a_pd_deployment_of_engine_processes_is_refused(tmp_path, capsys):
+    path = workload(tmp_path)
+    path.write_text(path.read_text().replace("device: modeled:H200", "device: cpu").replace(
+        "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}, stack: roofline}",
+        "deployment: {prefill: {devices: 1}, decode: {devices: 1}}"))
+    assert main(["validate", str(path)]) == 2
+    assert "deployment.prefill: sessions are replayed into engines in this process: expected " \
+           "a P/D deployment on a modeled device" in capsys.readouterr().err
+
+
 def test_load_mode_sessions_needs_a_session_trace(tmp_path, capsys):
     path = workload(tmp_path, "trace:\n  generate: {requests: 5}\n",
                     "load: {mode: sessions, sessions: 2}\n")

@@ -1,7 +1,8 @@
 """A workload's sessions (docs/workloads.md, "Sessions"): a session trace file
 (`trace.format: sessions`, or `auto` telling one from its first line) or generator
-(`trace.generate.sessions`), and `load.mode: sessions`; replayed by the Python loop into
-one co-located engine, its turns enqueued from the engine's loop."""
+(`trace.generate.sessions`), and `load.mode: sessions`; replayed in this process, by
+either loop, into one co-located engine or a P/D deployment's, its turns enqueued from the
+engines' loop."""
 
 from __future__ import annotations
 
@@ -56,9 +57,11 @@ def sessions(values, data, path: Path, fail) -> None:
         (("frontend", "mode"), (values["frontend"]["mode"] == "thread"),
          "a session's turns are enqueued from the engine's loop as their parents end: "
          "expected inline"),
-        (("target",), "target" in data, "sessions are replayed into this run's engine"),
-        (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill")),
-         "sessions are replayed into one co-located engine"))
+        (("target",), "target" in data, "sessions are replayed into this run's engines"),
+        (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill"))
+         and ":" not in values["device"],  # a torch device's: engine processes
+         "sessions are replayed into engines in this process: expected a P/D deployment on "
+         "a modeled device"))
     for key, bad, why in refused:
         if bad:
             fail(key, why)
