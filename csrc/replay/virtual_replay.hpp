@@ -1,5 +1,6 @@
 // The replay loop on the virtual clock for a modeled executor, all in C++. It mirrors the
-// Python loop (harness/replay/driver.py with engine/llm_engine.py), which stays the real
+// Python loop (harness/replay/driver.py with engine/llm_engine.py; a session trace's turns
+// as harness/replay/sessions.py releases them), which stays the real
 // clock's loop and the reference: the same requests added at the same instants, the same
 // schedule / execute / postprocess order (with overlap, step i scheduled and executed before
 // step i-1 is post-processed), the clock advanced by the same rounded step, the same rows
