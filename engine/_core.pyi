@@ -301,9 +301,23 @@ def replay_virtual(scheduler: Scheduler, step: ModeledStep, log: StepLog,
                    max_new_tokens: npt.ArrayLike, hash_offsets: Optional[npt.ArrayLike] = None,
                    hash_ids: Optional[npt.ArrayLike] = None, hash_block_size: int = 0,
                    concurrency: int = 0, released_s: Optional[np.ndarray] = None,
+                   sessions: Optional[tuple] = None,
                    overlap: bool = False, progress_every: int = 64, *,
                    on_progress: Callable[[int, int], bool]) -> bool:
-    """The C++ replay loop (harness/replay/native.py): True if completed."""
+    """The C++ replay loop (harness/replay/native.py): True if completed. `sessions`: a
+    session trace's (parent, gap_s, subagent, session_id, live), its turns' arrivals
+    written into released_s."""
+
+class SessionTurns:
+    """A session trace's turns, released as their parents end (csrc/replay/
+    session_turns.hpp): the Python P/D loop's."""
+    def __init__(self, sessions: tuple, arrival_s: npt.ArrayLike) -> None: ...
+    def next_s(self) -> float:
+        """The next turn's arrival (inf: none is left to come)."""
+    def take_due(self, now: float) -> Optional[Tuple[float, int]]:
+        """(arrival, row) of the next turn due by `now`, taken; None: none is."""
+    def ended(self, row: int, t: float) -> None:
+        """Turn `row`'s last token is out, or it was rejected, at t (again: nothing)."""
 
 class PdService:
     """What the C++ P/D loop needs of a deployment (harness/replay/native.py fills it)."""
@@ -323,8 +337,8 @@ def replay_disaggregated(instances: list, arrival_s: npt.ArrayLike, prompt_len: 
                          max_new_tokens: npt.ArrayLike,
                          hash_offsets: Optional[npt.ArrayLike] = None,
                          hash_ids: Optional[npt.ArrayLike] = None, hash_block_size: int = 0,
-                         concurrency: int = 0, released_s: Optional[np.ndarray] = None, *,
-                         service: PdService, progress_every: int = 64,
+                         concurrency: int = 0, released_s: Optional[np.ndarray] = None,
+                         sessions: Optional[tuple] = None, *, service: PdService, progress_every: int = 64,
                          on_progress: Callable[[int, int], bool]) -> bool:
     """The C++ P/D loop (harness/replay/native.py): True if completed. `instances`:
     (role, index, scheduler, step, log) of each, prefill instances first, a prefill
@@ -332,11 +346,12 @@ def replay_disaggregated(instances: list, arrival_s: npt.ArrayLike, prompt_len: 
 
 class PrefillRouter:
     """A P/D deployment's prefill router (docs/disaggregation.md, "Routers"): round_robin,
-    least_tokens or cache_aware; the C++ loop's own."""
+    least_tokens, cache_aware or session_affinity; the C++ loop's own."""
     def __init__(self, policy: str, instances: int, capacity_blocks: int,
                  block_size: int) -> None: ...
-    def route(self, prompt_len: int, hashes: Seq[int]) -> int:
-        """The instance a request goes to; its load counted there."""
+    def route(self, prompt_len: int, hashes: Seq[int], session: int = -1) -> int:
+        """The instance a request goes to; its load counted there. session: the session
+        whose turn it is (-1: none; session_affinity)."""
     def hashes(self, hash_ids: Optional[Seq[int]], hash_block_size: Optional[int],
                prompt_len: int) -> list[int]:
         """A request's chained block hashes, as cache_aware routes by them (none for

@@ -19,7 +19,7 @@ from .devices.profile import DeviceProfile
 ROLES = ("prefill", "decode")
 ENGINE_TYPES = {"prefill": "prompt", "decode": "completion"}
 LINKS = ("scaleout", "scaleup")  # or a number: GB/s per device, one direction
-PREFILL_ROUTERS = ("round_robin", "least_tokens", "cache_aware")
+PREFILL_ROUTERS = ("round_robin", "least_tokens", "cache_aware", "session_affinity")
 DECODE_ROUTERS = ("round_robin", "least_kv")
 
 

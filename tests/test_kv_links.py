@@ -107,6 +107,22 @@ def test_cache_aware_forgets_the_least_recently_routed_beyond_capacity(capacity,
     assert router.route(64, [3, 4, 20, 21]) == (1 if evicted else 0)
 
 
+def test_session_affinity_follows_a_session_until_its_instance_is_overloaded():
+    router = PrefillRouter("session_affinity", 2, 10_000, 16)
+    # a first turn goes where cache_aware sends it: nothing cached, the lower instance
+    assert router.route(64, [1, 2, 3, 4], 7) == 0
+    # no prefix shared (hash ids of its own), still the session's instance
+    assert router.route(64, [9, 9, 9, 9], 7) == 0
+    assert router.route(64, [1, 2, 3, 4], 8) == 0  # another session's first: its prefix
+    # a turn of no session: cache_aware's, the smaller record
+    assert router.route(64, [5, 6, 7, 8]) == 1
+    # session 8 piles onto 0: 64 requests there against 1
+    assert {router.route(64, [1, 2, 3, 4], 8) for _ in range(61)} == {0}
+    # 64 and 65 are within 64 of 1: session 7 stays; at 66, past both bounds, it moves to
+    # the less loaded instance, and stays there
+    assert [router.route(64, [1, 2, 3, 4], 7) for _ in range(4)] == [0, 0, 1, 1]
+
+
 def test_only_cache_aware_reads_block_hashes_one_per_full_block():
     assert PrefillRouter("round_robin", 2, 100, 16).hashes([1, 2, 3, 4], None, 64) == []
     router = PrefillRouter("cache_aware", 2, 100, 16)

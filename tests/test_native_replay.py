@@ -1,8 +1,10 @@
 """The C++ replay loop against the Python one (docs/architecture.md, "Two replay loops"):
 the same requests through the same modeled engine record the same rows, host timings
-aside, whatever the scheduler's configuration; and its MTP draws are numpy's stream."""
+aside, whatever the scheduler's configuration, a session trace's turns arriving alike; and
+its MTP draws are numpy's stream."""
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -15,6 +17,7 @@ from engine.plan import KIND_DECODE
 from harness.analysis.exact import HOST_COLUMNS
 from harness.replay.driver import Requests, replay
 from harness.replay.native import replay_native
+from harness.replay.sessions import SessionTree
 
 pytestmark = pytest.mark.core
 
@@ -103,8 +106,33 @@ def workloads(draw):
                             concurrency)
 
 
+@st.composite
+def session_workloads(draw):
+    """workloads() whose requests are a session trace's turns: each row's parent an earlier
+    row or none (a root, starting a session), a sub-agent's first turn or its parent's one
+    next turn, after a gap; open, or a closed loop of live sessions; DP ranks assigned by
+    session or not."""
+    config, requests = draw(workloads())
+    n = len(requests.arrival_s)
+    parent, subagent, session, followed = [], [], [], set()
+    for i in range(n):
+        p = draw(st.integers(-1, i - 1)) if i else -1
+        sub = p >= 0 and (p in followed or draw(st.booleans()))
+        if p >= 0 and not sub:
+            followed.add(p)
+        parent.append(p)
+        subagent.append(sub)
+        session.append(session[p] if p >= 0 else i)
+    gaps = draw(st.lists(st.floats(0, 0.05), min_size=n, max_size=n))
+    tree = SessionTree(np.array(parent, np.int64), np.array(gaps), np.array(subagent),
+                       np.array(session, np.int64), draw(st.none() | st.integers(1, 3)))
+    assign = draw(st.sampled_from(("round_robin", "session_affinity")))
+    config = replace(config, scheduler=replace(config.scheduler, dp_assign=assign))
+    return config, requests._replace(concurrency=None, sessions=tree)
+
+
 @settings(max_examples=60, deadline=None)
-@given(workload=workloads())
+@given(workload=workloads() | session_workloads())
 def test_the_two_loops_record_the_same_rows(workload):
     config, requests = workload
     python = replayed(config, requests, "python")
@@ -112,7 +140,7 @@ def test_the_two_loops_record_the_same_rows(workload):
     assert python[0] and cpp[0]
     for name, a, b in zip(("steps", "batches", "requests"), python[1], cpp[1]):
         pd.testing.assert_frame_equal(a, b, obj=name)
-    np.testing.assert_array_equal(python[2], cpp[2])  # a closed loop's releases
+    np.testing.assert_array_equal(python[2], cpp[2])  # a closed loop's or turns' arrivals
     assert python[3] == cpp[3]  # progress: the same counts at the same steps
 
 

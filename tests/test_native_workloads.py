@@ -16,16 +16,10 @@ from harness.workload import load_workload
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 1500  # requests of each trace
 SAME_PATH = {"validation/deepep_ll_ep256.yaml"}  # as deepep_ll_ep128.yaml
-PYTHON_ONLY = {"sessions_h200.yaml", "sessions_weka_h200.yaml"}  # sessions: the Python loop
 MODELED = sorted(p.relative_to(ROOT / "workloads").as_posix()
                  for p in (ROOT / "workloads").rglob("*.yaml")
                  if "\ndevice: modeled:" in p.read_text()
-                 and p.relative_to(ROOT / "workloads").as_posix() not in SAME_PATH | PYTHON_ONLY)
-
-
-@pytest.mark.parametrize("name", sorted(PYTHON_ONLY))
-def test_a_workload_only_the_python_loop_replays_says_so(name):
-    assert load_workload(ROOT / "workloads" / name).values["replay_loop"] == "python"
+                 and p.relative_to(ROOT / "workloads").as_posix() not in SAME_PATH)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Sessions in a workload (docs/workloads.md, "Sessions"): trace.generate.sessions and a
-session trace file replayed by `steptrace run` on the Python loop, load.mode: sessions a
-closed loop of live sessions, and what a session replay cannot take refused, exit 2."""
+session trace file replayed by `steptrace run` (on the C++ loop, `auto`'s, as a request
+trace), load.mode: sessions a closed loop of live sessions, and what a session replay
+cannot take refused, exit 2."""
 
 import json
 
@@ -14,7 +15,7 @@ from harness.schema.tables import LABELS
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from harness.workload.trace import load_workload_trace
-from tests.helpers import MODELED, PD
+from tests.helpers import MODELED
 
 pytestmark = pytest.mark.core
 
@@ -35,20 +36,20 @@ def workload(tmp_path, trace=GENERATE, extra=""):
     return path
 
 
-def run(path, loop="python"):
+def run(path, sessions=True):
     """The run's folder; a session trace's has the sessions table, in its declared schema."""
     (done,) = run_workload(load_workload(path))
     manifest = json.loads((done.path / "manifest.json").read_text())
-    assert manifest["values"]["replay_loop"] == loop
-    sessions = done.path / "sessions.parquet"
-    assert sessions.exists() == (loop == "python")
-    if sessions.exists():
-        assert pq.read_schema(sessions).remove_metadata() == arrow_schema("sessions", LABELS)
+    assert manifest["values"]["replay_loop"] == "cpp"
+    table = done.path / "sessions.parquet"
+    assert table.exists() == sessions
+    if sessions:
+        assert pq.read_schema(table).remove_metadata() == arrow_schema("sessions", LABELS)
     return done.path
 
 
-def requests(path, loop="python") -> pd.DataFrame:
-    return pd.read_parquet(run(path, loop) / "requests.parquet").sort_values("request_id")
+def requests(path, sessions=True) -> pd.DataFrame:
+    return pd.read_parquet(run(path, sessions) / "requests.parquet").sort_values("request_id")
 
 
 def test_the_sessions_table_sums_each_sessions_turns(tmp_path):
@@ -92,7 +93,7 @@ def test_generated_sessions_run_their_turns_after_their_parents(tmp_path):
 
 def test_a_request_trace_has_no_sessions(tmp_path):
     rows = requests(workload(tmp_path, MODELED.split("\n", 2)[0] + "\n"
-                             + MODELED.split("\n", 2)[1] + "\n"), "cpp")
+                             + MODELED.split("\n", 2)[1] + "\n"), sessions=False)
     assert (rows["session_id"] == -1).all() and (rows["turn"] == -1).all()
 
 
@@ -133,8 +134,6 @@ def test_a_bad_session_file_exits_2_naming_file_line_and_session(tmp_path, capsy
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("replay_loop: cpp\n", "replay_loop: the C++ loop cannot replay this workload: sessions "
-                           "are replayed by the Python loop"),
     ("load: {mode: concurrency, concurrency: 2}\n", "load.mode: a session trace's closed "
                                                     "loop counts sessions"),
     ("load: {mode: sessions}\n", "load.sessions: load.mode: sessions needs"),
@@ -146,18 +145,13 @@ def test_what_sessions_cannot_take_is_refused(tmp_path, capsys, extra, message):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("trace, message", [
-    (GENERATE.replace("trace:\n", "trace:\n  drop_bad_rows: true\n"),
-     "trace.drop_bad_rows: a dropped turn would break its session"),
-    (GENERATE + PD.split("\n", 2)[2],
-     "deployment.prefill: sessions are replayed into one co-located engine"),
-])
-def test_what_a_session_replay_cannot_take_is_refused(tmp_path, capsys, trace, message):
+def test_dropping_bad_rows_is_refused(tmp_path, capsys):
     path = tmp_path / "w.yaml"
-    path.write_text(f"output: {tmp_path / 'r'}\n{trace}"
-                    + ("" if "deployment" in trace else ENGINE))
+    path.write_text(f"output: {tmp_path / 'r'}\n"
+                    + GENERATE.replace("trace:\n", "trace:\n  drop_bad_rows: true\n") + ENGINE)
     assert main(["validate", str(path)]) == 2
-    assert message in capsys.readouterr().err
+    assert "trace.drop_bad_rows: a dropped turn would break its session" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("extra, mode", [
@@ -173,6 +167,16 @@ def test_sessions_take_the_frontend_thread_and_a_target(tmp_path, extra, mode):
     workload = load_workload(path)
     assert workload.frontend.mode == mode and workload.clock == "real"
     assert (workload.target is None) == ("target" not in extra)
+
+
+def test_a_pd_deployment_of_engine_processes_is_refused(tmp_path, capsys):
+    path = workload(tmp_path)
+    path.write_text(path.read_text().replace("device: modeled:H200", "device: cpu").replace(
+        "deployment: {devices: 8, attention: {tp: 8}, dense: {tp: 8}, stack: roofline}",
+        "deployment: {prefill: {devices: 1}, decode: {devices: 1}}"))
+    assert main(["validate", str(path)]) == 2
+    assert "deployment.prefill: sessions are replayed into engines in this process: expected " \
+           "a P/D deployment on a modeled device" in capsys.readouterr().err
 
 
 def test_load_mode_sessions_needs_a_session_trace(tmp_path, capsys):

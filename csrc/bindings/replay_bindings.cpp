@@ -1,10 +1,12 @@
 // engine._core.ModeledStep (the modeled executor's step), replay_virtual and
 // replay_disaggregated (the C++ replay loops of a modeled run on the virtual clock, one
-// instance or a P/D deployment's; harness/replay/native.py starts them).
+// instance or a P/D deployment's; harness/replay/native.py starts them), and SessionTurns
+// (a session trace's turns as the Python P/D loop releases them).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "py_step_log.hpp"
 #include "replay/modeled_step.hpp"
 #include "replay/pd_replay.hpp"
+#include "replay/session_turns.hpp"
 #include "replay/virtual_replay.hpp"
 
 namespace py = pybind11;
@@ -110,12 +113,43 @@ bool run_released(const std::vector<GuardedScheduler*>& schedulers,
   return make_and_run(hooks);
 }
 
+using Flags = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+
+struct HeldSessions {  // a session trace's tree (harness/replay/sessions.py, SessionTree)
+  Int64s parent;
+  Doubles gap_s;
+  Flags subagent;
+  Int64s session_id;
+  int64_t live;
+};
+
 struct HeldRequests {  // the arrays ReplayRequests points into, alive for the replay
   Doubles arrival_s;
   Int64s prompt_len, max_new_tokens;
   std::optional<Int64s> hash_offsets, hash_ids;
   std::optional<py::array_t<double>> released_s;
+  std::optional<HeldSessions> sessions;
 };
+
+// sessions: (parent, gap_s, subagent, session_id, live) or None.
+std::optional<HeldSessions> sessions_of(const py::object& sessions) {
+  if (sessions.is_none()) return std::nullopt;
+  const auto t = sessions.cast<py::tuple>();
+  if (t.size() != 5)
+    throw py::value_error("sessions: (parent, gap_s, subagent, session_id, live) or None");
+  return HeldSessions{t[0].cast<Int64s>(), t[1].cast<Doubles>(), t[2].cast<Flags>(),
+                      t[3].cast<Int64s>(), t[4].is_none() ? 0 : t[4].cast<int64_t>()};
+}
+
+void check_tree(const HeldSessions& s, int64_t n) {
+  if (s.parent.size() != n || s.gap_s.size() != n || s.subagent.size() != n ||
+      s.session_id.size() != n)
+    throw py::value_error("a session tree has one parent, gap, flag and session a request");
+  for (int64_t i = 0; i < n; ++i)
+    if (s.parent.data()[i] >= i)
+      throw py::value_error("a turn's parent comes before it: row " + std::to_string(i));
+  if (s.live < 0) throw py::value_error("live sessions must be >= 0");
+}
 
 ReplayRequests requests_of(HeldRequests& h, int64_t hash_block_size, int64_t concurrency) {
   ReplayRequests r;
@@ -135,15 +169,45 @@ ReplayRequests requests_of(HeldRequests& h, int64_t hash_block_size, int64_t con
   }
   r.hash_block_size = hash_block_size;
   r.concurrency = concurrency;
-  if (concurrency > 0) {
+  if (h.sessions) {
+    const HeldSessions& s = *h.sessions;
+    if (concurrency > 0)
+      throw py::value_error("sessions are their own closed loop: expected concurrency 0");
+    check_tree(s, r.n);
+    r.sessions = SessionTree{s.parent.data(), s.gap_s.data(), s.subagent.data(),
+                             s.session_id.data(), s.live};
+  }
+  if (concurrency > 0 || h.sessions) {
     if (!h.released_s || h.released_s->size() != r.n || !h.released_s->writeable())
       throw py::value_error(
-          "a closed loop writes each request's release into released_s: a "
-          "writable float64 array, one value a request");
+          "a closed loop or a session trace writes each request's arrival into released_s: "
+          "a writable float64 array, one value a request");
     r.released_s = h.released_s->mutable_data();
   }
   return r;
 }
+
+// A session trace's turns as the Python P/D loop releases them, over arrays it holds.
+class HeldTurns {
+ public:
+  HeldTurns(const py::object& sessions, const Doubles& arrival_s)
+      : held_(*sessions_of(sessions)),
+        tree_{held_.parent.data(), held_.gap_s.data(), held_.subagent.data(),
+              held_.session_id.data(), held_.live},
+        turns_(tree_, checked_n(held_, arrival_s), arrival_s.data()) {}
+  SessionTurns& turns() { return turns_; }
+  int64_t n() const { return held_.parent.size(); }
+
+ private:
+  static int64_t checked_n(const HeldSessions& s, const Doubles& arrival_s) {
+    check_tree(s, arrival_s.size());
+    return arrival_s.size();
+  }
+
+  HeldSessions held_;
+  SessionTree tree_;
+  SessionTurns turns_;
+};
 
 bool replay_virtual(GuardedScheduler& s, ModeledStep& step, PyStepLog& log, HeldRequests& h,
                     int64_t hash_block_size, int64_t concurrency, bool overlap,
@@ -225,23 +289,56 @@ void bind_colocated_loop(py::module_& m) {
       [](GuardedScheduler& s, ModeledStep& step, PyStepLog& log, Doubles arrival_s,
          Int64s prompt_len, Int64s max_new_tokens, std::optional<Int64s> hash_offsets,
          std::optional<Int64s> hash_ids, int64_t hash_block_size, int64_t concurrency,
-         std::optional<py::array_t<double>> released_s, bool overlap, int64_t progress_every,
-         py::object on_progress) {
+         std::optional<py::array_t<double>> released_s, const py::object& sessions, bool overlap,
+         int64_t progress_every, py::object on_progress) {
         HeldRequests h{std::move(arrival_s),    std::move(prompt_len), std::move(max_new_tokens),
-                       std::move(hash_offsets), std::move(hash_ids),   std::move(released_s)};
+                       std::move(hash_offsets), std::move(hash_ids),   std::move(released_s),
+                       sessions_of(sessions)};
         return replay_virtual(s, step, log, h, hash_block_size, concurrency, overlap,
                               progress_every, std::move(on_progress));
       },
       py::arg("scheduler"), py::arg("step"), py::arg("log"), py::arg("arrival_s"),
       py::arg("prompt_len"), py::arg("max_new_tokens"), py::arg("hash_offsets") = py::none(),
       py::arg("hash_ids") = py::none(), py::arg("hash_block_size") = 0, py::arg("concurrency") = 0,
-      py::arg("released_s") = py::none(), py::arg("overlap") = false,
-      py::arg("progress_every") = 64, py::arg("on_progress"),
+      py::arg("released_s") = py::none(), py::arg("sessions") = py::none(),
+      py::arg("overlap") = false, py::arg("progress_every") = 64, py::arg("on_progress"),
       "Replay the requests through the scheduler on the virtual clock, each plan's step "
       "modeled by `step` and recorded into `log` (on_full() for each full chunk), as "
-      "harness/replay/driver.py's loop would; on_progress(done, n) every progress_every steps "
+      "harness/replay/driver.py's loop would (a session trace's turns, `sessions` (parent, "
+      "gap_s, subagent, session_id, live), as harness/replay/sessions.py would); "
+      "on_progress(done, n) every progress_every steps "
       "and at the end, a false return stopping it. True if completed. The GIL is released "
       "but for the callbacks.");
+}
+
+void bind_session_turns(py::module_& m) {
+  py::class_<HeldTurns>(m, "SessionTurns")
+      .def(py::init<const py::object&, const Doubles&>(), py::arg("sessions"), py::arg("arrival_s"),
+           "A session trace's turns, released as their parents end (csrc/replay/"
+           "session_turns.hpp); sessions: (parent, gap_s, subagent, session_id, live).")
+      .def(
+          "next_s",
+          [](HeldTurns& h) {
+            return h.turns().empty() ? std::numeric_limits<double>::infinity() : h.turns().next_s();
+          },
+          "The next turn's arrival (inf: none is left to come).")
+      .def(
+          "take_due",
+          [](HeldTurns& h, double now) -> std::optional<std::pair<double, int64_t>> {
+            double t;
+            int64_t row;
+            if (!h.turns().take_due(now, t, row)) return std::nullopt;
+            return std::make_pair(t, row);
+          },
+          py::arg("now"), "(arrival, row) of the next turn due by `now`, taken; None: none is.")
+      .def(
+          "ended",
+          [](HeldTurns& h, int64_t row, double t) {
+            if (row < 0 || row >= h.n()) throw py::index_error("no turn " + std::to_string(row));
+            h.turns().ended(row, t);
+          },
+          py::arg("row"), py::arg("t"),
+          "Turn `row`'s last token is out, or it was rejected, at t (again: nothing).");
 }
 
 void bind_pd_loop(py::module_& m) {
@@ -258,18 +355,19 @@ void bind_pd_loop(py::module_& m) {
       [](const py::list& instances, Doubles arrival_s, Int64s prompt_len, Int64s max_new_tokens,
          std::optional<Int64s> hash_offsets, std::optional<Int64s> hash_ids,
          int64_t hash_block_size, int64_t concurrency,
-         std::optional<py::array_t<double>> released_s, const PdService& service,
-         int64_t progress_every, py::object on_progress) {
+         std::optional<py::array_t<double>> released_s, const py::object& sessions,
+         const PdService& service, int64_t progress_every, py::object on_progress) {
         HeldRequests h{std::move(arrival_s),    std::move(prompt_len), std::move(max_new_tokens),
-                       std::move(hash_offsets), std::move(hash_ids),   std::move(released_s)};
+                       std::move(hash_offsets), std::move(hash_ids),   std::move(released_s),
+                       sessions_of(sessions)};
         return replay_disaggregated(instances, h, hash_block_size, concurrency, service,
                                     progress_every, std::move(on_progress));
       },
       py::arg("instances"), py::arg("arrival_s"), py::arg("prompt_len"), py::arg("max_new_tokens"),
       py::arg("hash_offsets") = py::none(), py::arg("hash_ids") = py::none(),
       py::arg("hash_block_size") = 0, py::arg("concurrency") = 0,
-      py::arg("released_s") = py::none(), py::arg("service"), py::arg("progress_every") = 64,
-      py::arg("on_progress"),
+      py::arg("released_s") = py::none(), py::arg("sessions") = py::none(), py::arg("service"),
+      py::arg("progress_every") = 64, py::arg("on_progress"),
       "Replay the requests through a P/D deployment's instances ((role, index, scheduler, "
       "step, log) each, prefill first, a prefill instance's log made with handoff `kept`) "
       "on the virtual clock, as harness/replay/disaggregated.py would. True if completed.");
@@ -280,5 +378,6 @@ void bind_pd_loop(py::module_& m) {
 void bind_replay(py::module_& m) {
   bind_modeled_step(m);
   bind_colocated_loop(m);
+  bind_session_turns(m);
   bind_pd_loop(m);
 }

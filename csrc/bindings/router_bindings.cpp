@@ -19,7 +19,9 @@ void bind_routers(py::module_& m) {
       .def(py::init<const std::string&, int64_t, int64_t, int64_t>(), py::arg("policy"),
            py::arg("instances"), py::arg("capacity_blocks"), py::arg("block_size"))
       .def("route", &PrefillRouter::route, py::arg("prompt_len"), py::arg("hashes"),
-           "The instance a request goes to; its load counted there.")
+           py::arg("session") = -1,
+           "The instance a request goes to; its load counted there. session: the session "
+           "whose turn it is (-1: none; session_affinity).")
       .def(
           "hashes",
           [](const PrefillRouter& r, std::optional<std::vector<int64_t>> hash_ids,
@@ -28,8 +30,8 @@ void bind_routers(py::module_& m) {
             return r.hashes(*hash_ids, hash_block_size.value_or(0), prompt_len);
           },
           py::arg("hash_ids"), py::arg("hash_block_size"), py::arg("prompt_len"),
-          "A request's chained block hashes, as cache_aware routes by them (no other policy "
-          "reads them: none).")
+          "A request's chained block hashes, as cache_aware and session_affinity route by them "
+          "(no other policy reads them: none).")
       .def("prefilled", &PrefillRouter::prefilled, py::arg("instance"), py::arg("prompt_len"),
            "A request routed to `instance` left it (handed off or rejected).");
 

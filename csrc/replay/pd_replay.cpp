@@ -30,6 +30,7 @@ PdReplay::PdReplay(std::vector<PdInstance>& instances, const ReplayRequests& req
                      std::count_if(instances.begin(), instances.end(),
                                    [](const PdInstance& i) { return !i.prefill; })) {
   for (PdInstance& i : instances_) (i.prefill ? prefill_ : decode_).push_back(&i);
+  if (requests.sessions.parent) turns_.emplace(requests.sessions, requests.n, requests.arrival_s);
 }
 
 bool PdReplay::run(int64_t progress_every) {
@@ -52,7 +53,7 @@ bool PdReplay::advance() {
   if (t == kNever) return false;
   now_ = t;
   if (t_arrival == t) {
-    arrive(next_, t);
+    arrive(t);
   } else if (t_link == t) {
     transferred(key, t);
   } else if (t_event == t) {
@@ -66,6 +67,7 @@ bool PdReplay::advance() {
 }
 
 double PdReplay::next_arrival() const {
+  if (turns_) return turns_->empty() ? kNever : turns_->next_s();
   if (next_ >= requests_.n) return kNever;
   if (requests_.concurrency)  // a closed loop: released when fewer than the window are in flight
     return next_ < done_ + requests_.concurrency ? now_ : kNever;
@@ -77,20 +79,39 @@ void PdReplay::wake(PdInstance& instance, double t) {
   instance.stalled = false;
 }
 
+// The next request (a session trace's: its next turn due) arrives at t.
+void PdReplay::arrive(double t) {
+  if (!turns_) {
+    arrive(next_, t);
+    return;
+  }
+  double at;
+  int64_t i;
+  turns_->take_due(t, at, i);
+  arrive(i, at);
+}
+
 void PdReplay::arrive(int64_t i, double t) {
   ++next_;
-  if (requests_.concurrency) requests_.released_s[i] = t;
+  if (requests_.concurrency || turns_) requests_.released_s[i] = t;
   const int64_t prompt_len = requests_.prompt_len[i];
+  const int64_t session = turns_ ? requests_.sessions.session_id[i] : -1;
   ids_.clear();
   if (requests_.hash_offsets)
     ids_.assign(requests_.hash_ids + requests_.hash_offsets[i],
                 requests_.hash_ids + requests_.hash_offsets[i + 1]);
   hashes_ = prefill_router_.hashes(ids_, requests_.hash_block_size, prompt_len);
-  PdInstance& instance = *prefill_[prefill_router_.route(prompt_len, hashes_)];
-  const SeqRecord added = instance.scheduler->add_sequence(
-      i, prompt_len, requests_.max_new_tokens[i], t, ids_, requests_.hash_block_size);
+  PdInstance& instance = *prefill_[prefill_router_.route(prompt_len, hashes_, session)];
+  const SeqRecord added =
+      instance.scheduler->add_sequence(i, prompt_len, requests_.max_new_tokens[i], t, ids_,
+                                       requests_.hash_block_size, false, session);
   instance.log->enqueue(added, t);  // rejected here: the next step's plan says so
+  if (added.status != SeqStatus::kWaiting) ended(i, t);
   wake(instance, t);
+}
+
+void PdReplay::ended(int64_t seq_id, double t) {
+  if (turns_) turns_->ended(seq_id, t);
 }
 
 void PdReplay::step(PdInstance& instance) {
@@ -118,14 +139,17 @@ void PdReplay::step(PdInstance& instance) {
   if (instance.prefill) {
     for (const SeqRecord& left : post.left) {
       prefill_router_.prefilled(instance.index, requests_.prompt_len[left.seq_id]);
-      if (left.status == SeqStatus::kRejected)
+      if (left.status == SeqStatus::kRejected) {
         ++done_;
-      else
+        ended(left.seq_id, t1);
+      } else {
         handed_off(instance, left, t0, t1);
+      }
     }
     return;
   }
   done_ += static_cast<int64_t>(post.left.size());
+  for (const SeqRecord& left : post.left) ended(left.seq_id, t1);
   std::vector<int64_t> admitted;
   auto& pending = instance.pending;
   pending.erase(std::remove_if(pending.begin(), pending.end(),
@@ -174,12 +198,15 @@ void PdReplay::route_decode(int64_t seq_id, double t) {
   h.prefill->log->handed(seq_id).decode_instance = static_cast<int32_t>(instance.index);
   h.decode = &instance;
   h.added = instance.scheduler->add_sequence(seq_id, requests_.prompt_len[seq_id],
-                                             requests_.max_new_tokens[seq_id], t, {}, 0, true);
+                                             requests_.max_new_tokens[seq_id], t, {}, 0, true,
+                                             turns_ ? requests_.sessions.session_id[seq_id] : -1);
   if (h.added.status != SeqStatus::kWaiting) {  // rejected, or done on arrival: one token,
     // sampled at the end of its prefill step (layerwise, it asked for room before), no KV
     const bool done = h.added.status == SeqStatus::kFinished;
-    instance.log->enqueue(h.added, done ? std::max(t, h.prefill_end_s) : t, *h.prefill->log);
+    const double at = done ? std::max(t, h.prefill_end_s) : t;
+    instance.log->enqueue(h.added, at, *h.prefill->log);
     ++done_;
+    ended(seq_id, at);
     handoffs_.erase(seq_id);
     return;
   }

@@ -5,11 +5,13 @@
 // earliest clock steps (the lower instance on ties); each instance's steps are modeled by its
 // own ModeledStep and recorded into its own step log, a request's prefill side handed from
 // its prefill instance's log to its decode instance's, which writes its one row. So a seed
-// gives the same tables from either loop.
+// gives the same tables from either loop. A session trace's turns arrive as
+// session_turns.hpp releases them, a turn ending with its last token on its decode instance.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -72,7 +74,9 @@ class PdReplay {
 
   bool advance();  // the next event processed; false when nothing is left to happen
   double next_arrival() const;
+  void arrive(double t);
   void arrive(int64_t i, double t);
+  void ended(int64_t seq_id, double t);  // a session's turn's last token is out, or rejected
   void step(PdInstance& instance);
   void handed_off(PdInstance& instance, const SeqRecord& left, double t0, double t1);
   void route_decode(int64_t seq_id, double t);
@@ -96,6 +100,7 @@ class PdReplay {
   double now_ = 0;
   int64_t next_ = 0, done_ = 0, steps_ = 0, order_ = 0;
   bool stepped_ = false;
+  std::optional<SessionTurns> turns_;  // a session trace's
 };
 
 }  // namespace steptrace

@@ -39,12 +39,15 @@ PrefillRouter::PrefillRouter(const std::string& policy, int64_t instances, int64
     policy_ = Policy::kLeastTokens;
   else if (policy == "cache_aware")
     policy_ = Policy::kCacheAware;
+  else if (policy == "session_affinity")
+    policy_ = Policy::kSessionAffinity;
   else
     throw std::invalid_argument("prefill router: unknown policy " + policy);
   if (instances < 1) throw std::invalid_argument("prefill router: no instance");
 }
 
-int64_t PrefillRouter::route(int64_t prompt_len, const std::vector<int64_t>& hashes) {
+int64_t PrefillRouter::route(int64_t prompt_len, const std::vector<int64_t>& hashes,
+                             int64_t session) {
   int64_t i;
   if (policy_ == Policy::kRoundRobin) {
     i = next_;
@@ -52,7 +55,8 @@ int64_t PrefillRouter::route(int64_t prompt_len, const std::vector<int64_t>& has
   } else if (policy_ == Policy::kLeastTokens) {
     i = argmin(n_, [&](int64_t k) { return tokens_[k]; });
   } else {
-    i = cache_aware(prompt_len, hashes);
+    i = policy_ == Policy::kCacheAware ? cache_aware(prompt_len, hashes)
+                                       : session_affinity(prompt_len, hashes, session);
     remember(i, hashes);
   }
   ++load_[i];
@@ -70,7 +74,7 @@ void PrefillRouter::prefilled(int64_t instance, int64_t prompt_len) {
 std::vector<int64_t> PrefillRouter::hashes(const std::vector<int64_t>& hash_ids,
                                            int64_t hash_block_size, int64_t prompt_len) const {
   std::vector<int64_t> out;
-  if (policy_ == Policy::kCacheAware)
+  if (policy_ == Policy::kCacheAware || policy_ == Policy::kSessionAffinity)
     block_hashes(hash_ids, hash_block_size ? hash_block_size : block_size_,
                  static_cast<int32_t>(block_size_), static_cast<int32_t>(prompt_len), out);
   return out;
@@ -89,6 +93,23 @@ int64_t PrefillRouter::cache_aware(int64_t prompt_len, const std::vector<int64_t
       kCacheThreshold * static_cast<double>(prompt_len))
     return best;
   return argmin(n_, [&](int64_t k) { return std::make_pair(blocks_[k].order.size(), load_[k]); });
+}
+
+// A session's turn goes where its latest turn went, which holds its prefix, unless that
+// instance is overloaded; a first turn, a turn of no session or an overloaded instance's
+// by cache_aware.
+int64_t PrefillRouter::session_affinity(int64_t prompt_len, const std::vector<int64_t>& hashes,
+                                        int64_t session) {
+  if (session < 0) return cache_aware(prompt_len, hashes);
+  const auto [it, first] = session_instance_.try_emplace(session, 0);
+  if (first || overloaded(it->second)) it->second = cache_aware(prompt_len, hashes);
+  return it->second;
+}
+
+bool PrefillRouter::overloaded(int64_t instance) const {
+  const int64_t fewest = *std::min_element(load_.begin(), load_.end());
+  return load_[instance] - fewest > kBalanceAbs &&
+         static_cast<double>(load_[instance]) > kBalanceRel * static_cast<double>(fewest);
 }
 
 int64_t PrefillRouter::hit(int64_t instance, const std::vector<int64_t>& hashes) const {

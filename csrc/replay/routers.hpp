@@ -14,13 +14,14 @@ namespace steptrace {
 
 class PrefillRouter {
  public:
-  // policy: round_robin, least_tokens or cache_aware; capacity_blocks: an instance's
-  // record of routed blocks keeps the most recent this many (cache_aware).
+  // policy: round_robin, least_tokens, cache_aware or session_affinity; capacity_blocks: an
+  // instance's record of routed blocks keeps the most recent this many (cache_aware).
   PrefillRouter(const std::string& policy, int64_t instances, int64_t capacity_blocks,
                 int64_t block_size);
   // The instance a request goes to; its load counted there. hashes: its prompt's block
-  // hashes (cache_aware).
-  int64_t route(int64_t prompt_len, const std::vector<int64_t>& hashes);
+  // hashes (cache_aware, session_affinity); session: the session whose turn it is (-1:
+  // none; session_affinity).
+  int64_t route(int64_t prompt_len, const std::vector<int64_t>& hashes, int64_t session = -1);
   // A request routed to `instance` left it (handed off or rejected).
   void prefilled(int64_t instance, int64_t prompt_len);
   // A request's chained block hashes (block_hashes.hpp), as cache_aware routes by them;
@@ -29,12 +30,14 @@ class PrefillRouter {
                               int64_t prompt_len) const;
 
  private:
-  enum class Policy { kRoundRobin, kLeastTokens, kCacheAware };
+  enum class Policy { kRoundRobin, kLeastTokens, kCacheAware, kSessionAffinity };
   struct Record {  // routed block hashes, least recently routed first
     std::list<int64_t> order;
     std::unordered_map<int64_t, std::list<int64_t>::iterator> where;
   };
   int64_t cache_aware(int64_t prompt_len, const std::vector<int64_t>& hashes) const;
+  int64_t session_affinity(int64_t prompt_len, const std::vector<int64_t>& hashes, int64_t session);
+  bool overloaded(int64_t instance) const;  // cache_aware's imbalance, at this instance
   int64_t hit(int64_t instance, const std::vector<int64_t>& hashes) const;
   void remember(int64_t instance, const std::vector<int64_t>& hashes);
 
@@ -43,6 +46,7 @@ class PrefillRouter {
   std::vector<int64_t> load_;    // unfinished requests routed there
   std::vector<int64_t> tokens_;  // prompt tokens routed, not yet prefilled
   std::vector<Record> blocks_;
+  std::unordered_map<int64_t, int64_t> session_instance_;  // where its latest turn went
   int64_t next_ = 0;
 };
 

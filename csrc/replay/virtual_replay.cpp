@@ -1,5 +1,6 @@
 #include "virtual_replay.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -14,20 +15,25 @@ VirtualReplay::VirtualReplay(Scheduler& scheduler, ModeledStep& step, StepLog& l
       log_(log),
       requests_(requests),
       overlap_(overlap),
-      hooks_(hooks) {}
+      hooks_(hooks) {
+  if (requests.sessions.parent) turns_.emplace(requests.sessions, requests.n, requests.arrival_s);
+}
 
 bool VirtualReplay::run(int64_t progress_every) {
   bool go_on = true;
-  while (go_on && (next_ < requests_.n || has_unfinished()))
+  while (go_on && (arrivals_left() || has_unfinished()))
     if (step() && steps_ % progress_every == 0)
       go_on = hooks_.progress(log_.num_done(), requests_.n);
   return hooks_.progress(log_.num_done(), requests_.n) && go_on;
 }
 
 bool VirtualReplay::step() {
-  while (next_ < requests_.n && due()) add(next_++);
+  add_due();
   if (!has_unfinished()) {  // idle until the next arrival
-    if (next_ < requests_.n) now_ = requests_.arrival_s[next_];
+    if (turns_ && !turns_->empty())
+      now_ = std::max(now_, turns_->next_s());
+    else if (!turns_ && next_ < requests_.n)
+      now_ = requests_.arrival_s[next_];
     return false;
   }
   const double t_start = now_;
@@ -50,17 +56,33 @@ bool VirtualReplay::due() const {
   return requests_.arrival_s[next_] <= now_;
 }
 
+void VirtualReplay::add_due() {
+  if (!turns_) {
+    while (next_ < requests_.n && due()) add(next_++);
+    return;
+  }
+  double t;
+  int64_t i;
+  while (turns_->take_due(now_, t, i)) add_turn(i, t);
+}
+
 void VirtualReplay::add(int64_t i) {
   const bool closed = requests_.concurrency > 0;
   if (closed) requests_.released_s[i] = now_;
-  std::vector<int64_t> hashes;
-  if (requests_.hash_offsets)
-    hashes.assign(requests_.hash_ids + requests_.hash_offsets[i],
-                  requests_.hash_ids + requests_.hash_offsets[i + 1]);
   const SeqRecord added = scheduler_.add_sequence(
       i, requests_.prompt_len[i], requests_.max_new_tokens[i],
-      closed ? now_ : requests_.arrival_s[i], hashes, requests_.hash_block_size);
+      closed ? now_ : requests_.arrival_s[i], requests_.hashes(i), requests_.hash_block_size);
   log_.enqueue(added, now_);
+}
+
+// Turn i, arrived at t, enqueued now; one rejected (or done) as it came ends there.
+void VirtualReplay::add_turn(int64_t i, double t) {
+  requests_.released_s[i] = t;
+  const SeqRecord added = scheduler_.add_sequence(
+      i, requests_.prompt_len[i], requests_.max_new_tokens[i], t, requests_.hashes(i),
+      requests_.hash_block_size, false, requests_.sessions.session_id[i]);
+  log_.enqueue(added, now_);
+  if (added.status != SeqStatus::kWaiting) turns_->ended(i, now_);
 }
 
 VirtualReplay::Launched* VirtualReplay::launch() {
@@ -87,6 +109,10 @@ void VirtualReplay::record(Launched& done, double t_start) {
   const int64_t flush_ns = hooks_.before_record(0);
   log_.record(*done.plan, post, RecordedTimes{t_start, now_, times, flush_ns},
               done.out.costs.ranks);
+  if (turns_) {
+    for (int64_t id : post.finished) turns_->ended(id, now_);
+    for (int64_t id : done.plan->rejected) turns_->ended(id, now_);
+  }
   done.plan.reset();  // the scheduler recycles it
 }
 

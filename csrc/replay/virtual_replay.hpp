@@ -1,5 +1,6 @@
 // The replay loop on the virtual clock for a modeled executor, all in C++. It mirrors the
-// Python loop (harness/replay/driver.py with engine/llm_engine.py), which stays the real
+// Python loop (harness/replay/driver.py with engine/llm_engine.py; a session trace's turns
+// as harness/replay/sessions.py releases them), which stays the real
 // clock's loop and the reference: the same requests added at the same instants, the same
 // schedule / execute / postprocess order (with overlap, step i scheduled and executed before
 // step i-1 is post-processed), the clock advanced by the same rounded step, the same rows
@@ -9,10 +10,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "modeled_step.hpp"
 #include "recorder/step_log.hpp"
 #include "scheduler.hpp"
+#include "session_turns.hpp"
 
 namespace steptrace {
 
@@ -27,10 +31,17 @@ struct ReplayRequests {
   const int64_t* hash_offsets = nullptr;
   const int64_t* hash_ids = nullptr;
   int64_t hash_block_size = 0;
+  std::vector<int64_t> hashes(int64_t i) const {  // request i's hash ids
+    if (!hash_offsets) return {};
+    return {hash_ids + hash_offsets[i], hash_ids + hash_offsets[i + 1]};
+  }
   // A closed loop keeps this many in flight (0: open loop, the trace's arrivals); a
   // request arrives when it is released, written to released_s[i].
   int64_t concurrency = 0;
   double* released_s = nullptr;
+  // A session trace's turns (sessions.parent set): each arrives as session_turns.hpp
+  // releases it, written to released_s[i].
+  SessionTree sessions;
 };
 
 class ReplayHooks {
@@ -60,7 +71,10 @@ class VirtualReplay {
 
   bool step();  // the requests due added, then a recorded step (true) or an idle wait
   bool due() const;
+  bool arrivals_left() const { return turns_ ? !turns_->empty() : next_ < requests_.n; }
+  void add_due();
   void add(int64_t i);
+  void add_turn(int64_t i, double t);
   bool has_unfinished() const { return !scheduler_.is_finished() || inflight_ != nullptr; }
   Launched* launch();
   void record(Launched& done, double t_start);
@@ -77,6 +91,7 @@ class VirtualReplay {
   double now_ = 0.0;  // seconds since the replay began, on the virtual clock
   int64_t next_ = 0;  // the next request to add
   int64_t steps_ = 0;
+  std::optional<SessionTurns> turns_;  // a session trace's
 };
 
 }  // namespace steptrace

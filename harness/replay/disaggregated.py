@@ -13,6 +13,10 @@ sees the first token when the KV has arrived. The prefill instance's step log ke
 request it handed off (its P/D columns filled in there as it moves) until the decode
 instance's log takes it in, which writes its one row.
 
+A session trace's turns (harness/replay/sessions.py) arrive as their parents end, a turn
+ending with its last token on its decode instance (or where it is rejected); each engine
+is told its turns' sessions (dp_assign session_affinity), and so is the prefill router.
+
 Events at one instant go in a fixed order (arrivals, transfers ending, hand-offs and
 arrivals of KV, then instance steps, the lower instance first), so a seed gives identical
 tables. This loop is the reference; csrc/replay/pd_replay.hpp, its fast twin, is checked
@@ -85,8 +89,9 @@ def replay_disaggregated(service: Disaggregation, instances: List[Instance],
                          on_step: Optional[Callable[[int, int], None]] = None,
                          stop: Optional[threading.Event] = None) -> bool:
     """Replay the requests to completion, or until `stop` is set. True if completed.
-    `on_arrival(i, t)` is told each request's arrival (a closed loop's are not the
-    trace's). A prefill instance's log keeps its hand-offs (StepLog handoff `kept`)."""
+    `on_arrival(i, t)` is told each request's arrival (a closed loop's and a session
+    trace's are not the trace's). A prefill instance's log keeps its hand-offs (StepLog
+    handoff `kept`)."""
     run = _Service(service, instances, requests, model_config, on_arrival)
     stop = threading.Event() if stop is None else stop
     n = len(requests.arrival_s)
@@ -131,6 +136,7 @@ class _Service:
         self.next = self.done = self.steps = self._order = 0
         self.now = 0.0
         self.stepped = False
+        self.turns, self.session = _turns(requests, instances)
 
     def advance(self) -> bool:
         """The next event, processed; False when nothing is left to happen."""
@@ -146,7 +152,8 @@ class _Service:
             return False
         self.now = t
         if t_arrival == t:
-            self._arrive(self.next, t)
+            due = None if self.turns is None else self.turns.take_due(t)
+            self._arrive(self.next if due is None else due[1], t)
         elif t_link == t:
             assert key is not None  # a finite end names its transfer
             self._transferred(key, t)
@@ -159,6 +166,8 @@ class _Service:
         return True
 
     def _next_arrival(self) -> float:
+        if self.turns is not None:
+            return self.turns.next_s()
         if self.next >= len(self.arrivals):
             return math.inf
         window = self.requests.concurrency
@@ -176,13 +185,21 @@ class _Service:
         r = self.requests
         prompt_len = int(self.prompt_len[i])
         ids = None if r.hash_ids is None else r.hash_ids[i]
-        instance = self.prefill[self.prefill_router.route(prompt_len, self.prefill_router.hashes(
-            ids, r.hash_block_size, prompt_len))]
+        hashes = self.prefill_router.hashes(ids, r.hash_block_size, prompt_len)
+        session = -1 if self.session is None else int(self.session[i])
+        instance = self.prefill[self.prefill_router.route(prompt_len, hashes, session)]
         added = instance.engine.add_request(
             i, prompt_len=prompt_len, max_new_tokens=int(self.max_new_tokens[i]),
             arrival_time=t, hash_ids=ids, hash_block_size=r.hash_block_size)
         instance.log.enqueue(added, t)  # rejected here: the next step's plan says so
+        if added.status != "waiting":
+            self._ended(i, t)
         instance.wake(t)
+
+    def _ended(self, i: int, t: float) -> None:
+        """A session's turn i's last token is out, or it was rejected, at t."""
+        if self.turns is not None:
+            self.turns.ended(i, t)
 
     def _step(self, instance: Instance) -> None:
         t0 = instance.clock
@@ -202,10 +219,13 @@ class _Service:
                 self.prefill_router.prefilled(instance.index, int(self.prompt_len[left.seq_id]))
                 if left.status == "rejected":
                     self.done += 1
+                    self._ended(left.seq_id, t1)
                 else:
                     self._handed_off(instance, left, t0, t1)
             return
         self.done += len(gone)
+        for left in gone:
+            self._ended(left.seq_id, t1)
         for seq_id in [s for s in instance.pending
                        if instance.engine.scheduler.seq(s).status == "running"]:
             self._start_transfer(instance.pending.pop(seq_id), t0)
@@ -240,9 +260,10 @@ class _Service:
         h.decode, h.added = instance, added
         if added.status != "waiting":  # rejected, or done on arrival: one token, sampled at
             # the end of its prefill step (layerwise, it asked for room before), no KV moved
-            done = added.status == "finished"
-            instance.log.enqueue(added, max(t, h.prefill_end_s) if done else t, h.prefill.log)
+            at = max(t, h.prefill_end_s) if added.status == "finished" else t
+            instance.log.enqueue(added, at, h.prefill.log)
             self.done += 1
+            self._ended(h.seq_id, at)
             return
         instance.pending[h.seq_id] = h
         instance.wake(t)
@@ -270,3 +291,15 @@ class _Service:
         instance.engine.kv_arrived(h.seq_id)
         instance.log.enqueue(added, t, h.prefill.log)
         instance.wake(t)
+
+
+def _turns(requests: Requests, instances: List[Instance]):
+    """(a session trace's turns as they are released, each row's session); (None, None)
+    for a request trace. Each engine is told the sessions."""
+    s = requests.sessions
+    if s is None:
+        return None, None
+    for instance in instances:
+        instance.engine.sessions = s.session_id
+    return _core.SessionTurns((s.parent, s.gap_s, s.subagent, s.session_id, s.live),
+                              requests.arrival_s), s.session_id

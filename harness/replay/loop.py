@@ -111,7 +111,8 @@ class _PD(_InProcess):
 
 class PythonPDLoop(_PD):
     def run(self, requests, recorder, progress, stop, start) -> bool:
-        arrived = recorder.arrived if requests.concurrency else lambda i, t: None
+        arrived = recorder.arrived if requests.concurrency or requests.sessions is not None \
+            else lambda i, t: None
         return replay_disaggregated(self.service, self._instances(recorder), requests,
                                     self.instances[0][2].model_config, arrived, progress, stop)
 

@@ -82,13 +82,18 @@ def _progress(on_step, stop: threading.Event) -> Callable[[int, int], bool]:
 
 def _requests(requests: Requests, recorder) -> dict:
     """The loops' request arguments: the trace's columns, its hash ids flat, a closed
-    loop's window and where its releases are written (the recorder's arrivals)."""
+    loop's window, a session trace's tree, and where a closed loop's releases or a session
+    trace's arrivals are written (the recorder's arrivals)."""
     offsets, ids = _hash_rows(requests.hash_ids)
+    s = requests.sessions
+    arrivals = bool(requests.concurrency) or s is not None
     return dict(arrival_s=requests.arrival_s, prompt_len=requests.prompt_len,
                 max_new_tokens=requests.max_new_tokens, hash_offsets=offsets, hash_ids=ids,
                 hash_block_size=requests.hash_block_size or 0,
                 concurrency=requests.concurrency or 0,
-                released_s=recorder.arrival_s if requests.concurrency else None)
+                released_s=recorder.arrival_s if arrivals else None,
+                sessions=None if s is None else (s.parent, s.gap_s, s.subagent, s.session_id,
+                                                 s.live))
 
 
 def _hash_rows(hash_ids):

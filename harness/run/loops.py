@@ -22,8 +22,7 @@ def build_loop(workload: Workload, arm: str, trace, stop: threading.Event) -> Lo
     engine processes on a torch device of more than one rank; a P/D deployment's engines
     in this process on modeled devices; else one engine. The C++ loops where the workload
     asks for them (`replay_loop: cpp`, on the virtual clock); the frontend's thread with the
-    Python loop where it asks for that (`frontend.mode: thread`, `stop` ends it). Sessions
-    run on the Python loop (validation refuses `replay_loop: cpp` for them)."""
+    Python loop where it asks for that (`frontend.mode: thread`, `stop` ends it)."""
     if workload.target is not None:
         try:  # the serve extra's: a run without a target never imports it
             from ..replay.client import ClientLoop

@@ -21,7 +21,7 @@ from ..traces.read import TraceError, TraceResult, read_trace
 from ..traces.session_readers import SESSION_FORMATS, read_session_file
 from . import real_deployment
 from .schema import MAX_SPAN_S, SCHEMA, UNSET, executor_spec
-from .session_checks import replays_sessions, sessions
+from .session_checks import sessions
 
 SCHEMA_DEFAULTS = {name: key.default for name, key in SCHEMA["engine"].items()}
 
@@ -333,8 +333,6 @@ def cpp_loop_refusal(values, spec) -> Optional[str]:
         return f"it replays a modeled device on the virtual clock, not {values['device']}"
     if values["gil"] != "released" or values["gil_postprocess"]:
         return "the GIL's arms are compared in the Python loop, where holding it matters"
-    if replays_sessions(values):
-        return "sessions are replayed by the Python loop"
     return None
 
 

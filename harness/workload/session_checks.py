@@ -1,8 +1,8 @@
 """A workload's sessions (docs/workloads.md, "Sessions"): a session trace file (a format
 of harness/traces/session_readers.py, or `auto` telling one) or generator
-(`trace.generate.sessions`), and `load.mode: sessions`; replayed by the Python loop into
-one co-located engine, its turns enqueued from the engine's loop or by the frontend's
-thread, or sent to a `target` endpoint by the client."""
+(`trace.generate.sessions`), and `load.mode: sessions`; replayed in this process, by
+either loop, into one co-located engine or a P/D deployment's, its turns enqueued from the
+engines' loop or by the frontend's thread, or sent to a `target` endpoint by the client."""
 
 from __future__ import annotations
 
@@ -56,8 +56,10 @@ def sessions(values, data, path: Path, fail) -> None:
          "a session trace's closed loop counts sessions: expected load.mode: sessions"),
         (("trace", "drop_bad_rows"), trace["drop_bad_rows"],
          "a dropped turn would break its session: expected false"),
-        (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill")),
-         "sessions are replayed into one co-located engine"))
+        (("deployment", "prefill"), bool((data.get("deployment") or {}).get("prefill"))
+         and ":" not in values["device"],  # a torch device's: engine processes
+         "sessions are replayed into engines in this process: expected a P/D deployment on "
+         "a modeled device"))
     for key, bad, why in refused:
         if bad:
             fail(key, why)

@@ -422,7 +422,7 @@ class DeploymentRouterKeys:
     """The `deployment.router:` section's keys (SCHEMA)."""
 
     # which prefill instance takes a request
-    prefill: Literal['round_robin', 'least_tokens', 'cache_aware']
+    prefill: Literal['round_robin', 'least_tokens', 'cache_aware', 'session_affinity']
     # which decode instance takes a prefilled sequence
     decode: Literal['round_robin', 'least_kv']
 

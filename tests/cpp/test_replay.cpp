@@ -129,6 +129,28 @@ TEST(virtual_replay_with_overlap_gives_the_tokens_at_the_same_instants) {
   EXPECT(log.requests().last_token_s == std::vector<double>{0.75});
 }
 
+// A session: turn 0 (at 1.0) fans out to sub-agent turn 1 (0.5 s after it ends); its next
+// turn 2 comes 0.25 s after the sub-agent's subtree has ended.
+TEST(virtual_replay_releases_a_sessions_turns_as_their_parents_end) {
+  Scheduler s(engine(EngineType::kNormal));
+  ModeledStep step = quarter_second_steps();
+  StepLog log(0);
+  Trace trace{{1.0, 0.0, 0.0}, {8, 8, 8}, {2, 1, 2}, {}};
+  const std::vector<int64_t> parent{-1, 0, 0}, session{7, 7, 7};
+  const std::vector<double> gap{0.0, 0.5, 0.25};
+  const std::vector<uint8_t> subagent{0, 1, 0};
+  ReplayRequests requests = trace.requests();
+  requests.sessions = SessionTree{parent.data(), gap.data(), subagent.data(), session.data(), 0};
+  Hooks hooks;
+  VirtualReplay replay(s, step, log, requests, false, hooks);
+  EXPECT(replay.run(64));
+  EXPECT((trace.released_s == std::vector<double>{1.0, 2.0, 2.5}));
+  const RequestRows& r = log.requests();
+  EXPECT((r.request_id == std::vector<int64_t>{0, 1, 2}));
+  EXPECT((r.enqueue_s == std::vector<double>{1.0, 2.0, 2.5}));
+  EXPECT((r.last_token_s == std::vector<double>{1.5, 2.25, 3.0}));
+}
+
 TEST(virtual_replay_stops_when_progress_says_so) {
   Scheduler s(engine(EngineType::kNormal));
   ModeledStep step = quarter_second_steps();
