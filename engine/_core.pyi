@@ -316,8 +316,9 @@ class SessionTurns:
         """The next turn's arrival (inf: none is left to come)."""
     def take_due(self, now: float) -> Optional[Tuple[float, int]]:
         """(arrival, row) of the next turn due by `now`, taken; None: none is."""
-    def ended(self, row: int, t: float) -> None:
-        """Turn `row`'s last token is out, or it was rejected, at t (again: nothing)."""
+    def ended(self, row: int, t: float) -> int:
+        """Turn `row`'s last token is out, or it was rejected, at t (again: nothing); the
+        session that has thereby ended, every turn of it, or -1."""
 
 class PdService:
     """What the C++ P/D loop needs of a deployment (harness/replay/native.py fills it)."""

@@ -115,3 +115,18 @@ def test_session_affinity_keeps_each_sessions_turns_on_one_prefill_instance(tmp_
     assert rows["prefill_instance"].nunique() > 1
     instances = rows.groupby("session_id")["prefill_instance"].nunique()
     assert (instances == 1).all() == (router == "session_affinity")
+
+
+@pytest.mark.parametrize("deployment", ["co-located", "pd"])
+def test_the_two_loops_hold_a_waiting_sessions_blocks_alike(tmp_path, deployment):
+    """session_retention under pressure: each loop tells its engines when a session has
+    ended, so held blocks are let go at the same steps."""
+    text = f"{GENERATE}{ENGINE}" if deployment == "co-located" else \
+        f"{GENERATE}{PD % 'session_affinity'}"
+    # 30 sessions, some ended while others wait, on 32 blocks: the Python loop's hits
+    # differ where its engine is never told a session's end
+    runs = both_loops(tmp_path, text, ["engine.session_retention=true",
+                                       "engine.num_kv_blocks=32", "trace.generate.rate=5",
+                                       "trace.generate.sessions.count=30"])
+    rows = assert_equal(runs)
+    assert (rows["prefix_hit_tokens"] > 0).any()

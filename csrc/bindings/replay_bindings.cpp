@@ -335,10 +335,11 @@ void bind_session_turns(py::module_& m) {
           "ended",
           [](HeldTurns& h, int64_t row, double t) {
             if (row < 0 || row >= h.n()) throw py::index_error("no turn " + std::to_string(row));
-            h.turns().ended(row, t);
+            return h.turns().ended(row, t);
           },
           py::arg("row"), py::arg("t"),
-          "Turn `row`'s last token is out, or it was rejected, at t (again: nothing).");
+          "Turn `row`'s last token is out, or it was rejected, at t (again: nothing); the "
+          "session that has thereby ended, every turn of it, or -1.");
 }
 
 void bind_pd_loop(py::module_& m) {

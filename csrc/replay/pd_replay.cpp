@@ -111,7 +111,9 @@ void PdReplay::arrive(int64_t i, double t) {
 }
 
 void PdReplay::ended(int64_t seq_id, double t) {
-  if (turns_) turns_->ended(seq_id, t);
+  const int64_t session = turns_ ? turns_->ended(seq_id, t) : -1;
+  if (session >= 0)
+    for (PdInstance& instance : instances_) instance.scheduler->end_session(session);
 }
 
 void PdReplay::step(PdInstance& instance) {

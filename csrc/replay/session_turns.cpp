@@ -44,36 +44,33 @@ bool SessionTurns::take_due(double now, double& t, int64_t& row) {
   return true;
 }
 
-void SessionTurns::ended(int64_t row, double t) {
-  if (done_[row]) return;  // rejected as it came, and the plan says so again
+int64_t SessionTurns::ended(int64_t row, double t) {
+  if (done_[row]) return -1;  // rejected as it came, and the plan says so again
   done_[row] = 1;
   for (int64_t k = first_subagent_[row]; k < first_subagent_[row + 1]; ++k)
     events_.emplace(t + tree_.gap_s[subagents_[k]], subagents_[k]);
-  settle(row, t);
+  return settle(row, t);
 }
 
-// One of what turn i's next turn waits for is done.
-void SessionTurns::settle(int64_t i, double t) {
-  if (--pending_[i]) return;
+// One of what turn i's next turn waits for is done; the session thereby ended, or -1.
+int64_t SessionTurns::settle(int64_t i, double t) {
+  if (--pending_[i]) return -1;
   const int64_t c = next_[i];
-  if (c >= 0)
-    events_.emplace(t + tree_.gap_s[c], c);
-  else
-    subtree_done(i, t);
+  if (c < 0) return subtree_done(i, t);
+  events_.emplace(t + tree_.gap_s[c], c);
+  return -1;
 }
 
-// Turn i's subtree (its chain of next turns included) has ended at t.
-void SessionTurns::subtree_done(int64_t i, double t) {
-  for (int64_t p = tree_.parent[i]; p >= 0; i = p, p = tree_.parent[i]) {
-    if (tree_.subagent[i]) {
-      settle(p, t);
-      return;
-    }
-  }
+// Turn i's subtree (its chain of next turns included) has ended at t; the session thereby
+// ended, or -1.
+int64_t SessionTurns::subtree_done(int64_t i, double t) {
+  for (int64_t p = tree_.parent[i]; p >= 0; i = p, p = tree_.parent[i])
+    if (tree_.subagent[i]) return settle(p, t);
   if (!waiting_roots_.empty()) {  // a closed loop's session ended: the next one starts
     events_.emplace(t, waiting_roots_.back());
     waiting_roots_.pop_back();
   }
+  return tree_.session_id[i];
 }
 
 }  // namespace steptrace

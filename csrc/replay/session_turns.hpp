@@ -32,13 +32,14 @@ class SessionTurns {
   double next_s() const { return events_.top().first; }  // not empty()
   // The next turn due by `now` taken: (arrival, row); false when none is.
   bool take_due(double now, double& t, int64_t& row);
-  // Turn `row`'s last token is out, or it was rejected, at t (again: nothing).
-  void ended(int64_t row, double t);
+  // Turn `row`'s last token is out, or it was rejected, at t (again: nothing). Returns the
+  // session that has thereby ended, every turn of it (the scheduler's end_session), or -1.
+  int64_t ended(int64_t row, double t);
 
  private:
   using Event = std::pair<double, int64_t>;  // (arrival, row)
-  void settle(int64_t i, double t);
-  void subtree_done(int64_t i, double t);
+  int64_t settle(int64_t i, double t);
+  int64_t subtree_done(int64_t i, double t);
 
   const SessionTree tree_;
   std::vector<int64_t> next_;     // a turn's next turn (-1: none)

@@ -82,7 +82,12 @@ void VirtualReplay::add_turn(int64_t i, double t) {
       i, requests_.prompt_len[i], requests_.max_new_tokens[i], t, requests_.hashes(i),
       requests_.hash_block_size, false, requests_.sessions.session_id[i]);
   log_.enqueue(added, now_);
-  if (added.status != SeqStatus::kWaiting) turns_->ended(i, now_);
+  if (added.status != SeqStatus::kWaiting) turn_ended(i);
+}
+
+void VirtualReplay::turn_ended(int64_t i) {
+  const int64_t session = turns_->ended(i, now_);
+  if (session >= 0) scheduler_.end_session(session);
 }
 
 VirtualReplay::Launched* VirtualReplay::launch() {
@@ -110,8 +115,8 @@ void VirtualReplay::record(Launched& done, double t_start) {
   log_.record(*done.plan, post, RecordedTimes{t_start, now_, times, flush_ns},
               done.out.costs.ranks);
   if (turns_) {
-    for (int64_t id : post.finished) turns_->ended(id, now_);
-    for (int64_t id : done.plan->rejected) turns_->ended(id, now_);
+    for (int64_t id : post.finished) turn_ended(id);
+    for (int64_t id : done.plan->rejected) turn_ended(id);
   }
   done.plan.reset();  // the scheduler recycles it
 }

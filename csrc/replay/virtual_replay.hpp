@@ -75,6 +75,7 @@ class VirtualReplay {
   void add_due();
   void add(int64_t i);
   void add_turn(int64_t i, double t);
+  void turn_ended(int64_t i);  // turns_ told; the scheduler told of a session that ended
   bool has_unfinished() const { return !scheduler_.is_finished() || inflight_ != nullptr; }
   Launched* launch();
   void record(Launched& done, double t_start);

@@ -198,8 +198,10 @@ class _Service:
 
     def _ended(self, i: int, t: float) -> None:
         """A session's turn i's last token is out, or it was rejected, at t."""
-        if self.turns is not None:
-            self.turns.ended(i, t)
+        session = -1 if self.turns is None else self.turns.ended(i, t)
+        if session >= 0:
+            for instance in self.instances:
+                instance.engine.end_session(session)
 
     def _step(self, instance: Instance) -> None:
         t0 = instance.clock
