@@ -299,7 +299,8 @@ def test_by_turn_groups_indices_in_powers_of_two(tmp_path, capsys):
                                              (MOONCAKE, "auto", "auto")])
 def test_a_workload_names_a_public_session_format_or_auto_tells_weka(tmp_path, path, fmt, told):
     w = tmp_path / "w.yaml"
-    w.write_text(f"trace: {{file: {path}, format: {fmt}}}\n" + MODELED.split("\n", 2)[2])
+    engine = MODELED.split("\n", 2)[2].replace("num_kv_blocks: 256", "num_kv_blocks: auto")
+    w.write_text(f"trace: {{file: {path}, format: {fmt}}}\n" + engine)  # a pool its turns fit
     workload = load_workload(w)
     assert workload.trace.format == told
     df = load_workload_trace(workload).df

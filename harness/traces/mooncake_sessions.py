@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from .read import MOONCAKE_BLOCK, TraceError, TraceResult, read_trace
-from .sessions import Turn, sessions_frame
+from .sessions import Turn, places, sessions_frame
 
 
 def read_mooncake_sessions(path, hash_block_size: Optional[int] = None,
@@ -45,7 +45,8 @@ def read_mooncake_sessions(path, hash_block_size: Optional[int] = None,
     lines = _request_lines(path)
     turns = _turns(res.df, block, [f"{path}:{n}" for n in lines])
     df = sessions_frame(turns, block, str(path))
-    return TraceResult(df, "mooncake_sessions", path, {}, block, res.time_unit, res.sha256)
+    return TraceResult(df, "mooncake_sessions", path, {}, block, res.time_unit, res.sha256,
+                       places(turns))
 
 
 def _request_lines(path: Path) -> List[int]:

@@ -71,18 +71,27 @@ def looks_like_sessions(path: Path) -> bool:
 
 def read_session_trace(path, hash_block_size: Optional[int]) -> TraceResult:
     """read_sessions' frame as a TraceResult (format "sessions", its file's sha256)."""
-    df = read_sessions(path, hash_block_size)
+    turns = _read_turns(Path(path))
+    df = sessions_frame(turns, hash_block_size, str(path))
     with open(path, "rb") as f:
         sha256 = hashlib.sha256(f.read()).hexdigest()
     return TraceResult(df, "sessions", Path(path), {}, df.attrs.get("hash_block_size"),
-                       None, sha256)
+                       None, sha256, places(turns))
 
 
 def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
     """A session trace file (JSONL or CSV) read and checked; TraceError names the file, the
     line and the session of the first problem. Without hash ids in the file and with
     `hash_block_size`, hash ids are chained in blocks of that size."""
-    path = Path(path)
+    return sessions_frame(_read_turns(Path(path)), hash_block_size, str(path))
+
+
+def places(turns: List[Turn]) -> Dict[Tuple[int, int], str]:
+    """Each turn's place (FILE:LINE), by (session, turn): for a message about a frame's row."""
+    return {(t["session_id"], t["turn"]): t.where for t in turns}
+
+
+def _read_turns(path: Path) -> List[Turn]:
     try:
         check_regular(path)
     except NotAFile as e:
@@ -96,7 +105,7 @@ def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
     turns = _jsonl(path, text) if jsonl else _csv(path, text)
     if not turns:
         raise TraceError(f"{path}: no turns")
-    return sessions_frame(turns, hash_block_size, str(path))
+    return turns
 
 
 def _jsonl(path: Path, text: str) -> List[Turn]:

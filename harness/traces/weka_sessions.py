@@ -36,7 +36,7 @@ from typing import Dict, Iterator, List, NoReturn, Optional, Tuple
 from fileio.regular import NotAFile, check_regular
 
 from .read import MAX_HASH_BLOCK, TraceError, TraceResult
-from .sessions import OWN, Turn, sessions_frame
+from .sessions import OWN, Turn, places, sessions_frame
 
 LOCAL_BITS = 32  # a local id's bits; the session's number goes above them
 
@@ -73,7 +73,8 @@ def read_weka(path, hash_block_size: Optional[int] = None) -> TraceResult:
     for sid, (line, conv) in enumerate(conversations):
         turns += _Session(sid, f"{path}:{line}", block, conv, fresh).turns
     df = sessions_frame(turns, block, str(path))
-    return TraceResult(df, "weka", path, {}, block, None, hashlib.sha256(data).hexdigest())
+    return TraceResult(df, "weka", path, {}, block, None, hashlib.sha256(data).hexdigest(),
+                       places(turns))
 
 
 def _conversations(path: Path, text: str) -> Iterator[Tuple[int, dict]]:

@@ -21,7 +21,8 @@ from fileio.yaml_lines import KeyPath, load_with_lines
 
 from ..io.one_word import commit_variables
 from ..traces.read import TraceResult
-from . import checks
+from ..traces.sessions import is_sessions
+from . import checks, session_checks
 from .arms import ARMS
 from .notes import notes
 from .overrides import parse_set
@@ -158,15 +159,26 @@ def load_workload(path, overrides: Tuple[str, ...] = ()) -> Workload:
     checks.replay_loop(values, spec, fail)
     checks.output(values, fail)
     commit_variables()  # the manifest records it: a bad one refused before any work
-    trace_file = values["trace"]["file"]
-    read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
-    checks.arrival_span(values["trace"], read, fail)
+    read = _read_trace(path, values, fail)
     workload = Workload(path=path, values=values, **fields_of(values))
     _engine_configs(workload, fail)
+    if read is not None and is_sessions(read.df):
+        session_checks.turns_fit(workload, read, fail)
     if workload.disaggregation is not None:
         checks.decode_room(workload.disaggregation.decode, read, values, fail)
     return Workload(path=path, values=values, notes=notes(values, read), trace_read=read,
                     **fields_of(values))
+
+
+def _read_trace(path: Path, values, fail):
+    """The trace file read and checked (its arrivals' span, a session trace's gaps); None
+    for a generated trace."""
+    trace_file = values["trace"]["file"]
+    read = checks.replayed_trace(path.parent / trace_file, values, fail) if trace_file else None
+    checks.arrival_span(values["trace"], read, fail)
+    if read is not None and is_sessions(read.df):
+        session_checks.gaps_span(values, read, fail)
+    return read
 
 
 def _engine_configs(workload: Workload, fail) -> None:

@@ -2,15 +2,24 @@
 of harness/traces/session_readers.py, or `auto` telling one) or generator
 (`trace.generate.sessions`), and `load.mode: sessions`; replayed in this process, by
 either loop, into one co-located engine or a P/D deployment's, its turns enqueued from the
-engines' loop or by the frontend's thread, or sent to a `target` endpoint by the client."""
+engines' loop or by the frontend's thread, or sent to a `target` endpoint by the client; a
+session file's turns checked against the replay: each session's chain of gaps within a
+replay's span, each turn within a DP rank's KV pool where the pool is known before
+running."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import List, Tuple
 
+import numpy as np
+
+from engine.scheduler_config import MAX_SEQ_TOKENS
 from fileio.regular import NotAFile, check_regular
 
+from ..traces.read import TraceResult
 from ..traces.session_readers import SESSION_FORMATS, session_format
+from .schema import MAX_SPAN_S, executor_spec
 
 
 def replays_sessions(values) -> bool:
@@ -65,3 +74,85 @@ def sessions(values, data, path: Path, fail) -> None:
             fail(key, why)
     if values["frontend"]["mode"] is None:  # a session replay's turns: the engine's loop's
         values["frontend"]["mode"] = "inline"
+
+
+def gaps_span(values, read: TraceResult, fail) -> None:
+    """Each session's start (scaled; 0 offline or in a closed loop) and its chain of gaps,
+    to its last turn's arrival were every turn served at once, within MAX_SPAN_S: a session
+    whose gaps reach past it would for all purposes never end."""
+    df = _replayed(values, read)
+    span, last = _gap_chains(df)
+    scale = values["trace"]["time_scale"] if values["load"]["mode"] == "trace" else 0.0
+    starts = df["arrival_s"].to_numpy() * scale
+    for r in np.flatnonzero(df["parent_row"].to_numpy() < 0):
+        if not starts[r] + span[r] <= MAX_SPAN_S:
+            end = df.iloc[last[r]]
+            fail(("trace", "file"), f"{_place(read, end)}: session {end['session_id']}: its "
+                                    f"gaps chain to turn {end['turn']}, {span[r]:.3g} s after "
+                                    f"its start at {starts[r]:.3g} s; a replay spans at most "
+                                    f"{MAX_SPAN_S:g} s")
+
+
+def _gap_chains(df) -> Tuple[List[float], List[int]]:
+    """Each turn's subtree's span, its arrival to its subtree's last arrival at no service
+    time (its sub-agents' subtrees, then its next turn's gap and subtree), and the row of
+    that last arrival. A parent's row comes before its children's."""
+    parent, gap = df["parent_row"].tolist(), df["gap_s"].tolist()
+    agent = (df["gap_kind"] == "subagent").tolist()
+    n = len(parent)
+    fan, fan_last = [0.0] * n, list(range(n))  # the latest sub-agent subtree's end
+    follow, follow_last = [0.0] * n, [-1] * n  # the next turn's gap and subtree
+    span, last = [0.0] * n, list(range(n))
+    for i in range(n - 1, -1, -1):
+        span[i] = fan[i] + follow[i]
+        last[i] = follow_last[i] if follow_last[i] >= 0 else fan_last[i]
+        p, end = parent[i], gap[i] + span[i]
+        if p < 0:
+            continue
+        if not agent[i]:
+            follow[p], follow_last[p] = end, last[i]
+        elif end >= fan[p]:
+            fan[p], fan_last[p] = end, last[i]
+    return span, last
+
+
+def turns_fit(workload, read: TraceResult, fail) -> None:
+    """Every turn's footprint (docs/scheduling.md, choice 1) within what a sequence may hold,
+    and within a DP rank's KV pool where the pool is known before running (not `auto` on a
+    torch device that sizes it from its memory, nor an endpoint's, nor a P/D deployment's
+    pools, each sized its own way and rejecting at run time): else the engine would
+    reject the turn, and with it the context its session's later turns build on."""
+    values = workload.values
+    if values["target"] is not None:
+        return
+    cfg = workload.engine_config(workload.arms[0]).scheduler
+    known = (values["engine"]["num_kv_blocks"] != "auto" or values["device"] == "cpu"
+             or executor_spec(values["device"]) is not None) \
+        and not (values.get("deployment") or {}).get("prefill")  # P/D: each pool its own
+    df = _replayed(values, read)
+    prompt, out = df["prompt_len"].to_numpy(np.int64), df["max_new_tokens"].to_numpy(np.int64)
+    footprint = prompt if cfg.engine_type == "prompt" else \
+        prompt + np.maximum(out, cfg.lookahead)
+    blocks = -(-footprint // cfg.block_size)
+    bad = np.flatnonzero((footprint > MAX_SEQ_TOKENS) | (known & (blocks > cfg.num_kv_blocks)))
+    if not len(bad):
+        return
+    i = bad[0]
+    row = df.iloc[i]
+    why = f"a sequence holds at most {MAX_SEQ_TOKENS:,} tokens" \
+        if footprint[i] > MAX_SEQ_TOKENS else \
+        f"a DP rank's KV pool holds {cfg.num_kv_blocks:,} blocks of {cfg.block_size} tokens " \
+        f"({cfg.num_kv_blocks * cfg.block_size:,} tokens), it needs {blocks[i]:,}"
+    fail(("trace", "file"), f"{_place(read, row)}: session {row['session_id']}: turn "
+                            f"{row['turn']} can never run: its {prompt[i]:,}-token prompt and "
+                            f"{out[i]:,} output tokens need {footprint[i]:,} tokens (prompt_len "
+                            f"+ max(max_new_tokens, lookahead {cfg.lookahead})); {why}")
+
+
+def _replayed(values, read: TraceResult):
+    """The turns the run replays (up to trace.limit)."""
+    return read.df.iloc[:values["trace"]["limit"]]
+
+
+def _place(read: TraceResult, row) -> str:
+    return read.places.get((int(row["session_id"]), int(row["turn"])), str(read.path))
