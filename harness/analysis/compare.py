@@ -305,7 +305,8 @@ def _folder(runs: Sequence[Run]) -> str:
 
 def differing_keys(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> Dict[str, Tuple[list, list]]:
     """Workload keys and labels (gil_mode, device) whose values in arm A differ from arm
-    B's: key -> (A's distinct values, B's)."""
+    B's: key -> (A's distinct values, B's). A key one arm's runs never recorded (made
+    before the key existed) is not compared."""
     def values(runs, key):
         out = []
         for run in runs:
@@ -314,9 +315,8 @@ def differing_keys(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> Dict[str, Tu
                 out.append(v)
         return out
 
-    keys = set(LABEL_KEYS)
-    for run in (*runs_a, *runs_b):
-        keys |= set(run.keys) - NOT_COMPARED_KEYS
+    recorded = [set().union(*(run.keys for run in runs)) for runs in (runs_a, runs_b)]
+    keys = set(LABEL_KEYS) | (recorded[0] & recorded[1]) - NOT_COMPARED_KEYS
     out = {}
     for key in sorted(keys):
         va, vb = values(runs_a, key), values(runs_b, key)
