@@ -69,8 +69,11 @@ def waterfall(arms):
         ax.set_xlim(left=0)
         ax.grid(axis="y", visible=False)
     whose = f" of run {run.name}" if len(found) > 1 else ""
+    which = {0: "No session ended (none has a last token), so none is drawn: the figure "
+                "draws the longest sessions", 1: "The longest session"}.get(
+        len(drawn), f"The {len(drawn)} longest sessions")
     return done(fig, "session_waterfall", "Sessions: the longest, turn by turn",
-                f"The {len(drawn)} longest sessions{whose} by makespan (a session's root "
+                f"{which}{whose} by makespan (a session's root "
                 "arrival to its last token), longest on top, each on its own time from its "
                 "start. Each bar is one turn, from its arrival to its last token (its queueing "
                 "included): the space before a bar is the think or tool gap the trace gives "
