@@ -21,14 +21,17 @@ FIGURES = """Array.from(document.querySelectorAll('figure img')).map(img => {
 })"""
 
 
-@pytest.mark.parametrize("kind", ["gil", "pd"])
+@pytest.mark.parametrize("kind", ["gil", "pd", "sessions"])
 def test_the_report_opens_offline_and_every_figure_renders(tmp_path, kind):
     """Two arms of GIL modes; a P/D run against a co-located one (its pools and transfers,
-    the deployment page)."""
+    the deployment page); a session trace's run (its sessions' figures)."""
     from tests.browser import Page
+    from tests.test_sessions_workload import run, workload
 
     if kind == "gil":
         paths = [modeled_runs(tmp_path / "runs", "gil=both")[0].parent]
+    elif kind == "sessions":
+        paths = [run(workload(tmp_path))]
     else:
         paths = modeled_runs(tmp_path / "colocated") + pd_runs(tmp_path / "pd")
     out = tmp_path / "report"
@@ -50,8 +53,11 @@ def test_the_report_opens_offline_and_every_figure_renders(tmp_path, kind):
     for f in figures:
         assert f["complete"] and f["natural"] > 0 and f["width"] > 0 and f["height"] > 0, f
     assert (out / "screenshot.png").stat().st_size > 10_000
+    alts = {f["alt"] for f in figures}
+    if kind == "sessions":
+        assert {"Sessions: the longest, turn by turn", "Sessions: prefix hit rate by turn"} \
+            <= alts
     if kind == "pd":
-        alts = {f["alt"] for f in figures}
         assert {"P/D pools: each instance's load and the requests routed to it",
                 "P/D: KV transfers and the wait for decode room"} <= alts
 

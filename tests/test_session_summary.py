@@ -106,3 +106,34 @@ def test_a_request_trace_run_has_no_session_rows(tmp_path):
     (done,) = run_workload(load_workload(path))
     table = pd.read_parquet(done.path / "summary.parquet")
     assert not table["metric"].str.startswith(("session_", "ttft_prefix_")).any()
+
+
+def test_engine_time_is_the_union_of_each_sessions_turns():
+    """Against the definition, one session at a time: its turns in arrival order merged
+    into spans, their lengths added in order (equal to the last bit); a turn without a
+    last token adds nothing, a session with none has 0."""
+    from harness.record.session_summary import engine_time
+
+    def union(a, b):
+        total, spans = 0.0, sorted(zip(a, b), key=lambda span: span[0])
+        lo, hi = spans[0]
+        for x, y in spans[1:]:
+            if x > hi:
+                total += hi - lo
+                lo, hi = x, y
+            else:
+                hi = max(hi, y)
+        return total + hi - lo
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        sid = rng.integers(0, int(rng.integers(1, 6)), n) * 3
+        start = np.round(rng.random(n) * 10, int(rng.integers(0, 3)))
+        end = start + np.round(rng.random(n) * 3, int(rng.integers(0, 3)))
+        end[rng.random(n) < 0.2] = np.nan
+        got = engine_time(sid, start, end)
+        assert got.index.tolist() == sorted(set(sid.tolist()))
+        for s, value in got.items():
+            ended = (sid == s) & ~np.isnan(end)
+            assert value == (union(start[ended], end[ended]) if ended.any() else 0.0)

@@ -112,14 +112,16 @@ def print_text(result, every: bool = False) -> None:
               "decides (docs/comparing.md)")
     headline, others = result.headline(), result.others()
     width = max([9] + [len(m.unit) + 1 for m in headline + others])  # "% of one core"
-    print(f"{'metric':28}{'unit':>{width}}{'A median':>11}{'B median':>11}{'B/A':>8}"
+    shown = headline + others if every or not headline else headline
+    name = max([28] + [len(m.metric) + 1 for m in shown])  # session_prefix_hit.later_turns
+    print(f"{'metric':{name}}{'unit':>{width}}{'A median':>11}{'B median':>11}{'B/A':>8}"
           f"{'95% interval':>18}  verdict")
     for m in headline:
-        _print_row(m, result.arm_b, width)
+        _print_row(m, result.arm_b, width, name)
     if (every or not headline) and others:
         print(f"every other metric ({len(others)}):")
         for m in others:
-            _print_row(m, result.arm_b, width)
+            _print_row(m, result.arm_b, width, name)
     elif others:
         print(f"(the headline metrics of {result.kind} runs; --all adds {len(others)} more, "
               f"--json and --csv carry every statistic)")
@@ -183,9 +185,9 @@ def _error(error: float) -> str:
     return f"{error:+.1%}" if 0.1 <= ratio <= 10 else f"x{ratio:.3g}"
 
 
-def _print_row(m, b: str, width: int) -> None:
+def _print_row(m, b: str, width: int, name: int) -> None:
     ci = "" if math.isnan(m.low) else f" {_ratio(m.low)} .. {_ratio(m.high)}"
-    print(f"{m.metric:28}{m.unit:>{width}}{m.median_a:>11.4g}{m.median_b:>11.4g}"
+    print(f"{m.metric:{name}}{m.unit:>{width}}{m.median_a:>11.4g}{m.median_b:>11.4g}"
           f"{' ' + _ratio(m.ratio):>8}{ci:>18}  {m.says(b)}")
 
 

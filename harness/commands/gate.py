@@ -144,9 +144,10 @@ def print_text(result, baseline: str) -> None:
           f"({len(result.baseline)} run(s){arms}): {verdict[result.verdict]}")
     for key, (a, b) in result.differing_keys.items():
         print(f"  differs from the baseline: {key}: {_values(a)} -> {_values(b)}")
-    print(f"  {'check':26}{'rule':18}{'baseline':>22} {'candidate':>22}  result")
+    name = max([26] + [len(c.check) + 1 for c in result.checks])  # session_prefix_hit...
+    print(f"  {'check':{name}}{'rule':18}{'baseline':>22} {'candidate':>22}  result")
     for c in result.checks:
-        print(f"  {c.check:26}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  {c.result}")
+        print(f"  {c.check:{name}}{c.rule:18}{c.baseline:>22} {c.candidate:>22}  {c.result}")
         print(f"      {c.arm + ': ' if c.arm else ''}{c.detail}")
     if result.verdict == "changed":
         print("  the modeled tables differ from the baseline's: a change in behaviour, "

@@ -20,22 +20,33 @@ COMPLETED = ("finished", "handed_off")
 
 def engine_time(session_id: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
     """By session: the time at least one of its turns was in the engine, the union of its
-    turns' [arrival, last token] (a turn without a last token adds nothing)."""
+    turns' [arrival, last token] (a turn without a last token adds nothing): its turns in
+    arrival order merged into spans, the spans' lengths added in order."""
     keep = ~np.isnan(end)
     frame = pd.DataFrame({"s": session_id[keep], "a": start[keep], "b": end[keep]})
     frame = frame.sort_values(["s", "a"], kind="stable")
-    out = dict.fromkeys(np.unique(session_id).tolist(), 0.0)
-    for s, group in frame.groupby("s", sort=False):
-        spans = list(zip(group["a"].tolist(), group["b"].tolist()))
-        total, (lo, hi) = 0.0, spans[0]
-        for a, b in spans[1:]:
-            if a > hi:
-                total += hi - lo
-                lo, hi = a, b
-            else:
-                hi = max(hi, b)
-        out[s] = total + hi - lo
-    return pd.Series(out, dtype=np.float64)
+    out = pd.Series(0.0, index=np.unique(session_id), dtype=np.float64)
+    if frame.empty:
+        return out
+    s, a = frame["s"].to_numpy(), frame["a"].to_numpy()
+    reach = frame.groupby("s", sort=False)["b"].cummax().to_numpy()  # the latest end so far
+    first = np.r_[True, s[1:] != s[:-1]]
+    begin = np.flatnonzero(first | (a > np.r_[-np.inf, reach[:-1]]))  # a span's first turn
+    lo, hi = a[begin], reach[np.r_[begin[1:] - 1, len(a) - 1]]
+    sessions = np.flatnonzero(first[begin])  # each session's first span
+    spans = np.diff(np.r_[sessions, len(begin)])
+    whose = np.repeat(np.arange(len(sessions)), spans)
+    position = np.arange(len(begin)) - np.repeat(sessions, spans)
+    total = np.zeros(len(sessions))
+    last = sessions + spans - 1
+    inner = np.ones(len(begin), bool)
+    inner[last] = False
+    order = np.argsort(position, kind="stable")
+    for at in np.split(order, np.flatnonzero(np.diff(position[order])) + 1):
+        at = at[inner[at]]  # the k-th span of every session with more after it
+        total[whose[at]] += hi[at] - lo[at]
+    out.loc[s[begin[last]]] = total + hi[last] - lo[last]
+    return out
 
 
 def session_summary(requests: pd.DataFrame, sessions: pd.DataFrame, first: np.ndarray,

@@ -180,6 +180,8 @@ class _Sessions(Turns):
             else time.perf_counter() - self.start
         self.recorder.step(record, step_start, self.now)
         self.steps += 1
-        for i in (*record.finished.tolist(), *record.rejected.tolist()):
-            self.ended(int(i), self.now)
+        finished, rejected = record.finished, record.rejected
+        if len(finished) or len(rejected):  # most steps end no turn
+            for i in (*finished.tolist(), *rejected.tolist()):
+                self.ended(i, self.now)
         return True
