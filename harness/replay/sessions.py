@@ -172,7 +172,7 @@ class _Sessions(Turns):
             elif self.events:
                 stop.wait(max(0.0, self.events[0][0] - self.now))
             return False
-        step_start = self.now
+        step_start, done = self.now, self.recorder.num_done
         record = engine.step()
         if record is None:
             return False
@@ -180,8 +180,7 @@ class _Sessions(Turns):
             else time.perf_counter() - self.start
         self.recorder.step(record, step_start, self.now)
         self.steps += 1
-        finished, rejected = record.finished, record.rejected
-        if len(finished) or len(rejected):  # most steps end no turn
-            for i in (*finished.tolist(), *rejected.tolist()):
+        if self.recorder.num_done != done:  # most steps end no turn
+            for i in (*record.finished.tolist(), *record.rejected.tolist()):
                 self.ended(i, self.now)
         return True
