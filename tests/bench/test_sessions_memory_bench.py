@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from harness.record.recorder import Recorder
-from harness.replay.loop import PythonLoop
+from harness.replay.loop import NativeLoop, PythonLoop
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
 from tests.bench.test_memory_bench import ROOT, WORKLOAD
@@ -106,7 +106,8 @@ def test_bytes_kept_and_held_per_turn(benchmark, tmp_path, monkeypatch):
             kept["steps"] = sum(s.steps for s in self.step_summaries.values())
             kept["turns"] = len(self.max_new_tokens)
 
-    monkeypatch.setattr(PythonLoop, "recorder_type", Measured)  # sessions replay on it
+    for loop in (PythonLoop, NativeLoop):  # the workload's, whichever it replays by
+        monkeypatch.setattr(loop, "recorder_type", Measured)
     workload = load_workload(sessions_workload(tmp_path), [f"{COUNT}={sessions}",
                                                            f"output={tmp_path}"])
     tracemalloc.start()
