@@ -46,6 +46,7 @@ from fileio.regular import NotAFile, check_regular
 from .read import MAX_HASH_ID, TraceError, TraceResult
 
 GAP_KINDS = ("tool", "user", "subagent")
+GAP_CATEGORIES = tuple(sorted(GAP_KINDS))  # the frame's gap_kind, listed as strings would be
 KEYS = ("session_id", "turn", "parent", "arrival_s", "gap_s", "gap_kind", "input_tokens",
         "max_new_tokens")
 OWN = 1 << 62  # chained ids of blocks no other turn's context holds, counted up from here
@@ -200,9 +201,23 @@ def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessio
         raise TraceError(f"{label}: hash_ids present but the hash block size is unknown: "
                          f"pass hash_block_size")
     prompt, parent_of = _tree(turns, recorded)
-    ids = _checked_ids(turns, prompt, parent_of, block, recorded) if given else \
-        _chained_ids(turns, prompt, parent_of, block, shared_ids or []) if block else None
-    return _frame(turns, prompt, parent_of, ids, block)
+    columns = {k: np.array([t[k] for t in turns], np.float64 if k.endswith("_s") else np.int64)
+               for k in KEYS if k != "gap_kind"}
+    columns["gap_kind"] = np.array([GAP_CATEGORIES.index(t["gap_kind"]) for t in turns], np.int8)
+    if given:
+        ids: Optional[List[list]] = _checked_ids(turns, prompt, parent_of, block, recorded)
+        return _frame(columns, prompt, parent_of, ids, block)
+    return tree_frame(columns, prompt, parent_of, block, shared_ids)
+
+
+def tree_frame(columns: Dict[str, np.ndarray], prompt: np.ndarray, parent_of: np.ndarray,
+               block: Optional[int], shared_ids: Optional[List[int]] = None) -> pd.DataFrame:
+    """The frame of turns given as columns (KEYS; gap_kind as codes of GAP_CATEGORIES) whose
+    tree holds (sessions_frame's checks passed, or a generated trace's): each turn's prompt
+    length and its parent's index (-1: a root) given, hash ids chained where `block` is."""
+    ids = _chained_ids(prompt, parent_of, columns["max_new_tokens"], block,
+                       shared_ids or []) if block else None
+    return _frame(columns, prompt, parent_of, ids, block)
 
 
 def _on_every_turn(turns: List[Turn], key: str) -> bool:
@@ -278,46 +293,53 @@ def _checked_ids(turns, prompt, parent_of, block, recorded: bool) -> List[list]:
     return [t["hash_ids"] for t in turns]
 
 
-def _chained_ids(turns, prompt, parent_of, block, shared) -> List[list]:
+def _chained_ids(prompt, parent_of, max_new_tokens, block, shared) -> List[list]:
     """Hash ids where the turns have none: a root's own blocks (after `shared`, its full
     ones); a child's, its parent's context's full blocks (the parent's prompt and output,
     the same for all its children), then its own."""
     fresh = iter(range(OWN, OWN + (1 << 61)))
     ids: List[list] = []
     context: Dict[int, list] = {}
-    for i in range(len(turns)):
-        n, j = -(-int(prompt[i]) // block), int(parent_of[i])
+    children = np.bincount(parent_of[parent_of >= 0], minlength=len(prompt))
+    prompt, parent_of, output = (np.ascontiguousarray(a, np.int64).data  # items are ints
+                                 for a in (prompt, parent_of, max_new_tokens))
+    for i in range(len(prompt)):
+        n, j = -(-prompt[i] // block), parent_of[i]
         if j < 0:
-            head = shared[:min(len(shared), int(prompt[i]) // block)]
+            head = shared[:min(len(shared), prompt[i] // block)]
         else:
             if j not in context:
-                full = (int(prompt[j]) + turns[j]["max_new_tokens"]) // block
-                kept = ids[j][:int(prompt[j]) // block]
+                full = (prompt[j] + output[j]) // block
+                kept = ids[j][:prompt[j] // block]
                 context[j] = kept + [next(fresh) for _ in range(full - len(kept))]
             head = context[j][:n]
+            children[j] -= 1
+            if not children[j]:  # its last child: the context is no one's else
+                del context[j]
         ids.append(head + [next(fresh) for _ in range(n - len(head))])
     return ids
 
 
-def _frame(turns, prompt, parent_of, ids, block) -> pd.DataFrame:
-    sid = np.array([t["session_id"] for t in turns], np.int64)
-    root = {t["session_id"]: t["arrival_s"] for t in turns if t["parent"] == -1}
-    start = np.array([root[s] for s in sid])
-    first = pd.Series(range(len(turns))).groupby(sid).transform("min").to_numpy()
-    order = np.lexsort((np.arange(len(turns)), first, start))  # by start, then file order
-    row_of = np.empty(len(turns), np.int64)
-    row_of[order] = np.arange(len(turns))
+def _frame(columns, prompt, parent_of, ids, block) -> pd.DataFrame:
+    sid = columns["session_id"]
+    sessions, first, session_of = np.unique(sid, return_index=True, return_inverse=True)
+    root = parent_of < 0
+    root_start = np.empty(len(sessions))
+    root_start[session_of[root]] = columns["arrival_s"][root]
+    start = root_start[session_of]
+    order = np.lexsort((np.arange(len(sid)), first[session_of], start))  # by start, file order
+    row_of = np.empty(len(sid), np.int64)
+    row_of[order] = np.arange(len(sid))
     parent_row = np.where(parent_of[order] >= 0, row_of[np.maximum(parent_of[order], 0)], -1)
     t0 = start.min()
     df = pd.DataFrame({
         "arrival_s": start[order] - t0, "prompt_len": prompt[order],
-        "max_new_tokens": np.array([turns[i]["max_new_tokens"] for i in order], np.int64),
-        "session_id": sid[order], "turn": np.array([turns[i]["turn"] for i in order], np.int64),
-        "parent": np.array([turns[i]["parent"] for i in order], np.int64),
-        "parent_row": parent_row,
-        "gap_s": np.array([turns[i]["gap_s"] for i in order]),
-        "gap_kind": pd.Series([turns[i]["gap_kind"] for i in order], dtype=object),
-        "input_tokens": np.array([turns[i]["input_tokens"] for i in order], np.int64)})
+        "max_new_tokens": columns["max_new_tokens"][order], "session_id": sid[order],
+        "turn": columns["turn"][order], "parent": columns["parent"][order],
+        "parent_row": parent_row, "gap_s": columns["gap_s"][order],
+        "gap_kind": pd.Series(np.array(GAP_CATEGORIES, object)[columns["gap_kind"][order]],
+                              dtype=object),
+        "input_tokens": columns["input_tokens"][order]})
     if ids is not None:
         df["hash_ids"] = pd.Series([ids[i] for i in order], dtype=object)
         df.attrs["hash_block_size"] = block
