@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.commands import main
@@ -219,7 +220,7 @@ def test_a_roots_gap_may_be_left_out_but_not_its_start(tmp_path):
 
 def test_the_bundled_trace_is_its_recipe_generated_again(tmp_path):
     """workloads/README.md's recipe writes workloads/traces/agentic_sessions.csv byte for
-    byte: the generator draws as it did."""
+    byte: the generator draws as it did, and the frame's gap_kind is categorical."""
     readme = (REPO / "workloads" / "README.md").read_text()
     recipe = readme.split("## traces/agentic_sessions.csv")[1].split("```python\n")[1]
     recipe = recipe.split("```")[0]
@@ -230,4 +231,5 @@ def test_the_bundled_trace_is_its_recipe_generated_again(tmp_path):
     code = recipe.replace("/tmp/gen.yaml", str(tmp_path / "gen.yaml"))
     namespace: dict = {}
     exec(code.replace('"workloads/traces/agentic_sessions.csv"', repr(str(out))), namespace)
+    assert isinstance(namespace["df"]["gap_kind"].dtype, pd.CategoricalDtype)
     assert out.read_bytes() == (REPO / "workloads" / "traces" / "agentic_sessions.csv").read_bytes()

@@ -27,7 +27,8 @@ and every sub-agent child's subtree have ended, plus its gap.
 The frame (`sessions_frame`) is a trace frame (harness/traces/read.py) ordered by session
 start, each session's turns in file order, arrival_s each turn's session start (a turn's
 own arrival is known only as the replay runs), with the columns above beside it (but
-prompt_tokens, which is its prompt_len) and `parent_row`, the parent's row (-1: a root).
+prompt_tokens, which is its prompt_len) and `parent_row`, the parent's row (-1: a root);
+its gap_kind is categorical (GAP_CATEGORIES: group it with observed=True).
 """
 
 from __future__ import annotations
@@ -337,8 +338,7 @@ def _frame(columns, prompt, parent_of, ids, block) -> pd.DataFrame:
         "max_new_tokens": columns["max_new_tokens"][order], "session_id": sid[order],
         "turn": columns["turn"][order], "parent": columns["parent"][order],
         "parent_row": parent_row, "gap_s": columns["gap_s"][order],
-        "gap_kind": pd.Series(np.array(GAP_CATEGORIES, object)[columns["gap_kind"][order]],
-                              dtype=object),
+        "gap_kind": pd.Categorical.from_codes(columns["gap_kind"][order], GAP_CATEGORIES),
         "input_tokens": columns["input_tokens"][order]})
     if ids is not None:
         df["hash_ids"] = pd.Series([ids[i] for i in order], dtype=object)
