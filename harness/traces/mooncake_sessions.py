@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from .read import MOONCAKE_BLOCK, TraceError, TraceResult, read_trace
-from .sessions import Turn, places, sessions_frame
+from .sessions import Turns, places, sessions_frame
 
 
 def read_mooncake_sessions(path, hash_block_size: Optional[int] = None,
@@ -109,7 +109,7 @@ class _Node:
         return self.chain
 
 
-def _turns(df: pd.DataFrame, block: int, where: List[str]) -> List[Turn]:
+def _turns(df: pd.DataFrame, block: int, where: List[str]) -> Turns:
     parent = parents(df, block)
     arrival, prompt = df["arrival_s"].tolist(), df["prompt_len"].tolist()
     output, ids = df["max_new_tokens"].tolist(), df["hash_ids"].tolist()
@@ -123,12 +123,11 @@ def _turns(df: pd.DataFrame, block: int, where: List[str]) -> List[Turn]:
             session[i] = session[p]
         number[i] = count[session[i]]
         count[session[i]] += 1
-    turns = []
+    turns = Turns()
     for i, p in enumerate(parent):
-        t = Turn(session_id=session[i], turn=number[i], parent=number[p] if p >= 0 else -1,
-                 arrival_s=arrival[i], gap_s=arrival[i] - arrival[p] if p >= 0 else 0.0,
-                 gap_kind="user", max_new_tokens=output[i], hash_ids=ids[i],
-                 input_tokens=prompt[i] - (prompt[p] + output[p] if p >= 0 else 0))
-        t.where = where[i]
-        turns.append(t)
+        turns.add(where[i], session_id=session[i], turn=number[i],
+                  parent=number[p] if p >= 0 else -1, arrival_s=arrival[i],
+                  gap_s=arrival[i] - arrival[p] if p >= 0 else 0.0, gap_kind="user",
+                  max_new_tokens=output[i], hash_ids=ids[i],
+                  input_tokens=prompt[i] - (prompt[p] + output[p] if p >= 0 else 0))
     return turns

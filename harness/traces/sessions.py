@@ -53,10 +53,35 @@ KEYS = ("session_id", "turn", "parent", "arrival_s", "gap_s", "gap_kind", "input
 OWN = 1 << 62  # chained ids of blocks no other turn's context holds, counted up from here
 
 
-class Turn(dict):
-    """One row as read, with `where` (FILE:LINE) for messages."""
+FIELDS = KEYS + ("hash_ids", "prompt_tokens")
+SUBAGENT = GAP_CATEGORIES.index("subagent")
 
-    where: str = ""
+
+class Turns:
+    """Turns as read, a list a field (FIELDS, None where not given; gap_kind as its code
+    in GAP_CATEGORIES), each turn's place (FILE:LINE) beside them for messages."""
+
+    def __init__(self) -> None:
+        self.columns: Dict[str, list] = {k: [] for k in FIELDS}
+        self.where: List[str] = []
+
+    def add(self, where: str, **values) -> None:
+        """A turn of these values (FIELDS; gap_kind one of GAP_KINDS)."""
+        values["gap_kind"] = GAP_CATEGORIES.index(values["gap_kind"])
+        for k, column in self.columns.items():
+            column.append(values.get(k))
+        self.where.append(where)
+
+    def extend(self, other: Turns) -> None:
+        for k, column in self.columns.items():
+            column += other.columns[k]
+        self.where += other.where
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def __getitem__(self, key: str) -> list:
+        return self.columns[key]
 
 
 def looks_like_sessions(path: Path) -> bool:
@@ -88,12 +113,12 @@ def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
     return sessions_frame(_read_turns(Path(path)), hash_block_size, str(path))
 
 
-def places(turns: List[Turn]) -> Dict[Tuple[int, int], str]:
+def places(turns: Turns) -> Dict[Tuple[int, int], str]:
     """Each turn's place (FILE:LINE), by (session, turn): for a message about a frame's row."""
-    return {(t["session_id"], t["turn"]): t.where for t in turns}
+    return dict(zip(zip(turns["session_id"], turns["turn"]), turns.where))
 
 
-def _read_turns(path: Path) -> List[Turn]:
+def _read_turns(path: Path) -> Turns:
     try:
         check_regular(path)
     except NotAFile as e:
@@ -110,8 +135,8 @@ def _read_turns(path: Path) -> List[Turn]:
     return turns
 
 
-def _jsonl(path: Path, text: str) -> List[Turn]:
-    turns = []
+def _jsonl(path: Path, text: str) -> Turns:
+    turns = Turns()
     for line, row in enumerate(text.splitlines(), 1):
         if not row.strip():
             continue
@@ -121,16 +146,16 @@ def _jsonl(path: Path, text: str) -> List[Turn]:
             raise TraceError(f"{path}:{line}: not a JSON object ({e})") from None
         if not isinstance(value, dict):
             raise TraceError(f"{path}:{line}: expected a JSON object, got {row[:40]!r}")
-        turns.append(_turn(value, f"{path}:{line}"))
+        _turn(turns, value, f"{path}:{line}")
     return turns
 
 
-def _csv(path: Path, text: str) -> List[Turn]:
+def _csv(path: Path, text: str) -> Turns:
     rows = text.splitlines()
+    turns = Turns()
     if not rows:
-        return []
+        return turns
     header = [h.strip() for h in next(csv.reader(rows[:1]))]
-    turns = []
     for line, fields in enumerate(csv.reader(rows[1:]), 2):
         if not fields or not "".join(fields).strip():
             continue
@@ -146,14 +171,14 @@ def _csv(path: Path, text: str) -> List[Turn]:
                 value[k] = v if k == "gap_kind" else json.loads(v)
             except ValueError:
                 value[k] = v
-        turns.append(_turn(value, f"{path}:{line}"))
+        _turn(turns, value, f"{path}:{line}")
     return turns
 
 
-def _turn(value: dict, where: str) -> Turn:
-    """A row's values checked one by one (the tree is checked in sessions_frame)."""
-    turn = Turn()
-    turn.where = where
+def _turn(turns: Turns, value: dict, where: str) -> None:
+    """A row's values checked one by one and added to `turns` (the tree is checked in
+    sessions_frame)."""
+    turn: Dict[str, object] = {}
     sid = value.get("session_id")
     at = f"{where}: session {sid!r}"
     missing = [k for k in KEYS if k not in value and k not in ("arrival_s", "gap_s")]
@@ -184,10 +209,10 @@ def _turn(value: dict, where: str) -> Turn:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise TraceError(f"{at}: prompt_tokens: expected an integer >= 1, got {n!r}")
     turn["prompt_tokens"] = n
-    return turn
+    turns.add(where, **turn)
 
 
-def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessions",
+def sessions_frame(turns: Turns, block: Optional[int], label: str = "sessions",
                    shared_ids: Optional[List[int]] = None) -> pd.DataFrame:
     """The checked frame of these turns (module docstring). `block`: tokens per hash id
     (required where the turns have hash ids; chained ones are made where it is given and
@@ -195,16 +220,15 @@ def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessio
     (a common system prompt)."""
     given, recorded = _on_every_turn(turns, "hash_ids"), _on_every_turn(turns, "prompt_tokens")
     if recorded and not given:
-        t = turns[0]
-        raise TraceError(f"{t.where}: session {t['session_id']}: prompt_tokens without "
+        raise TraceError(f"{turns.where[0]}: session {turns['session_id'][0]}: prompt_tokens "
+                         f"without "
                          f"hash_ids: a recorded prompt says what it shares by its hash ids")
     if given and block is None:
         raise TraceError(f"{label}: hash_ids present but the hash block size is unknown: "
                          f"pass hash_block_size")
     prompt, parent_of = _tree(turns, recorded)
-    columns = {k: np.array([t[k] for t in turns], np.float64 if k.endswith("_s") else np.int64)
-               for k in KEYS if k != "gap_kind"}
-    columns["gap_kind"] = np.array([GAP_CATEGORIES.index(t["gap_kind"]) for t in turns], np.int8)
+    columns = {k: np.array(turns[k], np.int8 if k == "gap_kind" else np.float64
+                           if k.endswith("_s") else np.int64) for k in KEYS}
     if given:
         ids: Optional[List[list]] = _checked_ids(turns, prompt, parent_of, block, recorded)
         return _frame(columns, prompt, parent_of, ids, block)
@@ -221,17 +245,17 @@ def tree_frame(columns: Dict[str, np.ndarray], prompt: np.ndarray, parent_of: np
     return _frame(columns, prompt, parent_of, ids, block)
 
 
-def _on_every_turn(turns: List[Turn], key: str) -> bool:
+def _on_every_turn(turns: Turns, key: str) -> bool:
     """Whether the turns give `key`: all of them (True) or none (False); some is refused."""
-    given = [t.get(key) is not None for t in turns]
+    given = [v is not None for v in turns[key]]
     if any(given) and not all(given):
-        t = turns[given.index(False) if given[0] else given.index(True)]
-        raise TraceError(f"{t.where}: session {t['session_id']}: {key} on some turns "
-                         f"only: give them on every turn or on none")
+        i = given.index(False) if given[0] else given.index(True)
+        raise TraceError(f"{turns.where[i]}: session {turns['session_id'][i]}: {key} on some "
+                         f"turns only: give them on every turn or on none")
     return all(given)
 
 
-def _tree(turns: List[Turn], recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
+def _tree(turns: Turns, recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
     """Each turn's prompt length (`recorded`: its prompt_tokens) and its parent's index (-1:
     a root), the tree checked."""
     rows: Dict[Tuple[int, int], int] = {}  # (session, turn) -> its index in turns
@@ -239,59 +263,60 @@ def _tree(turns: List[Turn], recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
     parent_of = np.full(len(turns), -1, np.int64)
     continuation: Dict[int, int] = {}  # a turn's next turn (its one child not a sub-agent)
     roots: set = set()
-    for i, t in enumerate(turns):
-        sid, at = t["session_id"], f"{t.where}: session {t['session_id']}"
-        key = (sid, t["turn"])
+    sids, numbers, new, output = (turns[k] for k in ("session_id", "turn", "input_tokens",
+                                                     "max_new_tokens"))
+    for i, (sid, k, p) in enumerate(zip(sids, numbers, turns["parent"])):
+        at, key = f"{turns.where[i]}: session {sid}", (sid, k)
         if key in rows:
-            raise TraceError(f"{at}: turn {t['turn']} given twice (first at "
-                             f"{turns[rows[key]].where})")
-        p = t["parent"]
-        if p == t["turn"]:
+            raise TraceError(f"{at}: turn {k} given twice (first at {turns.where[rows[key]]})")
+        if p == k:
             raise TraceError(f"{at}: turn {p} is its own parent: a cycle")
         if p == -1:
             if sid in roots:
                 raise TraceError(f"{at}: a second root (parent -1): a session has one")
             roots.add(sid)
-            prompt[i] = t["input_tokens"]
+            prompt[i] = new[i]
         else:
             j = rows.get((sid, p))
             if j is None:
-                later = any(u["session_id"] == sid and u["turn"] == p for u in turns[i:])
-                raise TraceError(f"{at}: turn {t['turn']}'s parent, turn {p}, "
+                later = any(s == sid and u == p for s, u in zip(sids[i:], numbers[i:]))
+                raise TraceError(f"{at}: turn {k}'s parent, turn {p}, "
                                  + ("comes later: a parent's line comes before its "
                                     "children's (or the turns form a cycle)" if later
                                     else "is missing"))
-            if t["gap_kind"] != "subagent":
+            if turns["gap_kind"][i] != SUBAGENT:
                 if j in continuation:
                     raise TraceError(f"{at}: turn {p} has two next turns "
-                                     f"({turns[continuation[j]]['turn']} and {t['turn']}): "
+                                     f"({numbers[continuation[j]]} and {k}): "
                                      f"only sub-agent children fan out")
                 continuation[j] = i
             parent_of[i] = j
-            prompt[i] = prompt[j] + turns[j]["max_new_tokens"] + t["input_tokens"]
+            prompt[i] = prompt[j] + output[j] + new[i]
         if recorded:
-            prompt[i] = t["prompt_tokens"]
+            prompt[i] = turns["prompt_tokens"][i]
         rows[key] = i
     return prompt, parent_of
 
 
-def _checked_ids(turns, prompt, parent_of, block, recorded: bool) -> List[list]:
+def _checked_ids(turns: Turns, prompt, parent_of, block, recorded: bool) -> List[list]:
     """The file's hash ids, each turn's ceil(prompt / block), leading with its parent's full
     prompt blocks unless the prompt is `recorded` (it shares what its ids say)."""
-    for i, t in enumerate(turns):
-        ids, want = t["hash_ids"], -(-int(prompt[i]) // block)
-        at = f"{t.where}: session {t['session_id']}: turn {t['turn']}: hash_ids"
+    given = turns["hash_ids"]
+    for i, ids in enumerate(given):
+        want = -(-int(prompt[i]) // block)
+        at = f"{turns.where[i]}: session {turns['session_id'][i]}: turn {turns['turn'][i]}: " \
+            "hash_ids"
         if len(ids) != want:
             raise TraceError(f"{at}: {len(ids)} ids, but its {prompt[i]}-token prompt has "
                              f"{want} blocks of {block} tokens")
         j = parent_of[i]
         if j >= 0 and not recorded:
             full = int(prompt[j]) // block
-            if ids[:full] != turns[j]["hash_ids"][:full]:
+            if ids[:full] != given[j][:full]:
                 raise TraceError(f"{at}: its first {full} ids are not its parent's (turn "
-                                 f"{turns[j]['turn']}): a turn's prompt begins with its "
+                                 f"{turns['turn'][j]}): a turn's prompt begins with its "
                                  f"parent's")
-    return [t["hash_ids"] for t in turns]
+    return given
 
 
 def _chained_ids(prompt, parent_of, max_new_tokens, block, shared) -> List[list]:
