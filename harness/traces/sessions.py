@@ -36,8 +36,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from array import array
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -58,27 +60,32 @@ SUBAGENT = GAP_CATEGORIES.index("subagent")
 
 
 class Turns:
-    """Turns as read, a list a field (FIELDS, None where not given; gap_kind as its code
-    in GAP_CATEGORIES), each turn's place (FILE:LINE) beside them for messages."""
+    """Turns as read from `path`, a list a field (FIELDS, None where not given; gap_kind as
+    its code in GAP_CATEGORIES), each turn's line beside them for messages."""
 
-    def __init__(self) -> None:
+    def __init__(self, path) -> None:
+        self.path = str(path)
         self.columns: Dict[str, list] = {k: [] for k in FIELDS}
-        self.where: List[str] = []
+        self.lines = array("q")
 
-    def add(self, where: str, **values) -> None:
-        """A turn of these values (FIELDS; gap_kind one of GAP_KINDS)."""
+    def add(self, line: int, **values) -> None:
+        """A turn of these values (FIELDS; gap_kind one of GAP_KINDS) on line `line`."""
         values["gap_kind"] = GAP_CATEGORIES.index(values["gap_kind"])
         for k, column in self.columns.items():
             column.append(values.get(k))
-        self.where.append(where)
+        self.lines.append(line)
 
     def extend(self, other: Turns) -> None:
         for k, column in self.columns.items():
             column += other.columns[k]
-        self.where += other.where
+        self.lines += other.lines
+
+    def where(self, i: int) -> str:
+        """Turn i's place, FILE:LINE."""
+        return f"{self.path}:{self.lines[i]}"
 
     def __len__(self) -> int:
-        return len(self.where)
+        return len(self.lines)
 
     def __getitem__(self, key: str) -> list:
         return self.columns[key]
@@ -103,7 +110,7 @@ def read_session_trace(path, hash_block_size: Optional[int]) -> TraceResult:
     with open(path, "rb") as f:
         sha256 = hashlib.sha256(f.read()).hexdigest()
     return TraceResult(df, "sessions", Path(path), {}, df.attrs.get("hash_block_size"),
-                       None, sha256, places(turns))
+                       None, sha256, Places(turns))
 
 
 def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
@@ -113,9 +120,25 @@ def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
     return sessions_frame(_read_turns(Path(path)), hash_block_size, str(path))
 
 
-def places(turns: Turns) -> Dict[Tuple[int, int], str]:
-    """Each turn's place (FILE:LINE), by (session, turn): for a message about a frame's row."""
-    return dict(zip(zip(turns["session_id"], turns["turn"]), turns.where))
+class Places(Mapping[Tuple[int, int], str]):
+    """Each turn's place (FILE:LINE), by (session, turn): for a message about a frame's row,
+    looked up when one is asked for, not held as a string a turn."""
+
+    def __init__(self, turns: Turns) -> None:
+        self.path, self.lines = turns.path, np.frombuffer(turns.lines, np.int64).copy()
+        self.sessions, self.turns = (np.array(turns[k], np.int64) for k in ("session_id", "turn"))
+
+    def __getitem__(self, key: Tuple[int, int]) -> str:
+        at = np.flatnonzero((self.sessions == key[0]) & (self.turns == key[1]))
+        if not len(at):
+            raise KeyError(key)
+        return f"{self.path}:{self.lines[at[0]]}"
+
+    def __iter__(self) -> Iterator[Tuple[int, int]]:
+        return zip(self.sessions.tolist(), self.turns.tolist())
+
+    def __len__(self) -> int:
+        return len(self.lines)
 
 
 def _read_turns(path: Path) -> Turns:
@@ -136,7 +159,7 @@ def _read_turns(path: Path) -> Turns:
 
 
 def _jsonl(path: Path, text: str) -> Turns:
-    turns = Turns()
+    turns = Turns(path)
     for line, row in enumerate(text.splitlines(), 1):
         if not row.strip():
             continue
@@ -146,13 +169,13 @@ def _jsonl(path: Path, text: str) -> Turns:
             raise TraceError(f"{path}:{line}: not a JSON object ({e})") from None
         if not isinstance(value, dict):
             raise TraceError(f"{path}:{line}: expected a JSON object, got {row[:40]!r}")
-        _turn(turns, value, f"{path}:{line}")
+        _turn(turns, value, line)
     return turns
 
 
 def _csv(path: Path, text: str) -> Turns:
     rows = text.splitlines()
-    turns = Turns()
+    turns = Turns(path)
     if not rows:
         return turns
     header = [h.strip() for h in next(csv.reader(rows[:1]))]
@@ -171,16 +194,16 @@ def _csv(path: Path, text: str) -> Turns:
                 value[k] = v if k == "gap_kind" else json.loads(v)
             except ValueError:
                 value[k] = v
-        _turn(turns, value, f"{path}:{line}")
+        _turn(turns, value, line)
     return turns
 
 
-def _turn(turns: Turns, value: dict, where: str) -> None:
+def _turn(turns: Turns, value: dict, line: int) -> None:
     """A row's values checked one by one and added to `turns` (the tree is checked in
     sessions_frame)."""
     turn: Dict[str, object] = {}
     sid = value.get("session_id")
-    at = f"{where}: session {sid!r}"
+    at = f"{turns.path}:{line}: session {sid!r}"
     missing = [k for k in KEYS if k not in value and k not in ("arrival_s", "gap_s")]
     if missing:
         raise TraceError(f"{at}: missing {', '.join(missing)}")
@@ -209,7 +232,7 @@ def _turn(turns: Turns, value: dict, where: str) -> None:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise TraceError(f"{at}: prompt_tokens: expected an integer >= 1, got {n!r}")
     turn["prompt_tokens"] = n
-    turns.add(where, **turn)
+    turns.add(line, **turn)
 
 
 def sessions_frame(turns: Turns, block: Optional[int], label: str = "sessions",
@@ -220,7 +243,7 @@ def sessions_frame(turns: Turns, block: Optional[int], label: str = "sessions",
     (a common system prompt)."""
     given, recorded = _on_every_turn(turns, "hash_ids"), _on_every_turn(turns, "prompt_tokens")
     if recorded and not given:
-        raise TraceError(f"{turns.where[0]}: session {turns['session_id'][0]}: prompt_tokens "
+        raise TraceError(f"{turns.where(0)}: session {turns['session_id'][0]}: prompt_tokens "
                          f"without "
                          f"hash_ids: a recorded prompt says what it shares by its hash ids")
     if given and block is None:
@@ -250,7 +273,7 @@ def _on_every_turn(turns: Turns, key: str) -> bool:
     given = [v is not None for v in turns[key]]
     if any(given) and not all(given):
         i = given.index(False) if given[0] else given.index(True)
-        raise TraceError(f"{turns.where[i]}: session {turns['session_id'][i]}: {key} on some "
+        raise TraceError(f"{turns.where(i)}: session {turns['session_id'][i]}: {key} on some "
                          f"turns only: give them on every turn or on none")
     return all(given)
 
@@ -266,9 +289,9 @@ def _tree(turns: Turns, recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
     sids, numbers, new, output = (turns[k] for k in ("session_id", "turn", "input_tokens",
                                                      "max_new_tokens"))
     for i, (sid, k, p) in enumerate(zip(sids, numbers, turns["parent"])):
-        at, key = f"{turns.where[i]}: session {sid}", (sid, k)
+        at, key = f"{turns.where(i)}: session {sid}", (sid, k)
         if key in rows:
-            raise TraceError(f"{at}: turn {k} given twice (first at {turns.where[rows[key]]})")
+            raise TraceError(f"{at}: turn {k} given twice (first at {turns.where(rows[key])})")
         if p == k:
             raise TraceError(f"{at}: turn {p} is its own parent: a cycle")
         if p == -1:
@@ -304,7 +327,7 @@ def _checked_ids(turns: Turns, prompt, parent_of, block, recorded: bool) -> List
     given = turns["hash_ids"]
     for i, ids in enumerate(given):
         want = -(-int(prompt[i]) // block)
-        at = f"{turns.where[i]}: session {turns['session_id'][i]}: turn {turns['turn'][i]}: " \
+        at = f"{turns.where(i)}: session {turns['session_id'][i]}: turn {turns['turn'][i]}: " \
             "hash_ids"
         if len(ids) != want:
             raise TraceError(f"{at}: {len(ids)} ids, but its {prompt[i]}-token prompt has "
