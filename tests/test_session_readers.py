@@ -15,6 +15,8 @@ from harness.commands import main
 from harness.sweeps.sweep import run_workload
 from harness.traces.mooncake_sessions import parents, read_mooncake_sessions
 from harness.traces.read import TraceError, read_trace
+from harness.traces.session_readers import read_session_file
+from harness.traces.sessions import GAP_KINDS
 from harness.traces.weka_sessions import read_weka
 from harness.workload import load_workload
 from harness.workload.trace import load_workload_trace
@@ -62,6 +64,14 @@ def test_each_line_of_the_weka_sample_is_a_published_trace_file_byte_for_byte():
     assert rows[-1] == b"" and len(rows) == 5
     assert [json.loads(r)["id"] for r in rows[:-1]] == list(WEKA_FILES)
     assert [hashlib.sha256(r).hexdigest() for r in rows[:-1]] == list(WEKA_FILES.values())
+
+
+@pytest.mark.parametrize("path, fmt", [(TRACES / "agentic_sessions.csv", "sessions"),
+                                       (MOONCAKE, "mooncake_sessions"), (WEKA, "weka")])
+def test_a_frames_gap_kind_is_a_category_of_the_three_kinds(path, fmt):
+    kinds = read_session_file(path, fmt).df["gap_kind"]
+    assert isinstance(kinds.dtype, pd.CategoricalDtype)
+    assert sorted(kinds.cat.categories) == sorted(GAP_KINDS) and kinds.notna().all()
 
 
 # ---------------------------------------------------------------- Mooncake

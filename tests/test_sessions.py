@@ -3,8 +3,10 @@ parent's prompt and output, hash ids chain the shared context, a generated trace
 same for a seed, and a bad tree is refused naming the file, the line and the session."""
 
 import json
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.commands import main
@@ -14,6 +16,7 @@ from harness.traces.session_gen import Fanout, Shape, gap_dist, generate_session
 from harness.traces.sessions import read_sessions
 
 pytestmark = pytest.mark.core
+REPO = Path(__file__).resolve().parents[1]
 
 
 def turn(sid, k, parent, *, gap=0.0, kind="tool", new=10, out=5, at=0.0, **extra):
@@ -213,3 +216,20 @@ def test_a_roots_gap_may_be_left_out_but_not_its_start(tmp_path):
     child = {k: v for k, v in turn(0, 1, 0).items() if k != "gap_s"}
     with pytest.raises(TraceError, match=r"s\.jsonl:2: session 0: gap_s"):
         read_sessions(write(tmp_path, [turn(0, 0, -1), child]))
+
+
+def test_the_bundled_trace_is_its_recipe_generated_again(tmp_path):
+    """workloads/README.md's recipe writes workloads/traces/agentic_sessions.csv byte for
+    byte: the generator draws as it did, and the frame's gap_kind is categorical."""
+    readme = (REPO / "workloads" / "README.md").read_text()
+    recipe = readme.split("## traces/agentic_sessions.csv")[1].split("```python\n")[1]
+    recipe = recipe.split("```")[0]
+    spec = "\n".join(line[2:] for line in recipe.splitlines()
+                     if line.startswith("# ") and "/tmp/gen.yaml" not in line)
+    (tmp_path / "gen.yaml").write_text(spec)
+    out = tmp_path / "agentic_sessions.csv"
+    code = recipe.replace("/tmp/gen.yaml", str(tmp_path / "gen.yaml"))
+    namespace: dict = {}
+    exec(code.replace('"workloads/traces/agentic_sessions.csv"', repr(str(out))), namespace)
+    assert isinstance(namespace["df"]["gap_kind"].dtype, pd.CategoricalDtype)
+    assert out.read_bytes() == (REPO / "workloads" / "traces" / "agentic_sessions.csv").read_bytes()

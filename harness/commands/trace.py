@@ -83,7 +83,7 @@ def session_stats(df) -> dict:
                 turns_max=int(turns.max()),
                 subagent_turns=int((df["gap_kind"] == "subagent").sum()),
                 gap_s_mean={k: float(v) for k, v in
-                            later.groupby("gap_kind")["gap_s"].mean().items()})
+                            later.groupby("gap_kind", observed=True)["gap_s"].mean().items()})
 
 
 def _read(args):

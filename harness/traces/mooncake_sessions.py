@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from .read import MOONCAKE_BLOCK, TraceError, TraceResult, read_trace
-from .sessions import Turn, places, sessions_frame
+from .sessions import Places, Turns, sessions_frame
 
 
 def read_mooncake_sessions(path, hash_block_size: Optional[int] = None,
@@ -42,11 +42,10 @@ def read_mooncake_sessions(path, hash_block_size: Optional[int] = None,
         raise TraceError(f"{path}: mooncake_sessions derives sessions from hash_ids, and no "
                          f"record has them")
     block = res.hash_block_size or MOONCAKE_BLOCK
-    lines = _request_lines(path)
-    turns = _turns(res.df, block, [f"{path}:{n}" for n in lines])
+    turns = _turns(res.df, block, path, _request_lines(path))
     df = sessions_frame(turns, block, str(path))
     return TraceResult(df, "mooncake_sessions", path, {}, block, res.time_unit, res.sha256,
-                       places(turns))
+                       Places(turns))
 
 
 def _request_lines(path: Path) -> List[int]:
@@ -109,7 +108,7 @@ class _Node:
         return self.chain
 
 
-def _turns(df: pd.DataFrame, block: int, where: List[str]) -> List[Turn]:
+def _turns(df: pd.DataFrame, block: int, path: Path, lines: List[int]) -> Turns:
     parent = parents(df, block)
     arrival, prompt = df["arrival_s"].tolist(), df["prompt_len"].tolist()
     output, ids = df["max_new_tokens"].tolist(), df["hash_ids"].tolist()
@@ -123,12 +122,11 @@ def _turns(df: pd.DataFrame, block: int, where: List[str]) -> List[Turn]:
             session[i] = session[p]
         number[i] = count[session[i]]
         count[session[i]] += 1
-    turns = []
+    turns = Turns(path)
     for i, p in enumerate(parent):
-        t = Turn(session_id=session[i], turn=number[i], parent=number[p] if p >= 0 else -1,
-                 arrival_s=arrival[i], gap_s=arrival[i] - arrival[p] if p >= 0 else 0.0,
-                 gap_kind="user", max_new_tokens=output[i], hash_ids=ids[i],
-                 input_tokens=prompt[i] - (prompt[p] + output[p] if p >= 0 else 0))
-        t.where = where[i]
-        turns.append(t)
+        turns.add(lines[i], session_id=session[i], turn=number[i],
+                  parent=number[p] if p >= 0 else -1, arrival_s=arrival[i],
+                  gap_s=arrival[i] - arrival[p] if p >= 0 else 0.0, gap_kind="user",
+                  max_new_tokens=output[i], hash_ids=ids[i],
+                  input_tokens=prompt[i] - (prompt[p] + output[p] if p >= 0 else 0))
     return turns

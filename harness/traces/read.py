@@ -55,7 +55,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Generic, List, Optional, Tuple, TypeVar
+from typing import Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -127,7 +127,7 @@ class TraceResult:
     time_unit: str | None = None                  # mooncake only: "ms" or "s"
     sha256: str = ""
     # a session trace's: each turn's place in the file (FILE:LINE), by (session, turn)
-    places: Dict[Tuple[int, int], str] = field(default_factory=dict)
+    places: Mapping[Tuple[int, int], str] = field(default_factory=dict)
 
     def manifest(self) -> dict:
         return dict(path=str(self.path), format=self.source, sha256=self.sha256,

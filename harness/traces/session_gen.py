@@ -15,15 +15,15 @@ length_seed.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
-from typing import List, Optional
 
 import numpy as np
 import pandas as pd
 
 from .generate import LengthDist, _arrivals
 from .read import TraceError
-from .sessions import Turn, sessions_frame
+from .sessions import GAP_CATEGORIES, GAP_KINDS, KEYS, tree_frame
 
 GAP_DISTS = ("fixed", "exponential", "lognormal")
 
@@ -94,16 +94,24 @@ def generate_sessions(sessions: int, shape: Shape, *, rate: float = 1.0,
     new_input, output, tool_gap, fanout = shape.input, shape.output, shape.tool_gap, shape.fanout
     starts = _arrivals(sessions, float(rate), arrival, float(burstiness), arrival_seed, None)
     rng = np.random.default_rng(length_seed)
-    out: List[Turn] = []
+    # Column by column, a turn a row: the draws interleave (one generator, in turn order),
+    # so they are made one at a time, in the order of a turn's fields.
+    columns = {k: array("d" if k.endswith("_s") else "b" if k == "gap_kind" else "q")
+               for k in KEYS}
+    prompt, parent_of = array("q"), array("q")
+    code = {k: GAP_CATEGORIES.index(k) for k in GAP_KINDS}
+    base = 0  # the session's root's row; its turn k is row base + k
 
-    def add(sid, k, parent, start, gap, kind, prompt):
-        t = Turn(session_id=sid, turn=k, parent=parent, arrival_s=float(start), gap_s=gap,
-                 gap_kind=kind, input_tokens=int(prompt),
-                 max_new_tokens=int(output.sample(1, rng)[0]), hash_ids=None)
-        t.where = f"generated session {sid}"
-        out.append(t)
+    def add(sid, k, parent, start, gap, kind, new):
+        j = base + parent if parent >= 0 else -1
+        out = int(output.sample(1, rng)[0])
+        for key, v in zip(KEYS, (sid, k, parent, float(start), gap, code[kind], int(new), out)):
+            columns[key].append(v)
+        prompt.append(int(new) + (prompt[j] + columns["max_new_tokens"][j] if j >= 0 else 0))
+        parent_of.append(j)
 
     for sid, start in enumerate(starts):
+        base = len(prompt)
         n = int(shape.turns.sample(1, rng)[0])
         add(sid, 0, -1, start, 0.0, "user", shape.system_prompt + new_input.sample(1, rng)[0])
         main, k = 0, 1
@@ -120,5 +128,8 @@ def generate_sessions(sessions: int, shape: Shape, *, rate: float = 1.0,
             add(sid, k, main, start, (tool_gap if kind == "tool" else shape.user_gap).sample(rng),
                 kind, new_input.sample(1, rng)[0])
             main, k = k, k + 1
-    shared: Optional[List[int]] = list(range(shape.system_prompt // block_size))
-    return sessions_frame(out, block_size, "generated sessions", shared)
+    shared = list(range(shape.system_prompt // block_size))
+    frame = {k: np.frombuffer(v, np.int8 if k == "gap_kind" else np.float64 if k.endswith("_s")
+                              else np.int64) for k, v in columns.items()}
+    return tree_frame(frame, np.frombuffer(prompt, np.int64), np.frombuffer(parent_of, np.int64),
+                      block_size, shared)

@@ -51,7 +51,7 @@ def gaps_by_kind(df: pd.DataFrame) -> Dict[str, dict]:
     """The gaps of the turns that follow another, by kind: how many, mean, p50, p90, max."""
     later = df[df["parent_row"] >= 0]
     out = {}
-    for kind, gaps in later.groupby("gap_kind")["gap_s"]:
+    for kind, gaps in later.groupby("gap_kind", observed=True)["gap_s"]:
         v = gaps.to_numpy(dtype=float)
         out[str(kind)] = dict(count=len(v), mean=float(v.mean()),
                               p50=float(np.percentile(v, 50)),

@@ -27,7 +27,8 @@ and every sub-agent child's subtree have ended, plus its gap.
 The frame (`sessions_frame`) is a trace frame (harness/traces/read.py) ordered by session
 start, each session's turns in file order, arrival_s each turn's session start (a turn's
 own arrival is known only as the replay runs), with the columns above beside it (but
-prompt_tokens, which is its prompt_len) and `parent_row`, the parent's row (-1: a root).
+prompt_tokens, which is its prompt_len) and `parent_row`, the parent's row (-1: a root);
+its gap_kind is categorical (GAP_CATEGORIES: group it with observed=True).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from array import array
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -46,15 +49,46 @@ from fileio.regular import NotAFile, check_regular
 from .read import MAX_HASH_ID, TraceError, TraceResult
 
 GAP_KINDS = ("tool", "user", "subagent")
+GAP_CATEGORIES = tuple(sorted(GAP_KINDS))  # the frame's gap_kind, listed as strings would be
 KEYS = ("session_id", "turn", "parent", "arrival_s", "gap_s", "gap_kind", "input_tokens",
         "max_new_tokens")
 OWN = 1 << 62  # chained ids of blocks no other turn's context holds, counted up from here
 
 
-class Turn(dict):
-    """One row as read, with `where` (FILE:LINE) for messages."""
+FIELDS = KEYS + ("hash_ids", "prompt_tokens")
+SUBAGENT = GAP_CATEGORIES.index("subagent")
 
-    where: str = ""
+
+class Turns:
+    """Turns as read from `path`, a list a field (FIELDS, None where not given; gap_kind as
+    its code in GAP_CATEGORIES), each turn's line beside them for messages."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+        self.columns: Dict[str, list] = {k: [] for k in FIELDS}
+        self.lines = array("q")
+
+    def add(self, line: int, **values) -> None:
+        """A turn of these values (FIELDS; gap_kind one of GAP_KINDS) on line `line`."""
+        values["gap_kind"] = GAP_CATEGORIES.index(values["gap_kind"])
+        for k, column in self.columns.items():
+            column.append(values.get(k))
+        self.lines.append(line)
+
+    def extend(self, other: Turns) -> None:
+        for k, column in self.columns.items():
+            column += other.columns[k]
+        self.lines += other.lines
+
+    def where(self, i: int) -> str:
+        """Turn i's place, FILE:LINE."""
+        return f"{self.path}:{self.lines[i]}"
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, key: str) -> list:
+        return self.columns[key]
 
 
 def looks_like_sessions(path: Path) -> bool:
@@ -76,7 +110,7 @@ def read_session_trace(path, hash_block_size: Optional[int]) -> TraceResult:
     with open(path, "rb") as f:
         sha256 = hashlib.sha256(f.read()).hexdigest()
     return TraceResult(df, "sessions", Path(path), {}, df.attrs.get("hash_block_size"),
-                       None, sha256, places(turns))
+                       None, sha256, Places(turns))
 
 
 def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
@@ -86,12 +120,28 @@ def read_sessions(path, hash_block_size: Optional[int] = None) -> pd.DataFrame:
     return sessions_frame(_read_turns(Path(path)), hash_block_size, str(path))
 
 
-def places(turns: List[Turn]) -> Dict[Tuple[int, int], str]:
-    """Each turn's place (FILE:LINE), by (session, turn): for a message about a frame's row."""
-    return {(t["session_id"], t["turn"]): t.where for t in turns}
+class Places(Mapping[Tuple[int, int], str]):
+    """Each turn's place (FILE:LINE), by (session, turn): for a message about a frame's row,
+    looked up when one is asked for, not held as a string a turn."""
+
+    def __init__(self, turns: Turns) -> None:
+        self.path, self.lines = turns.path, np.frombuffer(turns.lines, np.int64).copy()
+        self.sessions, self.turns = (np.array(turns[k], np.int64) for k in ("session_id", "turn"))
+
+    def __getitem__(self, key: Tuple[int, int]) -> str:
+        at = np.flatnonzero((self.sessions == key[0]) & (self.turns == key[1]))
+        if not len(at):
+            raise KeyError(key)
+        return f"{self.path}:{self.lines[at[0]]}"
+
+    def __iter__(self) -> Iterator[Tuple[int, int]]:
+        return zip(self.sessions.tolist(), self.turns.tolist())
+
+    def __len__(self) -> int:
+        return len(self.lines)
 
 
-def _read_turns(path: Path) -> List[Turn]:
+def _read_turns(path: Path) -> Turns:
     try:
         check_regular(path)
     except NotAFile as e:
@@ -108,8 +158,8 @@ def _read_turns(path: Path) -> List[Turn]:
     return turns
 
 
-def _jsonl(path: Path, text: str) -> List[Turn]:
-    turns = []
+def _jsonl(path: Path, text: str) -> Turns:
+    turns = Turns(path)
     for line, row in enumerate(text.splitlines(), 1):
         if not row.strip():
             continue
@@ -119,16 +169,16 @@ def _jsonl(path: Path, text: str) -> List[Turn]:
             raise TraceError(f"{path}:{line}: not a JSON object ({e})") from None
         if not isinstance(value, dict):
             raise TraceError(f"{path}:{line}: expected a JSON object, got {row[:40]!r}")
-        turns.append(_turn(value, f"{path}:{line}"))
+        _turn(turns, value, line)
     return turns
 
 
-def _csv(path: Path, text: str) -> List[Turn]:
+def _csv(path: Path, text: str) -> Turns:
     rows = text.splitlines()
+    turns = Turns(path)
     if not rows:
-        return []
+        return turns
     header = [h.strip() for h in next(csv.reader(rows[:1]))]
-    turns = []
     for line, fields in enumerate(csv.reader(rows[1:]), 2):
         if not fields or not "".join(fields).strip():
             continue
@@ -144,16 +194,16 @@ def _csv(path: Path, text: str) -> List[Turn]:
                 value[k] = v if k == "gap_kind" else json.loads(v)
             except ValueError:
                 value[k] = v
-        turns.append(_turn(value, f"{path}:{line}"))
+        _turn(turns, value, line)
     return turns
 
 
-def _turn(value: dict, where: str) -> Turn:
-    """A row's values checked one by one (the tree is checked in sessions_frame)."""
-    turn = Turn()
-    turn.where = where
+def _turn(turns: Turns, value: dict, line: int) -> None:
+    """A row's values checked one by one and added to `turns` (the tree is checked in
+    sessions_frame)."""
+    turn: Dict[str, object] = {}
     sid = value.get("session_id")
-    at = f"{where}: session {sid!r}"
+    at = f"{turns.path}:{line}: session {sid!r}"
     missing = [k for k in KEYS if k not in value and k not in ("arrival_s", "gap_s")]
     if missing:
         raise TraceError(f"{at}: missing {', '.join(missing)}")
@@ -182,10 +232,10 @@ def _turn(value: dict, where: str) -> Turn:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise TraceError(f"{at}: prompt_tokens: expected an integer >= 1, got {n!r}")
     turn["prompt_tokens"] = n
-    return turn
+    turns.add(line, **turn)
 
 
-def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessions",
+def sessions_frame(turns: Turns, block: Optional[int], label: str = "sessions",
                    shared_ids: Optional[List[int]] = None) -> pd.DataFrame:
     """The checked frame of these turns (module docstring). `block`: tokens per hash id
     (required where the turns have hash ids; chained ones are made where it is given and
@@ -193,29 +243,42 @@ def sessions_frame(turns: List[Turn], block: Optional[int], label: str = "sessio
     (a common system prompt)."""
     given, recorded = _on_every_turn(turns, "hash_ids"), _on_every_turn(turns, "prompt_tokens")
     if recorded and not given:
-        t = turns[0]
-        raise TraceError(f"{t.where}: session {t['session_id']}: prompt_tokens without "
+        raise TraceError(f"{turns.where(0)}: session {turns['session_id'][0]}: prompt_tokens "
+                         f"without "
                          f"hash_ids: a recorded prompt says what it shares by its hash ids")
     if given and block is None:
         raise TraceError(f"{label}: hash_ids present but the hash block size is unknown: "
                          f"pass hash_block_size")
     prompt, parent_of = _tree(turns, recorded)
-    ids = _checked_ids(turns, prompt, parent_of, block, recorded) if given else \
-        _chained_ids(turns, prompt, parent_of, block, shared_ids or []) if block else None
-    return _frame(turns, prompt, parent_of, ids, block)
+    columns = {k: np.array(turns[k], np.int8 if k == "gap_kind" else np.float64
+                           if k.endswith("_s") else np.int64) for k in KEYS}
+    if given:
+        ids: Optional[List[list]] = _checked_ids(turns, prompt, parent_of, block, recorded)
+        return _frame(columns, prompt, parent_of, ids, block)
+    return tree_frame(columns, prompt, parent_of, block, shared_ids)
 
 
-def _on_every_turn(turns: List[Turn], key: str) -> bool:
+def tree_frame(columns: Dict[str, np.ndarray], prompt: np.ndarray, parent_of: np.ndarray,
+               block: Optional[int], shared_ids: Optional[List[int]] = None) -> pd.DataFrame:
+    """The frame of turns given as columns (KEYS; gap_kind as codes of GAP_CATEGORIES) whose
+    tree holds (sessions_frame's checks passed, or a generated trace's): each turn's prompt
+    length and its parent's index (-1: a root) given, hash ids chained where `block` is."""
+    ids = _chained_ids(prompt, parent_of, columns["max_new_tokens"], block,
+                       shared_ids or []) if block else None
+    return _frame(columns, prompt, parent_of, ids, block)
+
+
+def _on_every_turn(turns: Turns, key: str) -> bool:
     """Whether the turns give `key`: all of them (True) or none (False); some is refused."""
-    given = [t.get(key) is not None for t in turns]
+    given = [v is not None for v in turns[key]]
     if any(given) and not all(given):
-        t = turns[given.index(False) if given[0] else given.index(True)]
-        raise TraceError(f"{t.where}: session {t['session_id']}: {key} on some turns "
-                         f"only: give them on every turn or on none")
+        i = given.index(False) if given[0] else given.index(True)
+        raise TraceError(f"{turns.where(i)}: session {turns['session_id'][i]}: {key} on some "
+                         f"turns only: give them on every turn or on none")
     return all(given)
 
 
-def _tree(turns: List[Turn], recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
+def _tree(turns: Turns, recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
     """Each turn's prompt length (`recorded`: its prompt_tokens) and its parent's index (-1:
     a root), the tree checked."""
     rows: Dict[Tuple[int, int], int] = {}  # (session, turn) -> its index in turns
@@ -223,101 +286,108 @@ def _tree(turns: List[Turn], recorded: bool) -> Tuple[np.ndarray, np.ndarray]:
     parent_of = np.full(len(turns), -1, np.int64)
     continuation: Dict[int, int] = {}  # a turn's next turn (its one child not a sub-agent)
     roots: set = set()
-    for i, t in enumerate(turns):
-        sid, at = t["session_id"], f"{t.where}: session {t['session_id']}"
-        key = (sid, t["turn"])
+    sids, numbers, new, output = (turns[k] for k in ("session_id", "turn", "input_tokens",
+                                                     "max_new_tokens"))
+    for i, (sid, k, p) in enumerate(zip(sids, numbers, turns["parent"])):
+        at, key = f"{turns.where(i)}: session {sid}", (sid, k)
         if key in rows:
-            raise TraceError(f"{at}: turn {t['turn']} given twice (first at "
-                             f"{turns[rows[key]].where})")
-        p = t["parent"]
-        if p == t["turn"]:
+            raise TraceError(f"{at}: turn {k} given twice (first at {turns.where(rows[key])})")
+        if p == k:
             raise TraceError(f"{at}: turn {p} is its own parent: a cycle")
         if p == -1:
             if sid in roots:
                 raise TraceError(f"{at}: a second root (parent -1): a session has one")
             roots.add(sid)
-            prompt[i] = t["input_tokens"]
+            prompt[i] = new[i]
         else:
             j = rows.get((sid, p))
             if j is None:
-                later = any(u["session_id"] == sid and u["turn"] == p for u in turns[i:])
-                raise TraceError(f"{at}: turn {t['turn']}'s parent, turn {p}, "
+                later = any(s == sid and u == p for s, u in zip(sids[i:], numbers[i:]))
+                raise TraceError(f"{at}: turn {k}'s parent, turn {p}, "
                                  + ("comes later: a parent's line comes before its "
                                     "children's (or the turns form a cycle)" if later
                                     else "is missing"))
-            if t["gap_kind"] != "subagent":
+            if turns["gap_kind"][i] != SUBAGENT:
                 if j in continuation:
                     raise TraceError(f"{at}: turn {p} has two next turns "
-                                     f"({turns[continuation[j]]['turn']} and {t['turn']}): "
+                                     f"({numbers[continuation[j]]} and {k}): "
                                      f"only sub-agent children fan out")
                 continuation[j] = i
             parent_of[i] = j
-            prompt[i] = prompt[j] + turns[j]["max_new_tokens"] + t["input_tokens"]
+            prompt[i] = prompt[j] + output[j] + new[i]
         if recorded:
-            prompt[i] = t["prompt_tokens"]
+            prompt[i] = turns["prompt_tokens"][i]
         rows[key] = i
     return prompt, parent_of
 
 
-def _checked_ids(turns, prompt, parent_of, block, recorded: bool) -> List[list]:
+def _checked_ids(turns: Turns, prompt, parent_of, block, recorded: bool) -> List[list]:
     """The file's hash ids, each turn's ceil(prompt / block), leading with its parent's full
     prompt blocks unless the prompt is `recorded` (it shares what its ids say)."""
-    for i, t in enumerate(turns):
-        ids, want = t["hash_ids"], -(-int(prompt[i]) // block)
-        at = f"{t.where}: session {t['session_id']}: turn {t['turn']}: hash_ids"
+    given = turns["hash_ids"]
+    for i, ids in enumerate(given):
+        want = -(-int(prompt[i]) // block)
+        at = f"{turns.where(i)}: session {turns['session_id'][i]}: turn {turns['turn'][i]}: " \
+            "hash_ids"
         if len(ids) != want:
             raise TraceError(f"{at}: {len(ids)} ids, but its {prompt[i]}-token prompt has "
                              f"{want} blocks of {block} tokens")
         j = parent_of[i]
         if j >= 0 and not recorded:
             full = int(prompt[j]) // block
-            if ids[:full] != turns[j]["hash_ids"][:full]:
+            if ids[:full] != given[j][:full]:
                 raise TraceError(f"{at}: its first {full} ids are not its parent's (turn "
-                                 f"{turns[j]['turn']}): a turn's prompt begins with its "
+                                 f"{turns['turn'][j]}): a turn's prompt begins with its "
                                  f"parent's")
-    return [t["hash_ids"] for t in turns]
+    return given
 
 
-def _chained_ids(turns, prompt, parent_of, block, shared) -> List[list]:
+def _chained_ids(prompt, parent_of, max_new_tokens, block, shared) -> List[list]:
     """Hash ids where the turns have none: a root's own blocks (after `shared`, its full
     ones); a child's, its parent's context's full blocks (the parent's prompt and output,
     the same for all its children), then its own."""
     fresh = iter(range(OWN, OWN + (1 << 61)))
     ids: List[list] = []
     context: Dict[int, list] = {}
-    for i in range(len(turns)):
-        n, j = -(-int(prompt[i]) // block), int(parent_of[i])
+    children = np.bincount(parent_of[parent_of >= 0], minlength=len(prompt))
+    prompt, parent_of, output = (np.ascontiguousarray(a, np.int64).data  # items are ints
+                                 for a in (prompt, parent_of, max_new_tokens))
+    for i in range(len(prompt)):
+        n, j = -(-prompt[i] // block), parent_of[i]
         if j < 0:
-            head = shared[:min(len(shared), int(prompt[i]) // block)]
+            head = shared[:min(len(shared), prompt[i] // block)]
         else:
             if j not in context:
-                full = (int(prompt[j]) + turns[j]["max_new_tokens"]) // block
-                kept = ids[j][:int(prompt[j]) // block]
+                full = (prompt[j] + output[j]) // block
+                kept = ids[j][:prompt[j] // block]
                 context[j] = kept + [next(fresh) for _ in range(full - len(kept))]
             head = context[j][:n]
+            children[j] -= 1
+            if not children[j]:  # its last child: the context is no one's else
+                del context[j]
         ids.append(head + [next(fresh) for _ in range(n - len(head))])
     return ids
 
 
-def _frame(turns, prompt, parent_of, ids, block) -> pd.DataFrame:
-    sid = np.array([t["session_id"] for t in turns], np.int64)
-    root = {t["session_id"]: t["arrival_s"] for t in turns if t["parent"] == -1}
-    start = np.array([root[s] for s in sid])
-    first = pd.Series(range(len(turns))).groupby(sid).transform("min").to_numpy()
-    order = np.lexsort((np.arange(len(turns)), first, start))  # by start, then file order
-    row_of = np.empty(len(turns), np.int64)
-    row_of[order] = np.arange(len(turns))
+def _frame(columns, prompt, parent_of, ids, block) -> pd.DataFrame:
+    sid = columns["session_id"]
+    sessions, first, session_of = np.unique(sid, return_index=True, return_inverse=True)
+    root = parent_of < 0
+    root_start = np.empty(len(sessions))
+    root_start[session_of[root]] = columns["arrival_s"][root]
+    start = root_start[session_of]
+    order = np.lexsort((np.arange(len(sid)), first[session_of], start))  # by start, file order
+    row_of = np.empty(len(sid), np.int64)
+    row_of[order] = np.arange(len(sid))
     parent_row = np.where(parent_of[order] >= 0, row_of[np.maximum(parent_of[order], 0)], -1)
     t0 = start.min()
     df = pd.DataFrame({
         "arrival_s": start[order] - t0, "prompt_len": prompt[order],
-        "max_new_tokens": np.array([turns[i]["max_new_tokens"] for i in order], np.int64),
-        "session_id": sid[order], "turn": np.array([turns[i]["turn"] for i in order], np.int64),
-        "parent": np.array([turns[i]["parent"] for i in order], np.int64),
-        "parent_row": parent_row,
-        "gap_s": np.array([turns[i]["gap_s"] for i in order]),
-        "gap_kind": pd.Series([turns[i]["gap_kind"] for i in order], dtype=object),
-        "input_tokens": np.array([turns[i]["input_tokens"] for i in order], np.int64)})
+        "max_new_tokens": columns["max_new_tokens"][order], "session_id": sid[order],
+        "turn": columns["turn"][order], "parent": columns["parent"][order],
+        "parent_row": parent_row, "gap_s": columns["gap_s"][order],
+        "gap_kind": pd.Categorical.from_codes(columns["gap_kind"][order], GAP_CATEGORIES),
+        "input_tokens": columns["input_tokens"][order]})
     if ids is not None:
         df["hash_ids"] = pd.Series([ids[i] for i in order], dtype=object)
         df.attrs["hash_block_size"] = block

@@ -31,12 +31,12 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Dict, Iterator, List, NoReturn, Optional, Tuple
+from typing import Dict, Iterator, NoReturn, Optional, Tuple
 
 from fileio.regular import NotAFile, check_regular
 
 from .read import MAX_HASH_BLOCK, TraceError, TraceResult
-from .sessions import OWN, Turn, places, sessions_frame
+from .sessions import OWN, Places, Turns, sessions_frame
 
 LOCAL_BITS = 32  # a local id's bits; the session's number goes above them
 
@@ -69,12 +69,12 @@ def read_weka(path, hash_block_size: Optional[int] = None) -> TraceResult:
         raise TraceError(f"{path}: no conversations")
     block = _block_size(path, conversations, hash_block_size)
     fresh = itertools.count(OWN)
-    turns: List[Turn] = []
+    turns = Turns(path)
     for sid, (line, conv) in enumerate(conversations):
-        turns += _Session(sid, f"{path}:{line}", block, conv, fresh).turns
+        turns.extend(_Session(sid, path, line, block, conv, fresh).turns)
     df = sessions_frame(turns, block, str(path))
     return TraceResult(df, "weka", path, {}, block, None, hashlib.sha256(data).hexdigest(),
-                       places(turns))
+                       Places(turns))
 
 
 def _conversations(path: Path, text: str) -> Iterator[Tuple[int, dict]]:
@@ -118,13 +118,15 @@ def _block_size(path: Path, conversations, given: Optional[int]) -> int:
 class _Session:
     """One conversation's turns (module docstring)."""
 
-    def __init__(self, sid: int, where: str, block: int, conv: dict, fresh) -> None:
-        self.sid, self.where, self.block, self.fresh = sid, where, block, fresh
+    def __init__(self, sid: int, path: Path, line: int, block: int, conv: dict,
+                 fresh) -> None:
+        self.sid, self.line, self.block, self.fresh = sid, line, block, fresh
+        self.where = f"{path}:{line}"
         scope = conv.get("hash_id_scope", "local")
         if scope not in ("local", "global"):
             self.fail("hash_id_scope", f"expected local or global, got {scope!r}")
         self.offset = sid << LOCAL_BITS if scope == "local" else 0
-        self.turns: List[Turn] = []
+        self.turns = Turns(path)
         self.thread(_list(self, conv, "requests"), None, "requests")
 
     def fail(self, key: str, why: str) -> NoReturn:
@@ -168,19 +170,17 @@ class _Session:
                 type(h) is int and 0 <= h < 1 << LOCAL_BITS for h in ids):
             self.fail(f"{at}.hash_ids", f"expected a list of integers in 0 .. 2**{LOCAL_BITS}"
                                         f" - 1")
-        context = self.turns[parent]["prompt_tokens"] + self.turns[parent]["max_new_tokens"] \
+        context = self.turns["prompt_tokens"][parent] + self.turns["max_new_tokens"][parent] \
             if parent is not None else 0
         n = -(-recorded // self.block)
         blocks = [self.offset + h for h in ids[:n]]
         types = e.get("input_types") or []
-        t = Turn(session_id=self.sid, turn=len(self.turns),
-                 parent=-1 if parent is None else parent, arrival_s=0.0, gap_s=gap,
-                 gap_kind=kind or ("user" if "text" in types else "tool"),
-                 input_tokens=max(1, recorded - context), max_new_tokens=out,
-                 prompt_tokens=recorded,
-                 hash_ids=blocks + [next(self.fresh) for _ in range(n - len(blocks))])
-        t.where = self.where
-        self.turns.append(t)
+        self.turns.add(self.line, session_id=self.sid, turn=len(self.turns),
+                       parent=-1 if parent is None else parent, arrival_s=0.0, gap_s=gap,
+                       gap_kind=kind or ("user" if "text" in types else "tool"),
+                       input_tokens=max(1, recorded - context), max_new_tokens=out,
+                       prompt_tokens=recorded,
+                       hash_ids=blocks + [next(self.fresh) for _ in range(n - len(blocks))])
         return len(self.turns) - 1
 
 
