@@ -160,6 +160,13 @@ def _read_turns(path: Path) -> Turns:
 
 def _jsonl(path: Path, text: str) -> Turns:
     turns = Turns(path)
+    for line, value in json_objects(path, text):
+        _turn(turns, value, line)
+    return turns
+
+
+def json_objects(path: Path, text: str) -> Iterator[Tuple[int, dict]]:
+    """(line, object) of each non-blank line of a JSONL text, each a JSON object."""
     for line, row in enumerate(text.splitlines(), 1):
         if not row.strip():
             continue
@@ -169,8 +176,7 @@ def _jsonl(path: Path, text: str) -> Turns:
             raise TraceError(f"{path}:{line}: not a JSON object ({e})") from None
         if not isinstance(value, dict):
             raise TraceError(f"{path}:{line}: expected a JSON object, got {row[:40]!r}")
-        _turn(turns, value, line)
-    return turns
+        yield line, value
 
 
 def _csv(path: Path, text: str) -> Turns:

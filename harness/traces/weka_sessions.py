@@ -36,7 +36,7 @@ from typing import Dict, Iterator, NoReturn, Optional, Tuple
 from fileio.regular import NotAFile, check_regular
 
 from .read import MAX_HASH_BLOCK, TraceError, TraceResult
-from .sessions import OWN, Places, Turns, sessions_frame
+from .sessions import OWN, Places, Turns, json_objects, sessions_frame
 
 LOCAL_BITS = 32  # a local id's bits; the session's number goes above them
 
@@ -86,16 +86,7 @@ def _conversations(path: Path, text: str) -> Iterator[Tuple[int, dict]]:
     if isinstance(whole, dict):
         yield 1, whole
         return
-    for line, row in enumerate(text.splitlines(), 1):
-        if not row.strip():
-            continue
-        try:
-            value = json.loads(row)
-        except ValueError as e:
-            raise TraceError(f"{path}:{line}: not a JSON object ({e})") from None
-        if not isinstance(value, dict):
-            raise TraceError(f"{path}:{line}: expected a JSON object, got {row[:40]!r}")
-        yield line, value
+    yield from json_objects(path, text)
 
 
 def _block_size(path: Path, conversations, given: Optional[int]) -> int:
