@@ -13,19 +13,11 @@
 #include "harness.hpp"
 #include "recorder/step_log.hpp"
 #include "scheduler.hpp"
+#include "small_engine.hpp"
 
 using namespace steptrace;
 
 namespace {
-
-SchedulerConfig config(EngineType type) {
-  SchedulerConfig cfg;
-  cfg.engine_type = type;
-  cfg.max_num_batched_tokens = 64;
-  cfg.num_kv_blocks = 64;
-  cfg.block_size = 16;
-  return cfg;
-}
 
 // Steps the scheduler until it holds nothing, step k recorded as [t0 + k, t0 + k + 1].
 void drain(Scheduler& s, StepLog& log, double t0) {
@@ -49,7 +41,7 @@ void prefill_two(Scheduler& s, StepLog& log) {
 }  // namespace
 
 TEST(decode_log_writes_the_joined_row) {
-  Scheduler p(config(EngineType::kPrompt)), d(config(EngineType::kCompletion));
+  Scheduler p(small_engine(EngineType::kPrompt)), d(small_engine(EngineType::kCompletion));
   StepLog prefill(0, Handoffs::kKept, 1), decode(0);
   prefill_two(p, prefill);
   EXPECT(prefill.requests().request_id.empty() && prefill.num_done() == 2);
@@ -78,7 +70,7 @@ TEST(decode_log_writes_the_joined_row) {
 }
 
 TEST(what_no_decode_log_took_in_is_unfinished_between_the_pools) {
-  Scheduler p(config(EngineType::kPrompt));
+  Scheduler p(small_engine(EngineType::kPrompt));
   StepLog prefill(0, Handoffs::kKept, 0);
   prefill_two(p, prefill);
   prefill.handed(1).transfer_start_s = 3.0;
@@ -92,7 +84,7 @@ TEST(what_no_decode_log_took_in_is_unfinished_between_the_pools) {
 }
 
 TEST(a_prompt_engines_row_log_writes_the_hand_off_code) {
-  Scheduler p(config(EngineType::kPrompt));
+  Scheduler p(small_engine(EngineType::kPrompt));
   StepLog log(0, Handoffs::kRow);
   prefill_two(p, log);
   EXPECT((log.requests().status == std::vector<uint8_t>{kEndHandedOff, kEndHandedOff}));

@@ -12,6 +12,7 @@
 #include "replay/pd_replay.hpp"
 #include "replay/virtual_replay.hpp"
 #include "scheduler.hpp"
+#include "small_engine.hpp"
 #include "tiny_model.hpp"
 
 using namespace steptrace;
@@ -24,15 +25,6 @@ constexpr double kStep = 0.25;
 ModeledStep quarter_second_steps() {
   const Roofline roofline{1e30, 1e30, kStep / 2, kStep / 2};
   return ModeledStep(kModel, std::nullopt, roofline, false, 0.0, Pcg64(0, 1, 0, 3));
-}
-
-SchedulerConfig engine(EngineType type) {
-  SchedulerConfig cfg;
-  cfg.engine_type = type;
-  cfg.max_num_batched_tokens = 64;
-  cfg.num_kv_blocks = 64;
-  cfg.block_size = 16;
-  return cfg;
 }
 
 struct Trace {  // what ReplayRequests points into
@@ -76,7 +68,7 @@ class Hooks : public ReplayHooks {
 // Request 0 arrives at 0 and takes three steps; the engine then idles until request 1
 // arrives at 2.0, whose first step starts then.
 TEST(virtual_replay_steps_by_the_model_and_idles_to_the_next_arrival) {
-  Scheduler s(engine(EngineType::kNormal));
+  Scheduler s(small_engine(EngineType::kNormal));
   ModeledStep step = quarter_second_steps();
   StepLog log(0);
   Trace trace{{0.0, 2.0}, {8, 8}, {3, 2}, {}};
@@ -100,7 +92,7 @@ TEST(virtual_replay_steps_by_the_model_and_idles_to_the_next_arrival) {
 
 // A closed loop of one: request 1 is released, and enqueued, as request 0 finishes.
 TEST(virtual_replay_closed_loop_releases_a_request_as_one_finishes) {
-  Scheduler s(engine(EngineType::kNormal));
+  Scheduler s(small_engine(EngineType::kNormal));
   ModeledStep step = quarter_second_steps();
   StepLog log(0);
   Trace trace{{0.0, 0.0}, {8, 8}, {2, 2}, {}};
@@ -116,7 +108,7 @@ TEST(virtual_replay_closed_loop_releases_a_request_as_one_finishes) {
 // With overlap, step i is planned before step i - 1 is post-processed; the tokens still
 // come at the ends of the steps that computed them.
 TEST(virtual_replay_with_overlap_gives_the_tokens_at_the_same_instants) {
-  Scheduler s(engine(EngineType::kNormal));
+  Scheduler s(small_engine(EngineType::kNormal));
   ModeledStep step = quarter_second_steps();
   StepLog log(0);
   Trace trace{{0.0}, {8}, {3}, {}};
@@ -132,7 +124,7 @@ TEST(virtual_replay_with_overlap_gives_the_tokens_at_the_same_instants) {
 // A session: turn 0 (at 1.0) fans out to sub-agent turn 1 (0.5 s after it ends); its next
 // turn 2 comes 0.25 s after the sub-agent's subtree has ended.
 TEST(virtual_replay_releases_a_sessions_turns_as_their_parents_end) {
-  Scheduler s(engine(EngineType::kNormal));
+  Scheduler s(small_engine(EngineType::kNormal));
   ModeledStep step = quarter_second_steps();
   StepLog log(0);
   Trace trace{{1.0, 0.0, 0.0}, {8, 8, 8}, {2, 1, 2}, {}};
@@ -152,7 +144,7 @@ TEST(virtual_replay_releases_a_sessions_turns_as_their_parents_end) {
 }
 
 TEST(virtual_replay_stops_when_progress_says_so) {
-  Scheduler s(engine(EngineType::kNormal));
+  Scheduler s(small_engine(EngineType::kNormal));
   ModeledStep step = quarter_second_steps();
   StepLog log(0);
   Trace trace{{0.0}, {8}, {10}, {}};
@@ -167,8 +159,8 @@ TEST(virtual_replay_stops_when_progress_says_so) {
 // bytes (1,024 a token) over a 32,768 B/s sender and a 65,536 B/s receiver: 0.25 s, then
 // 0.25 s of latency.
 TEST(pd_replay_hands_off_moves_the_kv_and_decodes) {
-  Scheduler prefill_scheduler(engine(EngineType::kPrompt));
-  Scheduler decode_scheduler(engine(EngineType::kCompletion));
+  Scheduler prefill_scheduler(small_engine(EngineType::kPrompt));
+  Scheduler decode_scheduler(small_engine(EngineType::kCompletion));
   ModeledStep prefill_step = quarter_second_steps(), decode_step = quarter_second_steps();
   StepLog prefill_log(0, Handoffs::kKept, 0), decode_log(0);
   std::vector<PdInstance> instances(2);
