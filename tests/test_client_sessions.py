@@ -167,3 +167,21 @@ def test_a_failed_turn_ends_there_and_its_session_goes_on(tmp_path):
     sessions = run.table("sessions")
     assert sessions["turns"].tolist() == [2] and sessions["finished_turns"].tolist() == [1]
     assert np.isfinite(sessions["end_s"]).all()
+
+
+def test_a_recorded_prompt_is_sent_as_the_trace_has_it(tmp_path):
+    """A trace with prompt_tokens (a compacted context: the second call's prompt shorter
+    than the first's) sends each turn's recorded prompt, its shared blocks the same ids."""
+    turns = [dict(turn(0, 0, -1, new=40, out=3), prompt_tokens=40, hash_ids=[1, 2, 3]),
+             dict(turn(0, 1, 0, gap=0.05, new=4, out=2), prompt_tokens=20, hash_ids=[1, 9])]
+    session_trace(tmp_path, turns)
+    (tmp_path / "server").mkdir()
+    with served(tmp_path / "server", text=ONE_TOKEN_EVENTS) as (url, runs):
+        run = client_run(tmp_path, f'{{endpoint: "{url}", model: tiny}}',
+                         "trace: {file: s.jsonl, hash_block_size: 16}\n")
+    r = rows_of(run)
+    assert run.complete and (r["status"] == "finished").all()
+    assert r["prompt_len"].tolist() == [40, 20]
+    server = runs[0].table("requests").sort_values("request_id")
+    assert server["prompt_len"].tolist() == [40, 20]
+    assert server["prefix_hit_tokens"].tolist() == [0, 16]  # the shared block's tokens

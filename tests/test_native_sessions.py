@@ -6,9 +6,11 @@ session_affinity prefill router keeps a session's turns on one prefill instance.
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from engine import _core
 from harness.analysis.exact import HOST_COLUMNS, TABLES, first_difference
 from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
@@ -133,3 +135,15 @@ def test_the_two_loops_hold_a_waiting_sessions_blocks_alike(tmp_path, deployment
                                        "trace.generate.sessions.count=30"])
     rows = assert_equal(runs)
     assert (rows["prefix_hit_tokens"] > 0).any()
+
+
+@pytest.mark.parametrize("sessions, message", [
+    (None, "sessions: (parent, gap_s, subagent, session_id, live)"),
+    (([-1, -5], [0.0, 0.0], [False, False], [0, 0], None), "parent is an earlier row, or -1"),
+    (([-1, 1], [0.0, 0.0], [False, False], [0, 0], None), "parent is an earlier row, or -1")])
+def test_the_bound_turn_release_refuses_what_is_no_tree(sessions, message):
+    if sessions is not None:
+        sessions = tuple(np.asarray(a, t) for a, t in zip(
+            sessions[:4], (np.int64, np.float64, bool, np.int64))) + (None,)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _core.SessionTurns(sessions, np.zeros(2))

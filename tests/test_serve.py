@@ -34,6 +34,16 @@ def test_a_completion_counts_its_prompt_by_words_and_returns_max_tokens_tokens(s
     assert choice["finish_reason"] == "length" and words(choice["text"]) == 7
 
 
+def test_a_lone_surrogate_in_text_is_a_word_as_any_other(server):
+    # JSON allows "\ud800"; it is counted and hashed as it came, not a 500
+    for path, body in (("/v1/completions", b'{"prompt": "hi \\ud800 there", "max_tokens": 2}'),
+                       ("/v1/chat/completions", b'{"messages": [{"role": "user", '
+                                                b'"content": "\\ud800"}], "max_tokens": 2}')):
+        status, reply = post(server, path, body, raw=True)
+        assert status == 200, reply
+    assert json.loads(reply)["usage"]["prompt_tokens"] == 2  # "user:" and the surrogate
+
+
 def test_a_token_id_prompt_is_taken_as_its_ids(server):
     for prompt in ([5, 6, 7, 8, 9], [[5, 6, 7, 8, 9]]):
         status, body = post(server, "/v1/completions",

@@ -230,6 +230,12 @@ def call(t, n_in, out, **extra):
      r"w\.jsonl:1: session 0: requests\[0\]\.hash_ids: expected a list of integers"),
     ([call(0, 100, 5, think_time="1")],
      r"w\.jsonl:1: session 0: requests\[0\]\.think_time: expected a number of seconds"),
+    ([{k: v for k, v in call(0, 100, 5).items() if k != "t"},
+      {k: v for k, v in call(1, 200, 5).items() if k != "think_time"}],
+     r"w\.jsonl:1: session 0: requests\[0\]\.t: expected a number of seconds"),
+    ([call(0, 100, 5, api_time="2"),
+      {k: v for k, v in call(1, 200, 5).items() if k != "think_time"}],
+     r"w\.jsonl:1: session 0: requests\[0\]\.api_time: expected a number of seconds"),
     ([], r"w\.jsonl:1: session 0: requests: expected a non-empty list")])
 def test_bad_weka_input_is_refused_naming_the_file_line_and_session(tmp_path, requests, words):
     with pytest.raises(TraceError, match=words):

@@ -146,8 +146,8 @@ void check_tree(const HeldSessions& s, int64_t n) {
       s.session_id.size() != n)
     throw py::value_error("a session tree has one parent, gap, flag and session a request");
   for (int64_t i = 0; i < n; ++i)
-    if (s.parent.data()[i] >= i)
-      throw py::value_error("a turn's parent comes before it: row " + std::to_string(i));
+    if (s.parent.data()[i] >= i || s.parent.data()[i] < -1)
+      throw py::value_error("a turn's parent is an earlier row, or -1: row " + std::to_string(i));
   if (s.live < 0) throw py::value_error("live sessions must be >= 0");
 }
 
@@ -187,11 +187,16 @@ ReplayRequests requests_of(HeldRequests& h, int64_t hash_block_size, int64_t con
   return r;
 }
 
+HeldSessions given(std::optional<HeldSessions> sessions) {
+  if (!sessions) throw py::value_error("sessions: (parent, gap_s, subagent, session_id, live)");
+  return std::move(*sessions);
+}
+
 // A session trace's turns as the Python P/D loop releases them, over arrays it holds.
 class HeldTurns {
  public:
   HeldTurns(const py::object& sessions, const Doubles& arrival_s)
-      : held_(*sessions_of(sessions)),
+      : held_(given(sessions_of(sessions))),
         tree_{held_.parent.data(), held_.gap_s.data(), held_.subagent.data(),
               held_.session_id.data(), held_.live},
         turns_(tree_, checked_n(held_, arrival_s), arrival_s.data()) {}

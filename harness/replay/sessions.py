@@ -23,20 +23,23 @@ import numpy as np
 
 class SessionTree(NamedTuple):
     """A session trace's structure, by request row: the parent's row (-1: a root), the gap
-    after it (s), whether the turn is a sub-agent's first, its session; and `live`, the
-    closed loop's sessions (None: the trace's session starts)."""
+    after it (s), whether the turn is a sub-agent's first, its session; `live`, the closed
+    loop's sessions (None: the trace's session starts); and `recorded`, whether each turn's
+    prompt is the trace's (prompt_tokens) rather than its parent's context and its input."""
 
     parent: np.ndarray
     gap_s: np.ndarray
     subagent: np.ndarray
     session_id: np.ndarray
     live: Optional[int] = None
+    recorded: bool = False
 
     @classmethod
     def of(cls, df, live: Optional[int] = None) -> "SessionTree":
         return cls(df["parent_row"].to_numpy(np.int64), df["gap_s"].to_numpy(np.float64),
                    (df["gap_kind"] == "subagent").to_numpy(bool),
-                   df["session_id"].to_numpy(np.int64), live)
+                   df["session_id"].to_numpy(np.int64), live,
+                   bool(df.attrs.get("recorded_prompts")))
 
 
 class _Tree:

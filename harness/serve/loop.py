@@ -129,8 +129,9 @@ class ServeLoop:
         queried = hit = 0  # the finished requests' prompts, and their prefix cache hits
         for r in record.post.left:
             if r.status == "finished" and r.seq_id in self._pending:
-                queried += self._pending[r.seq_id].request.prompt_len
-                hit += max(0, r.prefix_hit_tokens)
+                prompt = self._pending[r.seq_id].request.prompt_len
+                queried += prompt  # a readmitted request counts its hits again: capped
+                hit += min(max(0, r.prefix_hit_tokens), prompt)
         for seq_id in news.keys() | ended.keys():
             pending = self._pending.get(seq_id)
             if pending is not None:

@@ -15,8 +15,9 @@ OUTPUT_WORD = "tok"
 def word_ids(text: str, vocab_size: int) -> List[int]:
     """A prompt's text as token ids: a word (whitespace-separated) a token, its id the
     word's hash modulo the vocabulary."""
-    return [int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
-            % vocab_size for word in text.split()]
+    return [int.from_bytes(hashlib.blake2b(word.encode("utf-8", "surrogatepass"),
+                                           digest_size=8).digest(), "little") % vocab_size
+            for word in text.split()]  # JSON allows a lone surrogate: hashed as it came
 
 
 def output_text(tokens: int) -> str:

@@ -260,7 +260,9 @@ def sessions_frame(turns: Turns, block: Optional[int], label: str = "sessions",
                            if k.endswith("_s") else np.int64) for k in KEYS}
     if given:
         ids: Optional[List[list]] = _checked_ids(turns, prompt, parent_of, block, recorded)
-        return _frame(columns, prompt, parent_of, ids, block)
+        df = _frame(columns, prompt, parent_of, ids, block)
+        df.attrs["recorded_prompts"] = recorded
+        return df
     return tree_frame(columns, prompt, parent_of, block, shared_ids)
 
 

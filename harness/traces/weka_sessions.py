@@ -126,7 +126,7 @@ class _Session:
     def thread(self, entries: list, parent: Optional[int], key: str) -> None:
         """A thread's calls, in order, the first one following turn `parent` (None: the
         session's root; else the first is a sub-agent's)."""
-        prev, prev_call, joined = parent, None, None
+        prev, prev_call, prev_at, joined = parent, None, "", None
         for k, e in enumerate(entries):
             at = f"{key}[{k}]"
             if not isinstance(e, dict):
@@ -138,19 +138,22 @@ class _Session:
                 end = _number(self, e, "t", at)
                 joined = end if joined is None else max(joined, end)
             else:
-                gap = self.gap(e, at, prev_call, joined)
+                gap = self.gap(e, at, prev_call, prev_at, joined)
                 prev = self.turn(e, at, prev, gap, "subagent" if prev_call is None and
                                  parent is not None else None)
-                prev_call, joined = e, None
+                prev_call, prev_at, joined = e, at, None
 
-    def gap(self, e: dict, at: str, prev_call: Optional[dict], joined) -> float:
+    def gap(self, e: dict, at: str, prev_call: Optional[dict], prev_at: str,
+            joined) -> float:
         if joined is not None:
             return max(0.0, _number(self, e, "t", at) - joined)
         if "think_time" in e:
             return _number(self, e, "think_time", at)
         if prev_call is None:
             return 0.0
-        end = prev_call["t"] + (prev_call.get("api_time") or 0.0)
+        end = _number(self, prev_call, "t", prev_at) + (
+            0.0 if prev_call.get("api_time") is None
+            else _number(self, prev_call, "api_time", prev_at))
         return max(0.0, _number(self, e, "t", at) - end)
 
     def turn(self, e: dict, at: str, parent: Optional[int], gap: float,
