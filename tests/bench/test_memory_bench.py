@@ -70,6 +70,38 @@ def test_peak_rss_does_not_grow_with_requests(benchmark, tmp_path):
         assert process <= 1.3 and tree <= 1.3
 
 
+def recorder_memory(benchmark, monkeypatch, workload) -> dict:
+    """The workload replayed in this process under tracemalloc, timed once by `benchmark`:
+    what its recorder keeps at its close (`request_bytes` and `step_bytes`, by
+    Recorder.retained_bytes; its `steps` and trace `rows`), and what Python allocated from
+    the recorder's start and still holds at its close (`traced`) or held at most before it
+    (`peak`), in bytes."""
+    kept: dict = {}
+
+    class Measured(Recorder):
+        def __init__(self, *args, **kwargs) -> None:
+            kept["start"] = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            super().__init__(*args, **kwargs)
+
+        def close(self) -> None:
+            super().close()
+            kept["traced"], kept["peak"] = (m - kept["start"]
+                                            for m in tracemalloc.get_traced_memory())
+            kept["request_bytes"], kept["step_bytes"] = self.retained_bytes()
+            kept["steps"] = sum(s.steps for s in self.step_summaries.values())
+            kept["rows"] = len(self.max_new_tokens)
+
+    for loop in (PythonLoop, NativeLoop):  # the workload's, whichever it replays by
+        monkeypatch.setattr(loop, "recorder_type", Measured)
+    tracemalloc.start()
+    try:
+        benchmark.pedantic(lambda: run_workload(workload), rounds=1, iterations=1)
+    finally:
+        tracemalloc.stop()
+    return kept
+
+
 def test_bytes_kept_per_request_and_per_step(benchmark, tmp_path, monkeypatch):
     """The 1,000,000-request replay in this process: what the recorder keeps to its close
     for the summary's exact answers (Recorder.retained_bytes: its arrays by trace request,
@@ -78,28 +110,9 @@ def test_bytes_kept_per_request_and_per_step(benchmark, tmp_path, monkeypatch):
     (tracemalloc, numpy's arrays included; C++ allocations, bounded by the live requests
     and the distinct inter-token gaps, are not traced) within the two budgets together."""
     requests = 20_000 if benchmark.disabled else 1_000_000
-    kept: dict = {}
-
-    class Measured(Recorder):
-        def __init__(self, *args, **kwargs) -> None:
-            kept["start"] = tracemalloc.get_traced_memory()[0]
-            super().__init__(*args, **kwargs)
-
-        def close(self) -> None:
-            super().close()
-            kept["traced"] = tracemalloc.get_traced_memory()[0] - kept["start"]
-            kept["request_bytes"], kept["step_bytes"] = self.retained_bytes()
-            kept["steps"] = sum(s.steps for s in self.step_summaries.values())
-
-    for loop in (PythonLoop, NativeLoop):  # the workload's, whichever it replays by
-        monkeypatch.setattr(loop, "recorder_type", Measured)
     workload = load_workload(WORKLOAD, [f"trace.generate.requests={requests}",
                                         f"output={tmp_path}"])
-    tracemalloc.start()
-    try:
-        benchmark.pedantic(lambda: run_workload(workload), rounds=1, iterations=1)
-    finally:
-        tracemalloc.stop()
+    kept = recorder_memory(benchmark, monkeypatch, workload)
     steps = kept["steps"]
     per_request, per_step = kept["request_bytes"] / requests, kept["step_bytes"] / steps
     budget = 250 * requests + 100 * steps

@@ -13,17 +13,13 @@ In the ordinary test run (benchmarks disabled) it replays 400 and 4,000 sessions
 import json
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.record.recorder import Recorder
-from harness.replay.loop import NativeLoop, PythonLoop
-from harness.sweeps.sweep import run_workload
 from harness.workload import load_workload
-from tests.bench.test_memory_bench import ROOT, WORKLOAD
+from tests.bench.test_memory_bench import ROOT, WORKLOAD, recorder_memory
 
 pytestmark = pytest.mark.slow
 
@@ -90,32 +86,10 @@ def test_bytes_kept_and_held_per_turn(benchmark, tmp_path, monkeypatch):
     moment before its close (tracemalloc's peak): the replay's own structures by turn, freed
     when it ends, are there and not in what is kept."""
     sessions = 4_000 if benchmark.disabled else 200_000
-    kept: dict = {}
-
-    class Measured(Recorder):
-        def __init__(self, *args, **kwargs) -> None:
-            kept["start"] = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            super().__init__(*args, **kwargs)
-
-        def close(self) -> None:
-            super().close()
-            kept["traced"], kept["peak"] = (m - kept["start"]
-                                            for m in tracemalloc.get_traced_memory())
-            kept["request_bytes"], kept["step_bytes"] = self.retained_bytes()
-            kept["steps"] = sum(s.steps for s in self.step_summaries.values())
-            kept["turns"] = len(self.max_new_tokens)
-
-    for loop in (PythonLoop, NativeLoop):  # the workload's, whichever it replays by
-        monkeypatch.setattr(loop, "recorder_type", Measured)
     workload = load_workload(sessions_workload(tmp_path), [f"{COUNT}={sessions}",
                                                            f"output={tmp_path}"])
-    tracemalloc.start()
-    try:
-        benchmark.pedantic(lambda: run_workload(workload), rounds=1, iterations=1)
-    finally:
-        tracemalloc.stop()
-    steps, turns = kept["steps"], kept["turns"]
+    kept = recorder_memory(benchmark, monkeypatch, workload)
+    steps, turns = kept["steps"], kept["rows"]
     per_turn, per_step = kept["request_bytes"] / turns, kept["step_bytes"] / steps
     budget = 250 * turns + 100 * steps
     print(f"\n{turns:,} turns, {steps:,} steps: the recorder keeps {per_turn:.1f} B a turn "
