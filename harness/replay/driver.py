@@ -130,11 +130,16 @@ class _Replay:
     def add(self, i: int, t: float) -> None:
         if self.window:  # a closed loop's request arrives when it is released
             self.recorder.arrived(i, t)
-        self.recorder.enqueue(self.engine.add_request(
+        self.enqueue(i, t if self.window else self.arrivals[i], t)
+
+    def enqueue(self, i: int, arrival: float, t: float):
+        """Request i, arrived at `arrival`, added to the engine at t: its record as added."""
+        added = self.engine.add_request(
             i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
-            arrival_time=t if self.window else self.arrivals[i],
-            hash_ids=None if self.hash_ids is None else self.hash_ids[i],
-            hash_block_size=self.hash_block_size), t)
+            arrival_time=arrival, hash_ids=None if self.hash_ids is None else self.hash_ids[i],
+            hash_block_size=self.hash_block_size)
+        self.recorder.enqueue(added, t)
+        return added
 
     def due(self) -> bool:
         """The next request may enter: its arrival has come, or (a closed loop) fewer than
@@ -194,12 +199,7 @@ class _FrontendTurns(_Replay):
     def add(self, i: int, t: float) -> None:
         due = self.frontend.arrival(i)
         self.recorder.arrived(i, due)
-        added = self.engine.add_request(
-            i, prompt_len=self.prompt_len[i], max_new_tokens=self.max_new_tokens[i],
-            arrival_time=due, hash_ids=None if self.hash_ids is None else self.hash_ids[i],
-            hash_block_size=self.hash_block_size)
-        self.recorder.enqueue(added, t)
-        if added.status != "waiting":  # rejected (or done) as it came
+        if self.enqueue(i, due, t).status != "waiting":  # rejected (or done) as it came
             self.frontend.ended(i, t)
 
 
