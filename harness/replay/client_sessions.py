@@ -44,7 +44,9 @@ class SessionSender:
         self.chat = sender.loop.target.api == "chat"
         self.prompt_len, self.max_new_tokens = r.prompt_len.tolist(), r.max_new_tokens.tolist()
         tree = self.turns.tree
-        self.children = [len(s) + (c >= 0) for s, c in zip(tree.subagents, tree.next)]
+        # the children whose prompts begin with a turn's context (none: prompts recorded)
+        self.children = [0 if r.sessions.recorded else len(s) + (c >= 0)
+                         for s, c in zip(tree.subagents, tree.next)]
         self.context: Dict[int, Context] = {}  # a turn's, until its children are sent
 
     async def run(self) -> None:
@@ -87,15 +89,14 @@ class SessionSender:
         """Turn i's prompt (ids, or messages) and its length in tokens."""
         sender, p = self.sender, self.turns.tree.parent[i]
         loop, r = sender.loop, sender.requests
-        if p >= 0:
-            parent = self.context[p]
-            self.children[p] -= 1
-            if not self.children[p]:
-                del self.context[p]
         if p < 0 or r.sessions.recorded:  # the prompt as the trace has it: its own blocks
             ids = prompt_ids(loop.seed, i, self.prompt_len[i],
                              None if r.hash_ids is None else r.hash_ids[i], r.hash_block_size)
             return (ids if not self.chat else [user_message(ids)]), self.prompt_len[i]
+        parent = self.context[p]
+        self.children[p] -= 1
+        if not self.children[p]:
+            del self.context[p]
         new = self.prompt_len[i] - self.prompt_len[p] - self.max_new_tokens[p]  # its input
         ids = prompt_ids(loop.seed, i, new, None, None)
         length = parent.length + parent.output_tokens + new
