@@ -100,6 +100,9 @@ struct StepCost {
   double dispatch_s = 0;
   double combine_s = 0;
   double allreduce_s = 0;
+  // Of dense_s: what ran on a second stream beside the routed experts' path (kernel tables
+  // of a stack that overlaps its shared experts in decode steps)
+  double aux_s = 0;
   // The rank's own modeled step, before it waits for the slowest rank: its parts,
   // overlapped as the deployment's micro-batches say (DeploymentModel), or its roofline
   // (the modeled executor without a deployment); 0 where steps are not modeled.

@@ -74,7 +74,10 @@ double DeploymentModel::all_reduce(double tokens, int64_t group, double layers) 
 double DeploymentModel::rank_seconds(const StepCost& c) const {
   const double compute = c.attention_s + c.dense_s + c.experts_s;
   const double comm = c.dispatch_s + c.combine_s + c.allreduce_s;
-  return r_.micro_batches > 1 ? std::max(compute, comm) : compute + comm;
+  // The second stream's work hides under the routed path: the experts, and with one
+  // micro-batch the all-to-alls around them (with two, those overlap compute already)
+  if (r_.micro_batches > 1) return std::max(compute - std::min(c.aux_s, c.experts_s), comm);
+  return compute + comm - std::min(c.aux_s, c.experts_s + c.dispatch_s + c.combine_s);
 }
 
 DeploymentStep DeploymentModel::step(const ScheduleOutput& plan,
@@ -178,7 +181,7 @@ void DeploymentModel::time_rank(const StepParts& p, double experts_s, double rec
 void DeploymentModel::time_kernels(const Batch* batch, const RankCounts& counts, double sent,
                                    const Shared& sh, StepCost& c) const {
   double parts[kNumParts] = {};
-  kernels_->add(batch, counts, sh.group_tokens, sent, sh.has_prefill, sh.mtp_share, parts,
+  kernels_->add(batch, counts, sh.group_tokens, sent, sh.has_prefill, sh.mtp_share, parts, c.aux_s,
                 c.extrapolated);
   double* members[kNumParts] = {&c.attention_s, &c.dense_s,   &c.experts_s,
                                 &c.dispatch_s,  &c.combine_s, &c.allreduce_s};

@@ -26,11 +26,14 @@ RankCounts count_rank(const Batch& batch) {
 }
 
 KernelStep::KernelStep(std::vector<KernelTerm> terms, int64_t micro_batches,
-                       double mtp_layers_per_layer)
+                       double mtp_layers_per_layer, double decode_layer_scale)
     : terms_(std::move(terms)),
       micro_batches_(static_cast<double>(micro_batches)),
-      mtp_layers_(mtp_layers_per_layer) {
+      mtp_layers_(mtp_layers_per_layer),
+      decode_layer_scale_(decode_layer_scale) {
   if (micro_batches < 1) throw std::invalid_argument("micro_batches must be >= 1");
+  if (!(decode_layer_scale > 0 && decode_layer_scale <= 1))
+    throw std::invalid_argument("decode_layer_scale must be in (0, 1]");
   for (const KernelTerm& t : terms_) {
     if (t.curve.empty()) throw std::invalid_argument("a kernel term needs a curve");
     if (!(t.calls > 0)) throw std::invalid_argument("a kernel term's calls must be > 0");
@@ -41,9 +44,10 @@ KernelStep::KernelStep(std::vector<KernelTerm> terms, int64_t micro_batches,
 }
 
 void KernelStep::add(const Batch* batch, const RankCounts& r, double group_tokens, double sent,
-                     bool step_has_prefill, double mtp_share, double* parts,
+                     bool step_has_prefill, double mtp_share, double* parts, double& aux,
                      uint8_t& extrapolated) const {
   const double mb = micro_batches_;
+  const double layer_scale = step_has_prefill ? 1 : decode_layer_scale_;
   for (const KernelTerm& t : terms_) {
     if ((t.when == When::kDecodeOnly && step_has_prefill) ||
         (t.when == When::kWithPrefill && !step_has_prefill))
@@ -78,7 +82,9 @@ void KernelStep::add(const Batch* batch, const RankCounts& r, double group_token
     }
     if (s == 0) continue;
     const int part = static_cast<int>(t.part);
-    parts[part] += s * t.calls * (t.per_layer ? 1 + mtp_layers_ * mtp_share : 1);
+    s *= t.calls * (t.per_layer ? (1 + mtp_layers_ * mtp_share) * layer_scale : 1);
+    parts[part] += s;
+    if (t.aux && !step_has_prefill) aux += s;
     if (outside) extrapolated |= static_cast<uint8_t>(1u << part);
   }
 }

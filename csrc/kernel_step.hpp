@@ -45,6 +45,10 @@ struct KernelTerm {
   // count is scaled to the shape's load, and every lookup is flagged as extrapolated
   double scale = 1;
   bool substitute = false;
+  // Run on a second stream beside the routed experts' path in a decode-only step, where the
+  // stack does so (TensorRT-LLM's shared experts under CUDA graphs): DeploymentModel hides
+  // what the path covers
+  bool aux = false;
 };
 
 // One rank's counts, from its batch
@@ -57,23 +61,29 @@ RankCounts count_rank(const Batch& batch);
 
 class KernelStep {
  public:
-  KernelStep(std::vector<KernelTerm> terms, int64_t micro_batches, double mtp_layers_per_layer);
+  // decode_layer_scale: each per-layer term's time in a decode-only step, over its table's
+  // (a stack's programmatic dependent launch overlapping each kernel's prologue; 1 = none)
+  KernelStep(std::vector<KernelTerm> terms, int64_t micro_batches, double mtp_layers_per_layer,
+             double decode_layer_scale = 1);
 
   // Whether some term times `part` in a step with (or without) a prefill row; a part no
   // term times is timed as without tables (DeploymentModel)
   bool times(Part part, bool with_prefill) const {
     return timed_[static_cast<int>(part)][with_prefill ? 1 : 0];
   }
-  // Adds each term's seconds to `parts` (indexed by Part) and sets `extrapolated` bits.
+  // Adds each term's seconds to `parts` (indexed by Part) and sets `extrapolated` bits;
+  // `aux`: the seconds of `parts` that ran on the second stream (decode-only steps).
   // group_tokens: the EP group's routed tokens this step; sent: this rank's all-to-all
   // tokens; mtp_share: MTP positions over main-model positions (0 without MTP).
   void add(const Batch* batch, const RankCounts& r, double group_tokens, double sent,
-           bool step_has_prefill, double mtp_share, double* parts, uint8_t& extrapolated) const;
+           bool step_has_prefill, double mtp_share, double* parts, double& aux,
+           uint8_t& extrapolated) const;
 
  private:
   std::vector<KernelTerm> terms_;
   double micro_batches_;
   double mtp_layers_;  // MTP module layers per main-model layer: per_layer terms' extra share
+  double decode_layer_scale_;
   bool timed_[kNumParts][2] = {};
 };
 

@@ -129,6 +129,8 @@ class StepCost:
     dispatch_s: float
     combine_s: float
     allreduce_s: float
+    # of dense_s: what ran on a second stream beside the routed experts' path
+    aux_s: float
     # the rank's own modeled step, before it waits for the slowest rank (0: not modeled)
     rank_s: float
     # bit i: part i (attention, dense, experts, dispatch, combine, allreduce) looked up
@@ -208,11 +210,11 @@ class When(enum.Enum):
 class KernelTerm:
     def __init__(self, curve: KernelCurve, quantity: Quantity, part: Part, when: When,
                  calls: float, per_layer: bool, scale: float = 1.0,
-                 substitute: bool = False) -> None: ...
+                 substitute: bool = False, aux: bool = False) -> None: ...
 
 class KernelStep:
     def __init__(self, terms: Seq[KernelTerm], micro_batches: int,
-                 mtp_layers_per_layer: float) -> None: ...
+                 mtp_layers_per_layer: float, decode_layer_scale: float = 1.0) -> None: ...
 
 class StepCosts:
     """Every rank's StepCost of one step, held in C++ (DeploymentModel.step)."""

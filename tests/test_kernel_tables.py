@@ -18,6 +18,7 @@ from engine.kernels import table
 from engine.kernels.load import kernel_table
 from engine.kernels.lookup import Curve
 from engine.kernels.step import PARTS, find, part_kernels, step_terms
+from engine.kernels.streams import decode_streams
 from engine.model_config import load_model_config
 from engine.plan import KIND_DECODE
 
@@ -118,7 +119,7 @@ def test_a_curve_that_is_not_a_full_grid_is_refused(tmp_path):
 GRID, CONTEXTS = (1, 8, 64, 512, 4096), (1024, 8192)
 
 
-def covering_table(d, scaleup=8):
+def covering_table(d, scaleup=8, stack="test 1.0"):
     rows = []
     for kernels in part_kernels(V3, d, scaleup).values():
         for key, _ in kernels:
@@ -127,12 +128,12 @@ def covering_table(d, scaleup=8):
             rows += [row(**{**keys, "tokens": t, "context": c,
                             "time_us": 5.0 + 0.01 * t * (1 + c / 1024)})
                      for t in GRID for c in contexts]
-    return table.KernelTable("B200", "test 1.0", "hand-made", "none", rows)
+    return table.KernelTable("B200", stack, "hand-made", "none", rows)
 
 
-def profile_with_table(tmp_path, d):
-    """B200's profile whose one kernel set is `covering_table(d)`."""
-    write_rows(tmp_path / "k.csv", covering_table(d).rows)
+def profile_with_table(tmp_path, d, stack="test 1.0"):
+    """B200's profile whose one kernel set is `covering_table(d, stack=stack)`."""
+    table.write(covering_table(d, stack=stack), tmp_path / "k.csv")
     data = yaml.safe_load((DEVICES_DIR / "b200.yaml").read_text())
     data["kernels"] = {"test": {"table": "k.csv", "families": [], "source": "hand-made"}}
     path = tmp_path / "b200.yaml"
@@ -144,8 +145,8 @@ def deployment(**kw):
     return Deployment(devices=8, attention_dp=8, moe_ep=8, precision=dict(FP8), **kw)
 
 
-def decode_step(tmp_path, d, rows=64, context=2048):
-    path = profile_with_table(tmp_path, d)
+def decode_step(tmp_path, d, rows=64, context=2048, stack="test 1.0"):
+    path = profile_with_table(tmp_path, d, stack)
     cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=65536,
                                                  num_kv_blocks=16384, block_size=64,
                                                  dp_size=8, max_num_seqs=512),
@@ -369,7 +370,8 @@ def test_a_v4_decode_steps_attention_is_its_modules_at_the_rows_and_their_contex
     expected = sum(find(t, family, mode=mode, precision="fp8", n=4096, heads=64).at(16, context)[0]
                    * calls for family, mode, calls in (("v4_decode", "csa", 21),
                                                        ("v4_decode", "hca", 22)))
-    assert record.flops[0].attention_s == pytest.approx(expected * 1e-6, rel=1e-9)
+    pdl = decode_streams("trtllm").layer_scale.value  # TensorRT-LLM's decode layers
+    assert record.flops[0].attention_s == pytest.approx(pdl * expected * 1e-6, rel=1e-9)
     assert not record.flops[0].extrapolated & 1
 
 

@@ -119,6 +119,7 @@ void bind_costs(py::module_& m) {
       .def_readonly("dispatch_s", &StepCost::dispatch_s)
       .def_readonly("combine_s", &StepCost::combine_s)
       .def_readonly("allreduce_s", &StepCost::allreduce_s)
+      .def_readonly("aux_s", &StepCost::aux_s)
       .def_readonly("extrapolated", &StepCost::extrapolated)
       .def_readonly("rank_s", &StepCost::rank_s)
       .def(

@@ -53,16 +53,17 @@ void bind_kernel_step(py::module_& m) {
       .value("with_prefill", When::kWithPrefill);
   py::class_<KernelTerm>(m, "KernelTerm")
       .def(py::init([](KernelCurve curve, Quantity quantity, Part part, When when, double calls,
-                       bool per_layer, double scale, bool substitute) {
-             return KernelTerm{std::move(curve), quantity, part,      when, calls,
-                               per_layer,        scale,    substitute};
+                       bool per_layer, double scale, bool substitute, bool aux) {
+             return KernelTerm{std::move(curve), quantity, part,       when, calls,
+                               per_layer,        scale,    substitute, aux};
            }),
            py::arg("curve"), py::arg("quantity"), py::arg("part"), py::arg("when"),
            py::arg("calls"), py::arg("per_layer"), py::arg("scale") = 1.0,
-           py::arg("substitute") = false);
+           py::arg("substitute") = false, py::arg("aux") = false);
   py::class_<KernelStep, std::shared_ptr<KernelStep>>(m, "KernelStep")
-      .def(py::init<std::vector<KernelTerm>, int64_t, double>(), py::arg("terms"),
-           py::arg("micro_batches"), py::arg("mtp_layers_per_layer"));
+      .def(py::init<std::vector<KernelTerm>, int64_t, double, double>(), py::arg("terms"),
+           py::arg("micro_batches"), py::arg("mtp_layers_per_layer"),
+           py::arg("decode_layer_scale") = 1.0);
 }
 
 }  // namespace

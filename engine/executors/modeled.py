@@ -23,11 +23,13 @@ from ..config import EngineConfig
 from ..deployment import BYTES, ROOFLINE, Deployment
 from ..device_memory import kv_bytes_per_token
 from ..devices import DeviceProfile, detect_device
+from ..devices.profile import Figure
 from ..flops import FlopsEstimator
 from ..kernels.host import STEP_HOST_US
 from ..kernels.load import kernel_table
 from ..kernels.roofline import roofline_table
 from ..kernels.step import step_terms
+from ..kernels.streams import decode_streams
 from .base import ExecutorOutput
 from .spec import Built
 
@@ -95,9 +97,17 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     host = STEP_HOST_US[d.cuda_graphs]
     r.overhead_s = host.value * 1e-6
     r.layer_floor_s = 0.0
+    streams = decode_streams(table.stack)
+    shared = streams.shared_beside_routed if d.cuda_graphs else None
     return dict(stack=stack or ROOFLINE, table=table.stack, source=table.source,
                 timed=list(terms.timed), missing=terms.missing, cuda_graphs=d.cuda_graphs,
-                step_host_us=dict(value=host.value, kind=host.kind, source=host.source))
+                step_host_us=_figure(host),
+                decode_streams=dict(shared_beside_routed=shared,
+                                    layer_scale=_figure(streams.layer_scale)))
+
+
+def _figure(f: Figure) -> dict:
+    return dict(value=f.value, kind=f.kind, source=f.source)
 
 
 def layer_floor_s(profile: DeviceProfile) -> float:

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import _core
 from .lookup import Curve, curves_of
+from .streams import decode_streams
 from .table import CURVE_KEYS, KernelTable
 
 PARTS = ("attention", "dense", "experts", "dispatch", "combine", "allreduce")
@@ -26,9 +27,11 @@ class StepTerms:
     terms: List[_core.KernelTerm] = field(default_factory=list)
     timed: Tuple[str, ...] = ()  # parts the table times (in some steps, for the all-to-alls)
     missing: Dict[str, str] = field(default_factory=dict)  # part -> the curve it lacked
+    decode_layer_scale: float = 1.0  # the stack's (streams.py)
 
     def kernel_step(self, micro_batches: int, mtp_layers_per_layer: float) -> _core.KernelStep:
-        return _core.KernelStep(self.terms, micro_batches, mtp_layers_per_layer)
+        return _core.KernelStep(self.terms, micro_batches, mtp_layers_per_layer,
+                                self.decode_layer_scale)
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,15 @@ class _Kernel:
     GEMM's unfused GEMMs (`split`), summed where a table lacks the fused one (the engine's
     own forward runs them apart: a measured table has those); `within`: a kernel a table
     without its family counts inside another (the engine's own decode attention applies
-    the absorbed products row by row: a measured table has no `mla_bmm`)."""
+    the absorbed products row by row: a measured table has no `mla_bmm`); `aux`: a kernel
+    a stack may run on a second stream in decode steps (streams.py)."""
     quantity: str
     calls: float
     per_layer: bool = True
     when: str = "always"
     split: Tuple[Tuple, ...] = ()
     within: bool = False
+    aux: bool = False
 
 
 def _key(family: str, **keys) -> Tuple:
@@ -56,10 +61,10 @@ def _describe(key: Tuple) -> str:
     return ", ".join(f"{c}={v}" for c, v in zip(CURVE_KEYS, key) if v not in ("", 0))
 
 
-def _gemm(precision, n, k, quantity, calls, per_layer=True, split=()):
+def _gemm(precision, n, k, quantity, calls, per_layer=True, split=(), aux=False):
     return _key("gemm", precision=precision, n=n, k=k), _Kernel(
         quantity, calls, per_layer,
-        split=tuple(_key("gemm", precision=precision, n=part, k=k) for part in split))
+        split=tuple(_key("gemm", precision=precision, n=part, k=k) for part in split), aux=aux)
 
 
 def _kernel(family, quantity, calls, when="always", within=False, **keys):
@@ -126,8 +131,8 @@ def _dense(m, d) -> list:
         out += [_gemm(dense, 2 * ffn, h, "tokens", m.first_k_dense_replace, split=(ffn, ffn)),
                 _gemm(dense, h, ffn, "tokens", m.first_k_dense_replace)]
     return [*out,
-            _gemm(dense, 2 * shared, h, "tokens", moe_layers, split=(shared, shared)),
-            _gemm(dense, h, shared, "tokens", moe_layers),
+            _gemm(dense, 2 * shared, h, "tokens", moe_layers, split=(shared, shared), aux=True),
+            _gemm(dense, h, shared, "tokens", moe_layers, aux=True),
             _gemm("bf16", m.n_routed_experts, h, "tokens", routed),
             _gemm("bf16", m.vocab_size // dtp, h, "logits", 1, per_layer=False)]
 
@@ -155,13 +160,16 @@ def part_kernels(m, d, scaleup_devices: int) -> Dict[str, List[Tuple[Tuple, _Ker
 
 
 def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: int) -> StepTerms:
-    """The terms of each part the table covers whole (an all-to-all per kernel mode)."""
+    """The terms of each part the table covers whole (an all-to-all per kernel mode), run as
+    the table's stack runs a decode step (streams.py)."""
     if model_config.architecture not in ARCHITECTURES:
         return StepTerms(missing={p: f"{model_config.architecture}: no kernel set is declared "
                                      "for this architecture" for p in PARTS})
     curves = curves_of(table)
     families = {key[0] for key in curves}
-    out = StepTerms()
+    streams = decode_streams(table.stack)
+    aux = bool(streams.shared_beside_routed) and deployment.cuda_graphs
+    out = StepTerms(decode_layer_scale=streams.layer_scale.value)
     timed = []
     for part, kernels in part_kernels(model_config, deployment, scaleup_devices).items():
         if not kernels:
@@ -173,7 +181,8 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
             out.missing[part] = _describe(lacking[0])
         if part not in ("dispatch", "combine"):  # an all-to-all's modes stand alone
             found = [] if lacking else found
-        terms = [_term(curves[at[0]], k, part, *at[1:]) for at, _, k in found if at]
+        terms = [_term(curves[at[0]], k, part, at[1], at[2], aux and k.aux)
+                 for at, _, k in found if at]
         if terms:
             timed.append(part)
         out.terms += terms
@@ -236,13 +245,13 @@ def _with(values: Dict[str, object], **changed) -> Tuple:
 
 
 def _term(curve: Curve, k: _Kernel, part: str, scale: float = 1.0,
-          substitute: bool = False) -> _core.KernelTerm:
+          substitute: bool = False, aux: bool = False) -> _core.KernelTerm:
     times = [t for row in curve.times_us for t in row]
     return _core.KernelTerm(
         _core.KernelCurve([float(t) for t in curve.tokens], [float(c) for c in curve.contexts],
                           times),
         getattr(_core.Quantity, k.quantity), getattr(_core.Part, part),
-        getattr(_core.When, k.when), float(k.calls), k.per_layer, scale, substitute)
+        getattr(_core.When, k.when), float(k.calls), k.per_layer, scale, substitute, aux)
 
 
 def find(table: KernelTable, family: str, **keys) -> Optional[Curve]:

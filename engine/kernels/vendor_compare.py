@@ -12,8 +12,9 @@ prompt engine's first (`sequences_per_gpu` whole prompts of `context` tokens per
 each part at the precision the vendor's row runs it at, the default expert_imbalance.
 
 The vendor's per-op times are grouped into steptrace's parts (VENDOR_PARTS). trtllm's
-large-EP decode ops carry a PDL discount (pdl_factor) that steptrace lacks: the per-layer
-parts are divided by it before the ratios. aiconfigurator prices all 61 layers as MoE
+large-EP decode ops carry a PDL discount (pdl_factor); steptrace's carry its stack's
+(streams.py): the vendor's per-layer parts are brought to steptrace's discount before the
+ratios. aiconfigurator prices all 61 layers as MoE
 layers, steptrace 58 MoE layers and 3 dense FFN ones: the vendor's MoE-layer parts are
 scaled by 58/61, and steptrace's dense FFN layers are reported apart (no vendor twin).
 V4's mHC (hyper-connection mixing around each block) is a vendor part steptrace's layer does
@@ -35,7 +36,8 @@ from ..deployment import Deployment
 from ..plan import KIND_DECODE, KIND_FINAL
 from .load import kernel_table
 from .lookup import Curve
-from .step import find
+from .step import PARTS, find
+from .streams import decode_streams
 
 VALIDATION = Path(__file__).resolve().parents[2] / "workloads/validation/kernels"
 CSV = VALIDATION / "aiconfigurator_steps.csv"
@@ -112,8 +114,9 @@ class Comparison:
     modeled_ms: float
     modeled: Dict[str, float]  # steptrace's parts (ms); dense without the dense FFN layers
     dense_ffn_ms: float  # steptrace's 3 dense FFN layers
-    vendor: Dict[str, float]  # VENDOR_PARTS groups, per-layer ones undiscounted, 58/61
+    vendor: Dict[str, float]  # VENDOR_PARTS groups, per-layer ones at steptrace's PDL, 58/61
     flagged: bool  # some part of the modeled step was looked up outside its rows
+    hidden_ms: float  # what steptrace's second stream hid (<= 0)
 
     @property
     def error(self) -> float:
@@ -152,21 +155,27 @@ def read_rows(path: Path = CSV) -> List[VendorRow]:
 
 
 def vendor_parts(row: VendorRow, layers: int, moe_layers: int) -> Dict[str, float]:
-    """The vendor's ops grouped as steptrace's parts; the per-layer ones without the PDL
-    discount, the MoE-layer ones (experts, all-to-alls, shared experts, router) at
-    steptrace's MoE layers."""
+    """The vendor's ops grouped as steptrace's parts; the per-layer ones at steptrace's PDL
+    discount rather than the vendor's, the MoE-layer ones (experts, all-to-alls, shared
+    experts, router) at steptrace's MoE layers."""
+    pdl = layer_scale(row)
     out = {}
     for part, ops in VENDOR_PARTS.items():
         total = 0.0
         for op in ops:
             ms = row.ops.get(op, 0.0)
             if op not in ONCE:
-                ms /= row.pdl
+                ms *= pdl / row.pdl
                 if part in ("experts", "dispatch", "combine", "dense"):
                     ms *= moe_layers / layers
             total += ms
         out[part] = total
     return out
+
+
+def layer_scale(row: VendorRow) -> float:
+    """steptrace's PDL discount on the row's per-layer kernels (streams.py)."""
+    return decode_streams(row.stack).layer_scale.value if row.phase == "decode" else 1.0
 
 
 def payloads(row: VendorRow) -> Tuple[str, str]:
@@ -231,14 +240,15 @@ def _gemm(e: LLMEngine, stack: str, precision: str, n: int, k: int) -> Curve:
 
 
 def dense_ffn_ms(e: LLMEngine, row: VendorRow, tokens: int) -> float:
-    """steptrace's dense FFN layers on one rank, looked up as its dense part looks them up."""
+    """steptrace's dense FFN layers on one rank, looked up and discounted as its dense part
+    looks them up and discounts them."""
     m, d = e.model_config, e.config.deployment
     if not m.first_k_dense_replace:
         return 0.0
     width = m.dense_intermediate_size // d.dense_tp
     us = sum(_gemm(e, row.stack, d.precision["dense"], n, k).at(tokens)[0]
              for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width)))
-    return m.first_k_dense_replace * us / 1e3
+    return m.first_k_dense_replace * us * layer_scale(row) / 1e3
 
 
 def compare(row: VendorRow, model: str = "deepseek-v3") -> Comparison:
@@ -252,8 +262,9 @@ def compare(row: VendorRow, model: str = "deepseek-v3") -> Comparison:
     m = e.model_config
     vendor = vendor_parts(row, m.num_hidden_layers,
                           m.num_hidden_layers - m.first_k_dense_replace)
+    hidden = slowest.rank_s - sum(getattr(slowest, f"{p}_s") for p in PARTS)
     return Comparison(row, result.forward_ns / 1e6, modeled, ffn, vendor,
-                      bool(slowest.extrapolated))
+                      bool(slowest.extrapolated), hidden * 1e3)
 
 
 def compare_all(rows: Iterable[VendorRow], model: str = "deepseek-v3") -> List[Comparison]:
@@ -297,7 +308,7 @@ SHARES = {"deepseek-v3": {"vendor small ops": "small", "vendor overlap": "hidden
 
 def summary_header(model: str = "deepseek-v3") -> Tuple[str, ...]:
     return ("device", "stack", "phase", "shapes", "step error", *COMPARED, *SHARES[model],
-            "steptrace dense FFN", "worst shape")
+            "steptrace overlap", "steptrace dense FFN", "worst shape")
 
 
 SUMMARY_HEADER = summary_header()
@@ -317,11 +328,12 @@ def summary_rows(comparisons: Sequence[Comparison],
         shares = [f"{100 * statistics.median(c.row.share(p) for c in cs):.0f} %"
                   for p in SHARES[model].values()]
         ffn = statistics.median(c.dense_ffn_ms / c.modeled_ms for c in cs)
+        hidden = statistics.median(c.hidden_ms / c.modeled_ms for c in cs)
         flagged = sum(c.flagged for c in cs)
         out.append((device, stack, phase, f"{len(cs)}" + (f" ({flagged} flagged)" if flagged
                                                           else ""),
                     _range([c.error for c in cs], _pct), *ratios, *shares,
-                    f"{100 * ffn:.0f} %", f"{worst.row.shape}: {_pct(worst.error)}"))
+                    f"{100 * hidden:.0f} %", f"{100 * ffn:.0f} %", f"{worst.row.shape}: {_pct(worst.error)}"))
     return out
 
 

@@ -97,12 +97,22 @@ def _step_model(m: dict) -> str:
     else:
         source = str(m.get("source", "")).split(",")[0]
         text = f"modeled step: {m.get('stack')} kernel tables ({m.get('table')}; {source})"
+    text += _decode_streams(m.get("decode_streams") or {})
     for how, parts in untimed_parts(missing):
         text += f"; by {how}: " + ", ".join(
             f"{part}{' in part' if part in timed else ''}" for part in parts)
     if missing:
         text += " (the manifest's step_model names each curve the tables lack)"
     return text
+
+
+def _decode_streams(streams: dict) -> str:
+    """How the stack runs a decode step beyond its kernels' times, where it does."""
+    scale = (streams.get("layer_scale") or {}).get("value", 1.0)
+    said = (["shared experts beside the routed path"] if streams.get("shared_beside_routed")
+            else []) + ([f"each layer's kernels at {scale:g} of their time (PDL, assumed)"]
+                        if scale != 1.0 else [])
+    return "; decode steps: " + ", ".join(said) if said else ""
 
 
 def read_manifest(run_dir: Path) -> Manifest:
