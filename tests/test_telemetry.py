@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,8 @@ def test_a_cpu_run_has_a_device_table_on_the_run_clock():
     assert 0 < t[0] and t[-1] <= stopped and np.all(np.diff(t) > 0)
     assert 0.04 <= np.median(np.diff(t)) <= 0.2  # the interval, give or take a busy host
     assert (frame["process_rss_bytes"] > 0).all() and (frame["host_mem_used_bytes"] > 0).all()
-    assert frame["host_cpu_pct"].between(0, 100).all()
+    cpu = frame["host_cpu_pct"]  # none in a sample within 20 ms of the last: the first, and
+    assert cpu.iloc[1:-1].notna().all() and cpu.dropna().between(0, 100).all()  # the stop's
     assert frame["util_pct"].isna().all() and frame["power_w"].isna().all()
     assert frame.dtypes["device"] == np.int64 and frame.dtypes["util_pct"] == np.float64
     assert notes == {"cpu": f"psutil {psutil.__version__}: process {os.getpid()} and host, "
@@ -140,6 +142,7 @@ def test_bad_arguments_are_refused():
 
 def test_host_source_reads_the_process_and_the_machine():
     source = HostSource(os.getpid(), 0.1, lambda: 2.0)
+    source.sample()  # starts psutil's intervals
     end = time.process_time() + 0.05
     while time.process_time() < end:  # some CPU time for the process to show
         pass
@@ -253,3 +256,33 @@ def test_without_energy_or_tokens_there_is_no_invented_figure():
     empty = device_summary(make_frame(), 20.0, 30.0, output_tokens=10)
     assert lookup(empty, "gpu0_util", "count")["value"] == 0
     assert math.isnan(lookup(empty, "gpu0_util", "mean")["value"])
+
+
+def test_a_first_sample_leaves_the_cpu_out_rather_than_reading_zero():
+    """psutil counts the host's interval per calling thread: a source opened in one thread
+    and sampled in another (the sampler's) has no interval at its first sample."""
+    source = HostSource(os.getpid(), 0.1, lambda: 0.0)
+    time.sleep(0.05)
+    with ThreadPoolExecutor(1) as sampling:
+        first = sampling.submit(source.sample).result()[0]
+        assert first["process_cpu_pct"] is None and first["host_cpu_pct"] is None
+        assert first["process_rss_bytes"] > 0 and first["host_mem_used_bytes"] > 0
+        end = time.process_time() + 0.05
+        while time.process_time() < end:
+            pass
+        second = sampling.submit(source.sample).result()[0]
+    assert second["process_cpu_pct"] > 0 and second["host_cpu_pct"] > 0
+
+
+def test_a_run_shorter_than_one_period_has_its_cpu_measured(tmp_path):
+    """The sampler samples once more as it stops: a 0.3 s run under a 10 s period still has
+    a CPU reading over its last interval."""
+    sampler = Sampler("cpu", [], 10.0, time.perf_counter(), os.getpid())
+    sampler.start()
+    wait_for_samples(sampler, 1)  # the first, as the source opened: no CPU reading
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    frame, _ = sampler.stop()
+    assert len(frame) == 2 and np.isnan(frame["process_cpu_pct"].iloc[0])
+    assert frame["process_cpu_pct"].iloc[1] > 0

@@ -29,26 +29,29 @@ def section() -> str:
 
 
 def test_every_vendor_op_is_one_part_and_the_parts_are_its_step():
+    """Every V3 row's parts add to its step, whichever parts steptrace's tables time: the
+    vendor's PDL discount (TensorRT-LLM's large-EP decode) is steptrace's own there."""
     rows = vc.read_rows(CSV)
     assert len(rows) == 1010
     for r in rows:
-        parts = vc.vendor_parts(r, 61, 61)  # no rescaling but the PDL discount's
-        assert sum(parts.values()) == pytest.approx(r.step_ms + moved_by_pdl(r), abs=2e-3)
+        for timed in ((), vc.COMPARED):
+            parts = vc.vendor_parts(r, 61, 61, timed)  # no rescaling to 58 MoE layers
+            assert sum(parts.values()) == pytest.approx(r.step_ms, abs=2e-3)
 
 
 def test_every_v4_vendor_op_is_one_part_and_the_parts_are_its_step():
+    """The vendor prices V4 without PDL: a part steptrace's tables time is brought to its
+    TensorRT-LLM decode discount, one they do not keeps the vendor's time."""
     rows = vc.read_rows(CSV_V4)
     assert len(rows) == 808 and {r.pdl for r in rows} == {1.0}
     for r in rows:
-        assert sum(vc.vendor_parts(r, 43, 43).values()) == pytest.approx(
-            r.step_ms + moved_by_pdl(r), abs=2e-3)
-
-
-def moved_by_pdl(r) -> float:
-    """What bringing the row's per-layer ops from the vendor's PDL discount to steptrace's
-    adds to its step."""
-    scale = vc.layer_scale(r) / r.pdl
-    return sum(ms * (scale - 1) for op, ms in r.ops.items() if op not in vc.ONCE)
+        own = vc.vendor_parts(r, 43, 43)
+        assert sum(own.values()) == pytest.approx(r.step_ms, abs=2e-3)
+        timed = vc.vendor_parts(r, 43, 43, ("attention",))
+        discounted = r.stack == "trtllm" and r.phase == "decode"
+        assert timed["attention"] == pytest.approx(own["attention"] * (0.9 if discounted else 1))
+        assert {p: timed[p] for p in own if p != "attention"} == \
+            {p: own[p] for p in own if p != "attention"}
 
 
 def test_v4_quoted_shapes_as_the_docs_state():

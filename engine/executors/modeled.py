@@ -81,11 +81,12 @@ def deployment_rates(d: Deployment, profile: DeviceProfile, model_config) -> _co
 
 
 def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceProfile,
-                       model_config) -> dict:
+                       model_config, decodes: bool = True) -> dict:
     """`r` timed from the deployment's kernel tables where it has them: their terms, the
     stack's host cost for the profile's overhead, and no layer floor (small shapes'
     measured times carry it). What the step is timed by, as the run's manifest records it
-    (`step_model`)."""
+    (`step_model`); how the stack runs a decode step where the engine runs one
+    (`decodes`: not a P/D prefill pool's prompt engine)."""
     stack = d.kernel_stack(profile)
     if stack is None and not profile.family_efficiency:
         return dict(stack=ROOFLINE, timed=[], missing={})
@@ -98,12 +99,14 @@ def with_kernel_tables(r: _core.DeploymentRates, d: Deployment, profile: DeviceP
     r.overhead_s = host.value * 1e-6
     r.layer_floor_s = 0.0
     streams = decode_streams(table.stack)
-    shared = streams.shared_beside_routed if d.cuda_graphs else None
-    return dict(stack=stack or ROOFLINE, table=table.stack, source=table.source,
-                timed=list(terms.timed), missing=terms.missing, cuda_graphs=d.cuda_graphs,
-                step_host_us=_figure(host),
-                decode_streams=dict(shared_beside_routed=shared,
-                                    layer_scale=_figure(streams.layer_scale)))
+    model = dict(stack=stack or ROOFLINE, table=table.stack, source=table.source,
+                 timed=list(terms.timed), missing=terms.missing, cuda_graphs=d.cuda_graphs,
+                 step_host_us=_figure(host))
+    if decodes:
+        model["decode_streams"] = dict(
+            shared_beside_routed=streams.shared_beside_routed if terms.aux else None,
+            layer_scale=_figure(streams.layer_scale))
+    return model
 
 
 def _figure(f: Figure) -> dict:
@@ -158,7 +161,8 @@ class ModeledExecutor:
         if config.deployment is not None:
             rates = deployment_rates(config.deployment, profile, estimator.cfg)
             self.step_model = with_kernel_tables(rates, config.deployment, profile,
-                                                 estimator.cfg)
+                                                 estimator.cfg,
+                                                 config.scheduler.engine_type != "prompt")
         # Accepted MTP drafts: numpy's seeded stream, drawn in C++ (csrc/replay/pcg64.hpp).
         # The C++ replay loop (harness/replay/native.py) steps this same object.
         self.core = _core.ModeledStep(

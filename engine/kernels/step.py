@@ -28,6 +28,7 @@ class StepTerms:
     timed: Tuple[str, ...] = ()  # parts the table times (in some steps, for the all-to-alls)
     missing: Dict[str, str] = field(default_factory=dict)  # part -> the curve it lacked
     decode_layer_scale: float = 1.0  # the stack's (streams.py)
+    aux: bool = False  # some term runs on the second stream in decode steps
 
     def kernel_step(self, micro_batches: int, mtp_layers_per_layer: float) -> _core.KernelStep:
         return _core.KernelStep(self.terms, micro_batches, mtp_layers_per_layer,
@@ -183,6 +184,7 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
             found = [] if lacking else found
         terms = [_term(curves[at[0]], k, part, at[1], at[2], aux and k.aux)
                  for at, _, k in found if at]
+        out.aux = out.aux or any(aux and k.aux for at, _, k in found if at)
         if terms:
             timed.append(part)
         out.terms += terms

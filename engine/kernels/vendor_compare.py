@@ -12,9 +12,9 @@ prompt engine's first (`sequences_per_gpu` whole prompts of `context` tokens per
 each part at the precision the vendor's row runs it at, the default expert_imbalance.
 
 The vendor's per-op times are grouped into steptrace's parts (VENDOR_PARTS). trtllm's
-large-EP decode ops carry a PDL discount (pdl_factor); steptrace's carry its stack's
-(streams.py): the vendor's per-layer parts are brought to steptrace's discount before the
-ratios. aiconfigurator prices all 61 layers as MoE
+large-EP decode ops carry a PDL discount (pdl_factor); the parts steptrace's tables time
+carry its stack's (streams.py): those of the vendor's per-layer parts are brought to
+steptrace's discount before the ratios. aiconfigurator prices all 61 layers as MoE
 layers, steptrace 58 MoE layers and 3 dense FFN ones: the vendor's MoE-layer parts are
 scaled by 58/61, and steptrace's dense FFN layers are reported apart (no vendor twin).
 V4's mHC (hyper-connection mixing around each block) is a vendor part steptrace's layer does
@@ -36,7 +36,7 @@ from ..deployment import Deployment
 from ..plan import KIND_DECODE, KIND_FINAL
 from .load import kernel_table
 from .lookup import Curve
-from .step import PARTS, find
+from .step import find
 from .streams import decode_streams
 
 VALIDATION = Path(__file__).resolve().parents[2] / "workloads/validation/kernels"
@@ -116,7 +116,7 @@ class Comparison:
     dense_ffn_ms: float  # steptrace's 3 dense FFN layers
     vendor: Dict[str, float]  # VENDOR_PARTS groups, per-layer ones at steptrace's PDL, 58/61
     flagged: bool  # some part of the modeled step was looked up outside its rows
-    hidden_ms: float  # what steptrace's second stream hid (<= 0)
+    hidden_ms: float  # what steptrace's second stream hid (<= 0; one micro-batch)
 
     @property
     def error(self) -> float:
@@ -154,13 +154,15 @@ def read_rows(path: Path = CSV) -> List[VendorRow]:
     return out
 
 
-def vendor_parts(row: VendorRow, layers: int, moe_layers: int) -> Dict[str, float]:
-    """The vendor's ops grouped as steptrace's parts; the per-layer ones at steptrace's PDL
-    discount rather than the vendor's, the MoE-layer ones (experts, all-to-alls, shared
-    experts, router) at steptrace's MoE layers."""
-    pdl = layer_scale(row)
+def vendor_parts(row: VendorRow, layers: int, moe_layers: int,
+                 timed: Sequence[str] = ()) -> Dict[str, float]:
+    """The vendor's ops grouped as steptrace's parts; the per-layer ones of the parts
+    steptrace's tables time (`timed`) at its PDL discount rather than the vendor's, the
+    MoE-layer ones (experts, all-to-alls, shared experts, router) at steptrace's MoE
+    layers."""
     out = {}
     for part, ops in VENDOR_PARTS.items():
+        pdl = layer_scale(row) if part in timed else row.pdl
         total = 0.0
         for op in ops:
             ms = row.ops.get(op, 0.0)
@@ -261,10 +263,11 @@ def compare(row: VendorRow, model: str = "deepseek-v3") -> Comparison:
     modeled["dense"] -= ffn
     m = e.model_config
     vendor = vendor_parts(row, m.num_hidden_layers,
-                          m.num_hidden_layers - m.first_k_dense_replace)
-    hidden = slowest.rank_s - sum(getattr(slowest, f"{p}_s") for p in PARTS)
+                          m.num_hidden_layers - m.first_k_dense_replace,
+                          e.executor.step_model["timed"])
+    routed = slowest.experts_s + slowest.dispatch_s + slowest.combine_s
     return Comparison(row, result.forward_ns / 1e6, modeled, ffn, vendor,
-                      bool(slowest.extrapolated), hidden * 1e3)
+                      bool(slowest.extrapolated), (0.0 - min(slowest.aux_s, routed)) * 1e3)
 
 
 def compare_all(rows: Iterable[VendorRow], model: str = "deepseek-v3") -> List[Comparison]:

@@ -108,10 +108,10 @@ def _step_model(m: dict) -> str:
 
 def _decode_streams(streams: dict) -> str:
     """How the stack runs a decode step beyond its kernels' times, where it does."""
-    scale = (streams.get("layer_scale") or {}).get("value", 1.0)
+    scale = streams.get("layer_scale") or {}
     said = (["shared experts beside the routed path"] if streams.get("shared_beside_routed")
-            else []) + ([f"each layer's kernels at {scale:g} of their time (PDL, assumed)"]
-                        if scale != 1.0 else [])
+            else []) + ([f"each layer's kernels at {scale['value']:g} of their time (PDL, "
+                         f"{scale.get('kind')})"] if scale.get("value", 1.0) != 1.0 else [])
     return "; decode steps: " + ", ".join(said) if said else ""
 
 
