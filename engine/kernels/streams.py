@@ -29,8 +29,9 @@ DECODE_STREAMS = {
         "an auxiliary stream beside the router, dispatch, experts and combine, only while a "
         "CUDA graph is captured (tensorrt_llm/_torch/modules/multi_stream_utils.py)",
         Figure(0.9, "assumption", "aiconfigurator-core 0.12.0's PDL factor for TensorRT-LLM's "
-               "large-EP decode layers (DeepSeekModel._PDL_FACTOR; NVIDIA's figure, not fitted "
-               "here)")),
+               "large-EP decode layers (DeepSeekModel._PDL_FACTOR; NVIDIA's figure, fitted on "
+               "no row here), taken for every TensorRT-LLM decode step: TensorRT-LLM turns PDL "
+               "on by default on SM90 and newer (TRTLLM_ENABLE_PDL)")),
 }
 
 
