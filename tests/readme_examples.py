@@ -32,6 +32,9 @@ MARKER = re.compile(r"<!-- example: ([\w-]+) -->")
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?")
 STAMP = re.compile(r"\d{8}-\d{6}")  # a run folder's time stamp
 NOTE = re.compile(r"\s*note: ")
+# The host's CPU over the run: none where the run ends before the sampler's first interval
+# (a virtual-clock run of a fraction of a second against a sampler process's start-up)
+HOST_CPU = re.compile(r"\s*(process_cpu|host_cpu) ")
 
 
 @dataclass(frozen=True)
@@ -109,8 +112,10 @@ def shape(line: str, host_timed: str) -> str:
 
 def differences(example: Example, shown: Sequence[str], made: Sequence[str]) -> List[str]:
     """What differs between the page's block and the command's output, line by line; a
-    note the host's state decides (a busy host, an engine that fell behind) is left out."""
-    shown, made = ([line for line in lines if not NOTE.match(line)] for lines in (shown, made))
+    note the host's state decides (a busy host, an engine that fell behind) is left out, and
+    so are the host CPU's lines, which the host's speed decides whether a run has."""
+    shown, made = ([line for line in lines if not (NOTE.match(line) or HOST_CPU.match(line))]
+                   for lines in (shown, made))
     out = []
     for i in range(max(len(shown), len(made))):
         a = shown[i] if i < len(shown) else "(no line)"
