@@ -79,17 +79,22 @@ def test_two_micro_batches_hide_the_shared_experts_under_the_experts_alone(tmp_p
                                         rel=1e-12)
 
 
+def engine_on(tmp_path, stack, **scheduler):
+    """An 8-rank engine timed by covering_table under `stack`, in a folder of its own."""
+    folder = tmp_path / stack.split()[0]
+    folder.mkdir()
+    path = profile_with_table(folder, deployment(), stack)
+    cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=8192,
+                                                 num_kv_blocks=4096, block_size=64,
+                                                 dp_size=8, max_num_seqs=64, **scheduler),
+                       model="deepseek-v3", executor=f"modeled:{path}", precision="fp8",
+                       deployment=deployment())
+    return LLMEngine(cfg)
+
+
 def test_a_step_with_a_prefill_row_runs_every_kernel_in_turn_on_every_stack(tmp_path):
     def first_step(stack):
-        folder = tmp_path / stack.split()[0]
-        folder.mkdir()
-        path = profile_with_table(folder, deployment(), stack)
-        cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=8192,
-                                                     num_kv_blocks=4096, block_size=64,
-                                                     dp_size=8, max_num_seqs=64),
-                           model="deepseek-v3", executor=f"modeled:{path}", precision="fp8",
-                           deployment=deployment())
-        engine = LLMEngine(cfg)
+        engine = engine_on(tmp_path, stack)
         for i in range(16):
             engine.add_request(i, prompt_len=700, max_new_tokens=4)
         return engine.step()
@@ -104,16 +109,7 @@ def test_one_ranks_prefill_row_has_every_rank_run_its_kernels_in_turn(tmp_path):
     """The rule is the step's: a rank that only decodes, in a step where another rank
     prefills, takes neither the discount nor the second stream."""
     def mixed_step(stack):
-        folder = tmp_path / stack.split()[0]
-        folder.mkdir()
-        path = profile_with_table(folder, deployment(), stack)
-        cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=8192,
-                                                     num_kv_blocks=4096, block_size=64,
-                                                     dp_size=8, max_num_seqs=64,
-                                                     mixed_batches=True),
-                           model="deepseek-v3", executor=f"modeled:{path}", precision="fp8",
-                           deployment=deployment())
-        engine = LLMEngine(cfg)
+        engine = engine_on(tmp_path, stack, mixed_batches=True)
         for i in range(16):
             engine.add_request(i, prompt_len=300, max_new_tokens=16)
         while not all(len(b.kind) and (b.kind == KIND_DECODE).all()
