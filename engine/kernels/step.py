@@ -182,9 +182,9 @@ def step_terms(table: KernelTable, model_config, deployment, scaleup_devices: in
             out.missing[part] = _describe(lacking[0])
         if part not in ("dispatch", "combine"):  # an all-to-all's modes stand alone
             found = [] if lacking else found
-        terms = [_term(curves[at[0]], k, part, at[1], at[2], aux and k.aux)
-                 for at, _, k in found if at]
-        out.aux = out.aux or any(aux and k.aux for at, _, k in found if at)
+        runs = [(at, k, aux and k.aux) for at, _, k in found if at]
+        terms = [_term(curves[at[0]], k, part, at[1], at[2], beside) for at, k, beside in runs]
+        out.aux = out.aux or any(beside for *_, beside in runs)
         if terms:
             timed.append(part)
         out.terms += terms

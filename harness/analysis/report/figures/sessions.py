@@ -142,12 +142,12 @@ def longest(run):
     for i in order[:LONGEST]:
         turns = (c["session_id"] == table["session_id"][i]) & np.isfinite(c["arrival_s"])
         arrival = c["arrival_s"][turns] - table["start_s"][i]
-        end = np.where(np.isfinite(c["last_token_s"][turns]),
-                       c["last_token_s"][turns] - table["start_s"][i], arrival)
+        ended = np.isfinite(c["last_token_s"][turns])
+        end = np.where(ended, c["last_token_s"][turns] - table["start_s"][i], arrival)
         row = lanes(arrival, end)
         if drawn and rows + row.max() + 1 > ROWS:
             break
-        drawn.append((int(table["session_id"][i]), arrival, end, row,
-                      ~np.isfinite(c["last_token_s"][turns]), rows + SPACE * len(drawn)))
+        drawn.append((int(table["session_id"][i]), arrival, end, row, ~ended,
+                      rows + SPACE * len(drawn)))
         rows += int(row.max()) + 1
     return drawn, rows + SPACE * (len(drawn) - 1)
